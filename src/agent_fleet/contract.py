@@ -1,0 +1,169 @@
+"""The provider contract: ``Provider`` starts sessions, a ``Handle`` drives one session's turns.
+
+Calling order for a handle::
+
+    handle = await provider.spawn(spec)        # first turn already running
+    async for event in handle.events():        # ends right after one terminal event
+        ...
+    await handle.send("follow-up")             # next turn on the same session
+    result = await handle.wait()               # drains the turn; raises TurnFailed on Error
+    await handle.stop()                        # idempotent; interrupts a running turn
+
+``events()`` may be called once per turn. Cancelling the task that iterates it stops the turn like
+``stop()``. Providers are async context managers: leaving the context calls ``shutdown()``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from agent_fleet.events import Event, Result
+
+__all__ = [
+    "Capabilities",
+    "Handle",
+    "Mode",
+    "PermissionConfig",
+    "Provider",
+    "Sandbox",
+    "Spec",
+]
+
+Sandbox = Literal["read-only", "workspace-write", "danger-full-access"]
+Mode = Literal["build", "plan", "chat"]
+SANDBOXES: tuple[str, ...] = ("read-only", "workspace-write", "danger-full-access")
+MODES: tuple[str, ...] = ("build", "plan", "chat")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PermissionConfig:
+    """User approval rules, applied after the built-in safety rules.
+
+    ``disallow_patterns`` decline first; when ``allow_patterns`` is non-empty only commands matching
+    one are accepted; otherwise ``default`` decides (``allow`` accepts for the session).
+    Patterns are Python regular expressions searched in the command text.
+    """
+
+    allow_patterns: tuple[str, ...] = ()
+    disallow_patterns: tuple[str, ...] = ()
+    default: Literal["allow", "deny"] = "allow"
+
+    def __post_init__(self) -> None:
+        # Accept lists for convenience but store tuples so the config stays hashable and immutable.
+        object.__setattr__(self, "allow_patterns", tuple(self.allow_patterns))
+        object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
+        if self.default not in ("allow", "deny"):
+            raise ValueError(f"PermissionConfig.default must be 'allow' or 'deny', not {self.default!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spec:
+    """What to run: one session's prompt and settings. Fields a provider cannot honour are reported."""
+
+    prompt: str
+    cwd: str | Path | None = None
+    model: str | None = None
+    base_instructions: str | None = None
+    developer_instructions: str | None = None
+    reasoning_effort: str | None = None
+    sandbox: Sandbox | None = None
+    permission: PermissionConfig | None = None
+    mcp_servers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    output_schema: Mapping[str, Any] | None = None
+    mode: Mode = "build"
+    images: Sequence[str | Path] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.sandbox is not None and self.sandbox not in SANDBOXES:
+            raise ValueError(f"Spec.sandbox must be one of {', '.join(SANDBOXES)}, not {self.sandbox!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"Spec.mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"Spec.timeout must be positive, not {self.timeout!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a provider can do, reported honestly so callers can choose before they try."""
+
+    supports_injection: bool
+    supports_resume: bool
+    supports_tool_plugins: bool
+    supports_output_schema: bool
+    supports_reasoning_effort: bool
+    needs_permission_config: bool
+    emits_subagent_events: bool
+    tool_permission_format: str
+
+
+class Handle(abc.ABC):
+    """One live session. See the module docstring for the calling order."""
+
+    @property
+    @abc.abstractmethod
+    def session_id(self) -> str:
+        """The provider's session (thread) id, usable with ``Provider.resume``."""
+
+    @abc.abstractmethod
+    def events(self) -> AsyncIterator[Event]:
+        """Events of the current turn; ends right after exactly one terminal event."""
+
+    @abc.abstractmethod
+    async def send(self, prompt: str) -> None:
+        """Start a follow-up turn on this session. The previous turn must have ended."""
+
+    @abc.abstractmethod
+    async def inject(self, text: str) -> None:
+        """Steer the running turn with more input. Raises ``Unsupported`` where impossible."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Interrupt the running turn and end the stream with ``Error(code="cancelled")``. Idempotent."""
+
+    @abc.abstractmethod
+    async def wait(self) -> Result:
+        """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
+
+
+class Provider(abc.ABC):
+    """Starts and resumes sessions. Use as an async context manager."""
+
+    name: str
+
+    @property
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abc.abstractmethod
+    async def spawn(self, spec: Spec) -> Handle:
+        """Start a new session and its first turn with ``spec.prompt``."""
+
+    @abc.abstractmethod
+    async def resume(self, session_id: str, spec: Spec) -> Handle:
+        """Continue an existing session with a new turn running ``spec.prompt``."""
+
+    @abc.abstractmethod
+    async def shutdown(self) -> None:
+        """Stop every session and release resources. Idempotent."""
+
+    async def start(self) -> None:  # noqa: B027 - optional hook, not abstract
+        """Acquire resources (e.g. start a child process). Called on context entry."""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()

@@ -1,0 +1,186 @@
+"""The provider-neutral event model.
+
+Every provider maps its wire format onto these frozen dataclasses. A turn's stream is a sequence of
+non-terminal events ending with exactly one terminal event: ``Result`` (success) or ``Error``.
+Anything a provider does not map becomes ``UnknownEvent(raw=...)`` so newer wire versions never crash
+a consumer.
+
+``Error.code`` is one of the closed set in ``ERROR_CODES``:
+
+- ``app_server_crashed`` - the shared codex app-server child died while the turn ran
+- ``cancelled``          - the turn was stopped by ``Handle.stop()`` or task cancellation
+- ``turn_failed``        - the agent reported the turn failed (model error, HTTP 5xx, ...)
+- ``auth_failed``        - the model provider rejected the credential (never retryable)
+- ``timeout``            - ``Spec.timeout`` expired; the turn was interrupted
+- ``process_exited``     - a per-turn process exited non-zero (codex exec)
+- ``protocol_error``     - the peer violated the protocol or the stream ended without a terminal event
+- ``approval_failed``    - an approval could not be decided (handler raised and the turn cannot go on)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+__all__ = [
+    "ERROR_CODES",
+    "AssistantMessage",
+    "Error",
+    "ErrorCode",
+    "Event",
+    "Plan",
+    "PlanStep",
+    "Reasoning",
+    "Result",
+    "System",
+    "TerminalEvent",
+    "TextDelta",
+    "TokenUsage",
+    "ToolResult",
+    "ToolUse",
+    "UnknownEvent",
+    "is_terminal",
+]
+
+ErrorCode = Literal[
+    "app_server_crashed",
+    "cancelled",
+    "turn_failed",
+    "auth_failed",
+    "timeout",
+    "process_exited",
+    "protocol_error",
+    "approval_failed",
+]
+ERROR_CODES: Final[frozenset[str]] = frozenset(ErrorCode.__args__)  # type: ignore[attr-defined]
+
+_dc = dataclass(frozen=True, slots=True, kw_only=True)
+
+
+@_dc
+class TextDelta:
+    """A streamed fragment of assistant text; ``item_id`` groups fragments of one message."""
+
+    text: str
+    item_id: str | None = None
+
+
+@_dc
+class AssistantMessage:
+    """A complete assistant message (authoritative over the deltas that preceded it)."""
+
+    text: str
+    item_id: str | None = None
+    phase: str | None = None
+
+
+@_dc
+class Reasoning:
+    """Reasoning summary or content text."""
+
+    text: str
+    item_id: str | None = None
+
+
+@_dc
+class ToolUse:
+    """The agent invokes a tool. ``name`` is ``shell``, ``apply_patch``, ``mcp:<server>/<tool>``, ..."""
+
+    id: str
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    synthetic: bool = False
+
+
+@_dc
+class ToolResult:
+    """The outcome of a ``ToolUse`` with the same ``id``."""
+
+    id: str
+    output: str = ""
+    exit_code: int | None = None
+    is_error: bool = False
+    status: str | None = None
+    synthetic: bool = False
+
+
+@_dc
+class PlanStep:
+    step: str
+    status: str
+
+
+@_dc
+class Plan:
+    """The agent's current plan (todo list)."""
+
+    steps: tuple[PlanStep, ...]
+    explanation: str | None = None
+
+
+@_dc
+class TokenUsage:
+    """Token counts; ``total`` is cumulative for the session where the provider reports it."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@_dc
+class System:
+    """Provider lifecycle and policy notices (``subtype`` names which, ``data`` carries details)."""
+
+    subtype: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@_dc
+class UnknownEvent:
+    """A wire message this version does not map, passed through untouched."""
+
+    raw: dict[str, Any]
+
+
+@_dc
+class Result:
+    """Terminal: the turn completed. ``structured`` is the parsed output when an output schema was set."""
+
+    session_id: str
+    turn_id: str | None = None
+    text: str = ""
+    usage: TokenUsage | None = None
+    structured: Any = None
+
+
+@_dc
+class Error:
+    """Terminal: the turn did not complete. ``code`` is one of ``ERROR_CODES``."""
+
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+TerminalEvent = Result | Error
+Event = (
+    TextDelta
+    | AssistantMessage
+    | Reasoning
+    | ToolUse
+    | ToolResult
+    | Plan
+    | TokenUsage
+    | System
+    | UnknownEvent
+    | Result
+    | Error
+)
+
+
+def is_terminal(event: Event) -> bool:
+    """True for ``Result`` and ``Error``: the last event of a turn's stream."""
+    return isinstance(event, Result | Error)

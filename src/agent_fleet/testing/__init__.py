@@ -1,0 +1,41 @@
+"""Test codex pipelines offline: a scripted Responses API server and the wiring to point codex at it.
+
+    from agent_fleet.testing import Reply, ScriptedModelServer, scripted_codex_env
+
+    with ScriptedModelServer([Reply.exec("pytest -q"), Reply.text("done")]) as server:
+        env = scripted_codex_env(server, codex_home=tmp_path / "codex-home")
+        # run codex with env.config (as -c overrides) and env.env (CODEX_HOME, dummy key)
+
+The pytest plugin (loaded automatically) provides the ``scripted_model`` and ``codex_env`` fixtures.
+"""
+
+from agent_fleet.testing._env import CodexTestEnv, scripted_codex_env
+from agent_fleet.testing._server import (
+    CustomToolCall,
+    FunctionCall,
+    Item,
+    ReasoningItem,
+    RecordedRequest,
+    Reply,
+    Responder,
+    ScriptedModelServer,
+    Text,
+    apply_patch,
+    exec_command,
+)
+
+__all__ = [
+    "CodexTestEnv",
+    "CustomToolCall",
+    "FunctionCall",
+    "Item",
+    "ReasoningItem",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "ScriptedModelServer",
+    "Text",
+    "apply_patch",
+    "exec_command",
+    "scripted_codex_env",
+]

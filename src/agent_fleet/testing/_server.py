@@ -1,0 +1,403 @@
+"""A loopback OpenAI Responses API server whose replies a test scripts.
+
+It runs in a background thread (not on the caller's event loop) so it keeps serving while a test
+blocks, and so one server can feed several codex processes and event loops at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+from agent_fleet.testing import _sse
+
+__all__ = [
+    "CustomToolCall",
+    "FunctionCall",
+    "Item",
+    "ReasoningItem",
+    "RecordedRequest",
+    "Reply",
+    "Responder",
+    "ScriptedModelServer",
+    "Text",
+    "apply_patch",
+    "exec_command",
+]
+
+_ids = itertools.count(1)
+
+
+def _next_id(prefix: str) -> str:
+    return f"{prefix}_{next(_ids)}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Text:
+    """An assistant message. ``chunks`` streams it as deltas (default: one delta per word)."""
+
+    text: str
+    chunks: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionCall:
+    """A ``function_call`` output item (``arguments`` is a JSON string or a mapping)."""
+
+    name: str
+    arguments: str | Mapping[str, Any]
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomToolCall:
+    """A freeform ``custom_tool_call`` output item, e.g. ``apply_patch`` with the raw patch."""
+
+    name: str
+    input: str
+    call_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningItem:
+    """A reasoning item with a summary text."""
+
+    summary: str
+
+
+Item = Text | FunctionCall | CustomToolCall | ReasoningItem
+
+
+def exec_command(cmd: str, *, workdir: str | None = None, call_id: str | None = None) -> FunctionCall:
+    """A model request to run ``cmd`` through codex's ``exec_command`` tool."""
+    args: dict[str, Any] = {"cmd": cmd}
+    if workdir is not None:
+        args["workdir"] = workdir
+    return FunctionCall(name="exec_command", arguments=args, call_id=call_id)
+
+
+def apply_patch(patch: str, *, call_id: str | None = None) -> CustomToolCall:
+    """A model request to apply ``patch`` (codex's ``*** Begin Patch`` format) via the freeform tool."""
+    return CustomToolCall(name="apply_patch", input=patch, call_id=call_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """One scripted response to one model request.
+
+    ``delay`` waits before answering; ``event_delay`` between SSE events. ``status`` other than 200
+    answers with an HTTP error carrying ``error_message``. ``failed`` ends the stream with
+    ``response.failed`` (code, message) instead of ``response.completed``.
+    """
+
+    items: Sequence[Item] = ()
+    delay: float = 0.0
+    event_delay: float = 0.0
+    status: int = 200
+    error_message: str = "scripted error"
+    failed: tuple[str, str] | None = None
+    usage: Mapping[str, int] | None = None
+
+    @classmethod
+    def text(cls, text: str, **kw: Any) -> Reply:
+        return cls(items=(Text(text=text),), **kw)
+
+    @classmethod
+    def exec(cls, cmd: str, *, workdir: str | None = None, **kw: Any) -> Reply:
+        return cls(items=(exec_command(cmd, workdir=workdir),), **kw)
+
+    @classmethod
+    def patch(cls, patch: str, **kw: Any) -> Reply:
+        return cls(items=(apply_patch(patch),), **kw)
+
+    @classmethod
+    def http_error(cls, status: int, message: str = "scripted error", **kw: Any) -> Reply:
+        return cls(status=status, error_message=message, **kw)
+
+    def sse_events(self) -> Iterator[dict[str, Any]]:
+        response_id = _next_id("resp")
+        yield _sse.response_created(response_id)
+        for item in self.items:
+            match item:
+                case Text(text=text, chunks=chunks):
+                    item_id = _next_id("msg")
+                    yield _sse.message_added(item_id)
+                    parts = list(chunks) if chunks is not None else _split_words(text)
+                    for part in parts:
+                        yield _sse.text_delta(item_id, part)
+                    yield _sse.message_done(item_id, text)
+                case FunctionCall(name=name, arguments=arguments, call_id=call_id):
+                    args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+                    yield _sse.function_call_done(call_id or _next_id("call"), name, args)
+                case CustomToolCall(name=name, input=input_text, call_id=call_id):
+                    yield _sse.custom_tool_call_done(call_id or _next_id("call"), name, input_text)
+                case ReasoningItem(summary=summary):
+                    yield _sse.reasoning_done(_next_id("rs"), summary)
+        if self.failed is not None:
+            yield _sse.response_failed(response_id, *self.failed)
+        else:
+            yield _sse.response_completed(response_id, dict(self.usage) if self.usage else None)
+
+
+def _split_words(text: str) -> list[str]:
+    if not text:
+        return []
+    words = text.split(" ")
+    return [w + " " for w in words[:-1]] + [words[-1]]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request the server received: HTTP method, path, headers and the parsed JSON body."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+    received_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def input(self) -> list[dict[str, Any]]:
+        """The Responses API ``input`` items (empty when the body has none)."""
+        if isinstance(self.body, dict) and isinstance(self.body.get("input"), list):
+            return [i for i in self.body["input"] if isinstance(i, dict)]
+        return []
+
+    def texts(self, role: str | None = None) -> list[str]:
+        """Every text span of ``message`` input items (optionally only of ``role``)."""
+        out: list[str] = []
+        for item in self.input:
+            if item.get("type") != "message" or (role is not None and item.get("role") != role):
+                continue
+            content = item.get("content")
+            if isinstance(content, str):
+                out.append(content)
+            elif isinstance(content, list):
+                out += [c["text"] for c in content if isinstance(c, dict) and isinstance(c.get("text"), str)]
+        return out
+
+    def user_texts(self) -> list[str]:
+        return self.texts("user")
+
+    @property
+    def last_user_text(self) -> str:
+        texts = self.user_texts()
+        return texts[-1] if texts else ""
+
+    def tool_outputs(self) -> list[dict[str, Any]]:
+        """``function_call_output`` and ``custom_tool_call_output`` input items, in order."""
+        return [i for i in self.input if i.get("type") in ("function_call_output", "custom_tool_call_output")]
+
+    @property
+    def ends_with_tool_output(self) -> bool:
+        """True when the model is being asked to continue after a tool call."""
+        items = self.input
+        return bool(items) and items[-1].get("type") in ("function_call_output", "custom_tool_call_output")
+
+    def contains(self, needle: str) -> bool:
+        """True when ``needle`` occurs anywhere in the request body."""
+        return needle in json.dumps(self.body)
+
+
+Responder = Callable[[RecordedRequest], Reply | None]
+
+
+class ScriptedModelServer:
+    """Loopback Responses API endpoint: ``POST /v1/responses`` answered from a script.
+
+    Replies come from ``responder(request)`` when it returns one, else from the FIFO queue
+    (``replies`` / ``enqueue``), else ``default``. Every request is recorded in ``requests``.
+    Use as a (sync or async) context manager, or call ``start()`` / ``stop()``.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        responder: Responder | None = None,
+        default: Reply | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._queue: deque[Reply] = deque(replies)
+        self.responder = responder
+        self.default = default or Reply.text("(scripted model: no reply scripted for this request)")
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._host, self._port = host, port
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.unscripted = 0
+
+    # --- script -----------------------------------------------------------------------------------
+    def enqueue(self, *replies: Reply) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Model requests (``POST .../responses``) received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def pending_replies(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def _choose(self, request: RecordedRequest) -> Reply:
+        if self.responder is not None:
+            chosen = self.responder(request)
+            if chosen is not None:
+                return chosen
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+            self.unscripted += 1
+        return self.default
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """Base URL for codex's ``base_url`` (ends with ``/v1``)."""
+        if self._httpd is None:
+            raise RuntimeError("ScriptedModelServer is not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def start(self) -> Self:
+        if self._httpd is not None:
+            return self
+        handler = type("Handler", (_Handler,), {"owner": self})
+        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="scripted-model-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return self.start()
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # --- codex wiring -----------------------------------------------------------------------------
+    def codex_config(
+        self,
+        *,
+        provider: str = "scripted",
+        env_key: str = "AGENT_FLEET_SCRIPTED_API_KEY",
+        model: str | None = "gpt-5.5",
+    ) -> dict[str, Any]:
+        """Codex config overrides (dotted keys) that point codex at this server.
+
+        Retries are disabled so scripted HTTP errors surface at once instead of after backoff.
+        """
+        config: dict[str, Any] = {
+            "model_provider": provider,
+            f"model_providers.{provider}": {
+                "name": "agent-fleet scripted model",
+                "base_url": self.url,
+                "wire_api": "responses",
+                "env_key": env_key,
+                "request_max_retries": 0,
+                "stream_max_retries": 0,
+            },
+        }
+        if model is not None:
+            config["model"] = model
+        return config
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: ScriptedModelServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read .requests instead
+        pass
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        with contextlib.suppress(ValueError):
+            return json.loads(raw)
+        return raw.decode("utf-8", "replace")
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"data": [], "object": "list", "models": []})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        body = self._read_body()
+        if not self.path.split("?")[0].rstrip("/").endswith("/responses"):
+            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        request = RecordedRequest("POST", self.path, dict(self.headers.items()), body)
+        owner = self.owner
+        with owner._lock:
+            owner._requests.append(request)
+        reply = owner._choose(request)
+        if reply.delay:
+            time.sleep(reply.delay)
+        if reply.status != 200:
+            self._send_json(
+                reply.status,
+                {"error": {"message": reply.error_message, "type": "scripted_error", "code": None}},
+            )
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for event in reply.sse_events():
+                self.wfile.write(_sse.encode_sse([event]))
+                self.wfile.flush()
+                if reply.event_delay:
+                    time.sleep(reply.event_delay)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # codex hung up (e.g. the turn was interrupted): nothing to deliver to
