@@ -1,0 +1,670 @@
+"""The asyncio shell around ``JsonRpcCore``: one reader task, serialised writes, routed dispatch.
+
+Theory of operation
+-------------------
+A single reader task pulls bytes from the ``Transport``, feeds the core and dispatches every decoded
+message *synchronously* before reading again:
+
+* ``Response`` / ``ErrorResponse`` resolve the future of the matching ``request()`` call;
+* ``Notification`` / ``Request`` are routed: ``route_key(method, params)`` picks a subscription, else the
+  fallback. Each subscription (and the fallback) owns a FIFO queue drained by one worker task, so a slow
+  handler delays only its own key, never the reader or another key. Routing decisions are taken when a
+  message is read; a server ``Request`` with no handler at all is answered -32601 at once;
+* ``ProtocolError`` is logged and passed to ``on_protocol_error``; the reader keeps going.
+
+Because a chunk is fully dispatched (and at EOF ``feed_eof`` is flushed) before the connection closes, a
+response that arrives together with EOF still reaches its waiter.
+
+Timeouts, cancellation and backpressure live here only. Outgoing backpressure comes from
+``Transport.send`` (``drain``); incoming queues are unbounded by design, because blocking the reader on
+one slow handler would stall every other key and every pending response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from types import TracebackType
+from typing import Any, Final, Protocol, TypeAlias
+
+from agent_fleet.errors import (
+    ConnectionClosed,
+    RemoteProtocolError,
+    RequestTimeout,
+    RPCError,
+    TransportError,
+    UsageError,
+)
+from agent_fleet.jsonrpc.core import (
+    ErrorResponse,
+    JsonRpcCore,
+    Message,
+    Notification,
+    ProtocolError,
+    Request,
+    Response,
+)
+
+__all__ = [
+    "Connection",
+    "NotificationHandler",
+    "RequestHandler",
+    "RouteKey",
+    "StreamTransport",
+    "Subscription",
+    "Transport",
+    "param_key",
+]
+
+logger = logging.getLogger("agent_fleet.jsonrpc")
+
+# Handlers may be plain functions or coroutine functions; an awaitable result is awaited, else ignored.
+# A request handler replies itself, with Connection.respond / respond_error.
+NotificationHandler: TypeAlias = Callable[[Notification], object]
+RequestHandler: TypeAlias = Callable[[Request], object]
+RouteKey: TypeAlias = Callable[[str, Any], str | None]
+
+_Handler: TypeAlias = Callable[[Any], object]
+_PERMANENT_CODES: Final = frozenset(
+    {RPCError.PARSE_ERROR, RPCError.INVALID_REQUEST, RPCError.METHOD_NOT_FOUND}
+)
+
+
+class Transport(Protocol):
+    """A byte pipe under a ``Connection``.
+
+    ``receive`` returns some bytes, ``b""`` at EOF; it may raise (``TransportError`` with an exit code or
+    stderr tail is the richest cause) and that exception becomes the connection's close cause. ``send``
+    must write the whole message or nothing even if cancelled while waiting for backpressure. ``close``
+    must be idempotent. Message-oriented transports (websocket) return one message plus ``b"\\n"``.
+    """
+
+    async def receive(self) -> bytes: ...
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class StreamTransport:
+    """``Transport`` over an asyncio stream pair, e.g. a child's stdout (reader) and stdin (writer).
+
+    ``close()`` flushes buffered output for at most ``close_timeout`` seconds, then aborts the writer:
+    a peer that stopped reading must not make closing hang.
+    """
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, close_timeout: float = 2.0
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._close_timeout = close_timeout
+
+    async def receive(self) -> bytes:
+        return await self._reader.read(65536)
+
+    async def send(self, data: bytes) -> None:
+        # write() buffers the whole message at once, so a cancelled drain() cannot split a message.
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def close(self) -> None:
+        if self._writer.is_closing():
+            return
+        self._writer.close()
+        # wait_closed() awaits a future shared with the stream protocol; cancelling it (as a timeout
+        # would) breaks that protocol later (InvalidStateError), so bound it with asyncio.wait instead.
+        waiter = asyncio.ensure_future(self._writer.wait_closed())
+        waiter.add_done_callback(_consume_result)  # an OSError here only means the peer is gone
+        done, _ = await asyncio.wait([waiter], timeout=self._close_timeout)
+        if not done:
+            self._writer.transport.abort()
+
+
+def _consume_result(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+def param_key(name: str) -> RouteKey:
+    """Return a ``route_key`` that reads ``params[name]`` when params is a dict and the value a str."""
+
+    def key(method: str, params: Any) -> str | None:
+        if isinstance(params, dict):
+            value = params.get(name)
+            if isinstance(value, str):
+                return value
+        return None
+
+    key.__name__ = f"param_key_{name}"
+    return key
+
+
+async def _await(aw: Awaitable[object]) -> None:
+    await aw
+
+
+class _Worker:
+    """A FIFO of ``(handler, message)`` drained by one lazily created task."""
+
+    __slots__ = ("_conn", "_finishing", "_label", "_queue", "_task", "_wakeup")
+
+    def __init__(self, conn: Connection, label: str) -> None:
+        self._conn = conn
+        self._label = label
+        self._queue: deque[tuple[_Handler, Notification | Request]] = deque()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._finishing = False
+
+    def put(self, handler: _Handler, msg: Notification | Request) -> None:
+        self._queue.append((handler, msg))
+        if self._task is None:
+            self._task = self._conn._spawn(self._run(), f"{self._conn.name}:{self._label}")
+        self._wakeup.set()
+
+    def finish(self) -> None:
+        """Let the worker exit once its queue is empty."""
+        self._finishing = True
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        queue = self._queue
+        call = self._conn._call_handler
+        while True:
+            while queue:
+                handler, msg = queue.popleft()
+                await call(handler, msg)
+            if self._finishing:
+                return
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+
+class Subscription:
+    """A routing-key registration made by ``Connection.subscribe``; ``close()`` ends it."""
+
+    __slots__ = ("_closed", "_conn", "_key", "_on_notification", "_on_request", "_worker")
+
+    def __init__(
+        self,
+        conn: Connection,
+        key: str,
+        worker: _Worker,
+        on_notification: NotificationHandler | None,
+        on_request: RequestHandler | None,
+    ) -> None:
+        self._conn = conn
+        self._key = key
+        self._worker = worker
+        self._on_notification = on_notification
+        self._on_request = on_request
+        self._closed = False
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close()`` or once the connection has closed."""
+        return self._closed
+
+    def close(self) -> None:
+        """Unsubscribe (idempotent). New messages for the key go to the fallback; already queued ones
+        are still delivered to this subscription's handlers, then its worker exits."""
+        if self._closed:
+            return
+        self._closed = True
+        self._conn._unsubscribe(self)
+        self._worker.finish()
+
+
+class Connection:
+    """A JSON-RPC 2.0 connection over a ``Transport``; both peers may send requests.
+
+    Calling order: construct, then ``start()`` (sync, needs a running loop) or ``async with conn:``;
+    then ``request``/``notify``/``respond``; finally ``close()``. ``subscribe``/``set_fallback`` may be
+    called any time before close, ideally before ``start()`` so no early message falls through.
+
+    Handlers (sync or async) run on per-subscription worker tasks, in arrival order per key. An exception
+    in a handler is logged and dispatch goes on; if it came from a request handler that had not replied
+    yet, the peer gets -32603 so it does not hang. Request handlers reply with ``respond``/``respond_error``.
+
+    Close (EOF, read error or ``close()``): every pending ``request()`` fails with ``ConnectionClosed``
+    (``.cause`` and ``__cause__`` are the close cause), ``on_close`` callbacks fire once, the transport is
+    closed. Messages already queued for handlers are still delivered after close (workers drain, then
+    exit; ``close()`` does not wait for them), so handlers may see ``ConnectionClosed`` when replying.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        core: JsonRpcCore | None = None,
+        route_key: RouteKey | None = None,
+        retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        on_protocol_error: Callable[[ProtocolError], object] | None = None,
+        name: str = "jsonrpc",
+    ) -> None:
+        self._transport = transport
+        self._core = core if core is not None else JsonRpcCore()
+        self._route_key = route_key
+        self._retry_delays = tuple(retry_delays)
+        self._sleep = sleep
+        self._on_protocol_error = on_protocol_error
+        self.name = name
+
+        self._waiters: dict[int | str, asyncio.Future[Any]] = {}
+        self._inbound: set[int | str] = set()  # ids of peer requests not yet answered
+        self._write_lock = asyncio.Lock()
+        self._reader_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._subs: dict[str, Subscription] = {}
+        self._fallback: tuple[NotificationHandler | None, RequestHandler | None] = (None, None)
+        self._fallback_worker = _Worker(self, "fallback")
+        self._close_callbacks: list[Callable[[BaseException | None], object]] = []
+        self._closed = False
+        self._close_cause: BaseException | None = None
+
+        self.requests_sent: Counter[str] = Counter()
+        """Requests written, by method (retries count once per attempt)."""
+        self.notifications_received = 0
+        self.bytes_received = 0
+        self.bytes_sent = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the reader task. Sync; must run inside the event loop. Raises ``UsageError`` if called
+        twice or after close."""
+        if self._reader_task is not None or self._closed:
+            raise UsageError(f"{self.name}: start() called twice or after close()")
+        self._reader_task = self._spawn(self._read_loop(), f"{self.name}:reader")
+
+    async def __aenter__(self) -> Connection:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def close_cause(self) -> BaseException | None:
+        """Why the connection closed: ``ConnectionClosed`` at EOF, the read error, or ``close(cause)``."""
+        return self._close_cause
+
+    @property
+    def core(self) -> JsonRpcCore:
+        """The protocol core (e.g. to inspect ``core.pending``); do not feed it or encode through it."""
+        return self._core
+
+    def on_close(self, cb: Callable[[BaseException | None], object]) -> None:
+        """Call ``cb(cause)`` exactly once when the connection closes (at once if already closed).
+
+        Callbacks run synchronously inside the closing code; exceptions are logged.
+        """
+        if self._closed:
+            self._run_close_callback(cb)
+        else:
+            self._close_callbacks.append(cb)
+
+    async def close(self, cause: BaseException | None = None) -> None:
+        """Close the connection (idempotent; later calls and their ``cause`` are ignored).
+
+        Fails pending requests with ``ConnectionClosed(cause=cause)``, fires ``on_close``, stops the
+        reader, lets handler workers drain what is queued (not awaited) and closes the transport.
+        """
+        if not self._mark_closed(cause):
+            return
+        reader = self._reader_task
+        if reader is not None and reader is not asyncio.current_task() and not reader.done():
+            reader.cancel()
+            await asyncio.wait([reader])
+        await self._close_transport()
+
+    # -- outgoing ---------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-request timeout is the contract
+    ) -> Any:
+        """Send a request and return its ``result``.
+
+        ``timeout`` (seconds, None = wait forever) covers writing and waiting. Raises ``RPCError`` for an
+        error response, ``RequestTimeout`` on timeout, ``ConnectionClosed`` if the connection is or gets
+        closed first, ``TransportError`` if the write fails, ``RemoteProtocolError`` for a malformed reply,
+        ``UsageError`` before ``start()``. On timeout, cancellation or any failure the id is forgotten, so
+        nothing leaks and a late response is reported as ``unknown_response_id``.
+        """
+        if self._reader_task is None:
+            raise UsageError(f"{self.name}: call start() before request()")
+        self._raise_if_closed()
+        rid, data = self._core.encode_request(method, params)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[rid] = fut
+        try:
+            if timeout is None:
+                await self._send(data)
+                self.requests_sent[method] += 1
+                return await fut
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._send(data)
+                    self.requests_sent[method] += 1
+                    return await fut
+            except TimeoutError:
+                raise RequestTimeout(method, timeout) from None
+        finally:
+            if self._waiters.pop(rid, None) is not None:
+                self._core.forget(rid)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # close() may have failed it while we were still sending: mark it seen
+
+    async def request_with_retry(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - per-attempt timeout is the contract
+        attempts: int = 3,
+    ) -> Any:
+        """``request()`` up to ``attempts`` times; ``timeout`` applies to each attempt.
+
+        Retried: ``RequestTimeout``, write failures (``TransportError`` other than ``ConnectionClosed``)
+        and ``RPCError`` except codes -32700, -32600, -32601. Before attempt *n* (n >= 2) it awaits
+        ``sleep(retry_delays[n - 2])`` (the last delay repeats; no delays means none). Raised at once:
+        ``ConnectionClosed``, the permanent ``RPCError`` codes, ``RemoteProtocolError``, ``UsageError``.
+        After the last attempt the last error is raised.
+        """
+        if attempts < 1:
+            raise UsageError("attempts must be >= 1")
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self.request(method, params, timeout=timeout)
+            except ConnectionClosed:
+                raise
+            except RPCError as exc:
+                if exc.code in _PERMANENT_CODES or attempt == attempts:
+                    raise
+                error: Exception = exc
+            except (RequestTimeout, TransportError) as exc:
+                if attempt == attempts:
+                    raise
+                error = exc
+            delays = self._retry_delays
+            delay = delays[min(attempt - 1, len(delays) - 1)] if delays else 0.0
+            logger.info(
+                "%s: %s attempt %d/%d failed (%s); retrying in %gs",
+                self.name,
+                method,
+                attempt,
+                attempts,
+                error,
+                delay,
+            )
+            await self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification. Raises ``ConnectionClosed`` or ``TransportError``."""
+        await self._send(self._core.encode_notification(method, params))
+
+    async def respond(self, id: int | str, result: Any) -> None:
+        """Answer a peer ``Request``; pass ``request.id`` unchanged (int or str)."""
+        self._inbound.discard(id)
+        await self._send(self._core.encode_response(id, result))
+
+    async def respond_error(self, id: int | str | None, code: int, message: str, data: Any = None) -> None:
+        """Answer a peer ``Request`` with a JSON-RPC error."""
+        if id is not None:
+            self._inbound.discard(id)
+        await self._send(self._core.encode_error(id, code, message, data))
+
+    async def _send(self, data: bytes) -> None:
+        self._raise_if_closed()
+        async with self._write_lock:
+            self._raise_if_closed()
+            try:
+                await self._transport.send(data)
+            except TransportError:
+                raise
+            except (OSError, RuntimeError) as exc:
+                # RuntimeError: some transports raise it when writing to a closed stream.
+                if self._closed:
+                    raise self._closed_error("connection closed while sending") from exc
+                raise TransportError(f"{self.name}: write failed: {exc!r}") from exc
+        if self._closed:
+            # Closing aborted the transport under us: delivery is unknown, so do not report success.
+            raise self._closed_error("connection closed while sending")
+        self.bytes_sent += len(data)
+
+    def _raise_if_closed(self) -> None:
+        if self._closed:
+            raise self._closed_error("connection is closed")
+
+    def _closed_error(self, what: str) -> ConnectionClosed:
+        cause = self._close_cause
+        exc = ConnectionClosed(
+            f"{self.name}: {what}" + (f" ({cause})" if cause is not None else ""),
+            cause=cause,
+            exit_code=cause.exit_code if isinstance(cause, TransportError) else None,
+            stderr_tail=cause.stderr_tail if isinstance(cause, TransportError) else "",
+        )
+        exc.__cause__ = cause
+        return exc
+
+    # -- routing ----------------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        key: str,
+        *,
+        on_notification: NotificationHandler | None = None,
+        on_request: RequestHandler | None = None,
+    ) -> Subscription:
+        """Route messages whose ``route_key`` is ``key`` to these handlers, on a worker of their own.
+
+        A kind without a handler here falls through to the fallback. Raises ``UsageError`` if ``key``
+        already has a live subscription, ``ConnectionClosed`` if the connection is closed.
+        """
+        self._raise_if_closed()
+        if key in self._subs:
+            raise UsageError(f"{self.name}: routing key {key!r} is already subscribed")
+        sub = Subscription(self, key, _Worker(self, f"sub:{key}"), on_notification, on_request)
+        self._subs[key] = sub
+        return sub
+
+    def set_fallback(
+        self,
+        *,
+        on_notification: NotificationHandler | None = None,
+        on_request: RequestHandler | None = None,
+    ) -> None:
+        """Handle messages with no routing key or no subscriber (replaces the previous fallback)."""
+        self._fallback = (on_notification, on_request)
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        if self._subs.get(sub.key) is sub:
+            del self._subs[sub.key]
+
+    # -- reading and dispatch ---------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        core = self._core
+        dispatch = self._dispatch
+        receive = self._transport.receive
+        cause: BaseException
+        try:
+            while True:
+                data = await receive()
+                if not data:
+                    dispatch(core.feed_eof())
+                    cause = ConnectionClosed(f"{self.name}: peer closed the connection")
+                    break
+                self.bytes_received += len(data)
+                dispatch(core.feed(data))
+        except asyncio.CancelledError:
+            # close() cancels us after marking closed; any other canceller must not leave waiters hanging.
+            self._mark_closed(ConnectionClosed(f"{self.name}: reader task cancelled"))
+            raise
+        except Exception as exc:
+            cause = exc
+        if self._mark_closed(cause):
+            await self._close_transport()
+
+    def _dispatch(self, messages: list[Message]) -> None:
+        for msg in messages:
+            if type(msg) is Notification:
+                self.notifications_received += 1
+                self._route(msg, 0)
+            elif type(msg) is Response:
+                fut = self._waiters.pop(msg.id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg.result)
+            elif type(msg) is Request:
+                self._inbound.add(msg.id)
+                self._route(msg, 1)
+            elif type(msg) is ErrorResponse:
+                self._on_error_response(msg)
+            elif type(msg) is ProtocolError:
+                self._on_bad_input(msg)
+
+    def _route(self, msg: Notification | Request, kind: int) -> None:
+        # kind: 0 = notification, 1 = request (index into the (on_notification, on_request) pairs).
+        key: str | None = None
+        if self._route_key is not None:
+            try:
+                key = self._route_key(msg.method, msg.params)
+            except Exception:
+                logger.exception("%s: route_key failed for %s", self.name, msg.method)
+        if key is not None:
+            sub = self._subs.get(key)
+            if sub is not None:
+                handler = sub._on_request if kind else sub._on_notification
+                if handler is not None:
+                    sub._worker.put(handler, msg)
+                    return
+        fallback = self._fallback[kind]
+        if fallback is not None:
+            self._fallback_worker.put(fallback, msg)
+        elif isinstance(msg, Request):
+            logger.warning("%s: no handler for server request %s; replying -32601", self.name, msg.method)
+            self._spawn(self._reply_unhandled(msg), f"{self.name}:unhandled")
+        else:
+            logger.debug("%s: dropped notification %s (no handler)", self.name, msg.method)
+
+    async def _reply_unhandled(self, msg: Request) -> None:
+        with contextlib.suppress(TransportError):
+            await self.respond_error(
+                msg.id, RPCError.METHOD_NOT_FOUND, "Method not found", {"method": msg.method}
+            )
+
+    def _on_error_response(self, msg: ErrorResponse) -> None:
+        if msg.id is None:
+            logger.warning(
+                "%s: peer reported error %s without a request id: %s", self.name, msg.code, msg.message
+            )
+            return
+        fut = self._waiters.pop(msg.id, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(RPCError(msg.code, msg.message, msg.data, method=msg.method))
+
+    def _on_bad_input(self, msg: ProtocolError) -> None:
+        logger.warning(
+            "%s: protocol error (%s): %s; line: %r", self.name, msg.kind, msg.detail, msg.line_preview
+        )
+        if msg.id is not None:
+            fut = self._waiters.pop(msg.id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(RemoteProtocolError(f"{self.name}: malformed response: {msg.detail}"))
+        if self._on_protocol_error is not None:
+            try:
+                result = self._on_protocol_error(msg)
+                if inspect.isawaitable(result):
+                    self._spawn(_await(result), f"{self.name}:on_protocol_error")
+            except Exception:
+                logger.exception("%s: on_protocol_error callback failed", self.name)
+
+    async def _call_handler(self, handler: _Handler, msg: Notification | Request) -> None:
+        try:
+            result = handler(msg)
+            if inspect.isawaitable(result):
+                await result
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the worker itself is being cancelled
+            self._handler_failed(msg)
+        except Exception:
+            self._handler_failed(msg)
+        else:
+            return
+        if isinstance(msg, Request) and msg.id in self._inbound and not self._closed:
+            with contextlib.suppress(TransportError):
+                await self.respond_error(msg.id, RPCError.INTERNAL_ERROR, "Internal error")
+
+    def _handler_failed(self, msg: Notification | Request) -> None:
+        logger.exception("%s: handler for %s failed", self.name, msg.method)
+
+    # -- closing ----------------------------------------------------------------------------------
+
+    def _mark_closed(self, cause: BaseException | None) -> bool:
+        """Synchronous part of closing; returns False if already closed."""
+        if self._closed:
+            return False
+        self._closed = True
+        self._close_cause = cause
+        pending = self._core.pending
+        for rid, fut in self._waiters.items():
+            if not fut.done():
+                method = pending.get(rid, "?") if type(rid) is int else "?"
+                fut.set_exception(self._closed_error(f"connection closed before the response to {method}"))
+        self._waiters.clear()
+        self._core.fail_all()
+        self._inbound.clear()
+        for sub in self._subs.values():
+            sub._closed = True
+            sub._worker.finish()
+        self._subs.clear()
+        self._fallback_worker.finish()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for cb in callbacks:
+            self._run_close_callback(cb)
+        return True
+
+    def _run_close_callback(self, cb: Callable[[BaseException | None], object]) -> None:
+        try:
+            cb(self._close_cause)
+        except Exception:
+            logger.exception("%s: on_close callback failed", self.name)
+
+    async def _close_transport(self) -> None:
+        try:
+            await self._transport.close()
+        except Exception:
+            logger.debug("%s: error closing transport", self.name, exc_info=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        # The loop holds tasks weakly; keep them alive until done.
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task

@@ -1,0 +1,371 @@
+"""Sans-I/O JSON-RPC 2.0 over JSON Lines: bytes in, typed messages out; typed calls in, bytes out.
+
+Theory of operation
+-------------------
+``JsonRpcCore`` owns three pieces of state and nothing else:
+
+* the partial-line buffer (bytes after the last newline seen by ``feed``);
+* the pending table ``id -> method`` of requests *we* sent and still expect an answer to;
+* the next request id.
+
+``feed(data)`` splits the buffer on ``b"\\n"`` and classifies every complete line into one of the
+message classes below. Anything malformed becomes a ``ProtocolError`` *value*: the decoder never raises
+on input bytes, so the I/O shell can keep reading after garbage. Responses pop their id from the pending
+table, which is how ``Response.method`` is filled in and how a response to an id we never sent (or
+already ``forget``-ed) is detected.
+
+This module never imports asyncio; timeouts, cancellation and backpressure belong to the shell
+(``agent_fleet.jsonrpc.connection``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final, Literal, TypeAlias
+
+__all__ = [
+    "ErrorResponse",
+    "JsonRpcCore",
+    "Message",
+    "Notification",
+    "ProtocolError",
+    "ProtocolErrorKind",
+    "Request",
+    "Response",
+]
+
+_PREVIEW_BYTES: Final = 256
+_INTERNAL_ERROR: Final = -32603
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request from the peer. ``id`` is kept exactly as sent (int or str) so the reply can echo it."""
+
+    id: int | str
+    method: str
+    params: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A notification from the peer (no id, no reply expected)."""
+
+    method: str
+    params: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A successful response to one of our requests; ``method`` comes from the pending table."""
+
+    id: int | str
+    result: Any
+    method: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """An error response. ``id`` is None when the peer could not tell which request failed.
+
+    A missing or non-integer ``code`` reads as -32603 (internal error); a missing ``message`` as "".
+    """
+
+    id: int | str | None
+    code: int
+    message: str
+    data: Any = None
+    method: str | None = None
+
+
+ProtocolErrorKind: TypeAlias = Literal[
+    "invalid_json", "not_object", "unknown_response_id", "line_too_long", "invalid_message"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolError:
+    """Input that is not a valid message; the line is skipped, decoding goes on.
+
+    ``line_preview`` holds at most the first 256 bytes of the offending line. ``id`` is set when a
+    malformed *response* named an id that was pending: that id has been removed from the pending table so
+    the shell can fail its waiter instead of letting it hang.
+    """
+
+    kind: ProtocolErrorKind
+    detail: str
+    line_preview: bytes = b""
+    id: int | str | None = None
+
+
+Message: TypeAlias = Request | Notification | Response | ErrorResponse | ProtocolError
+
+# ensure_ascii=False keeps non-ASCII text at 1x..3x size instead of 6 bytes per char; strings holding lone
+# surrogates cannot be UTF-8 encoded, so those fall back to the escaping encoder.
+_encode_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_encode_ascii = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _dump_line(obj: dict[str, Any]) -> bytes:
+    try:
+        return (_encode_utf8(obj) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_encode_ascii(obj) + "\n").encode("ascii")
+
+
+def _is_id(value: object) -> bool:
+    # bool is an int subclass but never a valid id; floats are not ids we ever allocate.
+    return type(value) is int or type(value) is str
+
+
+class JsonRpcCore:
+    """JSON-RPC 2.0 protocol state for one connection (JSON Lines framing).
+
+    ``max_line_bytes`` bounds the bytes of one line before its newline; a longer line is reported as one
+    ``ProtocolError("line_too_long")`` and skipped without ever being buffered whole. ``emit_version``
+    controls whether outgoing messages carry ``"jsonrpc": "2.0"`` (incoming messages never need it).
+    """
+
+    __slots__ = (
+        "_buf",
+        "_discarding",
+        "_emit_version",
+        "_max_line_bytes",
+        "_next_id",
+        "_pending",
+        "_pending_view",
+    )
+
+    def __init__(self, *, max_line_bytes: int = 64 * 1024 * 1024, emit_version: bool = True) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
+        self._max_line_bytes = max_line_bytes
+        self._emit_version = emit_version
+        self._buf = bytearray()
+        self._discarding = False
+        self._next_id = 1
+        self._pending: dict[int, str] = {}
+        self._pending_view = MappingProxyType(self._pending)
+
+    # -- incoming ---------------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> list[Message]:
+        """Consume bytes (split anywhere, even inside a UTF-8 character); return the complete messages.
+
+        Never raises on any input. Blank lines are ignored and a ``\\r`` before the newline is tolerated.
+        """
+        out: list[Message] = []
+        if self._discarding:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return out
+            self._discarding = False
+            data = data[nl + 1 :]
+        lines = data.split(b"\n")
+        tail = lines.pop()
+        buf = self._buf
+        if lines:
+            if buf:
+                buf += lines[0]
+                lines[0] = bytes(buf)
+                buf.clear()
+            limit = self._max_line_bytes
+            decode = self._decode_line
+            for line in lines:
+                if len(line) > limit:
+                    out.append(self._too_long(line))
+                    continue
+                msg = decode(line)
+                if msg is not None:
+                    out.append(msg)
+        if tail:
+            if len(buf) + len(tail) > self._max_line_bytes:
+                # Keep only a preview and skip to the next newline, so memory stays bounded.
+                out.append(self._too_long(bytes(buf[:_PREVIEW_BYTES]) + tail[:_PREVIEW_BYTES]))
+                buf.clear()
+                self._discarding = True
+            else:
+                buf += tail
+        return out
+
+    def feed_eof(self) -> list[Message]:
+        """Signal end of input: decode a trailing line that has no newline. Never raises.
+
+        The core is reset to an empty buffer afterwards, so it could be fed again.
+        """
+        if self._discarding:
+            self._discarding = False
+            return []
+        if not self._buf:
+            return []
+        line = bytes(self._buf)
+        self._buf.clear()
+        msg = self._decode_line(line)
+        return [] if msg is None else [msg]
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an incomplete line currently held (never more than ``max_line_bytes``)."""
+        return len(self._buf)
+
+    def _too_long(self, line: bytes | bytearray) -> ProtocolError:
+        return ProtocolError(
+            "line_too_long",
+            f"line exceeds max_line_bytes={self._max_line_bytes}; skipped",
+            bytes(line[:_PREVIEW_BYTES]),
+        )
+
+    def _decode_line(self, line: bytes) -> Message | None:
+        try:
+            # JSON Lines is UTF-8; decoding it ourselves and using raw_decode is ~3x faster than
+            # json.loads(bytes) (no encoding sniffing, no whitespace regexes) on the hot path.
+            text = line.decode()
+            try:
+                obj, end = _raw_decode(text)
+                if end != len(text) and text[end:].strip(" \t\r"):
+                    raise ValueError("trailing data")
+            except ValueError:
+                # Leading whitespace, trailing data or bad JSON: json.loads accepts or explains it.
+                obj = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            # UnicodeDecodeError and JSONDecodeError are ValueErrors; deep nesting is a RecursionError.
+            if not line.strip():
+                return None
+            return ProtocolError("invalid_json", str(exc), line[:_PREVIEW_BYTES])
+        if type(obj) is not dict:
+            return ProtocolError(
+                "not_object", f"expected a JSON object, got {type(obj).__name__}", line[:_PREVIEW_BYTES]
+            )
+        return self._classify(obj, line)
+
+    def _classify(self, obj: dict[str, Any], line: bytes) -> Message:
+        rid: Any
+        method = obj.get("method")
+        if method is not None:
+            if type(method) is not str:
+                return self._invalid(obj, line, "method is not a string")
+            if "id" not in obj:
+                return Notification(method, obj.get("params"))
+            rid = obj["id"]
+            if not _is_id(rid):
+                return self._invalid(obj, line, "request id is not an integer or string")
+            return Request(rid, method, obj.get("params"))
+
+        rid = obj.get("id")
+        if "error" in obj:
+            if rid is None:
+                return self._error_response(None, obj["error"], None)
+            if not _is_id(rid):
+                return self._invalid(obj, line, "response id is not an integer or string")
+            pending_method = self._pop_pending(rid)
+            if pending_method is None:
+                return ProtocolError(
+                    "unknown_response_id", f"error response to unknown id {rid!r}", line[:_PREVIEW_BYTES]
+                )
+            return self._error_response(rid, obj["error"], pending_method)
+        if "result" in obj:
+            if not _is_id(rid):
+                return self._invalid(obj, line, "response id is not an integer or string")
+            pending_method = self._pop_pending(rid)
+            if pending_method is None:
+                return ProtocolError(
+                    "unknown_response_id", f"response to unknown id {rid!r}", line[:_PREVIEW_BYTES]
+                )
+            return Response(rid, obj["result"], pending_method)
+        return self._invalid(obj, line, "neither a request, a notification nor a response")
+
+    def _pop_pending(self, rid: object) -> str | None:
+        # We only allocate int ids, so a string id (even "1") can never name one of our requests.
+        return self._pending.pop(rid, None) if type(rid) is int else None
+
+    def _invalid(self, obj: dict[str, Any], line: bytes, detail: str) -> ProtocolError:
+        rid = obj.get("id")
+        # A malformed answer to a pending request must not leave that request hanging: hand its id out.
+        if "method" not in obj and _is_id(rid) and self._pop_pending(rid) is not None:
+            return ProtocolError("invalid_message", detail, line[:_PREVIEW_BYTES], rid)
+        return ProtocolError("invalid_message", detail, line[:_PREVIEW_BYTES])
+
+    @staticmethod
+    def _error_response(rid: int | str | None, error: Any, method: str | None) -> ErrorResponse:
+        if isinstance(error, dict):
+            code = error.get("code")
+            message = error.get("message")
+            return ErrorResponse(
+                rid,
+                code if type(code) is int else _INTERNAL_ERROR,
+                message if isinstance(message, str) else "" if message is None else str(message),
+                error.get("data"),
+                method,
+            )
+        if isinstance(error, str):
+            return ErrorResponse(rid, _INTERNAL_ERROR, error, None, method)
+        return ErrorResponse(rid, _INTERNAL_ERROR, "", error, method)
+
+    # -- outgoing ---------------------------------------------------------------------------------
+
+    def _envelope(self) -> dict[str, Any]:
+        return {"jsonrpc": "2.0"} if self._emit_version else {}
+
+    def encode_request(self, method: str, params: Any = None) -> tuple[int, bytes]:
+        """Allocate the next id (1, 2, 3, ...), register ``id -> method`` as pending, return both.
+
+        Raises ``TypeError``/``ValueError`` if ``params`` is not JSON-serialisable (nothing is registered).
+        """
+        rid = self._next_id
+        obj = self._envelope()
+        obj["id"] = rid
+        obj["method"] = method
+        if params is not None:
+            obj["params"] = params
+        data = _dump_line(obj)
+        self._next_id = rid + 1
+        self._pending[rid] = method
+        return rid, data
+
+    def encode_notification(self, method: str, params: Any = None) -> bytes:
+        """Encode a notification; ``params`` is omitted when None."""
+        obj = self._envelope()
+        obj["method"] = method
+        if params is not None:
+            obj["params"] = params
+        return _dump_line(obj)
+
+    def encode_response(self, id: int | str, result: Any) -> bytes:
+        """Encode a success reply to a peer request; ``id`` is echoed exactly as given."""
+        obj = self._envelope()
+        obj["id"] = id
+        obj["result"] = result
+        return _dump_line(obj)
+
+    def encode_error(self, id: int | str | None, code: int, message: str, data: Any = None) -> bytes:
+        """Encode an error reply; ``data`` is omitted when None, ``id`` may be None (e.g. parse error)."""
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        obj = self._envelope()
+        obj["id"] = id
+        obj["error"] = error
+        return _dump_line(obj)
+
+    # -- pending table ----------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> Mapping[int, str]:
+        """Read-only live view of ``id -> method`` for requests still awaiting a response."""
+        return self._pending_view
+
+    def forget(self, id: int) -> None:
+        """Stop expecting a response to ``id`` (e.g. after a timeout); a late one is then unknown."""
+        self._pending.pop(id, None)
+
+    def fail_all(self) -> list[int]:
+        """Clear the pending table and return the ids that were in it (in send order)."""
+        ids = list(self._pending)
+        self._pending.clear()
+        return ids
