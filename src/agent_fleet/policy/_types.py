@@ -1,0 +1,71 @@
+"""The engine's values: what is asked (``ApprovalRequest``) and what is answered (``Decision``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+__all__ = ["Action", "ApprovalRequest", "Decision", "RequestKind"]
+
+RequestKind = Literal["command", "file_change", "permissions", "unknown"]
+Action = Literal["accept", "acceptForSession", "decline", "cancel"]
+_KINDS: tuple[str, ...] = get_args(RequestKind)
+_ACTIONS: tuple[str, ...] = get_args(Action)
+
+
+def _paths(values: Sequence[str | os.PathLike[str]], what: str) -> tuple[str, ...]:
+    if isinstance(values, str | bytes | os.PathLike):
+        raise TypeError(f"ApprovalRequest.{what} must be a sequence of paths, not a single path")
+    return tuple(os.fspath(value) for value in values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequest:
+    """One thing an agent asks to do.
+
+    ``command``: shell text, or an argv list (codex sends both; ``["bash", "-lc", "..."]`` is common);
+    stored as ``str`` or ``tuple[str, ...]``. ``paths``: the files a ``file_change`` touches, relative to
+    ``cwd`` or absolute. ``cwd``: where the agent works. ``writable_roots``: further directories it may
+    write (relative ones are taken from ``cwd``). Path-likes are stored as ``str``.
+    Raises ``ValueError`` for an unknown ``kind``.
+    """
+
+    kind: RequestKind
+    command: str | Sequence[str] | None = None
+    paths: Sequence[str | os.PathLike[str]] = ()
+    cwd: str | os.PathLike[str] | None = None
+    writable_roots: Sequence[str | os.PathLike[str]] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"ApprovalRequest.kind must be one of {', '.join(_KINDS)}, not {self.kind!r}")
+        if self.command is not None and not isinstance(self.command, str):
+            argv = tuple(self.command)
+            if not all(isinstance(word, str) for word in argv):
+                raise TypeError("ApprovalRequest.command must be a string or a sequence of strings")
+            object.__setattr__(self, "command", argv)
+        object.__setattr__(self, "paths", _paths(self.paths, "paths"))
+        object.__setattr__(self, "writable_roots", _paths(self.writable_roots, "writable_roots"))
+        if self.cwd is not None:
+            object.__setattr__(self, "cwd", os.fspath(self.cwd))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The answer. ``rule`` names the rule that declined (``None`` when nothing did); ``reason`` is for
+    humans. The engine itself only answers ``acceptForSession`` or ``decline``; ``accept`` and
+    ``cancel`` exist for providers that answer on the user's behalf."""
+
+    action: Action
+    reason: str | None = None
+    rule: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.action not in _ACTIONS:
+            raise ValueError(f"Decision.action must be one of {', '.join(_ACTIONS)}, not {self.action!r}")
+
+    @property
+    def accepted(self) -> bool:
+        return self.action in ("accept", "acceptForSession")

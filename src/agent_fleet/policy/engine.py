@@ -1,0 +1,169 @@
+"""``ApprovalPolicy``: one decision per request, a pure function of the request and the configuration.
+
+Order for a ``command`` request (the first step that decides wins):
+
+1. parse (``_shell``); text that is not valid shell, nests too deeply, or is empty (``None``, ``""``,
+   ``[]``, only blanks or comments) -> ``decline`` with rule ``unparsable``;
+2. built-in safety rules (``_rules``), always on, not overridable by any pattern;
+3. ``disallow_patterns`` in order -> ``user-deny``;
+4. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
+5. ``default``: ``allow`` -> ``acceptForSession``, ``deny`` -> ``decline`` with rule ``default-deny``.
+
+User patterns are Python regular expressions searched (``re.search``) in several texts: the command as
+sent (argv joined with ``shlex.join``) and, for each simple command it runs, its words as written
+(``env X=1 git status``) and its unwrapped argv (``git status``). A disallow pattern declines when it
+matches any of them. An allow pattern set accepts only when *every* simple command (carriers such as the
+``bash -lc`` wrapper excepted) is matched, on its written or unwrapped form, by some allow pattern:
+``git status && rm x`` is not allowed by ``^git``. Text that runs no simple command (``export X=1``)
+must match an allow pattern as a whole. A command request's ``cwd`` and ``writable_roots`` only help the
+built-in rules resolve relative targets (``rm -rf ../..``).
+
+``file_change``: every path must stay inside ``cwd`` or a writable root (``_paths``), else
+``path-escape``. User patterns do not apply (they describe commands); then the default decides. A
+file change with no paths has nothing to escape, so the default decides.
+
+``permissions`` and ``unknown``: the default decides.
+
+A ``None`` configuration is the built-in rules plus default ``allow``. ``ApprovalPolicy`` compiles its
+patterns once, in the constructor (a bad pattern raises ``UsageError``, a ``ValueError``, naming it),
+holds no mutable state, and is safe to use from many threads at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from typing import assert_never
+
+from agent_fleet.contract import PermissionConfig
+from agent_fleet.errors import UsageError
+from agent_fleet.policy._paths import check_paths
+from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
+from agent_fleet.policy._shell import UnparsableCommand, parse_script
+from agent_fleet.policy._types import ApprovalRequest, Decision
+
+__all__ = ["RULES", "ApprovalPolicy", "evaluate_command"]
+
+#: Every rule id a decline can carry, with what it means.
+RULES: dict[str, str] = {
+    **BUILTIN_RULES,
+    "unparsable": "the command is not valid shell, nests too deeply, or is empty",
+    "path-escape": "a file change resolves outside the working directory and writable roots",
+    "user-deny": "the command matches one of the configuration's disallow_patterns",
+    "not-allowed": "allow_patterns are set and a command matches none of them",
+    "default-deny": "nothing accepted the request and the configuration's default is deny",
+}
+
+
+def _compile(patterns: Sequence[str], field: str) -> tuple[re.Pattern[str], ...]:
+    compiled: list[re.Pattern[str]] = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except (re.error, TypeError) as exc:
+            raise UsageError(
+                f"PermissionConfig.{field}: invalid regular expression {pattern!r}: {exc}"
+            ) from exc
+    return tuple(compiled)
+
+
+def _decline(rule: str, reason: str) -> Decision:
+    return Decision(action="decline", rule=rule, reason=reason)
+
+
+class ApprovalPolicy:
+    """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
+
+    __slots__ = ("_allow", "_config", "_default", "_disallow")
+
+    def __init__(self, config: PermissionConfig | None = None) -> None:
+        self._config = config
+        self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
+        self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
+        self._default = config.default if config else "allow"
+
+    @property
+    def config(self) -> PermissionConfig | None:
+        return self._config
+
+    def __repr__(self) -> str:
+        return f"ApprovalPolicy({self._config!r})"
+
+    def evaluate(self, request: ApprovalRequest) -> Decision:
+        """The decision for ``request``. Never raises for a well-formed request: it fails closed."""
+        match request.kind:
+            case "command":
+                return self._command(request)
+            case "file_change":
+                return self._file_change(request)
+            case "permissions" | "unknown":
+                return self._by_default(f"{request.kind} request")
+            case _:
+                assert_never(request.kind)
+
+    def _by_default(self, what: str) -> Decision:
+        match self._default:
+            case "allow":
+                return Decision(action="acceptForSession", reason=f"{what}: default allow")
+            case "deny":
+                return _decline("default-deny", f"{what}: default deny")
+            case _:
+                assert_never(self._default)
+
+    def _file_change(self, request: ApprovalRequest) -> Decision:
+        escaped = check_paths(request.paths, request.cwd, request.writable_roots)
+        if escaped is not None:
+            return escaped
+        return self._by_default("file change inside the workspace")
+
+    def _command(self, request: ApprovalRequest) -> Decision:
+        command = request.command
+        if command is None or not (command.strip() if isinstance(command, str) else command):
+            return _decline("unparsable", "empty command")
+        text = command if isinstance(command, str) else shlex.join(command)
+        try:
+            script = parse_script(command)
+        except UnparsableCommand as exc:
+            return _decline("unparsable", str(exc))
+        if script.empty:
+            return _decline("unparsable", "empty command (only blanks or comments)")
+
+        violation = find_violation(script, RuleContext.build(request.cwd, request.writable_roots))
+        if violation is not None:
+            return _decline(violation.rule, violation.reason)
+
+        units = [
+            (shlex.join(cmd.written), shlex.join(cmd.argv)) for cmd in script.commands if not cmd.carrier
+        ]
+        for pattern in self._disallow:
+            if pattern.search(text) or any(pattern.search(u) for unit in units for u in unit):
+                return _decline("user-deny", f"matches disallowed pattern {pattern.pattern!r}")
+        if self._allow:
+            for unit in units or [(text, text)]:
+                if not any(pattern.search(u) for pattern in self._allow for u in unit):
+                    return _decline("not-allowed", f"{unit[0]!r} matches no allowed pattern")
+            return Decision(action="acceptForSession", reason="every command matches an allowed pattern")
+        return self._by_default("command")
+
+
+@functools.lru_cache(maxsize=64)
+def _policy(config: PermissionConfig | None) -> ApprovalPolicy:
+    return ApprovalPolicy(config)
+
+
+def evaluate_command(
+    command: str | Sequence[str],
+    *,
+    config: PermissionConfig | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    writable_roots: Sequence[str | os.PathLike[str]] = (),
+) -> Decision:
+    """Shorthand for ``ApprovalPolicy(config).evaluate(ApprovalRequest(kind="command", ...))``.
+
+    Policies are cached per configuration, so calling this repeatedly compiles patterns once.
+    """
+    request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=writable_roots)
+    return _policy(config).evaluate(request)
