@@ -54,10 +54,9 @@ ErrorCode = Literal[
 ]
 ERROR_CODES: Final[frozenset[str]] = frozenset(ErrorCode.__args__)  # type: ignore[attr-defined]
 
-_dc = dataclass(frozen=True, slots=True, kw_only=True)
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta:
     """A streamed fragment of assistant text; ``item_id`` groups fragments of one message."""
 
@@ -65,7 +64,7 @@ class TextDelta:
     item_id: str | None = None
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     """A complete assistant message (authoritative over the deltas that preceded it)."""
 
@@ -74,7 +73,7 @@ class AssistantMessage:
     phase: str | None = None
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reasoning:
     """Reasoning summary or content text."""
 
@@ -82,7 +81,7 @@ class Reasoning:
     item_id: str | None = None
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolUse:
     """The agent invokes a tool. ``name`` is ``shell``, ``apply_patch``, ``mcp:<server>/<tool>``, ..."""
 
@@ -92,7 +91,7 @@ class ToolUse:
     synthetic: bool = False
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """The outcome of a ``ToolUse`` with the same ``id``."""
 
@@ -104,13 +103,13 @@ class ToolResult:
     synthetic: bool = False
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanStep:
     step: str
     status: str
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     """The agent's current plan (todo list)."""
 
@@ -118,7 +117,7 @@ class Plan:
     explanation: str | None = None
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TokenUsage:
     """Token counts; ``total`` is cumulative for the session where the provider reports it."""
 
@@ -129,7 +128,7 @@ class TokenUsage:
     total_tokens: int = 0
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class System:
     """Provider lifecycle and policy notices (``subtype`` names which, ``data`` carries details)."""
 
@@ -137,14 +136,14 @@ class System:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """A wire message this version does not map, passed through untouched."""
 
     raw: dict[str, Any]
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
     """Terminal: the turn completed. ``structured`` is the parsed output when an output schema was set."""
 
@@ -155,7 +154,7 @@ class Result:
     structured: Any = None
 
 
-@_dc
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Error:
     """Terminal: the turn did not complete. ``code`` is one of ``ERROR_CODES``."""
 

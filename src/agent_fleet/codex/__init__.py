@@ -1,5 +1,6 @@
 """Codex providers and codex binary discovery."""
 
+from agent_fleet.codex.appserver import CodexProvider
 from agent_fleet.codex.binary import (
     CredentialSource,
     codex_version,
@@ -7,14 +8,21 @@ from agent_fleet.codex.binary import (
     credential_sources,
     find_codex,
 )
+from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.options import ApprovalHandler, CodexOptions
+from agent_fleet.codex.translate import SpawnPlan, Untranslated, plan_spawn
 
 __all__ = [
     "ApprovalHandler",
+    "CodexHandle",
     "CodexOptions",
+    "CodexProvider",
     "CredentialSource",
+    "SpawnPlan",
+    "Untranslated",
     "codex_version",
     "codex_version_async",
     "credential_sources",
     "find_codex",
+    "plan_spawn",
 ]

@@ -1,0 +1,82 @@
+"""A per-turn event stream: a deque with one reader, closed by exactly one terminal event.
+
+Theory of operation: producers (the notification handler, the turn timer, ``stop()``, crash handling)
+may race in any order. ``finish(event)`` is the only way to close the stream; the first call wins and
+returns True, later calls return False and are no-ops, and nothing is appended after it. ``push``
+never blocks (used for synthetic and terminal events); ``push_bounded`` waits for room when a bound is
+set, so only the producer of this one stream is slowed by a slow consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from agent_fleet.events import Error, Event, Result
+
+
+class EventStream:
+    __slots__ = ("_bound", "_done", "_items", "_space", "_waiter")
+
+    def __init__(self, bound: int | None = None) -> None:
+        self._items: deque[Event] = deque()
+        self._bound = bound
+        self._done = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._space: asyncio.Future[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        """True once the terminal event has been pushed."""
+        return self._done
+
+    def push(self, event: Event) -> bool:
+        """Append a non-terminal event; False (dropped) once the stream is finished."""
+        if self._done:
+            return False
+        self._items.append(event)
+        self._wake()
+        return True
+
+    async def push_bounded(self, event: Event) -> bool:
+        while self._bound is not None and len(self._items) >= self._bound and not self._done:
+            if self._space is None or self._space.done():
+                self._space = asyncio.get_running_loop().create_future()
+            await self._space
+        return self.push(event)
+
+    def finish(self, event: Result | Error) -> bool:
+        """Append the terminal event. Only the first call has an effect."""
+        if self._done:
+            return False
+        self._items.append(event)
+        self._done = True
+        self._wake()
+        if self._space is not None and not self._space.done():
+            self._space.set_result(None)
+        return True
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Event:
+        """The next event, waiting for one. Single reader."""
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        event = self._items.popleft()
+        space = self._space
+        if space is not None and not space.done():
+            space.set_result(None)
+        return event
+
+    def drain_nowait(self) -> list[Event]:
+        """Everything queued right now."""
+        items = list(self._items)
+        self._items.clear()
+        return items

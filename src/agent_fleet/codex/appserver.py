@@ -1,0 +1,397 @@
+"""``CodexProvider``: one long-lived ``codex app-server`` child, many threads multiplexed on it.
+
+Theory of operation
+-------------------
+``start()`` (context entry) finds the binary, spawns ``codex app-server`` in its own process group,
+wires a JSON-RPC ``Connection`` over its stdio (routing by ``threadId``) and completes
+``initialize`` -> ``initialized``. Any failure there is ``ProviderUnavailable`` with the stderr tail.
+
+``spawn`` sends ``thread/start`` then the first ``turn/start``; ``resume`` sends ``thread/resume`` then
+``turn/start``. Each thread gets a ``CodexHandle`` subscribed to its id.
+
+When the connection closes for any reason other than ``shutdown()`` (child killed, exited, stdout
+EOF), every live handle ends its turn with ``Error(code="app_server_crashed")`` at once, and pending
+requests fail. With ``restart_on_crash`` a new child is started in the background; ``resume`` then
+continues old threads (same ``CODEX_HOME``, so codex finds their rollouts).
+
+``shutdown()`` stops every handle, closes stdin, and ends the whole process group (TERM, then KILL),
+so no orphan is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any
+
+from agent_fleet import __version__
+from agent_fleet.codex.binary import find_codex
+from agent_fleet.codex.handle import CodexHandle
+from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
+from agent_fleet.codex.options import CodexOptions
+from agent_fleet.codex.translate import plan_spawn
+from agent_fleet.contract import Capabilities, Provider, Spec
+from agent_fleet.errors import (
+    AgentFleetError,
+    ConnectionClosed,
+    ProviderUnavailable,
+    RPCError,
+    TransportError,
+    UsageError,
+)
+from agent_fleet.events import System
+from agent_fleet.jsonrpc import Connection, Notification, StreamTransport
+from agent_fleet.policy import ApprovalPolicy
+
+__all__ = ["CodexProvider"]
+
+logger = logging.getLogger("agent_fleet.codex")
+
+_STDERR_TAIL_BYTES = 64 * 1024
+_STDOUT_LIMIT = 64 * 1024 * 1024
+
+
+def _route(method: str, params: Any) -> str | None:
+    # v2 messages carry threadId; the legacy approval requests carry conversationId.
+    if isinstance(params, dict):
+        key = params.get("threadId") or params.get("conversationId")
+        return key if isinstance(key, str) else None
+    return None
+
+
+class _Child:
+    """The running app-server process, its connection and its stderr tail."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, conn: Connection) -> None:
+        self.proc = proc
+        self.conn = conn
+        self.stderr: deque[bytes] = deque()
+        self.stderr_bytes = 0
+        self.stderr_task: asyncio.Task[None] | None = None
+
+    def stderr_tail(self) -> str:
+        return b"".join(self.stderr).decode("utf-8", "replace")[-_STDERR_TAIL_BYTES:]
+
+    async def read_stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        while chunk := await stream.read(65536):
+            self.stderr.append(chunk)
+            self.stderr_bytes += len(chunk)
+            while self.stderr_bytes > _STDERR_TAIL_BYTES and len(self.stderr) > 1:
+                self.stderr_bytes -= len(self.stderr.popleft())
+
+
+class CodexProvider(Provider):
+    """The codex app-server provider. ``async with CodexProvider(options) as provider: ...``"""
+
+    name = "codex"
+
+    def __init__(self, options: CodexOptions | None = None) -> None:
+        self.options = options or CodexOptions()
+        self._child: _Child | None = None
+        self._handles: dict[str, CodexHandle] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._start_lock = asyncio.Lock()
+        self._restarting: asyncio.Task[None] | None = None
+        self._shutting_down = False
+        self._closed = False
+        self._mcp_written: set[str] = set()
+        self.writable_roots: tuple[str, ...] = ()
+        self.crashes = 0
+
+    # -- properties --------------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            supports_injection=True,
+            supports_resume=True,
+            supports_tool_plugins=True,
+            supports_output_schema=True,
+            supports_reasoning_effort=True,
+            needs_permission_config=False,
+            emits_subagent_events=False,
+            tool_permission_format="codex-approval",
+        )
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the app-server child (None before start / after shutdown)."""
+        return self._child.proc.pid if self._child is not None else None
+
+    @property
+    def connection(self) -> Connection:
+        """The live JSON-RPC connection (for protocol calls agent-fleet does not wrap)."""
+        return self._require_child().conn
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Spawn the app-server and complete the handshake. Raises ``ProviderUnavailable``."""
+        if self._closed:
+            raise UsageError("this CodexProvider was shut down; create a new one")
+        async with self._start_lock:
+            if self._child is None:
+                self._child = await self._launch()
+
+    async def _launch(self) -> _Child:
+        opts = self.options
+        binary = find_codex(opts.codex_bin)
+        argv = [os.fspath(binary), *opts.args, *opts.config_args()]
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=opts.child_env(),
+                cwd=os.fspath(opts.cwd) if opts.cwd is not None else None,
+                start_new_session=True,  # our own process group: shutdown can end codex's children too
+                limit=_STDOUT_LIMIT,
+            )
+        except OSError as exc:
+            raise ProviderUnavailable(f"cannot start {binary}: {exc}", tried=[str(binary)]) from exc
+        assert proc.stdout is not None and proc.stdin is not None
+        conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=_route, name="codex-app-server")
+        child = _Child(proc, conn)
+        child.stderr_task = asyncio.get_running_loop().create_task(child.read_stderr(), name="codex-stderr")
+        conn.set_fallback(on_notification=self._on_global_notification)
+        conn.on_close(lambda cause: self._on_close(child, cause))
+        conn.start()
+        try:
+            await conn.request(
+                "initialize",
+                {
+                    "clientInfo": {"name": "agent-fleet", "title": "agent-fleet", "version": __version__},
+                    "capabilities": {
+                        "experimentalApi": True,
+                        "optOutNotificationMethods": list(OPT_OUT_NOTIFICATIONS),
+                    },
+                },
+                timeout=opts.handshake_timeout,
+            )
+            await conn.notify("initialized")
+        except AgentFleetError as exc:
+            await self._kill(child)
+            tail = child.stderr_tail().strip()
+            exit_code = proc.returncode
+            detail = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+            raise ProviderUnavailable(
+                f"codex app-server handshake failed ({detail})"
+                + (f"; exit code {exit_code}" if exit_code is not None else ""),
+                tried=[" ".join(argv[:2])],
+                stderr_tail=tail[-4000:],
+            ) from exc
+        self.writable_roots = ()
+        return child
+
+    async def shutdown(self) -> None:
+        """Stop every handle and end the child and its process group. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._shutting_down = True
+        if self._restarting is not None:
+            self._restarting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, AgentFleetError):
+                await self._restarting
+        handles = list(self._handles.values())
+        if handles and self._child is not None and not self._child.conn.closed:
+            await asyncio.gather(*(h.stop() for h in handles), return_exceptions=True)
+        for h in list(self._handles.values()):
+            h.crashed("provider shut down", {})
+        child, self._child = self._child, None
+        if child is not None:
+            await self._kill(child)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _kill(self, child: _Child) -> None:
+        await child.conn.close(ConnectionClosed("provider shut down"))
+        proc = child.proc
+        if proc.returncode is None:
+            # Closing stdin asks codex to exit; then the group gets TERM, then KILL.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 2.0)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if proc.returncode is not None:
+                break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 3.0)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # stragglers in the group (commands codex started)
+        if child.stderr_task is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(child.stderr_task, 1.0)
+
+    # -- crash handling ------------------------------------------------------------------------------
+
+    def _on_close(self, child: _Child, cause: BaseException | None) -> None:
+        if self._shutting_down or child is not self._child:
+            return
+        self.crashes += 1
+        exit_code = child.proc.returncode
+        message = "codex app-server exited" + (f" with code {exit_code}" if exit_code is not None else "")
+        if cause is not None and not isinstance(cause, ConnectionClosed):
+            message += f" ({cause})"
+        data = {"exit_code": exit_code, "stderr_tail": child.stderr_tail()[-4000:]}
+        for handle in list(self._handles.values()):
+            handle.crashed(message, data)
+        self._child = None
+        self._spawn_task(self._reap(child), "codex-reap")
+        if self.options.restart_on_crash and not self._closed:
+            self._restarting = self._spawn_task(self._restart(), "codex-restart")
+
+    async def _reap(self, child: _Child) -> None:
+        with contextlib.suppress(AgentFleetError):
+            await self._kill(child)
+
+    async def _restart(self) -> None:
+        async with self._start_lock:
+            if self._child is None and not self._closed:
+                self._child = await self._launch()
+
+    async def _ready(self) -> _Child:
+        if self._closed:
+            raise UsageError("this CodexProvider was shut down")
+        if self._restarting is not None and not self._restarting.done():
+            with contextlib.suppress(AgentFleetError):
+                await self._restarting
+        if self._child is None:
+            if self._restarting is None and self.crashes:
+                raise ConnectionClosed("codex app-server crashed (restart_on_crash is off)")
+            await self.start()
+        return self._require_child()
+
+    def _require_child(self) -> _Child:
+        if self._child is None:
+            raise ConnectionClosed("codex app-server is not running")
+        return self._child
+
+    # -- sessions ----------------------------------------------------------------------------------------
+
+    async def spawn(self, spec: Spec) -> CodexHandle:
+        """Start a thread and its first turn.
+
+        Raises ``ValueError`` for a bad permission pattern (before any wire traffic), ``RPCError``,
+        ``ConnectionClosed`` or ``ProviderUnavailable``.
+        """
+        child = await self._ready()
+        plan = plan_spawn(spec)
+        policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
+        notices = await self._write_mcp(child, plan.mcp_edits)
+        result = await child.conn.request_with_retry(
+            "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
+        )
+        return await self._open(child, result, spec, plan.turn_params, policy, notices)
+
+    async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
+        """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
+        if session_id in self._handles:
+            raise UsageError(f"thread {session_id} already has a live handle; stop() it first")
+        child = await self._ready()
+        plan = plan_spawn(spec)
+        policy = ApprovalPolicy(spec.permission)
+        notices = await self._write_mcp(child, plan.mcp_edits)
+        params = {**plan.thread_params, "threadId": session_id}
+        result = await child.conn.request_with_retry(
+            "thread/resume", params, timeout=self.options.rpc_timeout
+        )
+        return await self._open(child, result, spec, plan.turn_params, policy, notices)
+
+    async def _open(
+        self,
+        child: _Child,
+        result: Any,
+        spec: Spec,
+        turn_params: dict[str, Any],
+        policy: ApprovalPolicy,
+        notices: list[System],
+    ) -> CodexHandle:
+        thread = result.get("thread") if isinstance(result, dict) else None
+        thread_id = thread.get("id") if isinstance(thread, dict) else None
+        if not isinstance(thread_id, str):
+            raise RPCError(-32603, f"thread response without a thread id: {result!r}")
+        cwd = result.get("cwd") if isinstance(result.get("cwd"), str) else None
+        if cwd is None:
+            envs = thread.get("environments") if isinstance(thread, dict) else None
+            if isinstance(envs, list) and envs and isinstance(envs[0], dict):
+                cwd = envs[0].get("cwd")
+        if not isinstance(cwd, str):
+            cwd = os.fspath(spec.cwd or self.options.cwd or os.getcwd())
+        handle = CodexHandle(self, child.conn, thread_id, spec, policy, cwd)
+        self._handles[thread_id] = handle
+        items = turn_params["input"]
+        extra = {k: v for k, v in turn_params.items() if k != "input"}
+        try:
+            await handle.start_turn(items, extra)
+        except BaseException:
+            await handle.stop()
+            raise
+        for notice in notices:
+            handle._emit(notice)
+        return handle
+
+    async def _write_mcp(self, child: _Child, edits: list[dict[str, Any]]) -> list[System]:
+        todo = [e for e in edits if e["keyPath"] not in self._mcp_written]
+        if not todo:
+            return []
+        try:
+            await child.conn.request_with_retry(
+                "config/batchWrite",
+                {"edits": todo, "reloadUserConfig": True},
+                timeout=self.options.rpc_timeout,
+            )
+        except RPCError as exc:
+            if exc.code == RPCError.METHOD_NOT_FOUND:
+                return [System(subtype="mcp_config_unsupported", data={"error": exc.message})]
+            raise
+        self._mcp_written.update(e["keyPath"] for e in todo)
+        return []
+
+    async def list_models(self, *, include_hidden: bool = False) -> list[dict[str, Any]]:
+        """Every model from ``model/list``, following ``nextCursor`` pages."""
+        child = await self._ready()
+        models: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"includeHidden": include_hidden}
+            if cursor:
+                params["cursor"] = cursor
+            page = await child.conn.request_with_retry("model/list", params, timeout=self.options.rpc_timeout)
+            models += [m for m in page.get("data") or [] if isinstance(m, dict)]
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return models
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    def _forget(self, handle: CodexHandle) -> None:
+        if self._handles.get(handle.session_id) is handle:
+            del self._handles[handle.session_id]
+
+    def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            if not isinstance(exc, AgentFleetError | TransportError):
+                logger.error("background task %s failed", task.get_name(), exc_info=exc)
+
+    def _on_global_notification(self, msg: Notification) -> None:
+        logger.debug("codex notification without a live thread: %s", msg.method)

@@ -1,0 +1,373 @@
+"""``CodexHandle``: one codex thread on the shared app-server, driven turn by turn.
+
+Theory of operation
+-------------------
+A handle owns one routing subscription (its ``threadId``) on the provider's connection; the
+connection runs it on a worker of its own, so a slow consumer here never delays another thread.
+
+Session states::
+
+    OPEN ──stop()/crash/shutdown──> CLOSED
+
+Turn states (one ``_Turn`` at a time)::
+
+    RUNNING ──turn/completed | timeout | stop() | crash──> FINISHED
+
+A turn is created *before* ``turn/start`` is sent, so no early notification is lost. Notifications
+carrying the id of an earlier turn (e.g. ``turn/completed`` of a turn we interrupted on timeout) are
+dropped. Every way a turn can end calls ``EventStream.finish``: the first wins, the rest are no-ops,
+so ``stop()``, crash handling and the forwarder can race in any order.
+
+Approvals are server requests on the same worker: the policy decides at once; an ``approval_handler``
+runs on a task of its own so it may take as long as it likes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from agent_fleet.codex import _approvals
+from agent_fleet.codex._stream import EventStream
+from agent_fleet.codex.mapping import TurnMapper
+from agent_fleet.codex.translate import turn_input
+from agent_fleet.contract import Handle, Spec
+from agent_fleet.errors import AgentFleetError, TurnFailed, UsageError
+from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse, is_terminal
+from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+
+if TYPE_CHECKING:
+    from agent_fleet.codex.appserver import CodexProvider
+
+__all__ = ["CodexHandle"]
+
+logger = logging.getLogger("agent_fleet.codex")
+
+_CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
+
+
+class _Turn:
+    __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id")
+
+    def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
+        self.mapper = TurnMapper(session_id, structured=structured)
+        self.stream = EventStream(bound)
+        self.turn_id: str | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.interrupt: asyncio.Task[None] | None = None
+
+
+class CodexHandle(Handle):
+    """A live codex thread. Created by ``CodexProvider.spawn`` / ``resume``; see ``Handle``."""
+
+    def __init__(
+        self,
+        provider: CodexProvider,
+        connection: Connection,
+        thread_id: str,
+        spec: Spec,
+        policy: ApprovalPolicy,
+        cwd: str,
+    ) -> None:
+        self._provider = provider
+        self._conn = connection
+        self._thread_id = thread_id
+        self._spec = spec
+        self._policy = policy
+        self._cwd = cwd
+        self._bound = provider.options.event_buffer
+        self._turn: _Turn | None = None
+        self._old_turn_ids: set[str] = set()
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
+        self._sub: Subscription = connection.subscribe(
+            thread_id, on_notification=on_note, on_request=self._on_request
+        )
+
+    # -- public ------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self._thread_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Events of the current turn, ending right after its terminal event.
+
+        Cancelling the task iterating this stops the turn (``turn/interrupt`` + ``thread/unsubscribe``)
+        and closes the handle. Raises ``UsageError`` when no turn was started.
+        """
+        turn = self._require_turn()
+        try:
+            while True:
+                event = await turn.stream.get()
+                yield event
+                if is_terminal(event):
+                    return
+        except asyncio.CancelledError:
+            if not turn.stream.done:
+                self._provider._spawn_task(self.stop(), f"stop:{self._thread_id}")
+            raise
+
+    async def wait(self) -> Result:
+        """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
+        turn = self._require_turn()
+        while True:
+            event = await turn.stream.get()
+            if isinstance(event, Result):
+                return event
+            if isinstance(event, Error):
+                raise TurnFailed(event)
+
+    async def send(self, prompt: str) -> None:
+        """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
+        if self._turn is not None and not self._turn.stream.done:
+            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        await self.start_turn(turn_input(prompt))
+
+    async def inject(self, text: str) -> None:
+        """Steer the running turn with more input (``turn/steer``)."""
+        turn = self._turn
+        if self._closed or turn is None or turn.stream.done:
+            raise UsageError("inject(): no turn is running")
+        if turn.turn_id is None:
+            raise UsageError("inject(): the turn has not started yet")
+        await self._conn.request(
+            "turn/steer",
+            {"threadId": self._thread_id, "expectedTurnId": turn.turn_id, "input": turn_input(text)},
+            timeout=self._provider.options.rpc_timeout,
+        )
+
+    async def stop(self) -> None:
+        """Interrupt the running turn, unsubscribe, end the stream with ``Error(code="cancelled")``.
+
+        Idempotent and safe to race with crash handling; never raises for a dead connection.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        turn = self._turn
+        cancelled = Error(code="cancelled", message="stopped by the caller")
+        if turn is not None and self._finish(turn, cancelled) and turn.turn_id is not None:
+            await self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id})
+        await self._control("thread/unsubscribe", {"threadId": self._thread_id})
+        self._detach()
+
+    # -- provider-facing -----------------------------------------------------------------------------
+
+    async def start_turn(self, items: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> None:
+        """Send ``turn/start`` with ``items`` (+ ``extra`` params); the new turn is live before the send."""
+        if self._closed:
+            raise UsageError("this session is stopped; use provider.resume() to continue it")
+        previous = self._turn
+        if previous is not None:
+            if previous.interrupt is not None:
+                # codex folds a turn/start into a still-active turn: the interrupt must land first.
+                await asyncio.wait([previous.interrupt])
+            if previous.turn_id is not None:
+                self._old_turn_ids.add(previous.turn_id)
+        turn = _Turn(self._thread_id, structured=self._spec.output_schema is not None, bound=self._bound)
+        self._turn = turn
+        params: dict[str, Any] = {"threadId": self._thread_id, "input": items}
+        if extra:
+            params.update(extra)
+        try:
+            # Not retried: a duplicate turn/start would run the prompt twice.
+            result = await self._conn.request(
+                "turn/start", params, timeout=self._provider.options.rpc_timeout
+            )
+        except AgentFleetError as exc:
+            self._finish(turn, Error(code="turn_failed", message=f"turn/start failed: {exc}"))
+            raise
+        turn_obj = result.get("turn") if isinstance(result, dict) else None
+        if isinstance(turn_obj, dict) and isinstance(turn_obj.get("id"), str) and turn.turn_id is None:
+            turn.turn_id = turn_obj["id"]
+            turn.mapper.turn_id = turn.turn_id
+        if self._spec.timeout is not None and not turn.stream.done:
+            loop = asyncio.get_running_loop()
+            turn.timer = loop.call_later(self._spec.timeout, self._on_timeout, turn)
+
+    def crashed(self, message: str, data: dict[str, Any]) -> None:
+        """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._turn is not None:
+            self._finish(
+                self._turn, Error(code="app_server_crashed", message=message, retryable=True, data=data)
+            )
+        self._detach()
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _require_turn(self) -> _Turn:
+        if self._turn is None:
+            raise UsageError("no turn has been started on this handle")
+        return self._turn
+
+    def _detach(self) -> None:
+        self._sub.close()
+        self._provider._forget(self)
+
+    def _finish(self, turn: _Turn, event: Result | Error) -> bool:
+        if not turn.stream.finish(event):
+            return False
+        if turn.timer is not None:
+            turn.timer.cancel()
+            turn.timer = None
+        return True
+
+    async def _control(self, method: str, params: dict[str, Any]) -> None:
+        try:
+            await self._conn.request(method, params, timeout=_CONTROL_TIMEOUT)
+        except AgentFleetError as exc:  # the turn is already ended for the caller; best effort only
+            logger.debug("%s for thread %s failed: %s", method, self._thread_id, exc)
+
+    def _on_timeout(self, turn: _Turn) -> None:
+        turn.timer = None
+        message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
+        if self._finish(turn, Error(code="timeout", message=message, retryable=True)) and turn.turn_id:
+            turn.interrupt = self._provider._spawn_task(
+                self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
+                f"interrupt:{self._thread_id}",
+            )
+
+    def _current_for(self, method: str, params: Any) -> _Turn | None:
+        """The live turn this notification belongs to, or None for a stale one.
+
+        The turn id comes from the turn/start response or from ``turn/started``, whichever is
+        processed first; before either, a notification naming some turn is from an earlier turn
+        (e.g. usage replayed by thread/resume) and must not be adopted.
+        """
+        turn = self._turn
+        if turn is None or turn.stream.done:
+            return None
+        if isinstance(params, dict):
+            turn_id = params.get("turnId")
+            if turn_id is None and isinstance(params.get("turn"), dict):
+                turn_id = params["turn"].get("id")
+            if turn_id is not None:
+                if turn_id in self._old_turn_ids:
+                    return None
+                if turn.turn_id is None:
+                    if method != "turn/started":
+                        return None
+                    turn.turn_id = turn_id
+                    turn.mapper.turn_id = turn_id
+                elif turn_id != turn.turn_id:
+                    return None
+        return turn
+
+    def _on_notification(self, msg: Notification) -> None:
+        turn = self._current_for(msg.method, msg.params)
+        if turn is None:
+            return
+        for event in turn.mapper.feed(msg.method, msg.params):
+            if isinstance(event, Result | Error):
+                self._finish(turn, event)
+            else:
+                turn.stream.push(event)
+
+    async def _on_notification_bounded(self, msg: Notification) -> None:
+        turn = self._current_for(msg.method, msg.params)
+        if turn is None:
+            return
+        for event in turn.mapper.feed(msg.method, msg.params):
+            if isinstance(event, Result | Error):
+                self._finish(turn, event)
+            else:
+                await turn.stream.push_bounded(event)
+
+    def _emit(self, event: Event) -> None:
+        turn = self._turn
+        if turn is not None:
+            turn.stream.push(event)
+
+    # -- server requests -----------------------------------------------------------------------------
+
+    async def _on_request(self, msg: Request) -> None:
+        if not _approvals.is_approval(msg.method):
+            self._emit(System(subtype="unhandled_server_request", data={"method": msg.method, "id": msg.id}))
+            await self._reply_error(msg, -32601, f"agent-fleet does not handle {msg.method}")
+            return
+        params = msg.params if isinstance(msg.params, dict) else {}
+        turn = self._turn
+        request = _approvals.to_request(
+            msg.method,
+            params,
+            cwd=self._cwd,
+            writable_roots=self._provider.writable_roots,
+            file_changes=turn.mapper.file_changes if turn is not None else None,
+        )
+        decision = self._policy.evaluate(request)
+        unknown = msg.method not in _approvals.APPROVAL_METHODS
+        if unknown:
+            self._emit(System(subtype="unknown_approval_kind", data={"method": msg.method}))
+        handler = self._provider.options.approval_handler
+        if handler is not None and decision.action != "decline":
+            # A human may take minutes: answer from a task so this thread's events keep flowing.
+            self._provider._spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
+            return
+        await self._answer(msg, params, request, decision)
+
+    async def _refine(
+        self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
+    ) -> None:
+        handler = self._provider.options.approval_handler
+        assert handler is not None
+        try:
+            refined = await handler(request, decision)
+            if not isinstance(refined, Decision):
+                raise TypeError(f"approval_handler returned {type(refined).__name__}, not Decision")
+        except Exception as exc:
+            self._emit(
+                System(
+                    subtype="approval_handler_failed",
+                    data={"error": f"{type(exc).__name__}: {exc}", **_approvals.describe(request)},
+                )
+            )
+            refined = Decision(
+                action="decline", reason=f"approval handler failed: {exc}", rule="handler-error"
+            )
+        await self._answer(msg, params, request, refined)
+
+    async def _answer(
+        self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
+    ) -> None:
+        about = _approvals.describe(request)
+        use_id = f"approval:{params.get('itemId') or params.get('callId') or msg.id}"
+        self._emit(ToolUse(id=use_id, name="approval", input=about, synthetic=True))
+        declined = decision.action in ("decline", "cancel")
+        self._emit(
+            ToolResult(
+                id=use_id,
+                output=decision.reason or decision.action,
+                is_error=declined,
+                status=decision.action,
+                synthetic=True,
+            )
+        )
+        if declined:
+            self._emit(
+                System(
+                    subtype="approval_denied",
+                    data={"reason": decision.reason, "rule": decision.rule, **about},
+                )
+            )
+        try:
+            await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision))
+        except AgentFleetError as exc:
+            logger.debug("approval reply for thread %s failed: %s", self._thread_id, exc)
+
+    async def _reply_error(self, msg: Request, code: int, message: str) -> None:
+        try:
+            await self._conn.respond_error(msg.id, code, message)
+        except AgentFleetError as exc:
+            logger.debug("error reply for thread %s failed: %s", self._thread_id, exc)

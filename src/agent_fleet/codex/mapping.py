@@ -1,0 +1,275 @@
+"""Pure mapping of codex app-server notifications onto provider-neutral events.
+
+One ``TurnMapper`` per turn: feed it each notification of its thread (``method``, ``params``) and it
+returns the events to emit. It keeps what the terminal ``Result`` needs: the final assistant text,
+the last token usage, and the error codex reported before a failed ``turn/completed``.
+
+Methods that matter are mapped; the rest become ``UnknownEvent`` so newer codex versions never crash
+a consumer; a few pure-UI notifications are dropped (``IGNORED``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from agent_fleet._prompt import parse_structured
+from agent_fleet.events import (
+    AssistantMessage,
+    Error,
+    ErrorCode,
+    Event,
+    Plan,
+    PlanStep,
+    Reasoning,
+    Result,
+    System,
+    TextDelta,
+    TokenUsage,
+    ToolResult,
+    ToolUse,
+    UnknownEvent,
+)
+
+__all__ = ["IGNORED", "OPT_OUT_NOTIFICATIONS", "TurnMapper", "error_code_for"]
+
+# Notifications we never map: asked not to be sent at initialize (cheaper for a busy fleet).
+OPT_OUT_NOTIFICATIONS: Final[tuple[str, ...]] = (
+    "item/commandExecution/outputDelta",
+    "item/fileChange/outputDelta",
+    "item/reasoning/summaryPartAdded",
+    "item/reasoning/summaryTextDelta",
+    "item/reasoning/textDelta",
+    "item/plan/delta",
+    "account/rateLimits/updated",
+    "remoteControl/status/changed",
+    "thread/readState/changed",
+)
+# Thread-scoped notifications that carry nothing a consumer of events needs.
+IGNORED: Final[frozenset[str]] = frozenset(
+    {
+        "turn/started",
+        "thread/status/changed",
+        "serverRequest/resolved",
+        "thread/started",
+        *OPT_OUT_NOTIFICATIONS,
+    }
+)
+
+_RETRYABLE_INFO: Final = frozenset({"serverOverloaded", "internalServerError", "rateLimitExceeded", "other"})
+
+
+def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
+    """Classify a codex ``TurnError`` by its structured ``codexErrorInfo``: (code, retryable)."""
+    info = (error or {}).get("codexErrorInfo")
+    if info == "unauthorized":
+        return "auth_failed", False
+    if isinstance(info, str):
+        return "turn_failed", info in _RETRYABLE_INFO
+    if isinstance(info, dict) and info:
+        detail = next(iter(info.values()))
+        status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
+        if status in (401, 403):
+            return "auth_failed", False
+        return "turn_failed", status is None or status == 429 or status >= 500
+    return "turn_failed", False
+
+
+def _usage(breakdown: dict[str, Any]) -> TokenUsage:
+    return TokenUsage(
+        input_tokens=int(breakdown.get("inputTokens") or 0),
+        cached_input_tokens=int(breakdown.get("cachedInputTokens") or 0),
+        output_tokens=int(breakdown.get("outputTokens") or 0),
+        reasoning_output_tokens=int(breakdown.get("reasoningOutputTokens") or 0),
+        total_tokens=int(breakdown.get("totalTokens") or 0),
+    )
+
+
+def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for change in item.get("changes") or []:
+        if isinstance(change, dict):
+            kind = change.get("kind")
+            out.append(
+                {
+                    "path": change.get("path"),
+                    "kind": kind.get("type") if isinstance(kind, dict) else kind,
+                    "diff": change.get("diff"),
+                }
+            )
+    return out
+
+
+class TurnMapper:
+    """Maps one turn's notifications. ``structured`` turns on output-schema parsing of the final text."""
+
+    def __init__(self, session_id: str, *, structured: bool = False) -> None:
+        self.session_id = session_id
+        self.turn_id: str | None = None
+        self.structured = structured
+        self.final_text = ""
+        self.usage: TokenUsage | None = None
+        self.last_error: dict[str, Any] | None = None
+        self.file_changes: dict[str, list[dict[str, Any]]] = {}
+        self._started_items: set[str] = set()
+
+    def feed(self, method: str, params: Any) -> list[Event]:
+        """Events for one notification (possibly none). Never raises on malformed params."""
+        if not isinstance(params, dict):
+            return [UnknownEvent(raw={"method": method, "params": params})]
+        try:
+            return self._map(method, params)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return [UnknownEvent(raw={"method": method, "params": params})]
+
+    def _map(self, method: str, p: dict[str, Any]) -> list[Event]:
+        match method:
+            case "item/agentMessage/delta":
+                return [TextDelta(text=p["delta"], item_id=p.get("itemId"))]
+            case "item/started":
+                return self._item_started(p["item"])
+            case "item/completed":
+                return self._item_completed(p["item"])
+            case "turn/plan/updated":
+                steps = tuple(PlanStep(step=s["step"], status=s["status"]) for s in p.get("plan") or [])
+                return [Plan(steps=steps, explanation=p.get("explanation"))]
+            case "thread/tokenUsage/updated":
+                usage = p["tokenUsage"]
+                self.usage = _usage(usage.get("total") or {})
+                return [self.usage]
+            case "error":
+                error = p.get("error") or {}
+                if p.get("willRetry"):
+                    return [System(subtype="stream_error", data={"message": error.get("message", "")})]
+                self.last_error = error
+                return []
+            case "turn/completed":
+                return [self._terminal(p["turn"])]
+            case "warning" | "configWarning" | "deprecationNotice" | "guardianWarning":
+                return [System(subtype="warning", data={"method": method, **p})]
+            case "model/rerouted":
+                return [System(subtype="model_rerouted", data=p)]
+            case _ if method in IGNORED:
+                return []
+            case _:
+                return [UnknownEvent(raw={"method": method, "params": p})]
+
+    def _item_started(self, item: dict[str, Any]) -> list[Event]:
+        item_id = item["id"]
+        match item.get("type"):
+            case "commandExecution":
+                self._started_items.add(item_id)
+                return [
+                    ToolUse(
+                        id=item_id, name="shell", input={"command": item["command"], "cwd": item.get("cwd")}
+                    )
+                ]
+            case "fileChange":
+                self._started_items.add(item_id)
+                changes = _changes(item)
+                self.file_changes[item_id] = changes
+                return [ToolUse(id=item_id, name="apply_patch", input={"changes": changes})]
+            case "mcpToolCall":
+                self._started_items.add(item_id)
+                name = f"mcp:{item.get('server')}/{item.get('tool')}"
+                return [ToolUse(id=item_id, name=name, input={"arguments": item.get("arguments")})]
+            case "webSearch":
+                self._started_items.add(item_id)
+                return [ToolUse(id=item_id, name="web_search", input={"query": item.get("query")})]
+            case "dynamicToolCall":
+                self._started_items.add(item_id)
+                return [
+                    ToolUse(
+                        id=item_id, name=str(item.get("tool")), input={"arguments": item.get("arguments")}
+                    )
+                ]
+            case _:
+                return []
+
+    def _item_completed(self, item: dict[str, Any]) -> list[Event]:
+        item_id = item["id"]
+        kind = item.get("type")
+        events: list[Event] = []
+        if kind in ("commandExecution", "fileChange", "mcpToolCall", "webSearch", "dynamicToolCall"):
+            if item_id not in self._started_items:
+                events += self._item_started(item)
+            self._started_items.discard(item_id)
+        match kind:
+            case "agentMessage":
+                text = item.get("text") or ""
+                self.final_text = text
+                events.append(AssistantMessage(text=text, item_id=item_id, phase=item.get("phase")))
+            case "reasoning":
+                parts = [*(item.get("summary") or []), *(item.get("content") or [])]
+                text = "\n".join(p for p in parts if isinstance(p, str))
+                if text:
+                    events.append(Reasoning(text=text, item_id=item_id))
+            case "plan":
+                events.append(Plan(steps=(), explanation=item.get("text")))
+            case "commandExecution":
+                status = item.get("status")
+                exit_code = item.get("exitCode")
+                events.append(
+                    ToolResult(
+                        id=item_id,
+                        output=item.get("aggregatedOutput") or "",
+                        exit_code=exit_code,
+                        is_error=exit_code not in (0, None) or status in ("failed", "declined"),
+                        status=status,
+                    )
+                )
+            case "fileChange":
+                status = item.get("status")
+                events.append(ToolResult(id=item_id, status=status, is_error=status != "completed"))
+            case "mcpToolCall":
+                error = item.get("error")
+                output = (
+                    error.get("message", "") if isinstance(error, dict) else json.dumps(item.get("result"))
+                )
+                status = item.get("status")
+                events.append(
+                    ToolResult(id=item_id, output=output, is_error=error is not None, status=status)
+                )
+            case "webSearch":
+                events.append(ToolResult(id=item_id, status="completed"))
+            case "dynamicToolCall":
+                ok = bool(item.get("success"))
+                events.append(
+                    ToolResult(
+                        id=item_id,
+                        output=json.dumps(item.get("contentItems")),
+                        is_error=not ok,
+                        status=item.get("status"),
+                    )
+                )
+            case "userMessage" | "contextCompaction" | "hookPrompt":
+                pass
+            case _:
+                events.append(UnknownEvent(raw={"method": "item/completed", "params": {"item": item}}))
+        return events
+
+    def _terminal(self, turn: dict[str, Any]) -> Result | Error:
+        status = turn.get("status")
+        self.turn_id = turn.get("id") or self.turn_id
+        if status == "completed":
+            structured = parse_structured(self.final_text) if self.structured else None
+            return Result(
+                session_id=self.session_id,
+                turn_id=self.turn_id,
+                text=self.final_text,
+                usage=self.usage,
+                structured=structured,
+            )
+        if status == "interrupted":
+            return Error(code="cancelled", message="turn interrupted", data={"turn_id": self.turn_id})
+        error = turn.get("error") or self.last_error or {}
+        code, retryable = error_code_for(error)
+        message = error.get("message") or f"turn ended with status {status!r}"
+        if error.get("additionalDetails"):
+            message += f" ({error['additionalDetails']})"
+        return Error(
+            code=code,
+            message=message,
+            retryable=retryable,
+            data={"turn_id": self.turn_id, "codex_error_info": error.get("codexErrorInfo")},
+        )

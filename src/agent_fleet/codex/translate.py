@@ -1,0 +1,123 @@
+"""Pure translation of a ``Spec`` into codex app-server requests.
+
+``plan_spawn(spec)`` decides, for every ``Spec`` field, where it goes: the ``thread/start`` params, the
+``turn/start`` params, the MCP config edits, handled locally by the provider (approval bridge, turn
+timer), or not translated (with a reason). A table test pins that every field lands somewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from agent_fleet._prompt import apply_mode
+from agent_fleet.contract import Spec
+
+__all__ = ["APPROVAL_POLICY", "SpawnPlan", "Untranslated", "plan_spawn", "turn_input"]
+
+# Every thread asks before running anything codex does not itself know to be harmless, so the approval
+# bridge sees every such command. The sandbox stays whatever the spec asked for.
+APPROVAL_POLICY = "untrusted"
+
+
+@dataclass(frozen=True, slots=True)
+class Untranslated:
+    """A ``Spec`` field the wire request does not carry, and why."""
+
+    field: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpawnPlan:
+    """What ``spawn``/``resume`` send: ``thread_params`` (thread/start; thread/resume adds threadId),
+    ``turn_params`` (turn/start without threadId), ``mcp_edits`` (config/batchWrite edits), the fields
+    the provider handles itself (``local``) and those it cannot honour (``untranslated``)."""
+
+    thread_params: dict[str, Any]
+    turn_params: dict[str, Any]
+    mcp_edits: list[dict[str, Any]] = field(default_factory=list)
+    local: tuple[str, ...] = ()
+    untranslated: tuple[Untranslated, ...] = ()
+
+
+def _is_url(value: str) -> bool:
+    return value.startswith(("http://", "https://", "data:"))
+
+
+def turn_input(
+    text: str, images: tuple[str | os.PathLike[str], ...] | list[Any] = ()
+) -> list[dict[str, Any]]:
+    """The ``input`` array of a turn: the text, then each image (URL or local path)."""
+    items: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for image in images:
+        value = os.fspath(image)
+        if _is_url(value):
+            items.append({"type": "image", "url": value})
+        else:
+            items.append({"type": "localImage", "path": str(Path(value).expanduser().resolve())})
+    return items
+
+
+def _mcp_edits(servers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"keyPath": f"mcp_servers.{name}", "value": dict(config), "mergeStrategy": "upsert"}
+        for name, config in servers.items()
+    ]
+
+
+def plan_spawn(spec: Spec) -> SpawnPlan:
+    """Translate ``spec`` into app-server requests. Pure: no I/O beyond path normalisation."""
+    thread: dict[str, Any] = {"approvalPolicy": APPROVAL_POLICY}
+    turn: dict[str, Any] = {}
+    local: list[str] = []
+    untranslated: list[Untranslated] = []
+
+    for f in fields(Spec):
+        name = f.name
+        value = getattr(spec, name)
+        match name:
+            case "prompt" | "mode" | "images":
+                pass  # combined into the turn input below
+            case "cwd":
+                if value is not None:
+                    thread["cwd"] = str(Path(value).expanduser().resolve())
+            case "model":
+                if value is not None:
+                    thread["model"] = value
+            case "base_instructions":
+                if value is not None:
+                    thread["baseInstructions"] = value
+            case "developer_instructions":
+                if value is not None:
+                    thread["developerInstructions"] = value
+            case "reasoning_effort":
+                if value is not None:
+                    turn["effort"] = value
+            case "sandbox":
+                if value is not None:
+                    thread["sandbox"] = value
+            case "permission" | "timeout":
+                local.append(name)  # approval bridge / turn timer
+            case "mcp_servers":
+                pass  # config/batchWrite, below
+            case "output_schema":
+                if value is not None:
+                    turn["outputSchema"] = dict(value)
+            case "config":
+                if value:
+                    thread["config"] = dict(value)
+            case _:  # a new Spec field must be placed deliberately
+                untranslated.append(Untranslated(name, "not supported by the codex app-server provider"))
+
+    turn["input"] = turn_input(apply_mode(spec.prompt, spec.mode), list(spec.images))
+    return SpawnPlan(
+        thread_params=thread,
+        turn_params=turn,
+        mcp_edits=_mcp_edits(spec.mcp_servers),
+        local=tuple(local),
+        untranslated=tuple(untranslated),
+    )

@@ -1,0 +1,174 @@
+"""CodexProvider over real pipes against a scripted fake app-server: server requests and approvals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_fleet import PermissionConfig, Result, Spec, System, ToolResult, ToolUse
+from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.events import Event
+from agent_fleet.policy import ApprovalRequest, Decision
+
+FAKE = Path(__file__).with_name("fake_app_server.py")
+
+
+def _options(tmp_path: Path, scenario: list[dict[str, Any]], **kw: Any) -> CodexOptions:
+    wrapper = tmp_path / "fake-codex"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE}\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return CodexOptions(codex_bin=wrapper, env={"FAKE_SCENARIO": json.dumps(scenario)}, **kw)
+
+
+async def _run(options: CodexOptions, spec: Spec) -> tuple[list[Event], list[dict[str, Any]]]:
+    async with CodexProvider(options) as provider:
+        handle = await provider.spawn(spec)
+        events = [e async for e in handle.events()]
+    result = events[-1]
+    assert isinstance(result, Result)
+    return events, json.loads(result.text)
+
+
+def _cmd(command: str) -> dict[str, Any]:
+    return {"method": "item/commandExecution/requestApproval", "params": {"itemId": "c1", "command": command}}
+
+
+async def test_command_approvals_accept_and_decline_with_audit(tmp_path: Path) -> None:
+    scenario = [_cmd("/bin/bash -lc 'ls -la'"), _cmd("/bin/bash -lc 'git reset --hard'")]
+    events, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
+    assert answers == [
+        {"id": "srv-thr-1-0", "result": {"decision": "acceptForSession"}},
+        {"id": 5001, "result": {"decision": "decline"}},
+    ]
+    denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
+    assert len(denied) == 1
+    assert denied[0].data["rule"] == "git-reset-hard" and "git reset --hard" in denied[0].data["command"]
+    synthetic = [e for e in events if isinstance(e, ToolUse | ToolResult) and e.synthetic]
+    assert [type(e).__name__ for e in synthetic] == ["ToolUse", "ToolResult", "ToolUse", "ToolResult"]
+
+
+async def test_default_deny_and_allow_patterns(tmp_path: Path) -> None:
+    scenario = [_cmd("pytest -q"), _cmd("make deploy")]
+    permission = PermissionConfig(allow_patterns=(r"^pytest\b",), default="deny")
+    _, answers = await _run(
+        _options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=permission)
+    )
+    assert [a["result"]["decision"] for a in answers] == ["acceptForSession", "decline"]
+
+
+async def test_file_change_paths_come_from_the_started_item(tmp_path: Path) -> None:
+    # v2 file-change approvals carry only the item id; the paths were announced at item/started.
+    scenario = [
+        {"method": "item/fileChange/requestApproval", "params": {"itemId": "unknown-item"}},
+        {"method": "applyPatchApproval", "params": {"callId": "p1", "fileChanges": {"../../etc/passwd": {}}}},
+        {"method": "applyPatchApproval", "params": {"callId": "p2", "fileChanges": {"src/ok.py": {}}}},
+    ]
+    _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
+    assert answers[0]["result"] == {"decision": "acceptForSession"}
+    assert "denied" in answers[1]["result"]["decision"]
+    assert answers[2]["result"] == {"decision": "approved_for_session"}
+
+
+async def test_legacy_exec_approval_routed_by_conversation_id(tmp_path: Path) -> None:
+    scenario = [
+        {"method": "execCommandApproval", "params": {"callId": "x", "command": ["sudo", "rm", "-rf", "/"]}},
+        {"method": "execCommandApproval", "params": {"callId": "y", "command": ["ls"]}},
+    ]
+    _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
+    assert answers[0]["result"]["decision"]["denied"]["rejection"]
+    assert answers[1]["result"] == {"decision": "approved_for_session"}
+
+
+async def test_permissions_request_grants_or_withholds(tmp_path: Path) -> None:
+    asked = {"network": {"enabled": True}}
+    scenario = [
+        {"method": "item/permissions/requestApproval", "params": {"itemId": "p", "permissions": asked}}
+    ]
+    _, allowed = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
+    assert allowed[0]["result"] == {"permissions": asked, "scope": "session"}
+    deny = PermissionConfig(default="deny")
+    _, denied = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=deny))
+    assert denied[0]["result"] == {"permissions": {}, "scope": "turn"}
+
+
+async def test_unhandled_server_request_gets_method_not_found(tmp_path: Path) -> None:
+    scenario = [{"method": "item/tool/requestUserInput", "params": {"itemId": "q", "questions": []}}]
+    events, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
+    assert answers[0]["error"]["code"] == -32601
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "unhandled_server_request"]
+    assert notices and notices[0].data["method"] == "item/tool/requestUserInput"
+
+
+async def test_unknown_approval_kind_accepted_unless_default_deny(tmp_path: Path) -> None:
+    scenario = [{"method": "item/newThing/requestApproval", "params": {"itemId": "n"}}]
+    events, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
+    assert answers[0]["result"] == {"decision": "acceptForSession"}
+    assert any(isinstance(e, System) and e.subtype == "unknown_approval_kind" for e in events)
+    deny = PermissionConfig(default="deny")
+    _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=deny))
+    assert answers[0]["result"] == {"decision": "decline"}
+
+
+async def test_approval_handler_refines_but_cannot_override_builtin_declines(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        seen.append(str(request.command))
+        return Decision(action="accept")  # would accept anything, if asked
+
+    scenario = [_cmd("npm publish"), _cmd("rm -rf /")]
+    options = _options(tmp_path, scenario, approval_handler=handler)
+    _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path))
+    assert [a["result"]["decision"] for a in answers] == ["accept", "decline"]
+    assert seen == ["npm publish"]  # never consulted for a built-in decline
+
+
+async def test_approval_handler_that_raises_declines_and_reports(tmp_path: Path) -> None:
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        raise RuntimeError("reviewer offline")
+
+    options = _options(tmp_path, [_cmd("make build")], approval_handler=handler)
+    events, answers = await _run(options, Spec(prompt="p", cwd=tmp_path))
+    assert answers[0]["result"] == {"decision": "decline"}
+    failed = [e for e in events if isinstance(e, System) and e.subtype == "approval_handler_failed"]
+    assert failed and "reviewer offline" in failed[0].data["error"]
+
+
+async def test_slow_approval_handler_does_not_block_other_threads(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        if request.command == "slow":
+            await release.wait()  # a human parks this one
+        return decision
+
+    options = _options(tmp_path, [_cmd("${CMD}")], approval_handler=handler)
+    async with CodexProvider(options) as provider:
+        slow = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        fast = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        result = await asyncio.wait_for(fast.wait(), 5)
+        assert json.loads(result.text)[0]["result"]["decision"] == "acceptForSession"
+        release.set()
+        await asyncio.wait_for(slow.wait(), 5)
+
+
+async def test_list_models_follows_pages_and_mcp_soft_failure(tmp_path: Path) -> None:
+    async with CodexProvider(_options(tmp_path, [])) as provider:
+        assert [m["id"] for m in await provider.list_models()] == ["a", "b"]
+        handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path, mcp_servers={"docs": {"command": "x"}}))
+        events = [e async for e in handle.events()]
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "mcp_config_unsupported"]
+    assert len(notices) == 1
+
+
+async def test_bad_user_regex_fails_before_any_wire_traffic(tmp_path: Path) -> None:
+    async with CodexProvider(_options(tmp_path, [])) as provider:
+        with pytest.raises(ValueError, match=r"\(unclosed"):
+            await provider.spawn(Spec(prompt="p", permission=PermissionConfig(allow_patterns=("(unclosed",))))
+        assert provider.connection.requests_sent["thread/start"] == 0

@@ -1,0 +1,158 @@
+"""TurnMapper: app-server notifications -> provider-neutral events (pure, table-driven)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_fleet.codex.mapping import TurnMapper, error_code_for
+from agent_fleet.events import (
+    AssistantMessage,
+    Error,
+    Plan,
+    PlanStep,
+    Reasoning,
+    Result,
+    System,
+    TextDelta,
+    TokenUsage,
+    ToolResult,
+    ToolUse,
+    UnknownEvent,
+)
+
+CMD = {"type": "commandExecution", "id": "c1", "command": "ls", "cwd": "/w"}
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "expected"),
+    [
+        ("item/agentMessage/delta", {"itemId": "m", "delta": "hi"}, [TextDelta(text="hi", item_id="m")]),
+        (
+            "item/started",
+            {"item": CMD},
+            [ToolUse(id="c1", name="shell", input={"command": "ls", "cwd": "/w"})],
+        ),
+        (
+            "item/completed",
+            {"item": {"type": "agentMessage", "id": "m", "text": "done", "phase": None}},
+            [AssistantMessage(text="done", item_id="m")],
+        ),
+        (
+            "item/completed",
+            {"item": {"type": "reasoning", "id": "r", "summary": ["think"], "content": []}},
+            [Reasoning(text="think", item_id="r")],
+        ),
+        (
+            "turn/plan/updated",
+            {"plan": [{"step": "a", "status": "completed"}], "explanation": "why"},
+            [Plan(steps=(PlanStep(step="a", status="completed"),), explanation="why")],
+        ),
+        (
+            "thread/tokenUsage/updated",
+            {"tokenUsage": {"total": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}, "last": {}}},
+            [TokenUsage(input_tokens=3, output_tokens=4, total_tokens=7)],
+        ),
+        (
+            "error",
+            {"error": {"message": "Reconnecting... 1/5"}, "willRetry": True},
+            [System(subtype="stream_error", data={"message": "Reconnecting... 1/5"})],
+        ),
+        ("thread/status/changed", {"status": {"type": "idle"}}, []),
+        (
+            "brand/new/method",
+            {"x": 1},
+            [UnknownEvent(raw={"method": "brand/new/method", "params": {"x": 1}})],
+        ),
+        (
+            "item/started",
+            "not-a-dict",
+            [UnknownEvent(raw={"method": "item/started", "params": "not-a-dict"})],
+        ),
+    ],
+)
+def test_table(method: str, params: Any, expected: list[object]) -> None:
+    assert TurnMapper("s").feed(method, params) == expected
+
+
+def test_command_result_and_item_only_seen_at_completion() -> None:
+    mapper = TurnMapper("s")
+    done = {**CMD, "status": "completed", "aggregatedOutput": "a\n", "exitCode": 0}
+    assert mapper.feed("item/completed", {"item": done}) == [
+        ToolUse(id="c1", name="shell", input={"command": "ls", "cwd": "/w"}),
+        ToolResult(id="c1", output="a\n", exit_code=0, is_error=False, status="completed"),
+    ]
+    failed = {**done, "id": "c2", "exitCode": 2, "status": "failed"}
+    assert mapper.feed("item/completed", {"item": failed})[-1].is_error  # type: ignore[union-attr]
+
+
+def test_file_change_records_paths_for_approvals() -> None:
+    mapper = TurnMapper("s")
+    item = {
+        "type": "fileChange",
+        "id": "f",
+        "changes": [{"path": "a.py", "kind": {"type": "add"}, "diff": "+x"}],
+    }
+    [use] = mapper.feed("item/started", {"item": item})
+    assert isinstance(use, ToolUse) and use.name == "apply_patch"
+    assert mapper.file_changes["f"] == [{"path": "a.py", "kind": "add", "diff": "+x"}]
+
+
+def test_completed_turn_gives_result_with_text_usage_and_structured_output() -> None:
+    mapper = TurnMapper("s", structured=True)
+    mapper.feed("item/completed", {"item": {"type": "agentMessage", "id": "m", "text": '{"n": 1}'}})
+    mapper.feed("thread/tokenUsage/updated", {"tokenUsage": {"total": {"totalTokens": 9}, "last": {}}})
+    [result] = mapper.feed("turn/completed", {"turn": {"id": "t", "status": "completed", "items": []}})
+    assert result == Result(
+        session_id="s", turn_id="t", text='{"n": 1}', usage=TokenUsage(total_tokens=9), structured={"n": 1}
+    )
+
+
+def test_failed_turn_uses_the_structured_error_info() -> None:
+    mapper = TurnMapper("s")
+    mapper.feed("error", {"error": {"message": "401", "codexErrorInfo": "unauthorized"}, "willRetry": False})
+    [error] = mapper.feed("turn/completed", {"turn": {"id": "t", "status": "failed", "items": []}})
+    assert isinstance(error, Error) and error.code == "auth_failed" and not error.retryable
+    [cancelled] = TurnMapper("s").feed("turn/completed", {"turn": {"id": "t", "status": "interrupted"}})
+    assert isinstance(cancelled, Error) and cancelled.code == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("info", "expected"),
+    [
+        ("unauthorized", ("auth_failed", False)),
+        ("serverOverloaded", ("turn_failed", True)),
+        ("contextWindowExceeded", ("turn_failed", False)),
+        ({"responseStreamConnectionFailed": {"httpStatusCode": 401}}, ("auth_failed", False)),
+        ({"responseTooManyFailedAttempts": {"httpStatusCode": 500}}, ("turn_failed", True)),
+        ({"httpConnectionFailed": {"httpStatusCode": 400}}, ("turn_failed", False)),
+        (None, ("turn_failed", False)),
+    ],
+)
+def test_error_classification(info: Any, expected: tuple[str, bool]) -> None:
+    assert error_code_for({"message": "m", "codexErrorInfo": info}) == expected
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10,
+)
+methods = st.sampled_from(
+    [
+        "item/started",
+        "item/completed",
+        "turn/completed",
+        "error",
+        "turn/plan/updated",
+        "thread/tokenUsage/updated",
+    ]
+)
+
+
+@given(methods, json_values)
+def test_malformed_params_never_raise(method: str, params: Any) -> None:
+    TurnMapper("s").feed(method, params)

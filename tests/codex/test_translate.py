@@ -1,0 +1,68 @@
+"""plan_spawn: every Spec field is translated, handled locally, or listed as untranslated."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_fleet import PermissionConfig, Spec
+from agent_fleet.codex.translate import APPROVAL_POLICY, plan_spawn
+
+# field -> (a non-default value, where it must show up)
+CASES: dict[str, tuple[Any, str]] = {
+    "prompt": ("do it", "turn.input"),
+    "cwd": ("/tmp", "thread.cwd"),
+    "model": ("gpt-5.5", "thread.model"),
+    "base_instructions": ("be terse", "thread.baseInstructions"),
+    "developer_instructions": ("use tabs", "thread.developerInstructions"),
+    "reasoning_effort": ("high", "turn.effort"),
+    "sandbox": ("read-only", "thread.sandbox"),
+    "permission": (PermissionConfig(default="deny"), "local"),
+    "mcp_servers": ({"docs": {"command": "docs-mcp"}}, "mcp"),
+    "output_schema": ({"type": "object"}, "turn.outputSchema"),
+    "mode": ("plan", "turn.input"),
+    "images": (("https://example.invalid/a.png",), "turn.input"),
+    "config": ({"model_verbosity": "low"}, "thread.config"),
+    "timeout": (30.0, "local"),
+}
+
+
+def test_every_spec_field_has_a_case() -> None:
+    assert {f.name for f in fields(Spec)} == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_field_lands_where_expected(name: str) -> None:
+    value, where = CASES[name]
+    base = Spec(prompt="p")
+    spec = Spec(**{**{"prompt": "p"}, name: value})
+    plan, plain = plan_spawn(spec), plan_spawn(base)
+    assert not plan.untranslated
+    match where.split("."):
+        case ["thread", key]:
+            assert plan.thread_params[key] != plain.thread_params.get(key)
+        case ["turn", key]:
+            assert plan.turn_params[key] != plain.turn_params.get(key)
+        case ["local"]:
+            assert name in plan.local
+        case ["mcp"]:
+            assert plan.mcp_edits == [
+                {"keyPath": "mcp_servers.docs", "value": {"command": "docs-mcp"}, "mergeStrategy": "upsert"}
+            ]
+
+
+def test_every_thread_asks_for_approval() -> None:
+    assert plan_spawn(Spec(prompt="p")).thread_params["approvalPolicy"] == APPROVAL_POLICY == "untrusted"
+
+
+def test_turn_input_text_mode_and_images(tmp_path: Path) -> None:
+    image = tmp_path / "shot.png"
+    plan = plan_spawn(Spec(prompt="look", mode="chat", images=(image, "https://h.invalid/x.png")))
+    text, local, remote = plan.turn_params["input"]
+    assert text["type"] == "text" and text["text"].endswith("look") and text["text"] != "look"
+    assert local == {"type": "localImage", "path": str(image.resolve())}
+    assert remote == {"type": "image", "url": "https://h.invalid/x.png"}
+    assert plan_spawn(Spec(prompt="look")).turn_params["input"] == [{"type": "text", "text": "look"}]
