@@ -8,12 +8,15 @@ from agent_fleet.codex.binary import (
     credential_sources,
     find_codex,
 )
+from agent_fleet.codex.exec import CodexExecHandle, CodexExecProvider
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.options import ApprovalHandler, CodexOptions
 from agent_fleet.codex.translate import SpawnPlan, Untranslated, plan_spawn
 
 __all__ = [
     "ApprovalHandler",
+    "CodexExecHandle",
+    "CodexExecProvider",
     "CodexHandle",
     "CodexOptions",
     "CodexProvider",

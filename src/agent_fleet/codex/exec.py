@@ -1,0 +1,561 @@
+"""``CodexExecProvider``: the provider contract over ``codex exec --json``, one process per turn.
+
+Theory of operation
+-------------------
+Every turn is one ``codex exec --json`` child in its own process group (``start_new_session``). The
+first turn of a session runs ``codex exec``; every later one (``send``, ``Provider.resume``) runs
+``codex exec resume <thread_id>``, so codex replays the recorded thread and the model sees the whole
+history. The prompt is written to stdin (``-``) and stdin is closed; it never appears in argv. The
+exact command lines are in ``agent_fleet.codex._exec_argv``.
+
+One driver task per turn owns the child: it reads stdout in chunks into the sans-I/O
+``ExecEventParser`` (which enforces the line-size limit), keeps the last ``stderr_tail_bytes`` of
+stderr, and queues non-terminal events as they arrive. The terminal event is held back until stdout
+reached EOF *and* the exit code is known, so nothing printed just before exit is lost and the outcome
+can use both: the stream's own ``Result`` / ``turn.failed`` wins; otherwise a non-zero exit is
+``process_exited`` (``auth_failed`` when the stream or stderr shows a credential problem) and a clean
+exit without a terminal is a ``protocol_error``.
+
+Aborts (``Spec.timeout``, ``stop()``, cancelling a task awaiting the turn's next event,
+``shutdown()``) send SIGTERM to codex's process group at once and SIGKILL after ``kill_grace``
+seconds. Codex starts sandboxed commands and its shell snapshot with ``setsid``, so they are not in
+that group: every process left in a session created under the turn's process tree (Linux ``/proc``)
+is SIGKILLed too, so no orphan outlives an aborted turn. The turn then ends with
+``Error(code="timeout")`` (retryable) or ``Error(code="cancelled")``, unless codex had already
+reported its own terminal event, which then stands.
+
+``spawn`` returns once ``thread.started`` arrived (or the process ended first), so ``session_id`` is
+set on a returned handle unless the turn failed before codex created the thread; then ``session_id``
+raises ``UsageError`` and the handle's stream still yields the ``Error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Final
+
+from agent_fleet.codex._exec_argv import ExecCommand, build_command
+from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser
+from agent_fleet.codex.binary import codex_version_async, find_codex
+from agent_fleet.codex.options import CodexOptions
+from agent_fleet.contract import Capabilities, Handle, Provider, Spec
+from agent_fleet.errors import ProviderUnavailable, TurnFailed, Unsupported, UsageError
+from agent_fleet.events import Error, ErrorCode, Event, Result, System, is_terminal
+
+__all__ = ["CAPABILITIES", "CodexExecHandle", "CodexExecProvider"]
+
+logger = logging.getLogger(__name__)
+
+CAPABILITIES: Final = Capabilities(
+    supports_injection=False,  # stdin is closed once the prompt is written
+    supports_resume=True,  # codex exec resume <thread_id>
+    supports_tool_plugins=True,  # Spec.mcp_servers -> -c mcp_servers.<name>={...}
+    supports_output_schema=True,  # --output-schema FILE
+    supports_reasoning_effort=True,  # -c model_reasoning_effort=...
+    needs_permission_config=False,  # approval policy is 'never': nothing to decide per command
+    emits_subagent_events=False,
+    tool_permission_format="codex-sandbox",
+)
+
+_READ_CHUNK: Final = 64 * 1024
+_EOF_GRACE: Final = 2.0  # after exit, how long a pipe held open by a stray descendant may delay EOF
+_EXIT_GRACE: Final = 10.0  # after EOF, how long codex may take to exit before it is killed
+
+
+def _processes() -> list[tuple[int, int, int, bytes]]:
+    """``(pid, ppid, session, state)`` of every process (Linux ``/proc``; empty elsewhere)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    table: list[tuple[int, int, int, bytes]] = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                raw = f.read()
+            # Fields after the parenthesised command name (which may contain spaces or parentheses).
+            fields = raw.rpartition(b")")[2].split()
+            table.append((int(name), int(fields[1]), int(fields[3]), fields[0]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return table
+
+
+def _turn_sessions(root: int) -> set[int]:
+    """The session of ``root`` plus every session its descendants created (codex starts sandboxed
+    commands and its shell snapshot with ``setsid``, so they are not in its process group)."""
+    table = _processes()
+    children: dict[int, list[tuple[int, int]]] = {}
+    for pid, ppid, sid, _ in table:
+        children.setdefault(ppid, []).append((pid, sid))
+    sessions = {root}
+    stack = [root]
+    while stack:
+        for pid, sid in children.get(stack.pop(), ()):
+            sessions.add(sid)
+            stack.append(pid)
+    sessions.discard(os.getsid(0))  # never our own
+    return sessions
+
+
+def _kill_sessions(sessions: set[int]) -> int:
+    """SIGKILL every live process in ``sessions`` (also those reparented away from codex)."""
+    killed = 0
+    for pid, _, sid, state in _processes():
+        if sid in sessions and state != b"Z":
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def _killpg(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _write_turn_files(spec: Spec) -> tuple[str | None, str | None, str | None]:
+    """Write the output schema and base instructions to a private temp dir (removed after the turn)."""
+    if spec.output_schema is None and spec.base_instructions is None:
+        return None, None, None
+    tempdir = tempfile.mkdtemp(prefix="agent-fleet-exec-")
+    schema_file = instructions_file = None
+    try:
+        if spec.output_schema is not None:
+            schema_file = os.path.join(tempdir, "output-schema.json")
+            Path(schema_file).write_text(json.dumps(dict(spec.output_schema)), encoding="utf-8")
+        if spec.base_instructions is not None:
+            instructions_file = os.path.join(tempdir, "base-instructions.md")
+            Path(instructions_file).write_text(spec.base_instructions, encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(tempdir, ignore_errors=True)
+        raise
+    return tempdir, schema_file, instructions_file
+
+
+class _Turn:
+    """One turn: one child process, its driver task and its event queue."""
+
+    def __init__(
+        self,
+        command: ExecCommand,
+        *,
+        env: dict[str, str],
+        parser: ExecEventParser,
+        timeout: float | None,
+        kill_grace: float,
+        stderr_tail_bytes: int,
+        tempdir: str | None,
+    ) -> None:
+        self.command = command
+        self.env = env
+        self.parser = parser
+        self.timeout = timeout
+        self.kill_grace = kill_grace
+        self.stderr_limit = stderr_tail_bytes
+        self.tempdir = tempdir
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.session_known = asyncio.Event()
+        self.done = asyncio.Event()
+        self.delivered: Result | Error | None = None  # the terminal, once a reader took it
+        self.reader_claimed = False
+        self.proc: asyncio.subprocess.Process | None = None
+        self._stderr = bytearray()
+        self._abort_code: ErrorCode | None = None
+        self._abort_message = ""
+        self._killer: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.on_done: Callable[[_Turn], None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._stderr.decode("utf-8", "replace")
+
+    async def start(self) -> None:
+        """Start the child and its driver. Raises ``ProviderUnavailable`` when it cannot be started."""
+        for item in self.command.untranslated:
+            self.queue.put_nowait(
+                System(subtype="untranslated", data={"field": item.field, "reason": item.reason})
+            )
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.command.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.command.cwd,
+                env=self.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._cleanup()
+            raise ProviderUnavailable(f"cannot start {self.command.argv[0]}: {exc}") from exc
+        if self.timeout is not None:
+            self._timer = asyncio.get_running_loop().call_later(self.timeout, self._on_timeout)
+        self._task = asyncio.create_task(self._drive(self.proc), name=f"codex-exec:{self.proc.pid}")
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        self.abort("timeout", f"turn exceeded its timeout of {self.timeout:g}s and was killed")
+
+    def abort(self, code: ErrorCode, message: str) -> None:
+        """Kill the process group now (SIGTERM, SIGKILL after the grace). Sync and idempotent."""
+        proc = self.proc
+        if self.done.is_set() or proc is None or self._killer is not None:
+            return
+        if self.parser.terminal is None:
+            self._abort_code, self._abort_message = code, message
+        sessions = _turn_sessions(proc.pid)
+        _killpg(proc.pid, signal.SIGTERM)
+        self._killer = asyncio.create_task(self._escalate(proc, sessions), name=f"kill:{proc.pid}")
+
+    async def _escalate(self, proc: asyncio.subprocess.Process, sessions: set[int]) -> None:
+        try:
+            await asyncio.wait_for(proc.wait(), self.kill_grace)
+        except TimeoutError:
+            sessions |= _turn_sessions(proc.pid)  # not reaped yet, so the pid is still codex's
+            _killpg(proc.pid, signal.SIGKILL)
+        # Whatever codex's descendants left behind in their own sessions must not outlive the turn.
+        # A few passes: a dying shell loop may fork once more between scan and kill.
+        for _ in range(3):
+            if not _kill_sessions(sessions):
+                break
+            await asyncio.sleep(0.05)
+
+    async def wait_done(self) -> None:
+        await self.done.wait()
+
+    # --- the driver ---------------------------------------------------------------------------------
+    async def _drive(self, proc: asyncio.subprocess.Process) -> None:
+        terminal: Result | Error = Error(code="cancelled", message="the turn's driver was cancelled")
+        assert proc.stdout is not None and proc.stderr is not None
+        feeder = asyncio.create_task(self._write_stdin(proc))
+        stderr = asyncio.create_task(self._read_stderr(proc.stderr))
+        reader = asyncio.create_task(self._read_stdout(proc.stdout))
+        exited = asyncio.create_task(proc.wait())
+        try:
+            await asyncio.wait({reader, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not reader.done():
+                # Exited: stdout closes now, unless a stray descendant still holds the pipe open.
+                await asyncio.wait({reader}, timeout=_EOF_GRACE)
+            if not exited.done():
+                # EOF while the process lives on: give it time to exit, then make it.
+                await asyncio.wait({exited}, timeout=_EXIT_GRACE)
+                if not exited.done():
+                    self.abort("protocol_error", "codex exec closed stdout but did not exit")
+                    await exited
+            for task in (reader, stderr, feeder):
+                if not task.done():
+                    await asyncio.wait({task}, timeout=_EOF_GRACE)
+                    task.cancel()
+            await asyncio.gather(reader, stderr, feeder, return_exceptions=True)
+            if not reader.cancelled() and (exc := reader.exception()) is not None:
+                raise exc
+            for event in self.parser.close():
+                self._emit(event)
+            if self._killer is not None:
+                await self._killer
+            terminal = self._decide(proc.returncode)
+        except asyncio.CancelledError:
+            # The loop is going away (e.g. asyncio.run() ended without shutdown()): leave no orphan.
+            _killpg(proc.pid, signal.SIGKILL)
+            raise
+        except Exception as exc:  # a bug here must still end the stream and kill the child
+            logger.exception("codex exec driver failed")
+            _killpg(proc.pid, signal.SIGKILL)
+            terminal = Error(code="protocol_error", message=f"codex exec driver failed: {exc!r}")
+        finally:
+            for pending in (feeder, stderr, reader, exited):
+                pending.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._cleanup()
+            self.queue.put_nowait(terminal)
+            self.done.set()
+            self.session_known.set()
+            if self.on_done is not None:
+                self.on_done(self)
+
+    def _decide(self, exit_code: int | None) -> Result | Error:
+        if self._abort_code is not None and self.parser.terminal is None:
+            retryable = self._abort_code == "timeout"
+            data = {"exit_code": exit_code, "stderr_tail": self.stderr_tail}
+            return Error(code=self._abort_code, message=self._abort_message, retryable=retryable, data=data)
+        return self.parser.finish(exit_code, self.stderr_tail)
+
+    def _emit(self, event: Event) -> None:
+        if not is_terminal(event):  # the terminal is queued by the driver, after exit
+            self.queue.put_nowait(event)
+
+    async def _write_stdin(self, proc: asyncio.subprocess.Process) -> None:
+        stdin = proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(self.command.stdin)
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # codex exited before reading its prompt: the exit code tells why
+        finally:
+            stdin.close()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                await stdin.wait_closed()
+
+    async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(_READ_CHUNK):
+            for event in self.parser.feed(chunk):
+                self._emit(event)
+            terminal = self.parser.terminal
+            if isinstance(terminal, Error) and terminal.code == "protocol_error":
+                self.abort("protocol_error", terminal.message)  # the stream is unusable: stop codex
+            if self.parser.thread_id is not None:
+                self.session_known.set()
+
+    async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(_READ_CHUNK):
+            self._stderr += chunk
+            if len(self._stderr) > self.stderr_limit:
+                del self._stderr[: len(self._stderr) - self.stderr_limit]
+
+    def _cleanup(self) -> None:
+        if self.tempdir is not None:
+            shutil.rmtree(self.tempdir, ignore_errors=True)
+            self.tempdir = None
+
+
+class CodexExecHandle(Handle):
+    """One codex thread driven through ``codex exec`` processes, one per turn.
+
+    Calling order is the contract's. ``events()`` may be iterated once per turn; ``wait()`` drains
+    what is left. Cancelling a task while it awaits the next event (in ``events()`` or ``wait()``)
+    kills the turn's process. ``stop()`` ends the running turn; a later ``send()`` resumes the thread.
+    """
+
+    def __init__(self, provider: CodexExecProvider, spec: Spec, session_id: str | None) -> None:
+        self._provider = provider
+        self._spec = spec
+        self._session_id = session_id
+        self._turn: _Turn | None = None
+        self._starting = False  # a send() is starting the next turn
+
+    @property
+    def session_id(self) -> str:
+        """The codex thread id. Raises ``UsageError`` if the first turn failed before codex made one."""
+        sid = self._session_id
+        if sid is None and self._turn is not None:
+            sid = self._session_id = self._turn.parser.thread_id
+        if sid is None:
+            raise UsageError("no session id: the first turn ended before codex started a thread")
+        return sid
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of the current turn's codex process (``None`` before it started)."""
+        return self._turn.pid if self._turn is not None else None
+
+    def _require_turn(self) -> _Turn:
+        if self._turn is None:
+            raise UsageError("no turn has been started on this handle")
+        return self._turn
+
+    async def _next(self, turn: _Turn) -> Event:
+        try:
+            event = await turn.queue.get()
+        except asyncio.CancelledError:
+            turn.abort("cancelled", "the task consuming the turn was cancelled")
+            raise
+        if isinstance(event, Result | Error):
+            turn.delivered = event
+            if turn.parser.thread_id is not None:
+                self._session_id = turn.parser.thread_id
+        return event
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Events of the current turn, ending right after its terminal event. Once per turn."""
+        turn = self._require_turn()
+        if turn.reader_claimed:
+            raise UsageError("events() may be called once per turn")
+        turn.reader_claimed = True
+        while turn.delivered is None:
+            event = await self._next(turn)
+            yield event
+
+    async def wait(self) -> Result:
+        """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
+        turn = self._require_turn()
+        while turn.delivered is None:
+            await self._next(turn)
+        if isinstance(turn.delivered, Error):
+            raise TurnFailed(turn.delivered)
+        return turn.delivered
+
+    async def send(self, prompt: str) -> None:
+        """Run a follow-up turn (``codex exec resume``) with the same spec settings, minus images.
+
+        Raises ``UsageError`` while the current turn runs, when there is no thread to resume, or after
+        the provider was shut down.
+        """
+        if self._starting or (self._turn is not None and not self._turn.done.is_set()):
+            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        session_id = self.session_id
+        self._starting = True
+        try:
+            await self._provider._start_turn(self, prompt=prompt, session_id=session_id, images=False)
+        finally:
+            self._starting = False
+
+    async def inject(self, text: str) -> None:
+        """Always raises ``Unsupported``: a ``codex exec`` turn takes no input after its prompt."""
+        raise Unsupported("codex exec cannot take input during a turn; use send() after it ends")
+
+    async def stop(self) -> None:
+        """Kill the running turn's process group; its stream ends with ``Error(code="cancelled")``.
+
+        Returns once the process is gone. Idempotent; a no-op when no turn runs.
+        """
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            return
+        turn.abort("cancelled", "stopped by the caller")
+        await turn.wait_done()
+
+
+class CodexExecProvider(Provider):
+    """The ``Provider`` contract over ``codex exec --json`` (see the module docstring).
+
+    ``max_line_bytes`` bounds one stdout line (``None``: unlimited); ``stderr_tail_bytes`` bounds the
+    kept stderr; ``kill_grace`` is the SIGTERM-to-SIGKILL delay when a turn is killed.
+    """
+
+    name = "codex-exec"
+
+    def __init__(
+        self,
+        options: CodexOptions | None = None,
+        *,
+        max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
+        stderr_tail_bytes: int = 64 * 1024,
+        kill_grace: float = 3.0,
+    ) -> None:
+        if max_line_bytes is not None and max_line_bytes < 1:
+            raise UsageError(f"max_line_bytes must be >= 1 or None, not {max_line_bytes!r}")
+        if stderr_tail_bytes < 0 or kill_grace < 0:
+            raise UsageError("stderr_tail_bytes and kill_grace must not be negative")
+        self.options = options or CodexOptions()
+        self.max_line_bytes = max_line_bytes
+        self.stderr_tail_bytes = stderr_tail_bytes
+        self.kill_grace = kill_grace
+        self._binary: Path | None = None
+        self._version: str | None = None
+        self._lock = asyncio.Lock()
+        self._turns: set[_Turn] = set()
+        self._closed = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return CAPABILITIES
+
+    @property
+    def version(self) -> str | None:
+        """The codex version, once checked."""
+        return self._version
+
+    async def start(self) -> None:
+        """Find the binary and check it runs (``codex --version``). Raises ``ProviderUnavailable``."""
+        await self._ensure_binary()
+
+    async def _ensure_binary(self) -> Path:
+        async with self._lock:
+            if self._binary is None:
+                path = find_codex(self.options.codex_bin)
+                self._version = await codex_version_async(path)
+                self._binary = path
+            return self._binary
+
+    async def spawn(self, spec: Spec) -> CodexExecHandle:
+        """Start a thread with ``spec.prompt``; returns once codex reported the thread id (or ended).
+
+        Raises ``ProviderUnavailable`` (no usable binary) or ``UsageError`` (bad spec, shut down).
+        """
+        handle = CodexExecHandle(self, spec, None)
+        turn = await self._start_turn(handle, prompt=None, session_id=None, images=True)
+        try:
+            await turn.session_known.wait()
+        except asyncio.CancelledError:
+            turn.abort("cancelled", "spawn() was cancelled")
+            raise
+        return handle
+
+    async def resume(self, session_id: str, spec: Spec) -> CodexExecHandle:
+        """Continue thread ``session_id`` (recorded under the same ``CODEX_HOME``) with ``spec.prompt``."""
+        handle = CodexExecHandle(self, spec, session_id)
+        await self._start_turn(handle, prompt=None, session_id=session_id, images=True)
+        return handle
+
+    async def shutdown(self) -> None:
+        """Kill every running turn and wait for the processes to go. Idempotent."""
+        self._closed = True
+        turns = list(self._turns)
+        for turn in turns:
+            turn.abort("cancelled", "the provider was shut down")
+        await asyncio.gather(*(t.wait_done() for t in turns))
+
+    async def _start_turn(
+        self, handle: CodexExecHandle, *, prompt: str | None, session_id: str | None, images: bool
+    ) -> _Turn:
+        if self._closed:
+            raise UsageError("the provider is shut down")
+        binary = await self._ensure_binary()
+        spec = handle._spec
+        tempdir, schema_file, instructions_file = _write_turn_files(spec)
+        try:
+            command = build_command(
+                binary,
+                spec,
+                self.options,
+                prompt=prompt,
+                session_id=session_id,
+                schema_file=schema_file,
+                instructions_file=instructions_file,
+                images=images,
+            )
+        except BaseException:
+            if tempdir is not None:
+                shutil.rmtree(tempdir, ignore_errors=True)
+            raise
+        parser = ExecEventParser(
+            session_id=session_id,
+            structured=spec.output_schema is not None,
+            max_line_bytes=self.max_line_bytes,
+        )
+        turn = _Turn(
+            command,
+            env=self.options.child_env(),
+            parser=parser,
+            timeout=spec.timeout,
+            kill_grace=self.kill_grace,
+            stderr_tail_bytes=self.stderr_tail_bytes,
+            tempdir=tempdir,
+        )
+        await turn.start()
+        handle._turn = turn
+        if not turn.done.is_set():
+            self._turns.add(turn)
+            turn.on_done = self._turns.discard
+        return turn
