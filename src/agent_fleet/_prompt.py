@@ -22,7 +22,6 @@ def apply_mode(prompt: str, mode: Mode) -> str:
     return MODE_PREFIXES[mode] + prompt
 
 
-
 def parse_structured(text: str) -> Any:
     """Parse the final message of a turn run with an output schema; ``None`` when it is not JSON."""
     stripped = text.strip()

@@ -55,7 +55,6 @@ ErrorCode = Literal[
 ERROR_CODES: Final[frozenset[str]] = frozenset(ErrorCode.__args__)  # type: ignore[attr-defined]
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta:
     """A streamed fragment of assistant text; ``item_id`` groups fragments of one message."""

