@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_fleet import PermissionConfig, Result, Spec, System, ToolResult, ToolUse
+from agent_fleet import Error, PermissionConfig, Result, Spec, System, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalRequest, Decision
@@ -172,3 +174,49 @@ async def test_bad_user_regex_fails_before_any_wire_traffic(tmp_path: Path) -> N
         with pytest.raises(ValueError, match=r"\(unclosed"):
             await provider.spawn(Spec(prompt="p", permission=PermissionConfig(allow_patterns=("(unclosed",))))
         assert provider.connection.requests_sent["thread/start"] == 0
+
+
+async def _parked(tmp_path: Path) -> tuple[CodexOptions, asyncio.Event]:
+    gate = asyncio.Event()
+
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        await gate.wait()  # keeps the turn running until the race is over
+        return decision
+
+    return _options(tmp_path, [_cmd("make")], approval_handler=handler), gate
+
+
+@pytest.mark.parametrize("order", ["stop-then-kill", "kill-then-stop", "together"])
+async def test_stop_and_crash_race_in_any_order(tmp_path: Path, order: str) -> None:
+    options, gate = await _parked(tmp_path)
+    async with CodexProvider(options) as provider:
+        handles = [await provider.spawn(Spec(prompt="p", cwd=tmp_path)) for _ in range(3)]
+        await asyncio.sleep(0.2)
+        pid = provider.pid
+        assert pid is not None
+
+        async def kill() -> None:
+            os.kill(pid, signal.SIGKILL)
+
+        async def stop_all() -> None:
+            await asyncio.gather(*(h.stop() for h in handles))
+
+        if order == "stop-then-kill":
+            await stop_all()
+            await kill()
+        elif order == "kill-then-stop":
+            await kill()
+            await asyncio.sleep(0.2)
+            await stop_all()
+        else:
+            await asyncio.gather(stop_all(), kill())
+        streams = await asyncio.wait_for(asyncio.gather(*(_drain(h) for h in handles)), 5)
+        gate.set()
+    for events in streams:
+        terminals = [e for e in events if isinstance(e, Result | Error)]
+        assert len(terminals) == 1 and events[-1] is terminals[0]
+        assert terminals[0].code in ("cancelled", "app_server_crashed")  # type: ignore[union-attr]
+
+
+async def _drain(handle: object) -> list[Event]:
+    return [e async for e in handle.events()]  # type: ignore[attr-defined]
