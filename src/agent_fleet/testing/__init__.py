@@ -9,6 +9,17 @@
 The pytest plugin (loaded automatically) provides the ``scripted_model`` and ``codex_env`` fixtures.
 """
 
+from agent_fleet.testing._anthropic import (
+    AnthropicBlock,
+    AnthropicReply,
+    AnthropicRequest,
+    AnthropicResponder,
+    AnthropicText,
+    AnthropicThinking,
+    AnthropicToolUse,
+    ScriptedAnthropicServer,
+    scripted_claude_env,
+)
 from agent_fleet.testing._env import CodexTestEnv, scripted_codex_env
 from agent_fleet.testing._server import (
     CustomToolCall,
@@ -25,6 +36,13 @@ from agent_fleet.testing._server import (
 )
 
 __all__ = [
+    "AnthropicBlock",
+    "AnthropicReply",
+    "AnthropicRequest",
+    "AnthropicResponder",
+    "AnthropicText",
+    "AnthropicThinking",
+    "AnthropicToolUse",
     "CodexTestEnv",
     "CustomToolCall",
     "FunctionCall",
@@ -33,9 +51,11 @@ __all__ = [
     "RecordedRequest",
     "Reply",
     "Responder",
+    "ScriptedAnthropicServer",
     "ScriptedModelServer",
     "Text",
     "apply_patch",
     "exec_command",
+    "scripted_claude_env",
     "scripted_codex_env",
 ]

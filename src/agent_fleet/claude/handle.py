@@ -1,0 +1,479 @@
+"""``ClaudeHandle``: one Claude Code session, i.e. one CLI process driven by ``ClaudeSDKClient``.
+
+Theory of operation
+-------------------
+``connect()`` starts the CLI (``--input-format stream-json``) and completes the SDK's initialize
+handshake; a reader task then consumes ``receive_messages()`` for the whole session and feeds the
+current turn's ``TurnMapper``. A turn starts by writing one user message; it ends with the CLI's
+``ResultMessage``.
+
+Session states::
+
+    OPEN ──stop() / CLI exit / shutdown──> CLOSED
+
+Turn states (one ``_Turn`` at a time)::
+
+    RUNNING ──ResultMessage | timeout | stop() | CLI exit──> FINISHED
+
+Every way a turn can end calls ``EventStream.finish``: the first wins, the rest are no-ops, so the
+reader, the turn timer, ``stop()`` and CLI-exit handling can race in any order.
+
+The CLI has no turn ids on its messages, so a turn that ends locally while the CLI still works on
+it (timeout -> interrupt) leaves a ``ResultMessage`` *owed*: until it arrives every message is
+dropped, and ``send()`` waits for it before writing the next prompt. An ``inject()`` the CLI takes
+in after the turn's result (too late to steer it) makes the CLI run one more turn of its own; that
+turn is owed and dropped too, and the running turn says so with ``System(subtype="inject_late")``.
+
+Approvals: a ``PreToolUse`` hook answers "ask" for every tool, so the CLI consults ``can_use_tool``
+for every call (without it Claude Code runs read-only commands such as ``echo`` unasked); the
+``ApprovalPolicy`` decides there, and the decision is reported with synthetic events exactly like
+the codex provider's. A declined call is answered with a deny carrying the reason, so Claude sees
+it as the tool's result and continues the turn (``cancel`` also interrupts the turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Final
+
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    ClaudeSDKError,
+    CLIConnectionError,
+    CLIJSONDecodeError,
+    CLINotFoundError,
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    HookMatcher,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ProcessError,
+    ResultError,
+    ResultMessage,
+    SystemMessage,
+    ToolPermissionContext,
+)
+from claude_agent_sdk.types import Message
+
+from agent_fleet._stream import EventStream  # the same one-reader, one-terminal stream
+from agent_fleet.claude import _approvals
+from agent_fleet.claude.mapping import TurnMapper
+from agent_fleet.claude.translate import ClaudePlan
+from agent_fleet.contract import Handle, Spec
+from agent_fleet.errors import ProviderUnavailable, TransportError, TurnFailed, UsageError
+from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse, is_terminal
+from agent_fleet.policy import ApprovalPolicy, Decision
+
+if TYPE_CHECKING:
+    from agent_fleet.claude.provider import ClaudeProvider
+
+__all__ = ["ClaudeHandle"]
+
+logger = logging.getLogger("agent_fleet.claude")
+
+_CONTROL_TIMEOUT: Final = 5.0  # interrupt during stop/timeout: never let a wedged CLI hang us
+_DISCONNECT_TIMEOUT: Final = 20.0  # the SDK bounds its own close to ~20 s (stdin EOF, TERM, KILL)
+_DRAIN_TIMEOUT: Final = 30.0  # send() after a timeout waits this long for the interrupted turn's end
+_STDERR_LINES: Final = 200
+_ASK: Final[HookJSONOutput] = {
+    "hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "ask",
+        "permissionDecisionReason": "agent-fleet approval policy decides every tool call",
+    }
+}
+
+
+async def _once(message: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    yield message
+
+
+def _user_message(content: str | list[dict[str, Any]], message_uuid: str) -> dict[str, Any]:
+    # A uuid per message: the CLI lists the uuids each turn took in (ResultMessage.user_message_uuids).
+    return {
+        "type": "user",
+        "message": {"role": "user", "content": content},
+        "parent_tool_use_id": None,
+        "session_id": "default",
+        "uuid": message_uuid,
+    }
+
+
+class _Turn:
+    __slots__ = ("injected", "mapper", "stream", "timer")
+
+    def __init__(self, mapper: TurnMapper) -> None:
+        self.mapper = mapper
+        self.stream = EventStream()
+        self.timer: asyncio.TimerHandle | None = None
+        self.injected: list[str] = []
+
+
+class ClaudeHandle(Handle):
+    """A live Claude Code session. Created by ``ClaudeProvider.spawn`` / ``resume``; see ``Handle``."""
+
+    def __init__(
+        self, provider: ClaudeProvider, session_id: str, spec: Spec, policy: ApprovalPolicy, plan: ClaudePlan
+    ) -> None:
+        self._provider = provider
+        self._session_id = session_id
+        self._spec = spec
+        self._policy = policy
+        self._cwd = plan.cwd
+        self._turn: _Turn | None = None
+        self._closed = False
+        self._owed = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._declined: set[str] = set()
+        self._approvals = itertools.count(1)
+        self._total_tokens = 0
+        self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
+        self._reader: asyncio.Task[None] | None = None
+        options = ClaudeAgentOptions(
+            **plan.options,
+            can_use_tool=self._can_use_tool,
+            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[self._ask_hook])]},
+            stderr=self._stderr.append,
+        )
+        self._client = ClaudeSDKClient(options)
+
+    # -- public ------------------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def stderr_tail(self) -> str:
+        """The last lines the CLI wrote to stderr."""
+        return "\n".join(self._stderr)
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Events of the current turn, ending right after its terminal event.
+
+        Cancelling the task iterating this stops the session (interrupt + CLI shutdown) like
+        ``stop()``. Raises ``UsageError`` when no turn was started.
+        """
+        turn = self._require_turn()
+        try:
+            while True:
+                event = await turn.stream.get()
+                yield event
+                if is_terminal(event):
+                    return
+        except asyncio.CancelledError:
+            if not turn.stream.done:
+                self._provider._spawn_task(self.stop(), f"stop:{self._session_id}")
+            raise
+
+    async def wait(self) -> Result:
+        """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
+        turn = self._require_turn()
+        while True:
+            event = await turn.stream.get()
+            if isinstance(event, Result):
+                return event
+            if isinstance(event, Error):
+                raise TurnFailed(event)
+
+    async def send(self, prompt: str) -> None:
+        """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
+        if self._turn is not None and not self._turn.stream.done:
+            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        await self.start_turn(prompt)
+
+    async def inject(self, text: str) -> None:
+        """Steer the running turn: the CLI shows ``text`` to Claude mid-turn (next model request).
+
+        Raises ``UsageError`` when no turn is running, ``TransportError`` when the CLI is gone.
+        """
+        turn = self._turn
+        if self._closed or turn is None or turn.stream.done:
+            raise UsageError("inject(): no turn is running")
+        message_uuid = str(uuid.uuid4())
+        turn.injected.append(message_uuid)
+        await self._write(_user_message(text, message_uuid))
+
+    async def stop(self) -> None:
+        """Interrupt the running turn, end its stream with ``Error(code="cancelled")``, end the CLI.
+
+        Idempotent and safe to race with CLI-exit handling; never raises for a dead CLI. The session
+        can be continued with ``provider.resume(session_id, spec)``.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._drained.set()
+        turn = self._turn
+        if turn is not None and self._finish(turn, Error(code="cancelled", message="stopped by the caller")):
+            await self._interrupt()
+        await self._disconnect()
+        self._provider._forget(self)
+
+    # -- provider-facing -----------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Start the CLI and complete the handshake; then start reading its messages.
+
+        Raises ``ProviderUnavailable`` (CLI missing or failing to start) or ``TransportError`` (the
+        CLI started but refused, e.g. ``resume`` of an unknown session), with the stderr tail.
+        """
+        try:
+            await self._client.connect()
+        except CLINotFoundError as exc:
+            raise ProviderUnavailable(
+                f"Claude Code CLI not found: {exc}",
+                tried=[
+                    str(self._provider.options.cli_path or "bundled claude-agent-sdk CLI, claude on PATH")
+                ],
+            ) from exc
+        except ResultError as exc:
+            raise TransportError(
+                f"the Claude Code CLI refused the session: {exc}",
+                exit_code=exc.exit_code,
+                stderr_tail=self.stderr_tail(),
+            ) from exc
+        except (ClaudeSDKError, OSError) as exc:
+            raise ProviderUnavailable(
+                f"cannot start the Claude Code CLI: {exc}", stderr_tail=self.stderr_tail()[-4000:]
+            ) from exc
+        self._reader = self._provider._spawn_task(self._read(), f"claude-reader:{self._session_id}")
+
+    async def start_turn(self, content: str | list[dict[str, Any]]) -> None:
+        """Write the next prompt; the new turn is live before the write, so no message is lost."""
+        if self._closed:
+            raise UsageError("this session is stopped; use provider.resume() to continue it")
+        if self._owed:
+            try:
+                await asyncio.wait_for(self._drained.wait(), _DRAIN_TIMEOUT)
+            except TimeoutError:
+                await self.stop()
+                raise TransportError(
+                    "the interrupted turn did not end in time; the session was stopped "
+                    "(continue it with provider.resume())",
+                    stderr_tail=self.stderr_tail(),
+                ) from None
+            if self._closed:
+                raise UsageError("this session is stopped; use provider.resume() to continue it")
+        mapper = TurnMapper(
+            self._session_id,
+            structured=self._spec.output_schema is not None,
+            declined=self._declined,
+            prior_total=self._total_tokens,
+        )
+        turn = _Turn(mapper)
+        self._turn = turn
+        try:
+            await self._write(_user_message(content, str(uuid.uuid4())))
+        except TransportError as exc:
+            self._finish(turn, Error(code="process_exited", message=exc.message, data=self._exit_data(None)))
+            raise
+        if self._spec.timeout is not None and not turn.stream.done:
+            turn.timer = asyncio.get_running_loop().call_later(self._spec.timeout, self._on_timeout, turn)
+
+    def emit(self, event: Event) -> None:
+        """Add a non-terminal event to the running turn (provider notices)."""
+        turn = self._turn
+        if turn is not None:
+            turn.stream.push(event)
+
+    # -- internals ---------------------------------------------------------------------------------------
+
+    def _require_turn(self) -> _Turn:
+        if self._turn is None:
+            raise UsageError("no turn has been started on this handle")
+        return self._turn
+
+    def _live_turn(self) -> _Turn | None:
+        turn = self._turn
+        return turn if turn is not None and not turn.stream.done and not self._owed else None
+
+    def _finish(self, turn: _Turn, event: Result | Error) -> bool:
+        if not turn.stream.finish(event):
+            return False
+        if turn.timer is not None:
+            turn.timer.cancel()
+            turn.timer = None
+        return True
+
+    def _exit_data(self, exit_code: int | None) -> dict[str, Any]:
+        return {"exit_code": exit_code, "stderr_tail": self.stderr_tail()[-4000:]}
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        try:
+            await self._client.query(_once(message))
+        except ClaudeSDKError as exc:
+            raise TransportError(
+                f"cannot write to the Claude Code CLI: {exc}", stderr_tail=self.stderr_tail()
+            ) from exc
+
+    async def _interrupt(self) -> None:
+        try:
+            await asyncio.wait_for(self._client.interrupt(), _CONTROL_TIMEOUT)
+        except Exception as exc:  # TimeoutError included; the turn already ended for the caller
+            logger.debug("interrupt of Claude session %s failed: %s", self._session_id, exc)
+
+    async def _disconnect(self) -> None:
+        try:
+            await asyncio.wait_for(self._client.disconnect(), _DISCONNECT_TIMEOUT)
+        except Exception as exc:  # TimeoutError included
+            logger.debug("disconnect of Claude session %s failed: %s", self._session_id, exc)
+        reader = self._reader
+        if reader is not None and reader is not asyncio.current_task() and not reader.done():
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+    def _on_timeout(self, turn: _Turn) -> None:
+        turn.timer = None
+        message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
+        if self._finish(turn, Error(code="timeout", message=message, retryable=True)):
+            self._owe()
+            self._provider._spawn_task(self._interrupt(), f"interrupt:{self._session_id}")
+
+    def _owe(self) -> None:
+        self._owed += 1
+        self._drained.clear()
+
+    # -- the reader ------------------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        error: Error
+        try:
+            async for message in self._client.receive_messages():
+                self._on_message(message)
+            error = Error(
+                code="process_exited", message="the Claude Code CLI exited", data=self._exit_data(None)
+            )
+        except asyncio.CancelledError:
+            raise
+        except ProcessError as exc:  # also ResultError: the CLI reported an error and exited
+            error = Error(
+                code="process_exited",
+                message=f"the Claude Code CLI exited with code {exc.exit_code}: {exc}",
+                data=self._exit_data(exc.exit_code),
+            )
+        except CLIJSONDecodeError as exc:
+            error = Error(
+                code="protocol_error", message=f"unreadable CLI output: {exc}", data=self._exit_data(None)
+            )
+        except CLIConnectionError as exc:
+            error = Error(code="process_exited", message=str(exc), data=self._exit_data(None))
+        except Exception as exc:  # MessageParseError and anything newer: the stream is unusable
+            error = Error(
+                code="protocol_error",
+                message=f"{type(exc).__name__}: {exc}",
+                data=self._exit_data(None),
+            )
+        self._ended(error)
+
+    def _ended(self, error: Error) -> None:
+        """The CLI's message stream ended: fail the live turn and close. Sync, idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._drained.set()
+        if self._turn is not None:
+            self._finish(self._turn, error)
+        self._provider._spawn_task(self._disconnect(), f"claude-reap:{self._session_id}")
+        self._provider._forget(self)
+
+    def _on_message(self, message: Message) -> None:
+        if isinstance(message, SystemMessage) and message.subtype == "init":
+            reported = message.data.get("session_id")
+            if isinstance(reported, str) and reported != self._session_id:
+                self._provider._rekey(self, reported)
+                self._session_id = reported
+        if self._owed:
+            # Everything up to the owed ResultMessage belongs to a turn the caller has already seen end.
+            if isinstance(message, ResultMessage):
+                self._owed -= 1
+                if not self._owed:
+                    self._drained.set()
+            return
+        turn = self._turn
+        if turn is None or turn.stream.done:
+            logger.debug("Claude message outside a turn dropped: %s", type(message).__name__)
+            return
+        if isinstance(message, ResultMessage):
+            self._check_injected(turn, message)
+        turn.mapper.session_id = self._session_id
+        for event in turn.mapper.feed(message):
+            if isinstance(event, Result | Error):
+                self._total_tokens = turn.mapper.total
+                self._finish(turn, event)
+            else:
+                turn.stream.push(event)
+
+    def _check_injected(self, turn: _Turn, message: ResultMessage) -> None:
+        taken = message.user_message_uuids
+        if not turn.injected or taken is None or len(taken) >= 64:  # the CLI lists at most 64
+            return
+        late = [u for u in turn.injected if u not in taken]
+        if late:
+            turn.stream.push(System(subtype="inject_late", data={"count": len(late)}))
+            self._owe()
+
+    # -- approvals -------------------------------------------------------------------------------------
+
+    async def _ask_hook(
+        self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        return _ASK
+
+    async def _can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        if tool_name in _approvals.INTERNAL_TOOLS:
+            return PermissionResultAllow()
+        request = _approvals.to_request(tool_name, tool_input, cwd=self._cwd)
+        turn = self._live_turn()
+        if turn is None:
+            decision = Decision(action="decline", reason="the turn is no longer running", rule="turn-ended")
+        else:
+            try:
+                decision = self._policy.evaluate(request)
+            except Exception as exc:  # the engine fails closed by design; this guards a bug in it
+                decision = Decision(
+                    action="decline", reason=f"approval policy failed: {exc}", rule="policy-error"
+                )
+        about = _approvals.describe(request, tool_name)
+        use_id = f"approval:{context.tool_use_id or next(self._approvals)}"
+        declined = decision.action in ("decline", "cancel")
+        if turn is not None:
+            turn.stream.push(ToolUse(id=use_id, name="approval", input=about, synthetic=True))
+            turn.stream.push(
+                ToolResult(
+                    id=use_id,
+                    output=decision.reason or decision.action,
+                    is_error=declined,
+                    status=decision.action,
+                    synthetic=True,
+                )
+            )
+            if declined:
+                turn.stream.push(
+                    System(
+                        subtype="approval_denied",
+                        data={"reason": decision.reason, "rule": decision.rule, **about},
+                    )
+                )
+        if not declined:
+            return PermissionResultAllow()
+        if context.tool_use_id:
+            self._declined.add(context.tool_use_id)
+        rule = f" ({decision.rule})" if decision.rule else ""
+        message = f"Declined by the agent-fleet approval policy{rule}: {decision.reason or decision.action}"
+        return PermissionResultDeny(message=message, interrupt=decision.action == "cancel")

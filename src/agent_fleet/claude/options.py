@@ -1,0 +1,44 @@
+"""``ClaudeOptions``: how to run the Claude Code CLI (through ``claude-agent-sdk``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agent_fleet.errors import UsageError
+
+__all__ = ["ClaudeOptions"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaudeOptions:
+    """Options for the Claude provider. All keyword-only; ``None`` means "the SDK's default".
+
+    - ``cli_path``: an explicit ``claude`` executable (default: the CLI bundled in the
+      ``claude-agent-sdk`` wheel, else ``claude`` on ``PATH``).
+    - ``env``: merged over the parent's environment for every CLI process (e.g.
+      ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``, ``CLAUDE_CONFIG_DIR``). Resume needs the same
+      ``CLAUDE_CONFIG_DIR`` (and the same ``Spec.cwd``) as the session's first run.
+    - ``model``: the model when ``Spec.model`` is not set.
+    - ``extra_args``: further CLI flags, ``{"flag": "value"}`` or ``{"flag": None}`` for a switch.
+    """
+
+    cli_path: str | os.PathLike[str] | None = None
+    env: Mapping[str, str] | None = None
+    model: str | None = None
+    extra_args: Mapping[str, str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.env is not None:
+            bad = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
+            if bad:
+                raise UsageError(f"ClaudeOptions.env must map str to str; bad keys: {bad!r}")
+        if self.extra_args is not None:
+            for flag, value in self.extra_args.items():
+                if not isinstance(flag, str) or flag.startswith("-") or not flag:
+                    raise UsageError(
+                        f"ClaudeOptions.extra_args: give flag names without dashes, not {flag!r}"
+                    )
+                if value is not None and not isinstance(value, str):
+                    raise UsageError(f"ClaudeOptions.extra_args[{flag!r}] must be a str or None")

@@ -1,0 +1,377 @@
+"""ClaudeProvider against the Claude Code CLI bundled in claude-agent-sdk and the scripted Anthropic server.
+
+Fully offline: the CLI talks to a loopback Messages API server with a dummy key and a private HOME.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_fleet import (
+    AssistantMessage,
+    Error,
+    Event,
+    PermissionConfig,
+    Reasoning,
+    Result,
+    Spec,
+    System,
+    TextDelta,
+    TokenUsage,
+    ToolResult,
+    ToolUse,
+)
+from agent_fleet.claude import ClaudeOptions, ClaudeProvider
+from agent_fleet.contract import Handle
+from agent_fleet.errors import TransportError, TurnFailed, UsageError
+from agent_fleet.testing._anthropic import (
+    AnthropicReply,
+    AnthropicRequest,
+    AnthropicText,
+    AnthropicThinking,
+    AnthropicToolUse,
+    ScriptedAnthropicServer,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+TOKEN = re.compile(r"token-(\d+)")
+
+
+async def _collect(handle: Handle) -> list[Event]:
+    return [event async for event in handle.events()]
+
+
+def _one_terminal(events: list[Event]) -> Result | Error:
+    terminals = [e for e in events if isinstance(e, Result | Error)]
+    assert len(terminals) == 1 and terminals[0] is events[-1], events
+    return terminals[0]
+
+
+def _cli_children() -> list[int]:
+    """Pids of this process's children running the Claude Code CLI."""
+    me = str(os.getpid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = stat.rsplit(")", 1)[1].split()[1]
+        if ppid == me and b"stream-json" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+async def test_text_turn_maps_to_events(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(
+        AnthropicReply(
+            blocks=(
+                AnthropicThinking(thinking="pondering"),
+                AnthropicText(text="hello from scripted claude"),
+            ),
+            usage={"input_tokens": 30, "output_tokens": 7, "cache_read_input_tokens": 5},
+        )
+    )
+    async with ClaudeProvider(claude_options) as provider:
+        assert provider.name == "claude"
+        handle = await provider.spawn(Spec(prompt="say hello", cwd=workspace, sandbox="workspace-write"))
+        events = await _collect(handle)
+    result = _one_terminal(events)
+    assert isinstance(result, Result)
+    assert result.text == "hello from scripted claude"
+    assert result.session_id == handle.session_id
+    assert result.turn_id is None
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello from scripted claude"
+    assert [e.text for e in events if isinstance(e, AssistantMessage)] == ["hello from scripted claude"]
+    assert [e.text for e in events if isinstance(e, Reasoning)] == ["pondering"]
+    usage = [e for e in events if isinstance(e, TokenUsage)]
+    assert usage and usage[-1] == result.usage
+    assert result.usage is not None and result.usage.input_tokens == 35 and result.usage.output_tokens == 7
+    init = [e for e in events if isinstance(e, System) and e.subtype == "init"]
+    assert init and init[0].data["session_id"] == handle.session_id
+    unsupported = [e for e in events if isinstance(e, System) and e.subtype == "spec_unsupported"]
+    assert [e.data["field"] for e in unsupported] == ["sandbox"]
+    request = anthropic_server.agent_requests[0]
+    assert request.stream and "say hello" in request.user_texts()
+    assert "Bash" in request.tool_names
+
+
+async def test_bash_accepted_runs_and_reports_output(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.bash("echo agent-fleet-ran"), AnthropicReply.text("it ran"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="run echo", cwd=workspace))
+        events = await _collect(handle)
+    result = _one_terminal(events)
+    assert isinstance(result, Result) and result.text == "it ran"
+
+    approvals = [e for e in events if isinstance(e, ToolUse) and e.name == "approval"]
+    assert len(approvals) == 1 and approvals[0].synthetic
+    assert approvals[0].input == {"kind": "command", "command": "echo agent-fleet-ran"}
+    verdict = next(e for e in events if isinstance(e, ToolResult) and e.id == approvals[0].id)
+    assert verdict.synthetic and verdict.status == "acceptForSession" and not verdict.is_error
+
+    shell = [e for e in events if isinstance(e, ToolUse) and e.name == "shell"]
+    assert len(shell) == 1 and shell[0].input == {"command": "echo agent-fleet-ran"}
+    assert approvals[0].id == f"approval:{shell[0].id}"
+    output = next(e for e in events if isinstance(e, ToolResult) and e.id == shell[0].id)
+    assert "agent-fleet-ran" in output.output and not output.is_error and output.status == "completed"
+    assert not any(isinstance(e, System) and e.subtype == "approval_denied" for e in events)
+
+    follow_up = anthropic_server.agent_requests[1]
+    assert follow_up.ends_with_tool_result
+    assert "agent-fleet-ran" in follow_up.tool_result_text(follow_up.tool_results()[-1])
+
+
+async def test_bash_declined_by_policy_is_not_run(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    command = "git reset --hard && touch ran.txt"
+    anthropic_server.enqueue(AnthropicReply.bash(command), AnthropicReply.text("understood, not running it"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="reset the repo", cwd=workspace))
+        events = await _collect(handle)
+    result = _one_terminal(events)
+    assert isinstance(result, Result) and result.text == "understood, not running it"
+    assert not (workspace / "ran.txt").exists()
+
+    denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
+    assert len(denied) == 1
+    assert denied[0].data["rule"] == "git-reset-hard" and denied[0].data["command"] == command
+    assert denied[0].data["reason"]
+    verdict = next(e for e in events if isinstance(e, ToolResult) and e.synthetic)
+    assert verdict.status == "decline" and verdict.is_error
+
+    shell = next(e for e in events if isinstance(e, ToolUse) and e.name == "shell")
+    outcome = next(e for e in events if isinstance(e, ToolResult) and e.id == shell.id)
+    assert outcome.is_error and outcome.status == "declined"
+
+    follow_up = anthropic_server.agent_requests[1]
+    block = follow_up.tool_results()[-1]
+    assert block.get("is_error") is True
+    assert "git-reset-hard" in follow_up.tool_result_text(block)
+
+
+async def test_file_tools_go_through_path_containment(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    inside = workspace / "inside.txt"
+    anthropic_server.enqueue(
+        AnthropicReply.tool_use("Write", {"file_path": str(outside), "content": "nope\n"}),
+        AnthropicReply.tool_use("Write", {"file_path": str(inside), "content": "yes\n"}),
+        AnthropicReply.text("wrote one file"),
+    )
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="write files", cwd=workspace))
+        events = await _collect(handle)
+    assert isinstance(_one_terminal(events), Result)
+    assert not outside.exists()
+    assert inside.read_text() == "yes\n"
+    approvals = [e for e in events if isinstance(e, ToolUse) and e.name == "approval"]
+    assert [a.input["paths"] for a in approvals] == [[str(outside)], [str(inside)]]
+    assert all(a.input["kind"] == "file_change" and a.input["tool"] == "Write" for a in approvals)
+    denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
+    assert [d.data["rule"] for d in denied] == ["path-escape"]
+
+
+async def test_concurrent_sessions_each_get_their_own_answer(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    def responder(request: AnthropicRequest) -> AnthropicReply | None:
+        match = TOKEN.search(request.last_user_text)
+        return AnthropicReply.text(f"answer-{match.group(1)}", delay=0.3) if match else None
+
+    anthropic_server.responder = responder
+    async with ClaudeProvider(claude_options) as provider:
+        handles = await asyncio.gather(
+            *(provider.spawn(Spec(prompt=f"token-{i}", cwd=workspace)) for i in range(3))
+        )
+        results = await asyncio.gather(*(h.wait() for h in handles))
+    assert [r.text for r in results] == ["answer-0", "answer-1", "answer-2"]
+    assert len({h.session_id for h in handles}) == 3
+    assert [r.session_id for r in results] == [h.session_id for h in handles]
+
+
+async def test_follow_up_turn_with_send(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.text("first answer"), AnthropicReply.text("second answer"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="first question", cwd=workspace))
+        first = await handle.wait()
+        with pytest.raises(UsageError):
+            await handle.inject("too late")
+        await handle.send("second question")
+        events = await _collect(handle)
+    assert first.text == "first answer"
+    result = _one_terminal(events)
+    assert isinstance(result, Result) and result.text == "second answer"
+    assert result.session_id == first.session_id == handle.session_id
+    assert result.usage is not None and first.usage is not None
+    assert result.usage.total_tokens > first.usage.total_tokens  # cumulative for the session
+    second = anthropic_server.agent_requests[-1]
+    assert second.contains("first question") and second.contains("first answer")
+    assert second.last_user_text.startswith("second question")
+
+
+async def test_resume_continues_the_session_in_a_new_provider(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(
+        AnthropicReply.text("the code word is PINEAPPLE"), AnthropicReply.text("you asked about the word")
+    )
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="remember a code word", cwd=workspace))
+        first = await handle.wait()
+    session_id = first.session_id
+
+    async with ClaudeProvider(claude_options) as provider:
+        resumed = await provider.resume(session_id, Spec(prompt="what was the code word?", cwd=workspace))
+        result = await resumed.wait()
+    assert resumed.session_id == session_id
+    assert result.session_id == session_id and result.text == "you asked about the word"
+    request = anthropic_server.agent_requests[-1]
+    assert request.contains("remember a code word") and request.contains("PINEAPPLE")
+    assert request.last_user_text.startswith("what was the code word?")
+
+
+async def test_resume_of_unknown_session_is_a_transport_error(
+    claude_options: ClaudeOptions, workspace: Path
+) -> None:
+    async with ClaudeProvider(claude_options) as provider:
+        with pytest.raises(TransportError) as info:
+            await provider.resume("00000000-0000-4000-8000-000000000000", Spec(prompt="hi", cwd=workspace))
+    assert info.value.exit_code not in (None, 0)
+
+
+async def test_timeout_ends_the_turn_and_the_session_goes_on(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.text("too slow", delay=4.0), AnthropicReply.text("on time"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="slow", cwd=workspace, timeout=1.0))
+        started = time.monotonic()
+        events = await _collect(handle)
+        elapsed = time.monotonic() - started
+        error = _one_terminal(events)
+        assert isinstance(error, Error) and error.code == "timeout" and error.retryable
+        assert elapsed < 3.5
+        await handle.send("again")
+        result = await handle.wait()
+    assert result.text == "on time"
+
+
+async def test_stop_cancels_the_running_turn(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.text("never seen", delay=5.0))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="slow", cwd=workspace))
+        await asyncio.sleep(0.5)
+        await handle.stop()
+        await handle.stop()  # idempotent
+        events = await _collect(handle)
+        with pytest.raises(UsageError):
+            await handle.send("more")
+    error = _one_terminal(events)
+    assert isinstance(error, Error) and error.code == "cancelled"
+    assert not _cli_children()
+
+
+async def test_auth_failure_is_auth_failed(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.http_error(401, "invalid x-api-key"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="hi", cwd=workspace))
+        with pytest.raises(TurnFailed) as info:
+            await handle.wait()
+    event = info.value.event
+    assert event.code == "auth_failed" and not event.retryable
+    assert event.data["api_error_status"] == 401
+
+
+async def test_cli_exit_is_process_exited(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.text("never seen", delay=5.0))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="slow", cwd=workspace))
+        children = _cli_children()
+        assert len(children) == 1
+        await asyncio.sleep(0.3)
+        os.kill(children[0], signal.SIGKILL)
+        events = await _collect(handle)
+        with pytest.raises(UsageError):
+            await handle.send("more")
+    error = _one_terminal(events)
+    assert isinstance(error, Error) and error.code == "process_exited"
+    assert error.data["exit_code"] == -signal.SIGKILL
+
+
+async def test_inject_reaches_the_running_turn(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.bash("sleep 1.5 && echo slow"), AnthropicReply.text("noted"))
+    async with ClaudeProvider(claude_options) as provider:
+        assert provider.capabilities.supports_injection
+        handle = await provider.spawn(Spec(prompt="work", cwd=workspace))
+        events: list[Event] = []
+        async for event in handle.events():
+            events.append(event)
+            if isinstance(event, ToolUse) and event.name == "shell":
+                await handle.inject("EXTRA-NOTE from the operator")
+    result = _one_terminal(events)
+    assert isinstance(result, Result) and result.text == "noted"
+    assert anthropic_server.agent_requests[-1].contains("EXTRA-NOTE from the operator")
+    assert not any(isinstance(e, System) and e.subtype == "inject_late" for e in events)
+
+
+async def test_output_schema_gives_structured_result(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(
+        AnthropicReply(blocks=(AnthropicToolUse(name="StructuredOutput", input={"answer": 42}),))
+    )
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="answer", cwd=workspace, output_schema=schema))
+        events = await _collect(handle)
+    result = _one_terminal(events)
+    assert isinstance(result, Result) and result.structured == {"answer": 42}
+    assert not any(isinstance(e, ToolUse) and e.name == "approval" for e in events)
+
+
+async def test_default_deny_declines_other_tools(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    (workspace / "notes.txt").write_text("secret\n")
+    anthropic_server.enqueue(
+        AnthropicReply.tool_use("Read", {"file_path": str(workspace / "notes.txt")}),
+        AnthropicReply.text("could not read it"),
+    )
+    spec = Spec(prompt="read", cwd=workspace, permission=PermissionConfig(default="deny"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(spec)
+        events = await _collect(handle)
+    assert isinstance(_one_terminal(events), Result)
+    denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
+    assert [d.data["rule"] for d in denied] == ["default-deny"]
+    assert denied[0].data["kind"] == "unknown" and denied[0].data["tool"] == "Read"
+    block = anthropic_server.agent_requests[-1].tool_results()[-1]
+    assert "secret" not in anthropic_server.agent_requests[-1].tool_result_text(block)

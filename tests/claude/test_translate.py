@@ -1,0 +1,166 @@
+"""Where every Spec field goes for the Claude provider (pure, no CLI)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from agent_fleet import PermissionConfig, Spec
+from agent_fleet.claude import ClaudeOptions, plan_session
+from agent_fleet.claude._approvals import describe, to_request, tool_input, tool_name
+from agent_fleet.errors import UsageError
+
+SID = "11111111-2222-4333-8444-555555555555"
+
+
+def test_minimal_spec(tmp_path: Path) -> None:
+    plan = plan_session(Spec(prompt="hi", cwd=tmp_path), ClaudeOptions(), session_id=SID, resume=False)
+    assert plan.content == "hi"
+    assert plan.cwd == str(tmp_path.resolve())
+    assert plan.options == {
+        "cwd": str(tmp_path.resolve()),
+        "permission_mode": "default",
+        "include_partial_messages": True,
+        "session_id": SID,
+        "system_prompt": {"type": "preset", "preset": "claude_code"},
+    }
+    assert plan.untranslated == ()
+
+
+def test_every_field_lands_somewhere(tmp_path: Path) -> None:
+    image = tmp_path / "pic.png"
+    image.write_bytes(b"\x89PNG fake")
+    spec = Spec(
+        prompt="do it",
+        cwd=tmp_path,
+        model="claude-test",
+        base_instructions="BASE",
+        developer_instructions="DEV",
+        reasoning_effort="minimal",
+        sandbox="read-only",
+        permission=PermissionConfig(default="deny"),
+        mcp_servers={"docs": {"type": "stdio", "command": "docs-mcp", "args": ["--x"]}},
+        output_schema={"type": "object"},
+        mode="plan",
+        images=[image, "https://example.test/a.png"],
+        config={"includeCoAuthoredBy": False},
+        timeout=5.0,
+    )
+    options = ClaudeOptions(cli_path="/opt/claude", env={"A": "1"}, model="fallback", extra_args={"x": None})
+    plan = plan_session(spec, options, session_id=SID, resume=True)
+    opts = plan.options
+    assert opts["resume"] == SID and "session_id" not in opts
+    assert opts["model"] == "claude-test"
+    assert opts["system_prompt"] == "BASE\n\nDEV"
+    assert opts["effort"] == "low"
+    assert opts["mcp_servers"] == {"docs": {"type": "stdio", "command": "docs-mcp", "args": ["--x"]}}
+    assert opts["output_format"] == {"type": "json_schema", "schema": {"type": "object"}}
+    assert json.loads(opts["settings"]) == {"includeCoAuthoredBy": False}
+    assert (
+        opts["cli_path"] == "/opt/claude" and opts["env"] == {"A": "1"} and opts["extra_args"] == {"x": None}
+    )
+    assert set(plan.local) == {"permission", "timeout"}
+    assert [u.field for u in plan.untranslated] == ["sandbox"]
+    assert isinstance(plan.content, list)
+    text, local, remote = plan.content
+    assert (
+        text["type"] == "text" and text["text"].startswith("[mode: plan]") and text["text"].endswith("do it")
+    )
+    assert local["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": base64.b64encode(b"\x89PNG fake").decode(),
+    }
+    assert remote["source"] == {"type": "url", "url": "https://example.test/a.png"}
+    handled = {"prompt", "mode", "images", "cwd", "base_instructions", "developer_instructions"}
+    mapped = {"model", "reasoning_effort", "mcp_servers", "output_schema", "config"}
+    assert {f.name for f in fields(Spec)} == handled | mapped | set(plan.local) | {"sandbox"}
+
+
+def test_developer_instructions_append_to_the_preset(tmp_path: Path) -> None:
+    spec = Spec(prompt="p", cwd=tmp_path, developer_instructions="be brief")
+    plan = plan_session(spec, ClaudeOptions(model="m"), session_id=SID, resume=False)
+    assert plan.options["system_prompt"] == {"type": "preset", "preset": "claude_code", "append": "be brief"}
+    assert plan.options["model"] == "m"
+
+
+def test_unknown_effort_is_reported(tmp_path: Path) -> None:
+    spec = Spec(prompt="p", cwd=tmp_path, reasoning_effort="galaxy-brain")
+    plan = plan_session(spec, ClaudeOptions(), session_id=SID, resume=False)
+    assert "effort" not in plan.options
+    assert [u.field for u in plan.untranslated] == ["reasoning_effort"]
+
+
+def test_missing_image_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot read"):
+        plan_session(
+            Spec(prompt="p", cwd=tmp_path, images=[tmp_path / "nope.png"]),
+            ClaudeOptions(),
+            session_id=SID,
+            resume=False,
+        )
+
+
+def test_bad_options_are_usage_errors() -> None:
+    with pytest.raises(UsageError):
+        ClaudeOptions(extra_args={"--dash": None})
+    with pytest.raises(UsageError):
+        ClaudeOptions(env={"A": 1})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input_", "kind", "about"),
+    [
+        (
+            "Bash",
+            {"command": "ls -la", "description": "x"},
+            "command",
+            {"kind": "command", "command": "ls -la"},
+        ),
+        (
+            "Edit",
+            {"file_path": "/w/a.py"},
+            "file_change",
+            {"kind": "file_change", "paths": ["/w/a.py"], "tool": "Edit"},
+        ),
+        (
+            "Write",
+            {"file_path": "b.txt"},
+            "file_change",
+            {"kind": "file_change", "paths": ["b.txt"], "tool": "Write"},
+        ),
+        (
+            "MultiEdit",
+            {"file_path": "c"},
+            "file_change",
+            {"kind": "file_change", "paths": ["c"], "tool": "MultiEdit"},
+        ),
+        (
+            "NotebookEdit",
+            {"notebook_path": "n.ipynb"},
+            "file_change",
+            {"kind": "file_change", "paths": ["n.ipynb"], "tool": "NotebookEdit"},
+        ),
+        ("Read", {"file_path": "/etc/passwd"}, "unknown", {"kind": "unknown", "tool": "Read"}),
+        ("mcp__docs__search", {"q": "x"}, "unknown", {"kind": "unknown", "tool": "mcp__docs__search"}),
+    ],
+)
+def test_tool_calls_become_approval_requests(
+    tool: str, tool_input_: dict[str, str], kind: str, about: dict[str, object]
+) -> None:
+    request = to_request(tool, tool_input_, cwd="/w")
+    assert request.kind == kind and request.cwd == "/w"
+    assert describe(request, tool) == about
+
+
+def test_tool_names_and_inputs() -> None:
+    assert tool_name("Bash") == "shell"
+    assert tool_input("Bash", {"command": "ls", "timeout": 5}) == {"command": "ls"}
+    assert tool_name("mcp__docs__search_all") == "mcp:docs/search_all"
+    assert tool_name("mcp__broken") == "mcp__broken"
+    assert tool_name("Edit") == "Edit"
+    assert tool_input("Edit", {"file_path": "a"}) == {"file_path": "a"}
