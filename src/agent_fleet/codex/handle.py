@@ -29,8 +29,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from agent_fleet.codex import _approvals
 from agent_fleet._stream import EventStream
+from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Handle, Spec
