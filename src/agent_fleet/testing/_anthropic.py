@@ -30,10 +30,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
+
+from agent_fleet.testing._loopback import LoopbackServer
 
 __all__ = [
     "AnthropicBlock",
@@ -345,7 +346,7 @@ class AnthropicRequest:
 AnthropicResponder = Callable[[AnthropicRequest], AnthropicReply | None]
 
 
-class ScriptedAnthropicServer:
+class ScriptedAnthropicServer(LoopbackServer):
     """Loopback Messages API endpoint: agent requests to ``POST /v1/messages`` answered from a script.
 
     Replies come from ``responder(request)`` when it returns one, else from the FIFO queue
@@ -372,9 +373,7 @@ class ScriptedAnthropicServer:
         self._lock = threading.Lock()
         self._requests: list[AnthropicRequest] = []
         self._other: list[AnthropicRequest] = []
-        self._host, self._port = host, port
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(host=host, port=port)
         self.unscripted = 0
 
     # --- script -----------------------------------------------------------------------------------
@@ -421,47 +420,8 @@ class ScriptedAnthropicServer:
     @property
     def url(self) -> str:
         """Base URL for ``ANTHROPIC_BASE_URL`` (no ``/v1``: the client appends it)."""
-        if self._httpd is None:
-            raise RuntimeError("ScriptedAnthropicServer is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> Self:
-        if self._httpd is not None:
-            return self
-        handler = type("Handler", (_Handler,), {"owner": self})
-        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="scripted-anthropic-server", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        return self.start()
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        host, port = self.address
+        return f"http://{host}:{port}"
 
 
 #: Environment that keeps the Claude Code CLI offline and away from the user's configuration,
@@ -590,3 +550,7 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(reply.event_delay)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the CLI hung up (e.g. the turn was interrupted): nothing to deliver to
+
+
+ScriptedAnthropicServer.handler_class = _Handler
+ScriptedAnthropicServer.thread_name = "scripted-anthropic-server"

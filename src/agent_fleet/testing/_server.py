@@ -14,11 +14,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from agent_fleet.testing import _sse
+from agent_fleet.testing._loopback import LoopbackServer
 
 __all__ = [
     "CustomToolCall",
@@ -211,7 +211,7 @@ class RecordedRequest:
 Responder = Callable[[RecordedRequest], Reply | None]
 
 
-class ScriptedModelServer:
+class ScriptedModelServer(LoopbackServer):
     """Loopback Responses API endpoint: ``POST /v1/responses`` answered from a script.
 
     Replies come from ``responder(request)`` when it returns one, else from the FIFO queue
@@ -233,9 +233,7 @@ class ScriptedModelServer:
         self.default = default or Reply.text("(scripted model: no reply scripted for this request)")
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
-        self._host, self._port = host, port
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__(host=host, port=port)
         self.unscripted = 0
 
     # --- script -----------------------------------------------------------------------------------
@@ -269,47 +267,8 @@ class ScriptedModelServer:
     @property
     def url(self) -> str:
         """Base URL for codex's ``base_url`` (ends with ``/v1``)."""
-        if self._httpd is None:
-            raise RuntimeError("ScriptedModelServer is not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def start(self) -> Self:
-        if self._httpd is not None:
-            return self
-        handler = type("Handler", (_Handler,), {"owner": self})
-        self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="scripted-model-server", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> Self:
-        return self.start()
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        host, port = self.address
+        return f"http://{host}:{port}/v1"
 
     # --- codex wiring -----------------------------------------------------------------------------
     def codex_config(
@@ -401,3 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(reply.event_delay)
         except (BrokenPipeError, ConnectionResetError):
             pass  # codex hung up (e.g. the turn was interrupted): nothing to deliver to
+
+
+ScriptedModelServer.handler_class = _Handler
+ScriptedModelServer.thread_name = "scripted-model-server"
