@@ -1,0 +1,180 @@
+"""``diagnose``: is this machine ready to run codex tasks? Each check says what is wrong and what to do.
+
+Checks, in order: the codex binary (path and version); the credential source codex will use (its name
+and where it is, never its value; not needed when the config overrides choose a ``model_provider``);
+codex's sandbox (``codex sandbox -- true`` runs, and a write outside the workspace is refused); the
+app-server handshake (spawn + ``initialize``, timed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_fleet.codex import CodexOptions, CodexProvider, codex_version_async, credential_sources, find_codex
+from agent_fleet.errors import AgentFleetError, ProviderUnavailable
+from agent_fleet.runner.providers import uses_custom_model_provider
+
+__all__ = ["Check", "diagnose"]
+
+_SANDBOX_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One check: ``detail`` says what was found, ``hint`` what to do when it is not ``ok``."""
+
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+
+
+async def _run(argv: list[str], env: dict[str, str], cwd: str) -> tuple[int | None, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), _SANDBOX_TIMEOUT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return None, "timed out"
+    return proc.returncode, out.decode(errors="replace")
+
+
+def _error_line(text: str) -> str:
+    """The line that says what went wrong: codex's ``Error: ...`` line, else the first non-warning line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("Error:"):
+            return line
+    lines = [line for line in lines if not line.startswith("WARNING")]
+    return lines[0] if lines else ""
+
+
+async def _sandbox(binary: Path, options: CodexOptions) -> Check:
+    env = options.child_env()
+    with tempfile.TemporaryDirectory(prefix="agent-fleet-doctor-") as tmp:
+        argv = [os.fspath(binary), "sandbox", *options.config_args(), "--"]
+        code, out = await _run([*argv, "true"], env, tmp)
+        if code != 0:
+            return Check(
+                name="sandbox",
+                ok=False,
+                detail=f"`codex sandbox -- true` failed ({'timed out' if code is None else f'exit {code}'}): "
+                + _error_line(out),
+                hint="fix the error shown; if this kernel lacks Landlock/seccomp support (some containers), "
+                "use --sandbox danger-full-access only in a disposable environment",
+            )
+        outside = Path(tmp).parent / f"agent-fleet-doctor-probe-{os.getpid()}"
+        code, out = await _run([*argv, "sh", "-c", f"echo probe > '{outside}'"], env, tmp)
+        written = outside.exists()
+        if written:
+            outside.unlink()
+            return Check(
+                name="sandbox",
+                ok=False,
+                detail="a sandboxed command could write outside its workspace",
+                hint="the sandbox does not enforce write restrictions here; do not rely on it",
+            )
+    return Check(
+        name="sandbox", ok=True, detail="commands run sandboxed; a write outside the workspace is refused"
+    )
+
+
+def _home_check(options: CodexOptions) -> Check | None:
+    home = options.child_env().get("CODEX_HOME")
+    if home and not Path(home).expanduser().is_dir():
+        return Check(
+            name="codex home",
+            ok=False,
+            detail=f"CODEX_HOME points at {home!r}, which does not exist",
+            hint=f"create it (mkdir -p {home}) or unset CODEX_HOME",
+        )
+    return None
+
+
+async def diagnose(options: CodexOptions | None = None) -> list[Check]:
+    """Run every check; never raises for what it finds."""
+    opts = options or CodexOptions()
+    checks: list[Check] = []
+    try:
+        binary = find_codex(opts.codex_bin)
+        version = await codex_version_async(binary)
+        checks.append(Check(name="codex", ok=True, detail=f"{binary} (version {version})"))
+    except ProviderUnavailable as exc:
+        checks.append(
+            Check(
+                name="codex",
+                ok=False,
+                detail=exc.message,
+                hint="reinstall agent-fleet (it bundles codex: pip install agent-fleet) or set CODEX_BIN",
+            )
+        )
+        binary = None
+
+    home = _home_check(opts)
+    if home is not None:
+        checks.append(home)
+
+    if uses_custom_model_provider(opts.config):
+        detail = f"model provider {opts.config['model_provider']!r} from the config overrides"
+        checks.append(Check(name="credentials", ok=True, detail=detail))
+    else:
+        sources = credential_sources(opts.codex_home, environ=opts.child_env())
+        if sources:
+            first = sources[0]
+            where = f" ({first.detail})" if first.detail else ""
+            more = f"; also present: {', '.join(s.name for s in sources[1:])}" if sources[1:] else ""
+            checks.append(Check(name="credentials", ok=True, detail=f"{first.name}{where}{more}"))
+        else:
+            checks.append(
+                Check(
+                    name="credentials",
+                    ok=False,
+                    detail="no credential found (CODEX_API_KEY, OPENAI_API_KEY, $CODEX_HOME/auth.json)",
+                    hint="set OPENAI_API_KEY, or run `codex login`",
+                )
+            )
+
+    if binary is None:
+        checks.append(
+            Check(name="sandbox", ok=False, detail="skipped: no codex binary", hint="fix codex first")
+        )
+        checks.append(
+            Check(name="app-server", ok=False, detail="skipped: no codex binary", hint="fix codex first")
+        )
+        return checks
+
+    checks.append(await _sandbox(binary, opts))
+
+    started = time.monotonic()
+    provider = CodexProvider(opts)
+    try:
+        await provider.start()
+        elapsed = time.monotonic() - started
+        checks.append(Check(name="app-server", ok=True, detail=f"handshake in {elapsed * 1000:.0f} ms"))
+    except AgentFleetError as exc:
+        detail = str(getattr(exc, "message", exc))
+        reason = _error_line(getattr(exc, "stderr_tail", "") or "")
+        checks.append(
+            Check(
+                name="app-server",
+                ok=False,
+                detail=f"{detail}: {reason}" if reason else detail,
+                hint="check the codex installation and the -c overrides; `codex app-server` must start",
+            )
+        )
+    finally:
+        await provider.shutdown()
+    return checks

@@ -1,0 +1,532 @@
+"""``run_task``: implement -> gate -> (review) -> follow-up, on one provider session.
+
+Theory of operation
+-------------------
+::
+
+    validate (UsageError before any work) -> [own provider: check_provider, start]
+        -> HEAD recorded -> spawn(spec) -> turn
+    turn ends with Error           -> done: failed / timeout / cancelled / error (fatal)
+    turn ends with Result -> gate
+        gate fails                 -> follow-up turn carrying the gate's output, or failed when the
+                                      follow-up budget (``max_followups``) is spent
+        gate passes -> review (when configured and anything changed since the start)
+            findings >= threshold  -> follow-up turn carrying the findings (same budget); the gate
+                                      runs again after it, then the review
+            none                   -> succeeded
+
+Every event of the implementing session (source ``agent``), of review sessions (``review``) and the
+runner's own notices (``runner``: ``System(subtype="runner.<what>")``) goes to the transcript and to
+``on_event``, in order.
+
+Stopping: setting ``stop`` (or the task's ``timeout`` expiring) interrupts the running turn, gate or
+review and returns a result with status ``cancelled`` (``timeout``). Cancelling the task that awaits
+``run_task`` does the same cleanup, then lets ``CancelledError`` propagate. The session is always
+stopped (``Handle.stop()``) before ``run_task`` returns, and a provider ``run_task`` created is shut down.
+
+Fatal outcomes (``TaskResult.fatal``): the provider is unavailable, the credential is missing or
+refused, or the app-server died. A batch stops on them; the CLI exits 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.contract import Handle, Provider, Spec
+from agent_fleet.errors import (
+    AgentFleetError,
+    AuthenticationError,
+    ProviderUnavailable,
+    TransportError,
+    TurnFailed,
+    UsageError,
+)
+from agent_fleet.events import Error, Result, System, TokenUsage, ToolUse
+from agent_fleet.policy import ApprovalPolicy
+from agent_fleet.runner import _git
+from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
+from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
+from agent_fleet.runner.providers import check_provider, make_provider
+from agent_fleet.runner.review import PRIORITY_NAMES, ReviewResult, ReviewSession, review_target
+from agent_fleet.runner.transcript import TranscriptWriter
+
+__all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
+
+TaskStatus = Literal["succeeded", "failed", "timeout", "cancelled", "error"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewConfig:
+    """Codex review after the gate passes. ``threshold``: 0 (P0) .. 3 (P3); findings at or above it
+    (numerically <=) go back to the agent. ``model``: the reviewer's model (default: the task's)."""
+
+    threshold: int = 1
+    model: str | None = None
+    timeout: float | None = 900.0
+
+    def __post_init__(self) -> None:
+        if self.threshold not in (0, 1, 2, 3):
+            raise UsageError(f"review threshold must be 0..3 (P0..P3), not {self.threshold!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """One task: the session's ``spec`` plus what decides that it is done.
+
+    ``timeout`` bounds the whole task (turns, gates, reviews); ``spec.timeout`` bounds each turn.
+    ``max_followups`` bounds the follow-up turns (gate failures and review findings share it).
+    """
+
+    spec: Spec
+    id: str = "task"
+    gate: GateConfig = field(default_factory=GateConfig)
+    review: ReviewConfig | None = None
+    max_followups: int = 2
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_followups < 0:
+            raise UsageError(f"max_followups must be >= 0, not {self.max_followups!r}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
+        if not self.id:
+            raise UsageError("the task id is empty")
+
+
+def _add_usage(a: TokenUsage | None, b: TokenUsage | None) -> TokenUsage | None:
+    if a is None or b is None:
+        return a or b
+    return TokenUsage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        reasoning_output_tokens=a.reasoning_output_tokens + b.reasoning_output_tokens,
+        total_tokens=a.total_tokens + b.total_tokens,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskResult:
+    """What happened. ``reason`` is one line saying why (and, on failure, what to do)."""
+
+    task_id: str
+    status: TaskStatus
+    reason: str
+    followups: int = 0
+    duration: float = 0.0
+    usage: TokenUsage | None = None
+    session_id: str | None = None
+    cwd: str | None = None
+    gate: GateResult | None = None
+    review: ReviewResult | None = None
+    reviews: int = 0
+    final_text: str = ""
+    start_head: str | None = None
+    end_head: str | None = None
+    commands: int = 0
+    declined: int = 0
+    error_code: str | None = None
+    fatal: bool = False
+    transcript: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.total_tokens if self.usage is not None else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (no event payloads)."""
+        return {
+            "task_id": self.task_id,
+            "status": self.status,
+            "reason": self.reason,
+            "followups": self.followups,
+            "duration": round(self.duration, 3),
+            "tokens": self.tokens,
+            "session_id": self.session_id,
+            "cwd": self.cwd,
+            "gate": self.gate.summary if self.gate is not None else None,
+            "review": (
+                {
+                    "findings": [
+                        {"title": f.title, "priority": f.priority, "location": f.location}
+                        for f in self.review.findings
+                    ],
+                    "explanation": self.review.explanation,
+                }
+                if self.review is not None
+                else None
+            ),
+            "reviews": self.reviews,
+            "start_head": self.start_head,
+            "end_head": self.end_head,
+            "commands": self.commands,
+            "declined": self.declined,
+            "error_code": self.error_code,
+            "fatal": self.fatal,
+            "transcript": str(self.transcript) if self.transcript is not None else None,
+            "final_text": self.final_text,
+        }
+
+
+def _resolve_cwd(cwd: str | os.PathLike[str] | None) -> Path:
+    path = Path(cwd if cwd is not None else os.getcwd()).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"working directory {str(path)!r} does not exist or is not a directory")
+    return path.resolve()
+
+
+async def validate_task(task: Task, *, provider_name: str | None = None) -> Task:
+    """Check ``task`` before any work; return it with ``spec.cwd`` resolved. Raises ``UsageError``."""
+    cwd = _resolve_cwd(task.spec.cwd)
+    ApprovalPolicy(task.spec.permission)  # a bad --allow/--deny regex is a UsageError naming it
+    if task.review is not None and provider_name == "claude":
+        raise UsageError("review needs a codex provider (--provider codex or codex-exec)")
+    if (task.gate.require_commit or task.review is not None) and await _git.toplevel(cwd) is None:
+        what = "--require-commit" if task.gate.require_commit else "review"
+        raise UsageError(f"{what} needs a git repository, and {str(cwd)!r} is not inside one")
+    return replace(task, spec=replace(task.spec, cwd=str(cwd)))
+
+
+async def run_task(
+    task: Task,
+    *,
+    provider: Provider | None = None,
+    provider_name: str = "codex",
+    options: CodexOptions | None = None,
+    on_event: EventSink | None = None,
+    transcript: str | os.PathLike[str] | TranscriptWriter | None = None,
+    stop: asyncio.Event | None = None,
+) -> TaskResult:
+    """Run ``task`` to a ``TaskResult`` (see the module docstring).
+
+    With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
+    provider called ``provider_name`` is made from ``options`` (checked first, see ``check_provider``)
+    and shut down at the end. Raises ``UsageError`` (bad task, before any work); every other failure
+    is a result.
+    """
+    name = provider.name if provider is not None else provider_name
+    task = await validate_task(task, provider_name=name)
+    writer: TranscriptWriter | None
+    own_writer = False
+    if transcript is None or isinstance(transcript, TranscriptWriter):
+        writer = transcript
+    else:
+        writer = TranscriptWriter(transcript)
+        own_writer = True
+    run = _TaskRun(task, provider, name, options, on_event, writer)
+    try:
+        return await run.run(stop)
+    finally:
+        if own_writer and writer is not None:
+            writer.close()
+
+
+class _TaskRun:
+    def __init__(
+        self,
+        task: Task,
+        provider: Provider | None,
+        provider_name: str,
+        options: CodexOptions | None,
+        on_event: EventSink | None,
+        writer: TranscriptWriter | None,
+    ) -> None:
+        self.task = task
+        self.provider = provider
+        self.provider_name = provider_name
+        self.options = options
+        self.on_event = on_event
+        self.writer = writer
+        self.cwd = str(task.spec.cwd)
+        # outcome
+        self.status: TaskStatus = "failed"
+        self.reason = "the task did not finish"
+        self.error_code: str | None = None
+        self.fatal = False
+        self.followups = 0
+        self.session_id: str | None = None
+        self.gate: GateResult | None = None
+        self.review: ReviewResult | None = None
+        self.reviews = 0
+        self.final_text = ""
+        self.start_head: str | None = None
+        self.agent_usage: TokenUsage | None = None
+        self.review_usage: TokenUsage | None = None
+        self.commands = 0
+        self.declined = 0
+        self._end_head: str | None = None
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def emit(self, task_event: TaskEvent) -> None:
+        event = task_event.event
+        if task_event.source == "agent":
+            if isinstance(event, ToolUse) and event.name == "shell" and not event.synthetic:
+                self.commands += 1
+            elif isinstance(event, System) and event.subtype == "approval_denied":
+                self.declined += 1
+            elif isinstance(event, TokenUsage):
+                self.agent_usage = event
+        if self.writer is not None:
+            self.writer.write(task_event)
+        if self.on_event is not None:
+            self.on_event(task_event)
+
+    def event(self, source: Source, event: Any) -> None:
+        self.emit(TaskEvent(task_id=self.task.id, source=source, event=event))
+
+    def note(self, subtype: str, /, **data: Any) -> None:
+        self.emit(notice(self.task.id, subtype, **data))
+
+    def finish(
+        self, status: TaskStatus, reason: str, *, code: str | None = None, fatal: bool = False
+    ) -> None:
+        self.status, self.reason, self.error_code, self.fatal = status, reason, code, fatal
+
+    # -- outer: stop / timeout / cancellation ------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None) -> TaskResult:
+        started = time.monotonic()
+        spec = self.task.spec
+        self.note(
+            "started",
+            prompt=spec.prompt,
+            cwd=self.cwd,
+            provider=self.provider_name,
+            model=spec.model,
+            max_followups=self.task.max_followups,
+        )
+        core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
+        stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None
+        try:
+            waiting = {core} | ({stopper} if stopper is not None else set())
+            await asyncio.wait(waiting, timeout=self.task.timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not core.done():
+                if stop is not None and stop.is_set():
+                    self.finish("cancelled", "stopped before it finished", code="cancelled")
+                else:
+                    self.finish(
+                        "timeout",
+                        f"the task exceeded its timeout of {self.task.timeout:g}s",
+                        code="timeout",
+                    )
+                core.cancel()
+                await asyncio.wait([core])
+            elif not core.cancelled() and (error := core.exception()) is not None:
+                raise error  # a bug, not an outcome: the core turns every expected failure into a status
+        except asyncio.CancelledError:
+            core.cancel()
+            await asyncio.wait([core])
+            self.finish("cancelled", "cancelled before it finished", code="cancelled")
+            self._finished(started)
+            raise
+        finally:
+            if stopper is not None:
+                stopper.cancel()
+        return self._finished(started)
+
+    def _finished(self, started: float) -> TaskResult:
+        result = TaskResult(
+            task_id=self.task.id,
+            status=self.status,
+            reason=self.reason,
+            followups=self.followups,
+            duration=time.monotonic() - started,
+            usage=_add_usage(self.agent_usage, self.review_usage),
+            session_id=self.session_id,
+            cwd=self.cwd,
+            gate=self.gate,
+            review=self.review,
+            reviews=self.reviews,
+            final_text=self.final_text,
+            start_head=self.start_head,
+            end_head=self._end_head,
+            commands=self.commands,
+            declined=self.declined,
+            error_code=self.error_code,
+            fatal=self.fatal,
+            transcript=self.writer.path if self.writer is not None else None,
+        )
+        self.note("finished", **{k: v for k, v in result.to_dict().items() if k != "final_text"})
+        return result
+
+    # -- core --------------------------------------------------------------------------------------
+
+    async def _core(self) -> None:
+        owned: Provider | None = None
+        review_provider: CodexProvider | None = None
+        try:
+            provider = self.provider
+            if provider is None:
+                check_provider(self.provider_name, self.options)
+                provider = owned = make_provider(self.provider_name, self.options)
+                await provider.start()
+            if self.task.review is not None:
+                if isinstance(provider, CodexProvider):
+                    review_provider = provider
+                else:
+                    options = getattr(provider, "options", None) or self.options
+                    review_provider = CodexProvider(options if isinstance(options, CodexOptions) else None)
+                    await review_provider.start()
+            self.start_head = await _git.head(self.cwd)
+            await self._session(provider, review_provider)
+        except AuthenticationError as exc:
+            self.finish("error", f"authentication failed: {exc.message}", code="auth_failed", fatal=True)
+        except ProviderUnavailable as exc:
+            self.finish(
+                "error", f"provider unavailable: {exc.message}", code="provider_unavailable", fatal=True
+            )
+        except TransportError as exc:
+            self.finish(
+                "error",
+                f"the provider process failed: {exc.message}",
+                code="app_server_crashed",
+                fatal=True,
+            )
+        except TurnFailed as exc:  # a review turn failed
+            self._turn_error(exc.event, "the review")
+        except AgentFleetError as exc:
+            self.finish("failed", f"{type(exc).__name__}: {exc}", code="error")
+        except TimeoutError:  # the review's own time limit
+            self.finish("failed", "the review did not finish in time", code="review_timeout")
+        finally:
+            with contextlib.suppress(Exception):
+                self._end_head = await _git.head(self.cwd)
+            for p in {id(x): x for x in (review_provider, owned) if x is not None}.values():
+                if p is not self.provider:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(p.shutdown())
+
+    def _turn_error(self, error: Error, what: str) -> None:
+        message = f"{what} failed ({error.code}): {error.message}"
+        match error.code:
+            case "auth_failed":
+                self.finish(
+                    "error",
+                    f"authentication failed: {error.message}. Check the API key or run `codex login`",
+                    code=error.code,
+                    fatal=True,
+                )
+            case "app_server_crashed":
+                self.finish("error", message, code=error.code, fatal=True)
+            case "timeout":
+                self.finish("timeout", message, code=error.code)
+            case "cancelled":
+                self.finish("cancelled", message, code=error.code)
+            case _:
+                self.finish("failed", message, code=error.code)
+
+    async def _session(self, provider: Provider, review_provider: CodexProvider | None) -> None:
+        handle = await provider.spawn(self.task.spec)
+        try:
+            with contextlib.suppress(AgentFleetError):
+                self.session_id = handle.session_id
+            while True:
+                terminal = await self._turn(handle)
+                if isinstance(terminal, Error):
+                    self._turn_error(terminal, "the turn")
+                    return
+                self.final_text = terminal.text
+                if self.session_id is None:
+                    self.session_id = terminal.session_id
+                prompt = await self._check(review_provider)
+                if prompt is None:
+                    return
+                self.followups += 1
+                self.note("followup", number=self.followups, limit=self.task.max_followups, prompt=prompt)
+                await handle.send(prompt)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(handle.stop())
+
+    async def _turn(self, handle: Handle) -> Result | Error:
+        async for event in handle.events():
+            self.event("agent", event)
+            if isinstance(event, Result | Error):
+                return event
+        return Error(code="protocol_error", message="the event stream ended without a terminal event")
+
+    async def _check(self, review_provider: CodexProvider | None) -> str | None:
+        """Gate, then review. None when the task is done (status set); else the follow-up prompt."""
+        task = self.task
+        budget_left = self.followups < task.max_followups
+        if task.gate.enabled:
+            self.note("gate_started", require_commit=task.gate.require_commit, command=task.gate.command)
+            self.gate = await run_gate(task.gate, self.cwd, self.start_head)
+            checks = [
+                {"name": c.name, "passed": c.passed, "detail": c.detail, "exit_code": c.exit_code}
+                for c in self.gate.checks
+            ]
+            self.note("gate", passed=self.gate.passed, summary=self.gate.summary, checks=checks)
+            if not self.gate.passed:
+                if budget_left:
+                    return self.gate.followup_prompt()
+                self.finish("failed", f"the gate never passed: {self.gate.summary}", code="gate_failed")
+                return None
+        if task.review is not None and review_provider is not None:
+            target = await review_target(self.cwd, self.start_head)
+            if target is None:
+                self.note("review_skipped", reason="nothing changed since the task started")
+            else:
+                review = await self._review(review_provider, task.review, target)
+                threshold = task.review.threshold
+                blocking = review.blocking(threshold)
+                if blocking:
+                    if budget_left:
+                        return review.followup_prompt(threshold)
+                    self.finish(
+                        "failed",
+                        f"the review still reports {len(blocking)} finding(s) at or above "
+                        f"{PRIORITY_NAMES[threshold]}: {blocking[0].title}",
+                        code="review_failed",
+                    )
+                    return None
+        self.finish("succeeded", self._success_reason())
+        return None
+
+    def _success_reason(self) -> str:
+        parts = []
+        if self.gate is not None:
+            parts.append(f"gate {self.gate.summary}")
+        if self.review is not None:
+            parts.append(f"review: {len(self.review.findings)} finding(s), none blocking")
+        return "; ".join(parts) if parts else "the agent finished its turn"
+
+    async def _review(
+        self, provider: CodexProvider, config: ReviewConfig, target: dict[str, Any]
+    ) -> ReviewResult:
+        self.reviews += 1
+        self.note("review_started", number=self.reviews, target=target)
+        session = ReviewSession(
+            provider,
+            cwd=self.cwd,
+            model=config.model or self.task.spec.model,
+            on_event=lambda event: self.event("review", event),
+            timeout=config.timeout,
+        )
+        review = await session.run(target)
+        self.review = review
+        self.review_usage = _add_usage(self.review_usage, review.usage)
+        self.note(
+            "review",
+            number=self.reviews,
+            thread_id=review.thread_id,
+            explanation=review.explanation,
+            findings=[
+                {"title": f.title, "priority": f.priority, "location": f.location, "body": f.body}
+                for f in review.findings
+            ],
+            blocking=len(review.blocking(config.threshold)),
+        )
+        return review
