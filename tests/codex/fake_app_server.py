@@ -10,6 +10,7 @@ import os
 import sys
 
 scenario = json.loads(os.environ.get("FAKE_SCENARIO", "[]"))
+flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
 threads = 0
 
 
@@ -69,6 +70,9 @@ def main():
             turn = f"turn-{tid}"
             send({"id": mid, "result": {"turn": {"id": turn, "status": "inProgress", "items": []}}})
             send({"method": "turn/started", "params": {"threadId": tid, "turn": {"id": turn}}})
+            delta = {"threadId": tid, "turnId": turn, "itemId": "m1", "delta": "x"}
+            for _ in range(flood):
+                send({"method": "item/agentMessage/delta", "params": delta})
             ask(tid, turn, 0, [])
         elif method == "model/list":
             if params.get("cursor"):

@@ -8,6 +8,7 @@ import os
 import signal
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +221,18 @@ async def test_stop_and_crash_race_in_any_order(tmp_path: Path, order: str) -> N
 
 async def _drain(handle: object) -> list[Event]:
     return [e async for e in handle.events()]  # type: ignore[attr-defined]
+
+
+async def test_fifty_flooded_unread_handles_do_not_delay_a_spawn(tmp_path: Path) -> None:
+    # Our dispatch alone (the fake peer costs nothing): 50 handles with 2,000 unread events each.
+    options = _options(tmp_path, [])
+    options = CodexOptions(codex_bin=options.codex_bin, env={**options.env, "FAKE_FLOOD": "2000"})
+    async with CodexProvider(options) as provider:
+        unread = await asyncio.gather(*(provider.spawn(Spec(prompt="p", cwd=tmp_path)) for _ in range(50)))
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        probe = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        elapsed = time.monotonic() - started
+        await probe.wait()
+        assert len(unread) == 50
+    assert elapsed < 1.0
