@@ -342,6 +342,8 @@ def describe(task_event: TaskEvent) -> str | None:
             return "\n".join(lines)
         case System(subtype="runner.review_skipped", data=data):
             return f"review skipped: {data.get('reason')}"
+        case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
+            return f"{_first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
     return None
 
 
@@ -583,20 +585,47 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
 @click.option(
     "--cwd", type=click.Path(path_type=Path), help="Directory for tasks without a cwd (default: here)."
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: one provider here; ray: one provider per node of a Ray cluster, JOBS per node "
+    "(needs agent-fleet[ray]).",
+)
+@click.option(
+    "--ray-address", metavar="ADDRESS", help="Ray cluster to use (default: $RAY_ADDRESS, else a local one)."
+)
+@click.option(
+    "--repo-url",
+    metavar="URL",
+    help="Ray: a git URL each node clones (implies --worktrees; tasks have no cwd).",
+)
 @_common_options
 def batch_command(
-    tasks_file: Path, jobs: int, worktrees: bool, out_dir: Path | None, cwd: Path | None, **kwargs: Any
+    tasks_file: Path,
+    jobs: int,
+    worktrees: bool,
+    out_dir: Path | None,
+    cwd: Path | None,
+    backend: str,
+    ray_address: str | None,
+    repo_url: str | None,
+    **kwargs: Any,
 ) -> None:
-    """Run every task of TASKS.jsonl on one shared provider, JOBS at a time."""
+    """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time."""
     common = _common(kwargs)
     with _handled():
         tasks = load_tasks(tasks_file)
         if cwd is not None and not cwd.is_dir():
             raise UsageError(f"--cwd {str(cwd)!r} does not exist or is not a directory")
+        if backend != "ray" and (ray_address is not None or repo_url is not None):
+            raise UsageError("--ray-address and --repo-url need --backend ray")
         options = common.options()
         template = common.template("(per task)", cwd, "batch")
         out = out_dir or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
-        _preflight(common.provider, options)
+        if backend == "local":  # with ray each node checks its own binary and credential
+            _preflight(common.provider, options)
         progress_console, console = _consoles(common.json_output)
         progress = _Progress(progress_console, json_output=common.json_output, batch=True)
 
@@ -619,6 +648,9 @@ def batch_command(
                     on_event=progress.on_event,
                     on_result=on_result,
                     stop=stop,
+                    backend=backend,
+                    ray_address=ray_address,
+                    repo_url=repo_url,
                 )
 
         result = _run_async(go, progress_console)

@@ -220,12 +220,42 @@ async def run_batch(
     on_event: EventSink | None = None,
     on_result: Callable[[BatchEntry], None] | None = None,
     stop: asyncio.Event | None = None,
+    backend: str = "local",
+    ray_address: str | None = None,
+    repo_url: str | None = None,
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
     ``out_dir/summary.json``).
+
+    ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
+    ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
     """
+    if backend == "ray":
+        if provider is not None:
+            raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
+        from agent_fleet.runner.ray_backend import run_batch_ray
+
+        return await run_batch_ray(
+            tasks,
+            template=template,
+            out_dir=out_dir,
+            jobs=jobs,
+            worktrees=worktrees,
+            provider_name=provider_name,
+            options=options,
+            cwd=cwd,
+            on_event=on_event,
+            on_result=on_result,
+            stop=stop,
+            ray_address=ray_address,
+            repo_url=repo_url,
+        )
+    if backend != "local":
+        raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
+    if ray_address is not None or repo_url is not None:
+        raise UsageError("ray_address and repo_url need backend='ray'")
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
     default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
