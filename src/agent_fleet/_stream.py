@@ -69,6 +69,16 @@ class EventStream:
                 await self._waiter
             finally:
                 self._waiter = None
+        return self._pop()
+
+    def get_nowait(self) -> Event | None:
+        """The next event if one is queued, else None (never waits). Single reader.
+
+        Lets a reader take a burst of queued events without a coroutine call per event.
+        """
+        return self._pop() if self._items else None
+
+    def _pop(self) -> Event:
         event = self._items.popleft()
         space = self._space
         if space is not None and not space.done():

@@ -174,11 +174,26 @@ class _Worker:
 
     async def _run(self) -> None:
         queue = self._queue
-        call = self._conn._call_handler
+        conn = self._conn
+        isawaitable = inspect.isawaitable
         while True:
             while queue:
                 handler, msg = queue.popleft()
-                await call(handler, msg)
+                # Called inline, not through a coroutine per message: most handlers are sync and this
+                # loop runs once per notification. Exceptions are handled as documented on Connection.
+                try:
+                    result = handler(msg)
+                    if result is not None and isawaitable(result):
+                        await result
+                    continue
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        raise  # the worker itself is being cancelled
+                    conn._handler_failed(msg)
+                except Exception:
+                    conn._handler_failed(msg)
+                await conn._reply_internal_error(msg)
             if self._finishing:
                 return
             self._wakeup.clear()
@@ -603,26 +618,14 @@ class Connection:
             except Exception:
                 logger.exception("%s: on_protocol_error callback failed", self.name)
 
-    async def _call_handler(self, handler: _Handler, msg: Notification | Request) -> None:
-        try:
-            result = handler(msg)
-            if inspect.isawaitable(result):
-                await result
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # the worker itself is being cancelled
-            self._handler_failed(msg)
-        except Exception:
-            self._handler_failed(msg)
-        else:
-            return
+    def _handler_failed(self, msg: Notification | Request) -> None:
+        logger.exception("%s: handler for %s failed", self.name, msg.method)
+
+    async def _reply_internal_error(self, msg: Notification | Request) -> None:
+        # A request whose handler failed before replying must not leave the peer waiting.
         if isinstance(msg, Request) and msg.id in self._inbound and not self._closed:
             with contextlib.suppress(TransportError):
                 await self.respond_error(msg.id, RPCError.INTERNAL_ERROR, "Internal error")
-
-    def _handler_failed(self, msg: Notification | Request) -> None:
-        logger.exception("%s: handler for %s failed", self.name, msg.method)
 
     # -- closing ----------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ This module never imports asyncio; timeouts, cancellation and backpressure belon
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
@@ -109,7 +109,9 @@ _encode_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow
 _encode_ascii = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode
 
 
-_raw_decode = json.JSONDecoder().raw_decode
+# The C scanner behind JSONDecoder.raw_decode, called directly: one Python frame less per line.
+# It raises StopIteration (not JSONDecodeError) when no value starts at the index.
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _dump_line(obj: dict[str, Any]) -> bytes:
@@ -223,14 +225,14 @@ class JsonRpcCore:
 
     def _decode_line(self, line: bytes) -> Message | None:
         try:
-            # JSON Lines is UTF-8; decoding it ourselves and using raw_decode is ~3x faster than
+            # JSON Lines is UTF-8; decoding it ourselves and scanning one value is ~3x faster than
             # json.loads(bytes) (no encoding sniffing, no whitespace regexes) on the hot path.
             text = line.decode()
             try:
-                obj, end = _raw_decode(text)
+                obj, end = _scan_once(text, 0)
                 if end != len(text) and text[end:].strip(" \t\r"):
                     raise ValueError("trailing data")
-            except ValueError:
+            except (ValueError, StopIteration):
                 # Leading whitespace, trailing data or bad JSON: json.loads accepts or explains it.
                 obj = json.loads(text)
         except (ValueError, RecursionError) as exc:
