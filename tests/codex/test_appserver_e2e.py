@@ -251,11 +251,11 @@ async def test_slow_consumers_do_not_delay_other_requests(
             *(provider.spawn(Spec(prompt=f"unread {i}", cwd=workspace)) for i in range(50))
         )
         # Let codex finish those turns; their events pile up in the handles and nobody reads them.
-        for _ in range(300):
-            if len(scripted_model.requests) >= 50:
+        for _ in range(600):
+            if not any(h.running for h in unread):
                 break
             await asyncio.sleep(0.1)
-        await asyncio.sleep(2.0)
+        assert not any(h.running for h in unread)
         started = time.monotonic()
         probe = await provider.spawn(Spec(prompt="probe", cwd=workspace))
         with_unread = time.monotonic() - started

@@ -236,3 +236,17 @@ async def test_fifty_flooded_unread_handles_do_not_delay_a_spawn(tmp_path: Path)
         await probe.wait()
         assert len(unread) == 50
     assert elapsed < 1.0
+
+
+async def test_shell_snapshot_is_off_by_default_and_user_config_wins(tmp_path: Path) -> None:
+    argv_file = tmp_path / "argv"
+    wrapper = tmp_path / "recording-codex"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\nexec {sys.executable} {FAKE}\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    async with CodexProvider(CodexOptions(codex_bin=wrapper)):
+        pass
+    assert "features.shell_snapshot=false" in argv_file.read_text().splitlines()
+    async with CodexProvider(CodexOptions(codex_bin=wrapper, config={"features.shell_snapshot": True})):
+        pass
+    args = argv_file.read_text().splitlines()
+    assert "features.shell_snapshot=true" in args and "features.shell_snapshot=false" not in args

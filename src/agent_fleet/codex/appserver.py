@@ -30,6 +30,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from agent_fleet import __version__
+from agent_fleet.codex._toml import config_args
 from agent_fleet.codex.binary import find_codex
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
@@ -51,6 +52,11 @@ from agent_fleet.policy import ApprovalPolicy
 __all__ = ["CodexProvider"]
 
 logger = logging.getLogger("agent_fleet.codex")
+
+# Measured in bench/fleet_concurrency.py (docs/benchmarks.md, "Fleet thread settings"): without the
+# per-thread shell snapshot a fleet spends 20-25 % less CPU; commands still run as `bash -lc` with the
+# same login profile. A user's own `config` wins.
+APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
 _STDERR_TAIL_BYTES = 64 * 1024
 _STDOUT_LIMIT = 64 * 1024 * 1024
@@ -143,7 +149,7 @@ class CodexProvider(Provider):
     async def _launch(self) -> _Child:
         opts = self.options
         binary = find_codex(opts.codex_bin)
-        argv = [os.fspath(binary), *opts.args, *opts.config_args()]
+        argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,

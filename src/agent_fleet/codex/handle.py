@@ -35,7 +35,7 @@ from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Handle, Spec
 from agent_fleet.errors import AgentFleetError, TurnFailed, UsageError
-from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse, is_terminal
+from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 
@@ -47,6 +47,7 @@ __all__ = ["CodexHandle"]
 logger = logging.getLogger("agent_fleet.codex")
 
 _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
+_TERMINAL = (Result, Error)  # isinstance with a tuple is ~2x faster than with `Result | Error`
 
 
 class _Turn:
@@ -98,6 +99,11 @@ class CodexHandle(Handle):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def running(self) -> bool:
+        """True while the current turn has not ended (whether or not its events were read yet)."""
+        return self._turn is not None and not self._turn.stream.done
+
     async def events(self) -> AsyncIterator[Event]:
         """Events of the current turn, ending right after its terminal event.
 
@@ -105,11 +111,14 @@ class CodexHandle(Handle):
         and closes the handle. Raises ``UsageError`` when no turn was started.
         """
         turn = self._require_turn()
+        stream = turn.stream
         try:
             while True:
-                event = await turn.stream.get()
+                event = stream.get_nowait()
+                if event is None:
+                    event = await stream.get()
                 yield event
-                if is_terminal(event):
+                if isinstance(event, _TERMINAL):
                     return
         except asyncio.CancelledError:
             if not turn.stream.done:
@@ -270,7 +279,7 @@ class CodexHandle(Handle):
         if turn is None:
             return
         for event in turn.mapper.feed(msg.method, msg.params):
-            if isinstance(event, Result | Error):
+            if isinstance(event, _TERMINAL):
                 self._finish(turn, event)
             else:
                 turn.stream.push(event)
@@ -280,7 +289,7 @@ class CodexHandle(Handle):
         if turn is None:
             return
         for event in turn.mapper.feed(msg.method, msg.params):
-            if isinstance(event, Result | Error):
+            if isinstance(event, _TERMINAL):
                 self._finish(turn, event)
             else:
                 await turn.stream.push_bounded(event)
