@@ -678,7 +678,7 @@ FINDINGS: list[str] = [
     "The user's login profile dominated everything else on this machine: with the real `HOME` "
     "(`~/.bashrc` runs `pyenv init`, whose `rehash` takes a machine-wide lock that every login shell, "
     "including codex's per-thread shell snapshot outside the sandbox, contends for) 16 turns took "
-    "6-24 s with wild variance; with an empty `HOME` 2.5-4.5 s. The benchmark therefore gives each arm "
+    "6-24 s with wild variance; with an empty `HOME` 2-4.5 s. The benchmark therefore gives each arm "
     "an empty `HOME` by default (`--real-home` keeps yours).",
     "",
     "Memory: one app-server with 16 threads peaks at 0.3-0.5 GB for the whole tree, the same as the "
