@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 
+from agent_fleet.errors import TurnFailed
 from agent_fleet.events import Error, Event, Result
+
+_TERMINAL = (Result, Error)  # isinstance with a tuple is ~2x faster than with `Result | Error`
 
 
 class EventStream:
@@ -90,3 +94,31 @@ class EventStream:
         items = list(self._items)
         self._items.clear()
         return items
+
+    async def iterate(self, on_cancel: Callable[[], object]) -> AsyncIterator[Event]:
+        """Yield events up to and including the terminal one (a handle's ``events()``).
+
+        If the iterating task is cancelled before the terminal event, ``on_cancel()`` runs (a handle
+        stops its turn there) and the cancellation propagates.
+        """
+        try:
+            while True:
+                event = self.get_nowait()
+                if event is None:
+                    event = await self.get()
+                yield event
+                if isinstance(event, _TERMINAL):
+                    return
+        except asyncio.CancelledError:
+            if not self._done:
+                on_cancel()
+            raise
+
+    async def result(self) -> Result:
+        """Drain to the terminal event (a handle's ``wait()``): its ``Result``, or ``TurnFailed``."""
+        while True:
+            event = await self.get()
+            if isinstance(event, Result):
+                return event
+            if isinstance(event, Error):
+                raise TurnFailed(event)

@@ -68,8 +68,8 @@ from agent_fleet.claude import _approvals
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
 from agent_fleet.contract import Handle, Spec
-from agent_fleet.errors import ProviderUnavailable, TransportError, TurnFailed, UsageError
-from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse, is_terminal
+from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
+from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
 
 if TYPE_CHECKING:
@@ -160,33 +160,20 @@ class ClaudeHandle(Handle):
         """The last lines the CLI wrote to stderr."""
         return "\n".join(self._stderr)
 
-    async def events(self) -> AsyncIterator[Event]:
+    def events(self) -> AsyncIterator[Event]:
         """Events of the current turn, ending right after its terminal event.
 
         Cancelling the task iterating this stops the session (interrupt + CLI shutdown) like
         ``stop()``. Raises ``UsageError`` when no turn was started.
         """
-        turn = self._require_turn()
-        try:
-            while True:
-                event = await turn.stream.get()
-                yield event
-                if is_terminal(event):
-                    return
-        except asyncio.CancelledError:
-            if not turn.stream.done:
-                self._provider._spawn_task(self.stop(), f"stop:{self._session_id}")
-            raise
+        return self._require_turn().stream.iterate(self._stop_soon)
 
     async def wait(self) -> Result:
         """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
-        turn = self._require_turn()
-        while True:
-            event = await turn.stream.get()
-            if isinstance(event, Result):
-                return event
-            if isinstance(event, Error):
-                raise TurnFailed(event)
+        return await self._require_turn().stream.result()
+
+    def _stop_soon(self) -> None:
+        self._provider._spawn_task(self.stop(), f"stop:{self._session_id}")
 
     async def send(self, prompt: str) -> None:
         """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""

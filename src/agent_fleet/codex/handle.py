@@ -34,7 +34,7 @@ from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Handle, Spec
-from agent_fleet.errors import AgentFleetError, TurnFailed, UsageError
+from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
@@ -104,36 +104,20 @@ class CodexHandle(Handle):
         """True while the current turn has not ended (whether or not its events were read yet)."""
         return self._turn is not None and not self._turn.stream.done
 
-    async def events(self) -> AsyncIterator[Event]:
+    def events(self) -> AsyncIterator[Event]:
         """Events of the current turn, ending right after its terminal event.
 
         Cancelling the task iterating this stops the turn (``turn/interrupt`` + ``thread/unsubscribe``)
         and closes the handle. Raises ``UsageError`` when no turn was started.
         """
-        turn = self._require_turn()
-        stream = turn.stream
-        try:
-            while True:
-                event = stream.get_nowait()
-                if event is None:
-                    event = await stream.get()
-                yield event
-                if isinstance(event, _TERMINAL):
-                    return
-        except asyncio.CancelledError:
-            if not turn.stream.done:
-                self._provider._spawn_task(self.stop(), f"stop:{self._thread_id}")
-            raise
+        return self._require_turn().stream.iterate(self._stop_soon)
 
     async def wait(self) -> Result:
         """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
-        turn = self._require_turn()
-        while True:
-            event = await turn.stream.get()
-            if isinstance(event, Result):
-                return event
-            if isinstance(event, Error):
-                raise TurnFailed(event)
+        return await self._require_turn().stream.result()
+
+    def _stop_soon(self) -> None:
+        self._provider._spawn_task(self.stop(), f"stop:{self._thread_id}")
 
     async def send(self, prompt: str) -> None:
         """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
