@@ -32,6 +32,7 @@ __all__ = [
     "Provider",
     "Sandbox",
     "Spec",
+    "Untranslated",
 ]
 
 Sandbox = Literal["read-only", "workspace-write", "danger-full-access"]
@@ -87,6 +88,14 @@ class Spec:
             raise ValueError(f"Spec.mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.timeout is not None and self.timeout <= 0:
             raise ValueError(f"Spec.timeout must be positive, not {self.timeout!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Untranslated:
+    """A ``Spec`` field (or part of one) a provider cannot carry, and why."""
+
+    field: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from agent_fleet._prompt import apply_mode
 from agent_fleet.claude.options import ClaudeOptions
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, Untranslated
 from agent_fleet.errors import UsageError
 
 __all__ = ["ClaudePlan", "Untranslated", "plan_session", "user_content"]
@@ -47,14 +47,6 @@ PERMISSION_MODE: Final = "default"
 
 EFFORTS: Final = frozenset({"low", "medium", "high", "xhigh", "max"})
 EFFORT_ALIASES: Final = {"minimal": "low", "none": "low"}
-
-
-@dataclass(frozen=True, slots=True)
-class Untranslated:
-    """A ``Spec`` field the Claude provider does not honour, and why."""
-
-    field: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,20 +30,12 @@ from typing import Any
 from agent_fleet._prompt import apply_mode
 from agent_fleet.codex._toml import config_args
 from agent_fleet.codex.options import CodexOptions
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, Untranslated
 from agent_fleet.errors import UsageError
 
 __all__ = ["ExecCommand", "Untranslated", "build_command"]
 
 _MCP_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-@dataclass(frozen=True, slots=True)
-class Untranslated:
-    """A ``Spec`` field (or part of one) the exec command cannot carry, and why."""
-
-    field: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

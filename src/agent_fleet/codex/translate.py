@@ -14,21 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet._prompt import apply_mode
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, Untranslated
 
 __all__ = ["APPROVAL_POLICY", "SpawnPlan", "Untranslated", "plan_spawn", "turn_input"]
 
 # Every thread asks before running anything codex does not itself know to be harmless, so the approval
 # bridge sees every such command. The sandbox stays whatever the spec asked for.
 APPROVAL_POLICY = "untrusted"
-
-
-@dataclass(frozen=True, slots=True)
-class Untranslated:
-    """A ``Spec`` field the wire request does not carry, and why."""
-
-    field: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
