@@ -39,7 +39,9 @@ class EventStream:
         if self._done:
             return False
         self._items.append(event)
-        self._wake()
+        waiter = self._waiter  # _wake() inlined: once per event
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
         return True
 
     async def push_bounded(self, event: Event) -> bool:
@@ -101,10 +103,15 @@ class EventStream:
         If the iterating task is cancelled before the terminal event, ``on_cancel()`` runs (a handle
         stops its turn there) and the cancellation propagates.
         """
+        items = self._items
         try:
             while True:
-                event = self.get_nowait()
-                if event is None:
+                if items:  # get_nowait() inlined: once per event
+                    event = items.popleft()
+                    space = self._space
+                    if space is not None and not space.done():
+                        space.set_result(None)
+                else:
                     event = await self.get()
                 yield event
                 if isinstance(event, _TERMINAL):

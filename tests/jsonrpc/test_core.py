@@ -387,3 +387,47 @@ def test_arbitrary_bytes_never_raise(data: bytes, cuts: list[int], limit: int) -
         assert core.buffered_bytes <= limit
     out += core.feed_eof()
     assert all(isinstance(m, Request | Notification | Response | ErrorResponse | ProtocolError) for m in out)
+
+
+# -- the msgspec fast path agrees with the json module ------------------------------------------------
+
+member_names = st.sampled_from(["jsonrpc", "method", "id", "params", "result", "error", "other"])
+any_member_value = json_values | st.integers() | st.sampled_from([1e400, -1e400])  # past int64, inf
+objects = st.dictionaries(member_names, any_member_value, max_size=6)
+odd_lines = st.sampled_from(
+    [
+        b'{"method":"m","params":NaN}',
+        b'{"method":"m","params":"\\ud800"}',
+        b'{"method":"m","params":1e400}',
+        b'{"method":"a","method":"b","id":1}',
+        b'  {"method":"m"} \r',
+        b'{"method":"m"} trailing',
+        b"[1, 2]",
+        b'"text"',
+        b"",
+        b"   ",
+        b'{"method":null,"id":1,"result":2}',
+        b'{"method":"m","id":null}',
+        b'{"id":1,"error":{"code":1.5,"message":7}}',
+        b'{"method":"m","params":"\xff"}',
+        b'{"method":"m","params":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    ]
+)
+
+
+def _pair_with_pending() -> tuple[JsonRpcCore, JsonRpcCore]:
+    fast, slow = JsonRpcCore(), JsonRpcCore()
+    for core in (fast, slow):
+        for _ in range(3):
+            core.encode_request("m")  # ids 1..3 pending in both
+    return fast, slow
+
+
+@settings(max_examples=400, deadline=None)
+@given(line=objects.map(lambda o: json.dumps(o).encode()) | odd_lines)
+def test_fast_decode_matches_json_module(line: bytes) -> None:
+    fast, slow = _pair_with_pending()
+    via_fast = fast.feed(line + b"\n")
+    via_json = slow._decode_line_slow(line)
+    assert via_fast == ([] if via_json is None else [via_json])
+    assert dict(fast.pending) == dict(slow.pending)

@@ -64,9 +64,9 @@ _STDOUT_LIMIT = 64 * 1024 * 1024
 
 def _route(method: str, params: Any) -> str | None:
     # v2 messages carry threadId; the legacy approval requests carry conversationId.
-    if isinstance(params, dict):
+    if type(params) is dict:
         key = params.get("threadId") or params.get("conversationId")
-        return key if isinstance(key, str) else None
+        return key if type(key) is str else None
     return None
 
 

@@ -259,14 +259,24 @@ class CodexHandle(Handle):
         return turn
 
     def _on_notification(self, msg: Notification) -> None:
-        turn = self._current_for(msg.method, msg.params)
-        if turn is None:
-            return
-        for event in turn.mapper.feed(msg.method, msg.params):
+        turn, params = self._turn, msg.params
+        # Fast path, once per event: a notification naming the live turn's id is the live turn's.
+        if (
+            turn is None
+            or turn.turn_id is None
+            or type(params) is not dict
+            or params.get("turnId") != turn.turn_id
+            or turn.stream.done
+        ):
+            turn = self._current_for(msg.method, params)
+            if turn is None:
+                return
+        stream = turn.stream
+        for event in turn.mapper.feed(msg.method, params):
             if isinstance(event, _TERMINAL):
                 self._finish(turn, event)
             else:
-                turn.stream.push(event)
+                stream.push(event)
 
     async def _on_notification_bounded(self, msg: Notification) -> None:
         turn = self._current_for(msg.method, msg.params)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from agent_fleet._fastnew import positional_new
 from agent_fleet._prompt import parse_structured
 from agent_fleet.events import (
     AssistantMessage,
@@ -56,6 +57,8 @@ IGNORED: Final[frozenset[str]] = frozenset(
     }
 )
 
+_DELTA: Final = "item/agentMessage/delta"
+_new_text_delta = positional_new(TextDelta)
 _RETRYABLE_INFO: Final = frozenset({"serverOverloaded", "internalServerError", "rateLimitExceeded", "other"})
 
 
@@ -115,7 +118,12 @@ class TurnMapper:
 
     def feed(self, method: str, params: Any) -> list[Event]:
         """Events for one notification (possibly none). Never raises on malformed params."""
-        if not isinstance(params, dict):
+        if type(params) is dict:
+            if method == _DELTA:  # nearly every notification of a turn: the fast path
+                delta = params.get("delta")
+                if type(delta) is str:
+                    return [_new_text_delta(delta, params.get("itemId"))]
+        elif not isinstance(params, dict):
             return [UnknownEvent(raw={"method": method, "params": params})]
         try:
             return self._map(method, params)
@@ -125,7 +133,7 @@ class TurnMapper:
     def _map(self, method: str, p: dict[str, Any]) -> list[Event]:
         match method:
             case "item/agentMessage/delta":
-                return [TextDelta(text=p["delta"], item_id=p.get("itemId"))]
+                return [_new_text_delta(p["delta"], p.get("itemId"))]
             case "item/started":
                 return self._item_started(p["item"])
             case "item/completed":

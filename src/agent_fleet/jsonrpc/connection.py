@@ -162,7 +162,12 @@ class _Worker:
         self._finishing = False
 
     def put(self, handler: _Handler, msg: Notification | Request) -> None:
-        self._queue.append((handler, msg))
+        queue = self._queue
+        if queue:
+            # The worker only sleeps on an empty queue, so it is already awake: no wake-up per message.
+            queue.append((handler, msg))
+            return
+        queue.append((handler, msg))
         if self._task is None:
             self._task = self._conn._spawn(self._run(), f"{self._conn.name}:{self._label}")
         self._wakeup.set()

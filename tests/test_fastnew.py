@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from agent_fleet._fastnew import positional_new
+from agent_fleet.events import Result, TextDelta
+from agent_fleet.jsonrpc import Notification
+
+
+@pytest.mark.parametrize(
+    ("cls", "values", "expected"),
+    [
+        (TextDelta, ("hi", "item_1"), TextDelta(text="hi", item_id="item_1")),
+        (TextDelta, ("", None), TextDelta(text="")),
+        (Notification, ("m", {"a": [1]}), Notification("m", {"a": [1]})),
+        (
+            Result,
+            ("s", "t", "text", None, None),
+            Result(session_id="s", turn_id="t", text="text", usage=None, structured=None),
+        ),
+    ],
+)
+def test_same_object_as_the_dataclass_constructor(cls: type, values: tuple, expected: object) -> None:
+    made = positional_new(cls)(*values)
+    assert type(made) is cls
+    assert made == expected
+    assert repr(made) == repr(expected)
+    if cls is TextDelta:
+        assert hash(made) == hash(expected)
+    assert dataclasses.asdict(made) == dataclasses.asdict(expected)
+
+
+def test_result_stays_frozen() -> None:
+    delta = positional_new(TextDelta)("a", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delta.text = "b"  # type: ignore[misc]
+
+
+def test_every_field_is_required() -> None:
+    with pytest.raises(TypeError):
+        positional_new(TextDelta)("a")
+
+
+def test_refuses_classes_it_cannot_build_faithfully() -> None:
+    @dataclasses.dataclass
+    class NoSlots:
+        a: int
+
+    @dataclasses.dataclass(slots=True)
+    class PostInit:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    for cls in (NoSlots, PostInit):
+        with pytest.raises(TypeError, match="slots dataclass"):
+            positional_new(cls)
