@@ -5,8 +5,7 @@ import dataclasses
 import pytest
 
 from agent_fleet._fastnew import positional_new
-from agent_fleet.events import Result, TextDelta
-from agent_fleet.jsonrpc import Notification
+from agent_fleet.events import AssistantMessage, Result, TextDelta
 
 
 @pytest.mark.parametrize(
@@ -14,7 +13,11 @@ from agent_fleet.jsonrpc import Notification
     [
         (TextDelta, ("hi", "item_1"), TextDelta(text="hi", item_id="item_1")),
         (TextDelta, ("", None), TextDelta(text="")),
-        (Notification, ("m", {"a": [1]}), Notification("m", {"a": [1]})),
+        (
+            AssistantMessage,
+            ("done", "item_2", "final"),
+            AssistantMessage(text="done", item_id="item_2", phase="final"),
+        ),
         (
             Result,
             ("s", "t", "text", None, None),

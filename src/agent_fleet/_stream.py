@@ -16,7 +16,9 @@ from collections.abc import AsyncIterator, Callable
 from agent_fleet.errors import TurnFailed
 from agent_fleet.events import Error, Event, Result
 
-_TERMINAL = (Result, Error)  # isinstance with a tuple is ~2x faster than with `Result | Error`
+# Per event, `type(e) in TERMINAL_TYPES` costs half an isinstance check; only our mappers create
+# terminal events, and never subclasses of them.
+TERMINAL_TYPES: frozenset[type[Event]] = frozenset({Result, Error})
 
 
 class EventStream:
@@ -114,7 +116,7 @@ class EventStream:
                 else:
                     event = await self.get()
                 yield event
-                if isinstance(event, _TERMINAL):
+                if type(event) in TERMINAL_TYPES:
                     return
         except asyncio.CancelledError:
             if not self._done:

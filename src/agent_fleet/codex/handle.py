@@ -29,7 +29,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from agent_fleet._stream import EventStream
+from agent_fleet._stream import TERMINAL_TYPES, EventStream
 from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
@@ -47,7 +47,6 @@ __all__ = ["CodexHandle"]
 logger = logging.getLogger("agent_fleet.codex")
 
 _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
-_TERMINAL = (Result, Error)  # isinstance with a tuple is ~2x faster than with `Result | Error`
 
 
 class _Turn:
@@ -260,21 +259,21 @@ class CodexHandle(Handle):
 
     def _on_notification(self, msg: Notification) -> None:
         turn, params = self._turn, msg.params
-        # Fast path, once per event: a notification naming the live turn's id is the live turn's.
+        # Fast path, once per event: a notification naming the live turn's id is the live turn's (if
+        # that turn has already ended, its stream drops what it is given).
         if (
             turn is None
             or turn.turn_id is None
             or type(params) is not dict
             or params.get("turnId") != turn.turn_id
-            or turn.stream.done
         ):
             turn = self._current_for(msg.method, params)
             if turn is None:
                 return
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
-            if isinstance(event, _TERMINAL):
-                self._finish(turn, event)
+            if type(event) in TERMINAL_TYPES:
+                self._finish(turn, event)  # type: ignore[arg-type]
             else:
                 stream.push(event)
 
@@ -283,8 +282,8 @@ class CodexHandle(Handle):
         if turn is None:
             return
         for event in turn.mapper.feed(msg.method, msg.params):
-            if isinstance(event, _TERMINAL):
-                self._finish(turn, event)
+            if type(event) in TERMINAL_TYPES:
+                self._finish(turn, event)  # type: ignore[arg-type]
             else:
                 await turn.stream.push_bounded(event)
 

@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 from msgspec import UNSET
-
-from agent_fleet._fastnew import positional_new
 
 __all__ = [
     "ErrorResponse",
@@ -46,8 +43,7 @@ _PREVIEW_BYTES: Final = 256
 _INTERNAL_ERROR: Final = -32603
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """A request from the peer. ``id`` is kept exactly as sent (int or str) so the reply can echo it."""
 
     id: int | str
@@ -55,16 +51,14 @@ class Request:
     params: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(msgspec.Struct, frozen=True):
     """A notification from the peer (no id, no reply expected)."""
 
     method: str
     params: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(msgspec.Struct, frozen=True):
     """A successful response to one of our requests; ``method`` comes from the pending table."""
 
     id: int | str
@@ -72,8 +66,7 @@ class Response:
     method: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorResponse:
+class ErrorResponse(msgspec.Struct, frozen=True):
     """An error response. ``id`` is None when the peer could not tell which request failed.
 
     A missing or non-integer ``code`` reads as -32603 (internal error); a missing ``message`` as "".
@@ -91,8 +84,7 @@ ProtocolErrorKind: TypeAlias = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ProtocolError:
+class ProtocolError(msgspec.Struct, frozen=True):
     """Input that is not a valid message; the line is skipped, decoding goes on.
 
     ``line_preview`` holds at most the first 256 bytes of the offending line. ``id`` is set when a
@@ -123,8 +115,6 @@ class _Wire(msgspec.Struct):
     result: Any = UNSET
     error: Any = UNSET
 
-
-_new_notification = positional_new(Notification)
 
 # msgspec decodes a line straight from bytes into _Wire about 4x faster than json.loads builds a dict
 # (the single biggest cost per event); where it agrees to decode, it yields the same values as json.
@@ -196,7 +186,7 @@ class JsonRpcCore:
                 buf.clear()
             limit = self._max_line_bytes
             append = out.append
-            decode_wire, new_notification, unset = _decode_wire, _new_notification, UNSET
+            decode_wire, unset = _decode_wire, UNSET
             for line in lines:
                 if len(line) > limit:
                     append(self._too_long(line))
@@ -212,7 +202,7 @@ class JsonRpcCore:
                     continue
                 method = wire.method
                 if wire.id is unset and type(method) is str:
-                    append(new_notification(method, wire.params))
+                    append(Notification(method, wire.params))
                 else:
                     append(self._classify(wire, line))
         if tail:
@@ -283,7 +273,7 @@ class JsonRpcCore:
                 return self._invalid(wire, line, "method is not a string")
             rid = wire.id
             if rid is UNSET:
-                return _new_notification(method, wire.params)
+                return Notification(method, wire.params)
             if not _is_id(rid):
                 return self._invalid(wire, line, "request id is not an integer or string")
             return Request(rid, method, wire.params)
