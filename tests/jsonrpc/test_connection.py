@@ -496,6 +496,27 @@ async def test_subscription_close_falls_back_and_keys_are_unique() -> None:
     assert fallback == [["not", "a", "dict"], {"threadId": "t"}]
 
 
+async def test_failing_route_key_is_logged_and_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    def route_key(method: str, params: Any) -> str | None:
+        if method == "bad":
+            raise RuntimeError("no key")
+        return "t"
+
+    transport = MemoryTransport()
+    fallback: list[str] = []
+    routed: list[str] = []
+    async with Connection(transport, route_key=route_key) as conn:
+        conn.set_fallback(on_notification=lambda n: fallback.append(n.method))
+        conn.subscribe("t", on_notification=lambda n: routed.append(n.method))
+        transport.incoming.put_nowait(b'{"method":"good"}\n{"method":"bad"}\n{"method":"good"}\n')
+        await until(lambda: len(routed) == 2 and len(fallback) == 1)
+        assert conn.notifications_received == 3
+    assert fallback == ["bad"]
+    assert [r.getMessage() for r in caplog.records if "route_key failed" in r.getMessage()] == [
+        "jsonrpc: route_key failed for bad"
+    ]
+
+
 async def test_misuse_raises_usage_error() -> None:
     conn = Connection(MemoryTransport())
     with pytest.raises(UsageError):

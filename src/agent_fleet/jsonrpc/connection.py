@@ -551,10 +551,25 @@ class Connection:
             await self._close_transport()
 
     def _dispatch(self, messages: list[Message]) -> None:
+        route_key, subs = self._route_key, self._subs
+        notes = 0
         for msg in messages:
             if type(msg) is Notification:
-                self.notifications_received += 1
-                self._route(msg, 0)
+                notes += 1
+                # The common case of _route() inlined (a subscriber with a notification handler): this
+                # runs once per streamed event.
+                key = None
+                if route_key is not None:
+                    try:
+                        key = route_key(msg.method, msg.params)
+                    except Exception:
+                        logger.exception("%s: route_key failed for %s", self.name, msg.method)
+                if key is not None:
+                    sub = subs.get(key)
+                    if sub is not None and sub._on_notification is not None:
+                        sub._worker.put(sub._on_notification, msg)
+                        continue
+                self._unrouted(msg, 0)
             elif type(msg) is Response:
                 fut = self._waiters.pop(msg.id, None)
                 if fut is not None and not fut.done():
@@ -566,6 +581,7 @@ class Connection:
                 self._on_error_response(msg)
             elif type(msg) is ProtocolError:
                 self._on_bad_input(msg)
+        self.notifications_received += notes
 
     def _route(self, msg: Notification | Request, kind: int) -> None:
         # kind: 0 = notification, 1 = request (index into the (on_notification, on_request) pairs).
@@ -582,6 +598,10 @@ class Connection:
                 if handler is not None:
                     sub._worker.put(handler, msg)
                     return
+        self._unrouted(msg, kind)
+
+    def _unrouted(self, msg: Notification | Request, kind: int) -> None:
+        """``msg`` has no subscriber (or none for its kind): the fallback, else -32601 or drop."""
         fallback = self._fallback[kind]
         if fallback is not None:
             self._fallback_worker.put(fallback, msg)
