@@ -567,7 +567,11 @@ class Connection:
                 if key is not None:
                     sub = subs.get(key)
                     if sub is not None and sub._on_notification is not None:
-                        sub._worker.put(sub._on_notification, msg)
+                        queue = sub._worker._queue
+                        if queue:  # the worker is awake (see _Worker.put): just queue it
+                            queue.append((sub._on_notification, msg))
+                        else:
+                            sub._worker.put(sub._on_notification, msg)
                         continue
                 self._unrouted(msg, 0)
             elif type(msg) is Response:

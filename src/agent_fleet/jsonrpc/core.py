@@ -106,7 +106,7 @@ _encode_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow
 _encode_ascii = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode
 
 
-class _Wire(msgspec.Struct):
+class _Wire(msgspec.Struct, gc=False):
     """The members of a message that matter, ``UNSET`` when absent; others (``jsonrpc``...) are skipped."""
 
     method: Any = UNSET
