@@ -298,22 +298,26 @@ FINDINGS: list[str] = [
     "| JSON-RPC messages are frozen `msgspec.Struct`s (one C call per `Notification`); terminal events "
     "recognised by `type(e) in frozenset`; no `stream.done` property call per event (`007c1da`) "
     "| 23,900 |",
-    "| routing to the subscriber inlined in `Connection._dispatch` | 23,000 |",
+    "| routing to the subscriber inlined in `Connection._dispatch` (`f21cd9b`) | 23,000 |",
+    "| the decode struct not GC-tracked; a message queued to an awake worker without a call | 22,200 |",
     "",
     "msgspec decoding is differential-tested against the json module (`tests/jsonrpc/test_core.py`): "
     "where msgspec accepts a line it yields the same values; where it does not (NaN, lone surrogates, "
     "numbers out of range, not an object, bad JSON) the json module decides exactly as before. Tried "
     "and dropped: delivering notifications to a sync handler inline in the reader instead of through "
     "the per-thread worker (no gain: the worker already runs once per 64 KiB chunk), and decoding a "
-    "whole chunk with `Decoder.decode_lines` (~4 %, not worth a second error path). What is left is "
-    "CPython's eval loop over ~13 small frames per event (40 % of instructions), msgspec (~10 %), "
-    "`bytes.split` and allocation.",
+    "whole chunk with `Decoder.decode_lines` (~4 %, and it accepts two values on one line, which the "
+    "line protocol must reject). What is left per event: CPython's eval loop over ~320 bytecodes in "
+    "about ten small frames (38 % of instructions), msgspec (~12 %), `bytes.split` (~5 %) and "
+    "allocation.",
     "",
-    "Targets: at least 5x faster than the official SDK -- met against both of its clients (against the "
-    "sync `Codex` client 5.6x-6.9x per round on a quiet machine; `AsyncCodex` hops to a thread with "
-    "`asyncio.to_thread` for every event and validates each with pydantic, hence its far larger "
-    "ratio); within 2x of the bare loop -- ours is now faster than it, because msgspec decodes a line "
-    "in about a tenth of the time `json.loads(bytes)` takes on this machine.",
+    "Targets (the table above): at least 5x faster than the official SDK -- met against both of its "
+    "clients; `AsyncCodex` hops to a thread with `asyncio.to_thread` for every event and validates each "
+    "with pydantic, hence its far larger ratio, while the sync `Codex` client pays the pydantic "
+    "validation alone. Within 2x of the bare loop -- ours is now faster than it, because msgspec "
+    "decodes a line in about an eighth of the time `json.loads(bytes)` takes. Our run is short (under a "
+    "second), so it is the arm this machine's noise moves most: single rounds against the sync client "
+    "ranged from 5.3x to 8.5x in the runs behind this note.",
 ]
 
 
