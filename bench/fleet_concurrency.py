@@ -685,9 +685,9 @@ FINDINGS: list[str] = [
     "official SDK's; 16 `codex exec` processes peak at 2.6-3.2 GB (each codex process is 150-190 MB "
     "RSS). Most of a single app-server's peak is transient: the sandbox helpers and shells of the "
     "commands running at that moment. Targets: (a) within 1.05x of (d) -- met within the noise of this "
-    "machine (median ratios 0.90x-1.02x in the quieter runs, one 1.16x under load); (a) no slower than "
+    "machine (median ratios 0.90x-1.03x in the quieter runs, one 1.16x under load); (a) no slower than "
     "(c) -- met (with an empty `HOME` ours' median was at or below the SDK's in every run; the SDK "
-    "was 0.97x-1.3x of (d)); (a) at most a quarter of (b)'s peak memory -- met (about 0.15x).",
+    "was 0.97x-1.3x of (d)); (a) at most a quarter of (b)'s peak memory -- met (0.13x-0.15x).",
     "",
     "codex 0.163.0 sometimes reports a fast command as completed, exit code 0, with "
     "`aggregatedOutput: null` -- its output is lost (the `Output lost` column; about 0.5-2 % of "

@@ -64,10 +64,11 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import Message
 
 from agent_fleet._stream import EventStream  # the same one-reader, one-terminal stream
+from agent_fleet._streamed_handle import StreamedHandle
 from agent_fleet.claude import _approvals
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
-from agent_fleet.contract import Handle, Spec
+from agent_fleet.contract import Spec
 from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
 from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
@@ -117,8 +118,10 @@ class _Turn:
         self.injected: list[str] = []
 
 
-class ClaudeHandle(Handle):
+class ClaudeHandle(StreamedHandle[_Turn]):
     """A live Claude Code session. Created by ``ClaudeProvider.spawn`` / ``resume``; see ``Handle``."""
+
+    _provider: ClaudeProvider
 
     def __init__(
         self, provider: ClaudeProvider, session_id: str, spec: Spec, policy: ApprovalPolicy, plan: ClaudePlan
@@ -160,25 +163,7 @@ class ClaudeHandle(Handle):
         """The last lines the CLI wrote to stderr."""
         return "\n".join(self._stderr)
 
-    def events(self) -> AsyncIterator[Event]:
-        """Events of the current turn, ending right after its terminal event.
-
-        Cancelling the task iterating this stops the session (interrupt + CLI shutdown) like
-        ``stop()``. Raises ``UsageError`` when no turn was started.
-        """
-        return self._require_turn().stream.iterate(self._stop_soon)
-
-    async def wait(self) -> Result:
-        """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
-        return await self._require_turn().stream.result()
-
-    def _stop_soon(self) -> None:
-        self._provider._spawn_task(self.stop(), f"stop:{self._session_id}")
-
-    async def send(self, prompt: str) -> None:
-        """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
-        if self._turn is not None and not self._turn.stream.done:
-            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+    async def _follow_up(self, prompt: str) -> None:
         await self.start_turn(prompt)
 
     async def inject(self, text: str) -> None:
@@ -277,11 +262,6 @@ class ClaudeHandle(Handle):
             turn.stream.push(event)
 
     # -- internals ---------------------------------------------------------------------------------------
-
-    def _require_turn(self) -> _Turn:
-        if self._turn is None:
-            raise UsageError("no turn has been started on this handle")
-        return self._turn
 
     def _live_turn(self) -> _Turn | None:
         turn = self._turn

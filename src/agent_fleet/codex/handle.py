@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from agent_fleet._stream import TERMINAL_TYPES, EventStream
+from agent_fleet._streamed_handle import StreamedHandle
 from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
-from agent_fleet.contract import Handle, Spec
+from agent_fleet.contract import Spec
 from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
@@ -60,8 +60,10 @@ class _Turn:
         self.interrupt: asyncio.Task[None] | None = None
 
 
-class CodexHandle(Handle):
+class CodexHandle(StreamedHandle[_Turn]):
     """A live codex thread. Created by ``CodexProvider.spawn`` / ``resume``; see ``Handle``."""
+
+    _provider: CodexProvider
 
     def __init__(
         self,
@@ -98,30 +100,7 @@ class CodexHandle(Handle):
     def closed(self) -> bool:
         return self._closed
 
-    @property
-    def running(self) -> bool:
-        """True while the current turn has not ended (whether or not its events were read yet)."""
-        return self._turn is not None and not self._turn.stream.done
-
-    def events(self) -> AsyncIterator[Event]:
-        """Events of the current turn, ending right after its terminal event.
-
-        Cancelling the task iterating this stops the turn (``turn/interrupt`` + ``thread/unsubscribe``)
-        and closes the handle. Raises ``UsageError`` when no turn was started.
-        """
-        return self._require_turn().stream.iterate(self._stop_soon)
-
-    async def wait(self) -> Result:
-        """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
-        return await self._require_turn().stream.result()
-
-    def _stop_soon(self) -> None:
-        self._provider._spawn_task(self.stop(), f"stop:{self._thread_id}")
-
-    async def send(self, prompt: str) -> None:
-        """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
-        if self._turn is not None and not self._turn.stream.done:
-            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+    async def _follow_up(self, prompt: str) -> None:
         await self.start_turn(turn_input(prompt))
 
     async def inject(self, text: str) -> None:
@@ -198,11 +177,6 @@ class CodexHandle(Handle):
         self._detach()
 
     # -- internals ---------------------------------------------------------------------------------------
-
-    def _require_turn(self) -> _Turn:
-        if self._turn is None:
-            raise UsageError("no turn has been started on this handle")
-        return self._turn
 
     def _detach(self) -> None:
         self._sub.close()

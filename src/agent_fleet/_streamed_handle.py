@@ -1,0 +1,68 @@
+"""What every handle whose turns each own an ``EventStream`` does the same way.
+
+The codex app-server and Claude handles keep their current turn in ``self._turn`` (an object with
+a ``stream``); ``events()``, ``wait()``, ``running`` and the guard of ``send()`` follow from that
+alone. Each subclass says how to start a follow-up turn and how to schedule ``stop()``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, Generic, Protocol, TypeVar
+
+from agent_fleet._stream import EventStream
+from agent_fleet.contract import Handle
+from agent_fleet.errors import UsageError
+from agent_fleet.events import Event, Result
+
+
+class _HasStream(Protocol):
+    stream: EventStream
+
+
+class _Spawner(Protocol):
+    def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> Any: ...
+
+
+TurnT = TypeVar("TurnT", bound=_HasStream)
+
+
+class StreamedHandle(Handle, Generic[TurnT]):
+    _turn: TurnT | None
+    _provider: _Spawner
+
+    @property
+    def running(self) -> bool:
+        """True while the current turn has not ended (whether or not its events were read yet)."""
+        return self._turn is not None and not self._turn.stream.done
+
+    def events(self) -> AsyncIterator[Event]:
+        """Events of the current turn, ending right after its terminal event.
+
+        Cancelling the task iterating this stops the session, as ``stop()`` does. Raises
+        ``UsageError`` when no turn was started.
+        """
+        return self._require_turn().stream.iterate(self._stop_soon)
+
+    async def wait(self) -> Result:
+        """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
+        return await self._require_turn().stream.result()
+
+    async def send(self, prompt: str) -> None:
+        """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
+        if self.running:
+            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        await self._follow_up(prompt)
+
+    @abc.abstractmethod
+    async def _follow_up(self, prompt: str) -> None:
+        """Start the next turn with ``prompt`` (the previous one has ended)."""
+
+    def _stop_soon(self) -> None:
+        self._provider._spawn_task(self.stop(), f"stop:{self.session_id}")
+
+    def _require_turn(self) -> TurnT:
+        if self._turn is None:
+            raise UsageError("no turn has been started on this handle")
+        return self._turn
