@@ -22,7 +22,6 @@ answers a token count. Any other path is answered with an empty JSON object and 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import threading
@@ -34,7 +33,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.testing._loopback import LoopbackServer
+from agent_fleet.testing._loopback import LoopbackServer, next_id
 
 __all__ = [
     "AnthropicBlock",
@@ -47,12 +46,6 @@ __all__ = [
     "ScriptedAnthropicServer",
     "scripted_claude_env",
 ]
-
-_ids = itertools.count(1)
-
-
-def _next_id(prefix: str) -> str:
-    return f"{prefix}_{next(_ids):06d}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,7 +141,7 @@ class AnthropicReply:
                     content.append(
                         {
                             "type": "tool_use",
-                            "id": tool_id or _next_id("toolu"),
+                            "id": tool_id or next_id("toolu", width=6),
                             "name": name,
                             "input": dict(tool_input),
                         }
@@ -156,7 +149,7 @@ class AnthropicReply:
                 case AnthropicThinking(thinking=thinking, signature=signature):
                     content.append({"type": "thinking", "thinking": thinking, "signature": signature})
         return {
-            "id": _next_id("msg"),
+            "id": next_id("msg", width=6),
             "type": "message",
             "role": "assistant",
             "model": model,
@@ -173,7 +166,7 @@ class AnthropicReply:
         yield {
             "type": "message_start",
             "message": {
-                "id": _next_id("msg"),
+                "id": next_id("msg", width=6),
                 "type": "message",
                 "role": "assistant",
                 "model": model,
@@ -192,7 +185,7 @@ class AnthropicReply:
                 case AnthropicToolUse(name=name, input=tool_input, id=tool_id):
                     start = {
                         "type": "tool_use",
-                        "id": tool_id or _next_id("toolu"),
+                        "id": tool_id or next_id("toolu", width=6),
                         "name": name,
                         "input": {},
                     }
@@ -488,7 +481,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("request-id", _next_id("req"))
+        self.send_header("request-id", next_id("req", width=6))
         self.end_headers()
         self.wfile.write(body)
 
@@ -538,7 +531,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        self.send_header("request-id", _next_id("req"))
+        self.send_header("request-id", next_id("req", width=6))
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True

@@ -6,10 +6,18 @@ server can feed several child processes and event loops at once.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import ClassVar, Self
+
+_ids = itertools.count(1)
+
+
+def next_id(prefix: str, *, width: int = 0) -> str:
+    """A fresh id for a scripted reply (``resp_7``, ``msg_000012``): unique across all servers."""
+    return f"{prefix}_{next(_ids):0{width}d}"
 
 
 class LoopbackServer:

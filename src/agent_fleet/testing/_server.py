@@ -7,7 +7,6 @@ blocks, and so one server can feed several codex processes and event loops at on
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import threading
 import time
@@ -18,7 +17,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from agent_fleet.testing import _sse
-from agent_fleet.testing._loopback import LoopbackServer
+from agent_fleet.testing._loopback import LoopbackServer, next_id
 
 __all__ = [
     "CustomToolCall",
@@ -33,12 +32,6 @@ __all__ = [
     "apply_patch",
     "exec_command",
 ]
-
-_ids = itertools.count(1)
-
-
-def _next_id(prefix: str) -> str:
-    return f"{prefix}_{next(_ids)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,12 +117,12 @@ class Reply:
         return cls(status=status, error_message=message, **kw)
 
     def sse_events(self) -> Iterator[dict[str, Any]]:
-        response_id = _next_id("resp")
+        response_id = next_id("resp")
         yield _sse.response_created(response_id)
         for item in self.items:
             match item:
                 case Text(text=text, chunks=chunks):
-                    item_id = _next_id("msg")
+                    item_id = next_id("msg")
                     yield _sse.message_added(item_id)
                     parts = list(chunks) if chunks is not None else _split_words(text)
                     for part in parts:
@@ -137,11 +130,11 @@ class Reply:
                     yield _sse.message_done(item_id, text)
                 case FunctionCall(name=name, arguments=arguments, call_id=call_id):
                     args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
-                    yield _sse.function_call_done(call_id or _next_id("call"), name, args)
+                    yield _sse.function_call_done(call_id or next_id("call"), name, args)
                 case CustomToolCall(name=name, input=input_text, call_id=call_id):
-                    yield _sse.custom_tool_call_done(call_id or _next_id("call"), name, input_text)
+                    yield _sse.custom_tool_call_done(call_id or next_id("call"), name, input_text)
                 case ReasoningItem(summary=summary):
-                    yield _sse.reasoning_done(_next_id("rs"), summary)
+                    yield _sse.reasoning_done(next_id("rs"), summary)
         if self.failed is not None:
             yield _sse.response_failed(response_id, *self.failed)
         else:
