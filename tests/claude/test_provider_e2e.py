@@ -214,10 +214,12 @@ async def test_follow_up_turn_with_send(
     async with ClaudeProvider(claude_options) as provider:
         handle = await provider.spawn(Spec(prompt="first question", cwd=workspace))
         first = await handle.wait()
+        assert not handle.running
         with pytest.raises(UsageError):
             await handle.inject("too late")
         await handle.send("second question")
         events = await _collect(handle)
+        assert not handle.running
     assert first.text == "first answer"
     result = _one_terminal(events)
     assert isinstance(result, Result) and result.text == "second answer"
