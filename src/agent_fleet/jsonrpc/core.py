@@ -14,6 +14,10 @@ on input bytes, so the I/O shell can keep reading after garbage. Responses pop t
 table, which is how ``Response.method`` is filled in and how a response to an id we never sent (or
 already ``forget``-ed) is detected.
 
+The message classes are frozen ``msgspec.Struct``s: immutable, compared by value, built by one C call
+(a notification is built once per streamed event). Lines are decoded by msgspec; whatever it rejects
+is decoded by the json module, so the values and errors are the json module's.
+
 This module never imports asyncio; timeouts, cancellation and backpressure belong to the shell
 (``agent_fleet.jsonrpc.connection``).
 """
