@@ -21,19 +21,16 @@ answers a token count. Any other path is answered with an empty JSON object and 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.testing._loopback import LoopbackServer, next_id
+from agent_fleet.testing._loopback import ScriptedHandler, ScriptedServer, next_id, split_words
+from agent_fleet.testing._sse import encode_sse
 
 __all__ = [
     "AnthropicBlock",
@@ -180,7 +177,7 @@ class AnthropicReply:
             match block:
                 case AnthropicText(text=text, chunks=chunks):
                     yield _block_start(index, {"type": "text", "text": ""})
-                    for part in list(chunks) if chunks is not None else _split_words(text):
+                    for part in list(chunks) if chunks is not None else split_words(text):
                         yield _block_delta(index, {"type": "text_delta", "text": part})
                 case AnthropicToolUse(name=name, input=tool_input, id=tool_id):
                     start = {
@@ -195,7 +192,7 @@ class AnthropicReply:
                         yield _block_delta(index, {"type": "input_json_delta", "partial_json": part})
                 case AnthropicThinking(thinking=thinking, signature=signature):
                     yield _block_start(index, {"type": "thinking", "thinking": "", "signature": ""})
-                    for part in _split_words(thinking):
+                    for part in split_words(thinking):
                         yield _block_delta(index, {"type": "thinking_delta", "thinking": part})
                     yield _block_delta(index, {"type": "signature_delta", "signature": signature})
             yield {"type": "content_block_stop", "index": index}
@@ -225,18 +222,6 @@ def _block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
 
 def _block_delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
     return {"type": "content_block_delta", "index": index, "delta": delta}
-
-
-def _split_words(text: str) -> list[str]:
-    if not text:
-        return []
-    words = text.split(" ")
-    return [w + " " for w in words[:-1]] + [words[-1]]
-
-
-def encode_sse(event: Mapping[str, Any]) -> bytes:
-    """One SSE frame: ``event: <type>``, ``data: <json>`` and a blank line."""
-    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +324,7 @@ class AnthropicRequest:
 AnthropicResponder = Callable[[AnthropicRequest], AnthropicReply | None]
 
 
-class ScriptedAnthropicServer(LoopbackServer):
+class ScriptedAnthropicServer(ScriptedServer[AnthropicRequest, AnthropicReply]):
     """Loopback Messages API endpoint: agent requests to ``POST /v1/messages`` answered from a script.
 
     Replies come from ``responder(request)`` when it returns one, else from the FIFO queue
@@ -359,26 +344,15 @@ class ScriptedAnthropicServer(LoopbackServer):
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._queue: deque[AnthropicReply] = deque(replies)
-        self.responder = responder
-        self.default = default or AnthropicReply.text("(scripted model: no reply scripted for this request)")
         self.side_reply = side_reply or AnthropicReply.text("Scripted session")
-        self._lock = threading.Lock()
-        self._requests: list[AnthropicRequest] = []
         self._other: list[AnthropicRequest] = []
-        super().__init__(host=host, port=port)
-        self.unscripted = 0
-
-    # --- script -----------------------------------------------------------------------------------
-    def enqueue(self, *replies: AnthropicReply) -> None:
-        with self._lock:
-            self._queue.extend(replies)
-
-    @property
-    def requests(self) -> list[AnthropicRequest]:
-        """Model requests (``POST /v1/messages``) received so far, in arrival order."""
-        with self._lock:
-            return list(self._requests)
+        super().__init__(
+            replies,
+            responder=responder,
+            default=default or AnthropicReply.text("(scripted model: no reply scripted for this request)"),
+            host=host,
+            port=port,
+        )
 
     @property
     def agent_requests(self) -> list[AnthropicRequest]:
@@ -391,23 +365,8 @@ class ScriptedAnthropicServer(LoopbackServer):
         with self._lock:
             return list(self._other)
 
-    @property
-    def pending_replies(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    def _choose(self, request: AnthropicRequest) -> AnthropicReply:
-        if self.responder is not None:
-            chosen = self.responder(request)
-            if chosen is not None:
-                return chosen
-        if not request.is_agent:
-            return self.side_reply
-        with self._lock:
-            if self._queue:
-                return self._queue.popleft()
-            self.unscripted += 1
-        return self.default
+    def _scripted(self, request: AnthropicRequest) -> AnthropicReply:
+        return super()._scripted(request) if request.is_agent else self.side_reply
 
     # --- lifecycle --------------------------------------------------------------------------------
     @property
@@ -460,30 +419,11 @@ def scripted_claude_env(
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ScriptedHandler):
     owner: ScriptedAnthropicServer
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read .requests instead
-        pass
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        with contextlib.suppress(ValueError):
-            return json.loads(raw)
-        return raw.decode("utf-8", "replace")
-
-    def _send_json(self, status: int, payload: Any) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("request-id", next_id("req", width=6))
-        self.end_headers()
-        self.wfile.write(body)
+    def _extra_headers(self) -> dict[str, str]:
+        return {"request-id": next_id("req", width=6)}
 
     def _record_other(self, body: Any) -> None:
         request = AnthropicRequest(self.command, self.path, dict(self.headers.items()), body)
@@ -512,10 +452,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {})
             return
         request = AnthropicRequest("POST", self.path, dict(self.headers.items()), body)
-        owner = self.owner
-        with owner._lock:
-            owner._requests.append(request)
-        reply = owner._choose(request)
+        reply = self.owner._answer(request)
         if reply.delay:
             time.sleep(reply.delay)
         if reply.status != 200:
@@ -528,21 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not request.stream:
             self._send_json(200, reply.message(model))
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("request-id", next_id("req", width=6))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        try:
-            for event in reply.sse_events(model):
-                self.wfile.write(encode_sse(event))
-                self.wfile.flush()
-                if reply.event_delay:
-                    time.sleep(reply.event_delay)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the CLI hung up (e.g. the turn was interrupted): nothing to deliver to
+        self._send_sse((encode_sse([event]) for event in reply.sse_events(model)), reply.event_delay)
 
 
 ScriptedAnthropicServer.handler_class = _Handler

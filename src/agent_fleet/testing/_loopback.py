@@ -1,16 +1,26 @@
-"""The lifecycle shared by the scripted servers: a ThreadingHTTPServer on loopback in a daemon thread.
+"""What the scripted servers share: the loopback lifecycle, the script, and the HTTP plumbing.
 
-A thread, not the caller's event loop, so a server keeps answering while a test blocks and one
-server can feed several child processes and event loops at once.
+A ThreadingHTTPServer on loopback in a daemon thread -- a thread, not the caller's event loop, so a
+server keeps answering while a test blocks and one server can feed several child processes and
+event loops at once. ``ScriptedServer`` answers each model request from a responder, a FIFO queue
+or a default; ``ScriptedHandler`` reads JSON bodies and writes JSON or server-sent events.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Generic, Self, TypeVar
+
+RequestT = TypeVar("RequestT")
+ReplyT = TypeVar("ReplyT")
 
 _ids = itertools.count(1)
 
@@ -73,3 +83,116 @@ class LoopbackServer:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class ScriptedServer(LoopbackServer, Generic[RequestT, ReplyT]):
+    """A ``LoopbackServer`` answering model requests from a script; see the subclasses."""
+
+    def __init__(
+        self,
+        replies: Iterable[ReplyT],
+        *,
+        responder: Callable[[RequestT], ReplyT | None] | None,
+        default: ReplyT,
+        host: str,
+        port: int,
+    ) -> None:
+        self._queue: deque[ReplyT] = deque(replies)
+        self.responder = responder
+        self.default = default
+        self._lock = threading.Lock()
+        self._requests: list[RequestT] = []
+        super().__init__(host=host, port=port)
+        self.unscripted = 0
+
+    def enqueue(self, *replies: ReplyT) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    @property
+    def requests(self) -> list[RequestT]:
+        """Model requests received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def pending_replies(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def _answer(self, request: RequestT) -> ReplyT:
+        """Record a model request and choose its reply: the responder's, else ``_scripted``."""
+        with self._lock:
+            self._requests.append(request)
+        if self.responder is not None:
+            chosen = self.responder(request)
+            if chosen is not None:
+                return chosen
+        return self._scripted(request)
+
+    def _scripted(self, request: RequestT) -> ReplyT:
+        """The next queued reply, else ``default`` (counted in ``unscripted``)."""
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+            self.unscripted += 1
+        return self.default
+
+
+class ScriptedHandler(BaseHTTPRequestHandler):
+    """HTTP plumbing for a scripted server's handler; ``owner`` is the server instance."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read .requests instead
+        pass
+
+    def _extra_headers(self) -> dict[str, str]:
+        """Headers added to every response (e.g. the request id the real API sends)."""
+        return {}
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        with contextlib.suppress(ValueError):
+            return json.loads(raw)
+        return raw.decode("utf-8", "replace")
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in self._extra_headers().items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _send_sse(self, frames: Iterable[bytes], event_delay: float) -> None:
+        """Stream SSE ``frames`` (flushed one by one, ``event_delay`` apart), then close."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        for name, value in self._extra_headers().items():
+            self.send_header(name, value)
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for frame in frames:
+                self.wfile.write(frame)
+                self.wfile.flush()
+                if event_delay:
+                    time.sleep(event_delay)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client hung up (e.g. the turn was interrupted): nothing to deliver to
+
+
+def split_words(text: str) -> list[str]:
+    """``text`` in streaming pieces: each word with its following space."""
+    if not text:
+        return []
+    words = text.split(" ")
+    return [w + " " for w in words[:-1]] + [words[-1]]

@@ -6,18 +6,14 @@ blocks, and so one server can feed several codex processes and event loops at on
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from agent_fleet.testing import _sse
-from agent_fleet.testing._loopback import LoopbackServer, next_id
+from agent_fleet.testing._loopback import ScriptedHandler, ScriptedServer, next_id, split_words
 
 __all__ = [
     "CustomToolCall",
@@ -124,7 +120,7 @@ class Reply:
                 case Text(text=text, chunks=chunks):
                     item_id = next_id("msg")
                     yield _sse.message_added(item_id)
-                    parts = list(chunks) if chunks is not None else _split_words(text)
+                    parts = list(chunks) if chunks is not None else split_words(text)
                     for part in parts:
                         yield _sse.text_delta(item_id, part)
                     yield _sse.message_done(item_id, text)
@@ -139,13 +135,6 @@ class Reply:
             yield _sse.response_failed(response_id, *self.failed)
         else:
             yield _sse.response_completed(response_id, dict(self.usage) if self.usage else None)
-
-
-def _split_words(text: str) -> list[str]:
-    if not text:
-        return []
-    words = text.split(" ")
-    return [w + " " for w in words[:-1]] + [words[-1]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +193,7 @@ class RecordedRequest:
 Responder = Callable[[RecordedRequest], Reply | None]
 
 
-class ScriptedModelServer(LoopbackServer):
+class ScriptedModelServer(ScriptedServer[RecordedRequest, Reply]):
     """Loopback Responses API endpoint: ``POST /v1/responses`` answered from a script.
 
     Replies come from ``responder(request)`` when it returns one, else from the FIFO queue
@@ -221,40 +210,13 @@ class ScriptedModelServer(LoopbackServer):
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
-        self._queue: deque[Reply] = deque(replies)
-        self.responder = responder
-        self.default = default or Reply.text("(scripted model: no reply scripted for this request)")
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        super().__init__(host=host, port=port)
-        self.unscripted = 0
-
-    # --- script -----------------------------------------------------------------------------------
-    def enqueue(self, *replies: Reply) -> None:
-        with self._lock:
-            self._queue.extend(replies)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """Model requests (``POST .../responses``) received so far, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def pending_replies(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    def _choose(self, request: RecordedRequest) -> Reply:
-        if self.responder is not None:
-            chosen = self.responder(request)
-            if chosen is not None:
-                return chosen
-        with self._lock:
-            if self._queue:
-                return self._queue.popleft()
-            self.unscripted += 1
-        return self.default
+        super().__init__(
+            replies,
+            responder=responder,
+            default=default or Reply.text("(scripted model: no reply scripted for this request)"),
+            host=host,
+            port=port,
+        )
 
     # --- lifecycle --------------------------------------------------------------------------------
     @property
@@ -291,29 +253,8 @@ class ScriptedModelServer(LoopbackServer):
         return config
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ScriptedHandler):
     owner: ScriptedModelServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read .requests instead
-        pass
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        with contextlib.suppress(ValueError):
-            return json.loads(raw)
-        return raw.decode("utf-8", "replace")
-
-    def _send_json(self, status: int, payload: Any) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
@@ -326,11 +267,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.split("?")[0].rstrip("/").endswith("/responses"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
-        request = RecordedRequest("POST", self.path, dict(self.headers.items()), body)
-        owner = self.owner
-        with owner._lock:
-            owner._requests.append(request)
-        reply = owner._choose(request)
+        reply = self.owner._answer(RecordedRequest("POST", self.path, dict(self.headers.items()), body))
         if reply.delay:
             time.sleep(reply.delay)
         if reply.status != 200:
@@ -339,20 +276,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"error": {"message": reply.error_message, "type": "scripted_error", "code": None}},
             )
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        try:
-            for event in reply.sse_events():
-                self.wfile.write(_sse.encode_sse([event]))
-                self.wfile.flush()
-                if reply.event_delay:
-                    time.sleep(reply.event_delay)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # codex hung up (e.g. the turn was interrupted): nothing to deliver to
+        self._send_sse((_sse.encode_sse([event]) for event in reply.sse_events()), reply.event_delay)
 
 
 ScriptedModelServer.handler_class = _Handler

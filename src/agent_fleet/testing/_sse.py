@@ -1,4 +1,4 @@
-"""Builders for OpenAI Responses API server-sent events, as codex consumes them."""
+"""SSE framing (shared by both scripted servers) and builders for OpenAI Responses API events."""
 
 from __future__ import annotations
 
