@@ -63,6 +63,7 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import Message
 
+from agent_fleet._audit import approval_events
 from agent_fleet._stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet._streamed_handle import StreamedHandle
 from agent_fleet.claude import _approvals
@@ -70,7 +71,7 @@ from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
 from agent_fleet.contract import Spec
 from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
-from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
+from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.policy import ApprovalPolicy, Decision
 
 if TYPE_CHECKING:
@@ -420,23 +421,8 @@ class ClaudeHandle(StreamedHandle[_Turn]):
         use_id = f"approval:{context.tool_use_id or next(self._approvals)}"
         declined = decision.action in ("decline", "cancel")
         if turn is not None:
-            turn.stream.push(ToolUse(id=use_id, name="approval", input=about, synthetic=True))
-            turn.stream.push(
-                ToolResult(
-                    id=use_id,
-                    output=decision.reason or decision.action,
-                    is_error=declined,
-                    status=decision.action,
-                    synthetic=True,
-                )
-            )
-            if declined:
-                turn.stream.push(
-                    System(
-                        subtype="approval_denied",
-                        data={"reason": decision.reason, "rule": decision.rule, **about},
-                    )
-                )
+            for event in approval_events(use_id, about, decision):
+                turn.stream.push(event)
         if not declined:
             return PermissionResultAllow()
         if context.tool_use_id:

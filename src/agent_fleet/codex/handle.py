@@ -28,6 +28,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agent_fleet._audit import approval_events
 from agent_fleet._stream import TERMINAL_TYPES, EventStream
 from agent_fleet._streamed_handle import StreamedHandle
 from agent_fleet.codex import _approvals
@@ -35,7 +36,7 @@ from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Spec
 from agent_fleet.errors import AgentFleetError, UsageError
-from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
+from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 
@@ -317,26 +318,9 @@ class CodexHandle(StreamedHandle[_Turn]):
     async def _answer(
         self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
     ) -> None:
-        about = _approvals.describe(request)
         use_id = f"approval:{params.get('itemId') or params.get('callId') or msg.id}"
-        self._emit(ToolUse(id=use_id, name="approval", input=about, synthetic=True))
-        declined = decision.action in ("decline", "cancel")
-        self._emit(
-            ToolResult(
-                id=use_id,
-                output=decision.reason or decision.action,
-                is_error=declined,
-                status=decision.action,
-                synthetic=True,
-            )
-        )
-        if declined:
-            self._emit(
-                System(
-                    subtype="approval_denied",
-                    data={"reason": decision.reason, "rule": decision.rule, **about},
-                )
-            )
+        for event in approval_events(use_id, _approvals.describe(request), decision):
+            self._emit(event)
         try:
             await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision))
         except AgentFleetError as exc:
