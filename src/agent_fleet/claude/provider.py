@@ -27,11 +27,12 @@ import uuid
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from agent_fleet._tasks import BackgroundTasks
 from agent_fleet.claude._sdk import require_sdk
 from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.claude.translate import plan_session
 from agent_fleet.contract import Capabilities, Provider, Spec
-from agent_fleet.errors import AgentFleetError, UsageError
+from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.policy import ApprovalPolicy
 
@@ -53,7 +54,7 @@ class ClaudeProvider(Provider):
     def __init__(self, options: ClaudeOptions | None = None) -> None:
         self.options = options or ClaudeOptions()
         self._handles: dict[str, ClaudeHandle] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._background = BackgroundTasks(logger)
         self._closed = False
 
     @property
@@ -87,12 +88,7 @@ class ClaudeProvider(Provider):
             await asyncio.gather(*(h.stop() for h in handles), return_exceptions=True)
         # Background work left is bounded (interrupts, reaping CLIs that exited): let it finish so
         # every CLI is reaped, then cancel whatever is still stuck.
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=_SHUTDOWN_GRACE)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.close(grace=_SHUTDOWN_GRACE)
 
     # -- sessions ----------------------------------------------------------------------------------------
 
@@ -142,14 +138,4 @@ class ClaudeProvider(Provider):
         self._handles[new_id] = handle
 
     def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            if not isinstance(exc, AgentFleetError):
-                logger.error("background task %s failed", task.get_name(), exc_info=exc)
+        return self._background.spawn(coro, name)

@@ -30,6 +30,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from agent_fleet import __version__
+from agent_fleet._tasks import BackgroundTasks
 from agent_fleet.codex._toml import config_args
 from agent_fleet.codex.binary import find_codex
 from agent_fleet.codex.handle import CodexHandle
@@ -42,7 +43,6 @@ from agent_fleet.errors import (
     ConnectionClosed,
     ProviderUnavailable,
     RPCError,
-    TransportError,
     UsageError,
 )
 from agent_fleet.events import System
@@ -102,7 +102,7 @@ class CodexProvider(Provider):
         self.options = options or CodexOptions()
         self._child: _Child | None = None
         self._handles: dict[str, CodexHandle] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._background = BackgroundTasks(logger)
         self._start_lock = asyncio.Lock()
         self._restarting: asyncio.Task[None] | None = None
         self._shutting_down = False
@@ -215,10 +215,7 @@ class CodexProvider(Provider):
         child, self._child = self._child, None
         if child is not None:
             await self._kill(child)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._background.close()
 
     async def _kill(self, child: _Child) -> None:
         await child.conn.close(ConnectionClosed("provider shut down"))
@@ -387,17 +384,7 @@ class CodexProvider(Provider):
             del self._handles[handle.session_id]
 
     def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            if not isinstance(exc, AgentFleetError | TransportError):
-                logger.error("background task %s failed", task.get_name(), exc_info=exc)
+        return self._background.spawn(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
         logger.debug("codex notification without a live thread: %s", msg.method)

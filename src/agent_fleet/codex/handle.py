@@ -85,7 +85,6 @@ class CodexHandle(StreamedHandle[_Turn]):
         self._turn: _Turn | None = None
         self._old_turn_ids: set[str] = set()
         self._closed = False
-        self._tasks: set[asyncio.Task[Any]] = set()
         on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
         self._sub: Subscription = connection.subscribe(
             thread_id, on_notification=on_note, on_request=self._on_request
