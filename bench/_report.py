@@ -1,4 +1,4 @@
-"""Shared by the bench scripts: machine description and rewriting one section of docs/benchmarks.md."""
+"""Shared by the bench scripts: machine description and publishing one section of docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import platform
 import re
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,3 +63,13 @@ def write_section(heading: str, body: list[str]) -> None:
         text = text.rstrip() + "\n\n" + section
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text.rstrip() + "\n")
+
+
+def publish(heading: str, lines: list[str], findings: Sequence[str] = (), *, write: bool) -> None:
+    """Print the section; unless ``write`` is off, also replace it in docs/benchmarks.md, with the
+    static ``findings`` text after the regenerated ``lines``."""
+    print(heading)
+    print("\n".join(lines))
+    if write:
+        write_section(heading, [*lines, "", *findings] if findings else lines)
+        print(f"\nwrote {DOC.relative_to(ROOT)}", file=sys.stderr)

@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _report import DOC, ROOT, machine_lines, write_section
+from _report import DOC, machine_lines, publish
 
 from agent_fleet import Spec, TextDelta
 from agent_fleet.codex import CodexOptions, CodexProvider
@@ -264,11 +264,7 @@ def print_and_write(arms: list[Arm], n: int, rounds: int, *, write: bool) -> Non
         "",
     ]
     lines = header + rows
-    print(SECTION)
-    print("\n".join(lines))
-    if write:
-        write_section(SECTION, [*lines, "", *FINDINGS])
-        print(f"\nwrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+    publish(SECTION, lines, FINDINGS, write=write)
 
 
 # Static text: what the investigations behind this benchmark found (tables above are regenerated).

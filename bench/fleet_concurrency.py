@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _report import DOC, ROOT, machine_lines, write_section
+from _report import DOC, machine_lines, publish
 
 from agent_fleet import Spec, ToolResult
 from agent_fleet.codex import CodexExecProvider, CodexOptions, CodexProvider, find_codex
@@ -556,11 +556,7 @@ def main() -> int:
         "",
     ]
     lines = header + rows
-    print(SECTION)
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(SECTION, [*lines, "", *FINDINGS])
-        print(f"\nwrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+    publish(SECTION, lines, FINDINGS, write=not args.no_write)
     return 0
 
 
@@ -657,11 +653,7 @@ def explore(server: ScriptedModelServer, args: argparse.Namespace, tmp: Path) ->
         "",
         *rows,
     ]
-    print(EXPLORE_SECTION)
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(EXPLORE_SECTION, [*lines, "", *EXPLORE_FINDINGS])
-        print(f"\nwrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+    publish(EXPLORE_SECTION, lines, EXPLORE_FINDINGS, write=not args.no_write)
     return 0
 
 

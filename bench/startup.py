@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _report import DOC, ROOT, machine_lines, write_section
+from _report import DOC, machine_lines, publish
 
 from agent_fleet.codex import CodexOptions, CodexProvider, find_codex
 
@@ -138,11 +138,7 @@ async def main() -> int:
         "",
         *rows,
     ]
-    print(SECTION)
-    print("\n".join(lines))
-    if not args.no_write:
-        write_section(SECTION, [*lines, "", *FINDINGS])
-        print(f"\nwrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+    publish(SECTION, lines, FINDINGS, write=not args.no_write)
     return 0
 
 
