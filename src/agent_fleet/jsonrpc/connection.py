@@ -556,8 +556,8 @@ class Connection:
         for msg in messages:
             if type(msg) is Notification:
                 notes += 1
-                # The common case of _route() inlined (a subscriber with a notification handler): this
-                # runs once per streamed event.
+                # Routed inline (as _route_request does for requests): this runs once per streamed
+                # event.
                 key = None
                 if route_key is not None:
                     try:
@@ -580,32 +580,32 @@ class Connection:
                     fut.set_result(msg.result)
             elif type(msg) is Request:
                 self._inbound.add(msg.id)
-                self._route(msg, 1)
+                self._route_request(msg)
             elif type(msg) is ErrorResponse:
                 self._on_error_response(msg)
             elif type(msg) is ProtocolError:
                 self._on_bad_input(msg)
         self.notifications_received += notes
 
-    def _route(self, msg: Notification | Request, kind: int) -> None:
-        # kind: 0 = notification, 1 = request (index into the (on_notification, on_request) pairs).
+    def _route_request(self, msg: Request) -> None:
+        # The same routing as for notifications in _dispatch (inlined there: once per event).
         key: str | None = None
         if self._route_key is not None:
             try:
                 key = self._route_key(msg.method, msg.params)
             except Exception:
                 logger.exception("%s: route_key failed for %s", self.name, msg.method)
-        if key is not None:
-            sub = self._subs.get(key)
-            if sub is not None:
-                handler = sub._on_request if kind else sub._on_notification
-                if handler is not None:
-                    sub._worker.put(handler, msg)
-                    return
-        self._unrouted(msg, kind)
+        sub = self._subs.get(key) if key is not None else None
+        if sub is not None and sub._on_request is not None:
+            sub._worker.put(sub._on_request, msg)
+            return
+        self._unrouted(msg, 1)
 
     def _unrouted(self, msg: Notification | Request, kind: int) -> None:
-        """``msg`` has no subscriber (or none for its kind): the fallback, else -32601 or drop."""
+        """``msg`` has no subscriber (or none for its kind): the fallback, else -32601 or drop.
+
+        ``kind`` indexes the (on_notification, on_request) pair: 0 = notification, 1 = request.
+        """
         fallback = self._fallback[kind]
         if fallback is not None:
             self._fallback_worker.put(fallback, msg)
