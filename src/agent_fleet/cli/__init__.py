@@ -1,0 +1,16 @@
+"""The ``agent-fleet`` command line: a thin shell over ``agent_fleet.runner``.
+
+Every command builds library objects from its flags, calls one library function (``run_task``,
+``run_batch``, ``run_demo``, ``diagnose``, ``CodexProvider.list_models``) and prints the result.
+
+Exit codes: 0 success; 1 the task failed (gate never passed, turn failed, stopped); 2 usage error (bad
+flag, missing directory, bad regular expression, bad tasks file); 3 the provider is unavailable or the
+credential is missing or refused. Every failure prints one line saying what to do, never a traceback
+(set ``AGENT_FLEET_DEBUG=1`` to get one for an internal error).
+"""
+
+from agent_fleet.cli._commands import cli, main
+from agent_fleet.cli._options import parse_config_overrides
+from agent_fleet.cli._view import describe
+
+__all__ = ["cli", "describe", "main", "parse_config_overrides"]

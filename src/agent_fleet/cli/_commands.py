@@ -1,0 +1,284 @@
+"""The commands: each builds library objects from its flags, calls one library function, prints."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agent_fleet import __version__
+from agent_fleet.cli._exits import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    die,
+    exit_code,
+    handled,
+    preflight,
+    run_async,
+)
+from agent_fleet.cli._options import common_options, parse_config_overrides, pop_common, read_prompt
+from agent_fleet.cli._view import Progress, consoles, result_line, summary_table
+from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.errors import UsageError
+from agent_fleet.runner import TaskResult, run_task
+from agent_fleet.runner.batch import BatchEntry, BatchResult, load_tasks, run_batch
+
+__all__ = ["cli", "main"]
+
+
+# -- commands ------------------------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agent-fleet")
+def cli() -> None:
+    """Run coding agents (OpenAI Codex, Claude Code) at fleet scale.
+
+    New here? `agent-fleet demo` runs a scripted task end to end, offline, with no credentials.
+    """
+
+
+@cli.command("run")
+@click.argument("prompt")
+@click.option("--cwd", type=click.Path(path_type=Path), help="Directory the agent works in (default: here).")
+@click.option(
+    "--transcript", type=click.Path(dir_okay=False, path_type=Path), help="Write every event here (JSONL)."
+)
+@common_options
+def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs: Any) -> None:
+    """Run one task: PROMPT (or - for stdin) -> gate -> follow-ups -> result."""
+    common = pop_common(kwargs)
+    with handled():
+        text = read_prompt(prompt)
+        if cwd is not None and not cwd.is_dir():
+            raise UsageError(f"--cwd {str(cwd)!r} does not exist or is not a directory")
+        options = common.options()
+        task = common.template(text, cwd, f"run-{time.strftime('%Y%m%d-%H%M%S')}")
+        preflight(common.provider, options)
+        progress_console, console = consoles(common.json_output)
+        progress = Progress(progress_console, json_output=common.json_output, batch=False)
+
+        async def go(stop: asyncio.Event) -> TaskResult:
+            with progress:
+                return await run_task(
+                    task,
+                    provider_name=common.provider,
+                    options=options,
+                    on_event=progress.on_event,
+                    transcript=transcript,
+                    stop=stop,
+                )
+
+        result = run_async(go, progress_console)
+        progress.summary(result.to_dict())
+        style, line = result_line(result)
+        console.print(Text(line, style=style))
+        if result.transcript is not None:
+            console.print(f"transcript: {result.transcript}")
+        die(exit_code(result))
+
+
+@cli.command("batch")
+@click.argument("tasks_file", metavar="TASKS.jsonl", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), default=4, show_default=True, help="Tasks at a time."
+)
+@click.option(
+    "--worktrees", is_flag=True, help="Each task in its own git worktree on branch agent-fleet/<id>."
+)
+@click.option(
+    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Transcripts + summary.json."
+)
+@click.option(
+    "--cwd", type=click.Path(path_type=Path), help="Directory for tasks without a cwd (default: here)."
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: one provider here; ray: one provider per node of a Ray cluster, JOBS per node "
+    "(needs agent-fleet[ray]).",
+)
+@click.option(
+    "--ray-address", metavar="ADDRESS", help="Ray cluster to use (default: $RAY_ADDRESS, else a local one)."
+)
+@click.option(
+    "--repo-url",
+    metavar="URL",
+    help="Ray: a git URL each node clones (implies --worktrees; tasks have no cwd).",
+)
+@common_options
+def batch_command(
+    tasks_file: Path,
+    jobs: int,
+    worktrees: bool,
+    out_dir: Path | None,
+    cwd: Path | None,
+    backend: str,
+    ray_address: str | None,
+    repo_url: str | None,
+    **kwargs: Any,
+) -> None:
+    """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time."""
+    common = pop_common(kwargs)
+    with handled():
+        tasks = load_tasks(tasks_file)
+        if cwd is not None and not cwd.is_dir():
+            raise UsageError(f"--cwd {str(cwd)!r} does not exist or is not a directory")
+        if backend != "ray" and (ray_address is not None or repo_url is not None):
+            raise UsageError("--ray-address and --repo-url need --backend ray")
+        options = common.options()
+        template = common.template("(per task)", cwd, "batch")
+        out = out_dir or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
+        if backend == "local":  # with ray each node checks its own binary and credential
+            preflight(common.provider, options)
+        progress_console, console = consoles(common.json_output)
+        progress = Progress(progress_console, json_output=common.json_output, batch=True)
+
+        def on_result(entry: BatchEntry) -> None:
+            if not progress.live_mode:
+                style, line = result_line(entry.result)
+                progress_console.print(Text(f"[{entry.result.task_id}] {line}", style=style))
+
+        async def go(stop: asyncio.Event) -> BatchResult:
+            with progress:
+                return await run_batch(
+                    tasks,
+                    template=template,
+                    out_dir=out,
+                    jobs=jobs,
+                    worktrees=worktrees,
+                    provider_name=common.provider,
+                    options=options,
+                    cwd=cwd,
+                    on_event=progress.on_event,
+                    on_result=on_result,
+                    stop=stop,
+                    backend=backend,
+                    ray_address=ray_address,
+                    repo_url=repo_url,
+                )
+
+        result = run_async(go, progress_console)
+        progress.summary(result.to_dict())
+        console.print(summary_table(result))
+        console.print(f"summary: {result.summary_path}")
+        if result.stopped:
+            console.print(Text(f"batch stopped: {result.stopped}", style="red"))
+        if result.fatal:
+            die(EXIT_UNAVAILABLE)
+        die(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+@cli.command("demo")
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Work here (default: a temp dir).",
+)
+def demo_command(workdir: Path | None) -> None:
+    """A scripted task end to end: offline, no credentials, the real codex binary."""
+    from agent_fleet.runner.demo import DEMO_PROMPT, run_demo
+
+    with handled():
+        console = Console(highlight=False, soft_wrap=True)
+        console.print(
+            Text(
+                "SCRIPTED DEMO: the real codex binary, sandbox and approval policy, driven by agent-fleet's "
+                "built-in scripted model (no real model, no credentials, no network).",
+                style="bold cyan",
+            )
+        )
+        console.print(f"task: {DEMO_PROMPT}")
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+            if any(workdir.iterdir()):
+                raise UsageError(f"--dir {str(workdir)!r} is not empty")
+        progress = Progress(console, json_output=False, batch=False)
+
+        async def go(stop: asyncio.Event) -> Any:
+            with progress:
+                return await run_demo(workdir=workdir, on_event=progress.on_event, stop=stop)
+
+        demo = run_async(go, console)
+        style, line = result_line(demo.result)
+        console.print(Text(line, style=style))
+        console.print(f"repository: {demo.repo}")
+        console.print("git log:\n" + demo.log.rstrip())
+        console.print(f"transcript: {demo.transcript}")
+        console.print('next: `agent-fleet doctor`, then `agent-fleet run "your task" --require-commit`')
+        die(exit_code(demo.result))
+
+
+@cli.command("models")
+@click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
+@click.option("--all", "include_hidden", is_flag=True, help="Include hidden models.")
+@click.option("--json", "json_output", is_flag=True, help="Print the raw model list as JSON.")
+def models_command(config: tuple[str, ...], include_hidden: bool, json_output: bool) -> None:
+    """List the models codex offers (model/list)."""
+    with handled():
+        options = CodexOptions(config=parse_config_overrides(config))
+
+        async def go(stop: asyncio.Event) -> list[dict[str, Any]]:
+            async with CodexProvider(options) as provider:
+                return await provider.list_models(include_hidden=include_hidden)
+
+        models = run_async(go, Console(stderr=True))
+        if json_output:
+            click.echo(json.dumps(models, indent=2))
+            die(EXIT_OK)
+        table = Table(box=None, pad_edge=False)
+        for name in ("model", "name", "default effort", "description"):
+            table.add_column(name, overflow="fold")
+        for m in models:
+            model = str(m.get("model") or m.get("id"))
+            table.add_row(
+                model + (" (default)" if m.get("isDefault") else ""),
+                str(m.get("displayName") or ""),
+                str(m.get("defaultReasoningEffort") or ""),
+                str(m.get("description") or ""),
+            )
+        Console(highlight=False).print(table)
+        die(EXIT_OK)
+
+
+@cli.command("doctor")
+@click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
+def doctor_command(config: tuple[str, ...]) -> None:
+    """Check the codex binary, credentials, sandbox and app-server."""
+    from agent_fleet.runner.doctor import diagnose
+
+    with handled():
+        options = CodexOptions(config=parse_config_overrides(config))
+
+        async def go(stop: asyncio.Event) -> Any:
+            return await diagnose(options)
+
+        console = Console(highlight=False, soft_wrap=True)
+        checks = run_async(go, console)
+        for check in checks:
+            mark, style = ("ok", "green") if check.ok else ("FAIL", "red")
+            line = Text(f"{mark:>4}  {check.name}: {check.detail}")
+            line.stylize(style, 0, 4)
+            console.print(line)
+            if not check.ok and check.hint:
+                console.print(f"      -> {check.hint}")
+        broken = [c.name for c in checks if not c.ok]
+        if broken:
+            die(EXIT_FAILED, f"doctor: {', '.join(broken)} need attention (see above)")
+        die(EXIT_OK)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="agent-fleet")

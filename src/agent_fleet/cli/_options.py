@@ -1,0 +1,189 @@
+"""Flags shared by ``run`` and ``batch``, and turning them into a ``Task`` template and options."""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from agent_fleet.codex import CodexOptions
+from agent_fleet.contract import MODES, SANDBOXES, PermissionConfig, Spec
+from agent_fleet.errors import UsageError
+from agent_fleet.policy import ApprovalPolicy
+from agent_fleet.runner import PROVIDER_NAMES, GateConfig, ReviewConfig, Task
+from agent_fleet.runner.review import PRIORITY_NAMES, parse_priority
+
+__all__ = ["Common", "common_options", "parse_config_overrides", "pop_common", "read_prompt"]
+
+
+# -- option parsing ------------------------------------------------------------------------------------
+
+
+def parse_config_overrides(values: Sequence[str]) -> dict[str, Any]:
+    """``-c key=value`` flags -> config mapping. The value is TOML when it parses, else the raw string
+    (codex's own rule). Raises ``UsageError`` for an entry without ``=`` or key."""
+    config: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f'-c {item!r}: expected key=value (e.g. -c model="gpt-5.5")')
+        try:
+            value: Any = tomllib.loads(f"value = {raw}")["value"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        config[key] = value
+    return config
+
+
+def read_prompt(prompt: str) -> str:
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    return prompt
+
+
+def _permission(allow: Sequence[str], deny: Sequence[str], default: str) -> PermissionConfig | None:
+    if not allow and not deny and default == "allow":
+        return None
+    config = PermissionConfig(
+        allow_patterns=tuple(allow),
+        disallow_patterns=tuple(deny),
+        default="deny" if default == "deny" else "allow",
+    )
+    ApprovalPolicy(config)  # a bad regular expression is a UsageError naming it
+    return config
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Common:
+    """Flags shared by ``run`` and ``batch``."""
+
+    provider: str
+    model: str | None
+    effort: str | None
+    sandbox: str | None
+    mode: str
+    allow: tuple[str, ...]
+    deny: tuple[str, ...]
+    default_approval: str
+    config: tuple[str, ...]
+    gate_cmd: str | None
+    require_commit: bool
+    max_followups: int
+    timeout: float | None
+    json_output: bool
+    review: bool
+    review_threshold: str
+
+    def options(self) -> CodexOptions:
+        overrides = parse_config_overrides(self.config)
+        if overrides and self.provider == "claude":
+            raise UsageError("-c overrides apply to the codex providers only")
+        return CodexOptions(config=overrides)
+
+    def template(self, prompt: str, cwd: Path | None, task_id: str) -> Task:
+        review = None
+        if self.review:
+            if self.provider == "claude":
+                raise UsageError("--review needs a codex provider (--provider codex or codex-exec)")
+            review = ReviewConfig(threshold=parse_priority(self.review_threshold))
+        spec = Spec(
+            prompt=prompt,
+            cwd=str(cwd) if cwd is not None else None,
+            model=self.model,
+            reasoning_effort=self.effort,
+            sandbox=self.sandbox,  # type: ignore[arg-type]  # validated by click.Choice
+            mode=self.mode,  # type: ignore[arg-type]
+            permission=_permission(self.allow, self.deny, self.default_approval),
+        )
+        return Task(
+            id=task_id,
+            spec=spec,
+            gate=GateConfig(require_commit=self.require_commit, command=self.gate_cmd),
+            review=review,
+            max_followups=self.max_followups,
+            timeout=self.timeout,
+        )
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def common_options(fn: _F) -> _F:
+    options = [
+        click.option(
+            "--provider",
+            type=click.Choice(PROVIDER_NAMES),
+            default="codex",
+            show_default=True,
+            help="codex: the app-server (one child, many sessions); codex-exec: one `codex exec` per turn; "
+            "claude: Claude Code.",
+        ),
+        click.option("--model", help="Model to use (default: the provider's)."),
+        click.option("--effort", help="Reasoning effort (e.g. low, medium, high)."),
+        click.option("--sandbox", type=click.Choice(SANDBOXES), help="Sandbox for the agent's commands."),
+        click.option("--mode", type=click.Choice(MODES), default="build", show_default=True),
+        click.option(
+            "--allow", multiple=True, metavar="REGEX", help="Accept only commands matching (repeatable)."
+        ),
+        click.option(
+            "--deny", multiple=True, metavar="REGEX", help="Decline commands matching (repeatable)."
+        ),
+        click.option(
+            "--default-approval",
+            type=click.Choice(["allow", "deny"]),
+            default="allow",
+            show_default=True,
+            help="Decision for commands no rule decides.",
+        ),
+        click.option(
+            "-c",
+            "config",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Codex config override (repeatable); VALUE is TOML, else a plain string.",
+        ),
+        click.option(
+            "--gate-cmd", metavar="CMD", help="Gate: this shell command must exit 0 in the task dir."
+        ),
+        click.option("--require-commit", is_flag=True, help="Gate: HEAD must move to a new commit."),
+        click.option(
+            "--max-followups",
+            type=click.IntRange(min=0),
+            default=2,
+            show_default=True,
+            help="Follow-up turns after a failed gate or blocking review findings.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Time limit for a whole task (turns, gates, reviews).",
+        ),
+        click.option(
+            "--json", "json_output", is_flag=True, help="Write events as JSON Lines, then a summary."
+        ),
+        click.option("--review", is_flag=True, help="Codex review of the changes once the gate passes."),
+        click.option(
+            "--review-threshold",
+            type=click.Choice(PRIORITY_NAMES, case_sensitive=False),
+            default="P1",
+            show_default=True,
+            help="Findings at or above this priority go back to the agent.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def pop_common(kwargs: dict[str, Any]) -> Common:
+    names = Common.__dataclass_fields__
+    return Common(**{k: kwargs.pop(k) for k in list(kwargs) if k in names})

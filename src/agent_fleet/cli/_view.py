@@ -1,0 +1,278 @@
+"""What people see: one line per event, the live view (rich ``Live``), plain lines, JSON Lines."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from agent_fleet.events import AssistantMessage, Error, Reasoning, System, TokenUsage, ToolResult, ToolUse
+from agent_fleet.runner import Redactor, TaskEvent, TaskResult, event_record
+from agent_fleet.runner.batch import BatchResult
+
+__all__ = ["Progress", "command_text", "consoles", "describe", "first_line", "result_line", "summary_table"]
+
+
+# -- describing events for people ------------------------------------------------------------------------
+
+
+def command_text(command: Any) -> str:
+    """``/bin/bash -lc 'git status'`` -> ``git status``."""
+    text = command if isinstance(command, str) else shlex.join(str(c) for c in command or [])
+    with contextlib.suppress(ValueError):
+        words = shlex.split(text)
+        if (
+            len(words) == 3
+            and words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+            and words[1] in ("-c", "-lc")
+        ):
+            return words[2]
+    return text
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def describe(task_event: TaskEvent) -> str | None:
+    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications)."""
+    event = task_event.event
+    prefix = "[review] " if task_event.source == "review" else ""
+    match event:
+        case ToolUse(name="shell", synthetic=False, input=data):
+            return f"{prefix}$ {command_text(data.get('command'))}"
+        case ToolUse(name="apply_patch", synthetic=False, input=data):
+            changes = data.get("changes") or []
+            paths = ", ".join(f"{c.get('kind')} {Path(str(c.get('path'))).name}" for c in changes)
+            return f"{prefix}edit: {paths}"
+        case ToolUse(synthetic=False, name=name):
+            return f"{prefix}tool: {name}"
+        case ToolResult(synthetic=False, exit_code=code) if code not in (None, 0):
+            return f"{prefix}  (exit {code})"
+        case System(subtype="approval_denied", data=data):
+            what = data.get("command")
+            shown = (
+                command_text(what)
+                if what
+                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
+            )
+            return f"{prefix}declined: {shown} ({data.get('rule') or 'policy'}: {data.get('reason')})"
+        case AssistantMessage(text=text) if task_event.source == "agent":
+            return f"agent: {first_line(text)}"
+        case Reasoning(text=text) if task_event.source == "agent":
+            return f"thinking: {first_line(text)}"
+        case Error(code=code, message=message):
+            return f"{prefix}turn ended: {code}: {first_line(message)}"
+        case System(subtype="runner.gate", data=data):
+            return (
+                f"gate: {data.get('summary')}"
+                if data.get("passed")
+                else f"gate FAILED: {data.get('summary')}"
+            )
+        case System(subtype="runner.followup", data=data):
+            return (
+                f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
+            )
+        case System(subtype="runner.review_started", data=data):
+            target = data.get("target") or {}
+            what = target.get("sha") or target.get("branch") or target.get("type")
+            return f"review #{data.get('number')}: {target.get('type')} {str(what)[:12]}"
+        case System(subtype="runner.review", data=data):
+            findings = data.get("findings") or []
+            lines = [f"review: {len(findings)} finding(s), {data.get('blocking')} blocking"]
+            lines += [f"  - {f.get('title')}" for f in findings]
+            return "\n".join(lines)
+        case System(subtype="runner.review_skipped", data=data):
+            return f"review skipped: {data.get('reason')}"
+        case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
+            return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
+    return None
+
+
+# -- progress output -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Row:
+    task_id: str
+    started: float = field(default_factory=time.monotonic)
+    step: str = "starting"
+    status: str = "running"
+    commands: list[str] = field(default_factory=list)
+    declined: list[str] = field(default_factory=list)
+    tokens: int = 0
+    review_tokens: int = 0
+    followups: int = 0
+    ended: float | None = None
+
+    def elapsed(self) -> float:
+        return (self.ended or time.monotonic()) - self.started
+
+
+class Progress:
+    """Shows a task's (or a batch's) events: rich ``Live`` on a terminal, plain lines otherwise, JSON Lines
+    with ``--json`` (then people's output goes to stderr)."""
+
+    def __init__(
+        self, console: Console, *, json_output: bool, batch: bool, out: IO[str] | None = None
+    ) -> None:
+        self.console = console
+        self.json_output = json_output
+        self.batch = batch
+        self.out = out or sys.stdout
+        self.live_mode = console.is_terminal and not json_output
+        self.rows: dict[str, _Row] = {}
+        self.redactor = Redactor()
+        self.live: Live | None = None
+        self.started = time.monotonic()
+
+    def __enter__(self) -> Progress:
+        if self.live_mode:
+            self.live = Live(
+                console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False
+            )
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+    def row(self, task_id: str) -> _Row:
+        if task_id not in self.rows:
+            self.rows[task_id] = _Row(task_id)
+        return self.rows[task_id]
+
+    def on_event(self, task_event: TaskEvent) -> None:
+        if self.json_output:
+            record = event_record(task_event, self.redactor)
+            self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            self.out.flush()
+        row = self.row(task_event.task_id)
+        event = task_event.event
+        line = describe(task_event)
+        if line is not None:
+            line = self.redactor.text(line)
+        match event:
+            case TokenUsage(total_tokens=total):
+                if task_event.source == "agent":
+                    row.tokens = total
+                else:
+                    row.review_tokens = total
+            case ToolUse(name="shell", synthetic=False, input=data) if task_event.source == "agent":
+                row.commands.append(command_text(data.get("command")))
+            case System(subtype="approval_denied"):
+                if line:
+                    row.declined.append(line.removeprefix("declined: "))
+            case System(subtype="runner.followup", data=data):
+                row.followups = int(data.get("number") or 0)
+            case System(subtype="runner.gate_started"):
+                row.step = "gate"
+            case System(subtype="runner.review_started"):
+                row.step = "review"
+            case System(subtype="runner.finished", data=data):
+                row.status = str(data.get("status"))
+                row.step = first_line(str(data.get("reason")), 80)
+                row.ended = time.monotonic()
+        if line and not line.startswith("  (exit") and row.ended is None:
+            row.step = first_line(line, 80)
+        if line and not self.live_mode:
+            tag = f"[{task_event.task_id}] " if self.batch else ""
+            for part in line.splitlines():
+                self.console.print(Text(tag + part), highlight=False, soft_wrap=True)
+
+    def render(self) -> RenderableType:
+        if self.batch:
+            table = Table(box=None, pad_edge=False)
+            for name in ("task", "status", "step", "follow-ups", "elapsed", "tokens"):
+                table.add_column(name)
+            for row in self.rows.values():
+                table.add_row(
+                    row.task_id,
+                    row.status,
+                    row.step,
+                    str(row.followups),
+                    f"{row.elapsed():.0f}s",
+                    f"{row.tokens + row.review_tokens:,}",
+                )
+            declined = [f"[{r.task_id}] {d}" for r in self.rows.values() for d in r.declined][-5:]
+            parts: list[RenderableType] = [table]
+            if declined:
+                parts.append(Text("declined:\n" + "\n".join(declined), style="yellow"))
+            return Group(*parts)
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        for row in self.rows.values():
+            grid.add_row("step", row.step)
+            recent = row.commands[-5:]
+            grid.add_row("commands", f"{len(row.commands)}" + ("".join(f"\n$ {c}" for c in recent)))
+            grid.add_row("declined", "\n".join(row.declined) if row.declined else "none")
+            grid.add_row(
+                "progress",
+                f"follow-ups {row.followups}   elapsed {row.elapsed():.1f}s   "
+                f"tokens {row.tokens + row.review_tokens:,}",
+            )
+        return grid
+
+    def summary(self, payload: dict[str, Any]) -> None:
+        if self.json_output:
+            self.out.write(json.dumps({"type": "summary", **payload}, default=str) + "\n")
+            self.out.flush()
+
+
+_HINTS = {
+    "gate_failed": "fix the gate by hand, or allow more --max-followups",
+    "review_failed": "address the findings, or allow more --max-followups / raise --review-threshold",
+    "turn_failed": "see the transcript (--transcript FILE) for what the agent did",
+    "timeout": "allow more time with --timeout",
+    "cancelled": "run it again when ready",
+}
+
+
+def result_line(result: TaskResult) -> tuple[str, str]:
+    took = f"{result.duration:.1f}s, {result.followups} follow-up(s), {result.tokens:,} tokens"
+    if result.ok:
+        return "green", f"succeeded ({took}): {result.reason}"
+    hint = _HINTS.get(result.error_code or "", "")
+    return "red", f"{result.status} ({took}): {result.reason}" + (f" — {hint}" if hint else "")
+
+
+def consoles(json_output: bool) -> tuple[Console, Console]:
+    """(progress console, message console): with --json people's output goes to stderr."""
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if json_output:
+        return err, err
+    out = Console(highlight=False, soft_wrap=True)
+    return out, out
+
+
+def summary_table(result: BatchResult) -> Table:
+    table = Table(title="agent-fleet batch")
+    for name in ("task", "status", "follow-ups", "duration", "tokens", "branch", "reason"):
+        table.add_column(name, overflow="fold")
+    styles = {"succeeded": "green", "failed": "red", "error": "red"}
+    for entry in result.entries:
+        r = entry.result
+        table.add_row(
+            r.task_id,
+            Text(r.status, style=styles.get(r.status, "yellow")),
+            str(r.followups),
+            f"{r.duration:.1f}s",
+            f"{r.tokens:,}",
+            entry.branch or "",
+            first_line(r.reason, 80) + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
+        )
+    return table
