@@ -53,8 +53,8 @@ from typing import Any
 from _report import DOC, machine_lines, publish
 
 from agent_fleet import Spec, ToolResult
+from agent_fleet._codex_toml import config_args
 from agent_fleet.codex import CodexExecProvider, CodexOptions, CodexProvider, find_codex
-from agent_fleet.codex._toml import config_args
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.translate import APPROVAL_POLICY
 from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer, exec_command, scripted_codex_env

@@ -63,9 +63,9 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import Message
 
-from agent_fleet._audit import approval_events
-from agent_fleet._stream import EventStream  # the same one-reader, one-terminal stream
-from agent_fleet._streamed_handle import StreamedHandle
+from agent_fleet._provider.audit import approval_events
+from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet.claude import _approvals
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan

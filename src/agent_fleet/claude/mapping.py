@@ -52,7 +52,7 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import Message
 
-from agent_fleet._prompt import parse_structured
+from agent_fleet._provider.prompt import parse_structured
 from agent_fleet.claude._approvals import tool_input, tool_name
 from agent_fleet.events import (
     AssistantMessage,

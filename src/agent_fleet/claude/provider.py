@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from agent_fleet._tasks import BackgroundTasks
+from agent_fleet._provider.tasks import BackgroundTasks
 from agent_fleet.claude._sdk import require_sdk
 from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.claude.translate import plan_session

@@ -34,7 +34,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Final
 
-from agent_fleet._prompt import apply_mode
+from agent_fleet._provider.prompt import apply_mode
 from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.contract import Spec, Untranslated
 from agent_fleet.errors import UsageError

@@ -1,13 +1,13 @@
 """Codex providers and codex binary discovery."""
 
-from agent_fleet.codex.appserver import CodexProvider
-from agent_fleet.codex.binary import (
+from agent_fleet._codex_binary import (
     CredentialSource,
     codex_version,
     codex_version_async,
     credential_sources,
     find_codex,
 )
+from agent_fleet.codex.appserver import CodexProvider
 from agent_fleet.codex.exec import CodexExecHandle, CodexExecProvider
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.options import ApprovalHandler, CodexOptions

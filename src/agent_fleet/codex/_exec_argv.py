@@ -27,8 +27,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agent_fleet._prompt import apply_mode
-from agent_fleet.codex._toml import config_args
+from agent_fleet._codex_toml import config_args
+from agent_fleet._provider.prompt import apply_mode
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.contract import Spec, Untranslated
 from agent_fleet.errors import UsageError

@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any, Final
 
-from agent_fleet._prompt import parse_structured
+from agent_fleet._provider.prompt import parse_structured
 from agent_fleet.events import (
     AssistantMessage,
     Error,

@@ -30,9 +30,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from agent_fleet import __version__
-from agent_fleet._tasks import BackgroundTasks
-from agent_fleet.codex._toml import config_args
-from agent_fleet.codex.binary import find_codex
+from agent_fleet._codex_binary import find_codex
+from agent_fleet._codex_toml import config_args
+from agent_fleet._provider.tasks import BackgroundTasks
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions

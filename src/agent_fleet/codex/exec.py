@@ -43,9 +43,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Final
 
+from agent_fleet._codex_binary import codex_version_async, find_codex
 from agent_fleet.codex._exec_argv import ExecCommand, build_command
 from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser
-from agent_fleet.codex.binary import codex_version_async, find_codex
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.contract import Capabilities, Handle, Provider, Spec
 from agent_fleet.errors import ProviderUnavailable, TurnFailed, Unsupported, UsageError

@@ -28,9 +28,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from agent_fleet._audit import approval_events
-from agent_fleet._stream import TERMINAL_TYPES, EventStream
-from agent_fleet._streamed_handle import StreamedHandle
+from agent_fleet._provider.audit import approval_events
+from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
 from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from agent_fleet._fastnew import positional_new
-from agent_fleet._prompt import parse_structured
+from agent_fleet._provider.fastnew import positional_new
+from agent_fleet._provider.prompt import parse_structured
 from agent_fleet.events import (
     AssistantMessage,
     Error,

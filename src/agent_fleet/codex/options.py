@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_fleet.codex._toml import config_args
+from agent_fleet._codex_toml import config_args
 from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:

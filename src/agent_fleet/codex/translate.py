@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agent_fleet._prompt import apply_mode
+from agent_fleet._provider.prompt import apply_mode
 from agent_fleet.contract import Spec, Untranslated
 
 __all__ = ["APPROVAL_POLICY", "SpawnPlan", "Untranslated", "plan_spawn", "turn_input"]

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
-from agent_fleet.codex.binary import find_codex
+from agent_fleet._codex_binary import find_codex
 from agent_fleet.errors import (
     AgentFleetError,
     ConnectionClosed,

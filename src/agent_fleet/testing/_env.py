@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.codex._toml import config_args
+from agent_fleet._codex_toml import config_args
 from agent_fleet.testing._server import ScriptedModelServer
 
 DEFAULT_ENV_KEY = "AGENT_FLEET_SCRIPTED_API_KEY"

@@ -11,7 +11,7 @@ import abc
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Generic, Protocol, TypeVar
 
-from agent_fleet._stream import EventStream
+from agent_fleet._provider.stream import EventStream
 from agent_fleet.contract import Handle
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event, Result

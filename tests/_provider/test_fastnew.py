@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from agent_fleet._fastnew import positional_new
+from agent_fleet._provider.fastnew import positional_new
 from agent_fleet.events import AssistantMessage, Result, TextDelta
 
 

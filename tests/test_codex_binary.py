@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet.codex import binary
-from agent_fleet.codex.binary import codex_version, credential_sources, find_codex
+from agent_fleet import _codex_binary as binary
+from agent_fleet._codex_binary import codex_version, credential_sources, find_codex
 from agent_fleet.errors import ProviderUnavailable
 
 

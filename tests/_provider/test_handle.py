@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent_fleet._stream import EventStream
-from agent_fleet._streamed_handle import StreamedHandle
+from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.stream import EventStream
 from agent_fleet.errors import TurnFailed, UsageError
 from agent_fleet.events import Error, Result, TextDelta
 

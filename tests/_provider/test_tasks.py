@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from agent_fleet._tasks import BackgroundTasks
+from agent_fleet._provider.tasks import BackgroundTasks
 from agent_fleet.errors import TransportError
 
 log = logging.getLogger("test_tasks")

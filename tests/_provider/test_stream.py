@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_fleet._stream import EventStream
+from agent_fleet._provider.stream import EventStream
 from agent_fleet.events import Error, Result, TextDelta
 
 

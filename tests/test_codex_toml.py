@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_fleet.codex._toml import config_args, toml_value
+from agent_fleet._codex_toml import config_args, toml_value
 from agent_fleet.errors import UsageError
 
 
