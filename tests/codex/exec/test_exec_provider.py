@@ -165,7 +165,7 @@ async def test_http_500_is_a_retryable_turn_failure(
         with pytest.raises(TurnFailed) as info:
             await handle.wait()  # after events(): the same terminal, raised
     error = events[-1]
-    assert isinstance(error, Error) and error.code == "turn_failed" and error.retryable
+    assert isinstance(error, Error) and error.code == "server_error" and error.retryable
     assert info.value.event is error
     # The `error` event before turn.failed is surfaced, not treated as the end.
     assert any(isinstance(e, System) and e.subtype == "stream_error" for e in events[:-1])
