@@ -6,6 +6,9 @@ Theory of operation
 
     validate (UsageError before any work) -> [own provider: check_provider, start]
         -> HEAD recorded -> spawn(spec) -> turn
+    turn ends with a retryable Error, retries left
+                                   -> ``runner.retry`` notice, backoff, the same prompt again (on the
+                                      same session; after an app-server crash, ``provider.resume``)
     turn ends with Error           -> done: failed / timeout / cancelled / error (fatal)
     turn ends with Result -> gate
         gate fails                 -> follow-up turn carrying the gate's output, or failed when the
@@ -24,6 +27,15 @@ review and returns a result with status ``cancelled`` (``timeout``). Cancelling 
 ``run_task`` does the same cleanup, then lets ``CancelledError`` propagate. The session is always
 stopped (``Handle.stop()``) before ``run_task`` returns, and a provider ``run_task`` created is shut down.
 
+Retries: a turn that ends with ``Error(retryable=True)`` (rate limited, 5xx, a dropped connection,
+an app-server crash with ``restart_on_crash``) is run again up to ``Task.retries`` times, after
+``retry_delay * 2**(n-1)`` seconds (capped at ``retry_max_delay``) with +-25 % jitter, or after the
+provider's ``data["retry_after"]`` hint when that is longer. Timeouts and cancellations are never
+retried. The budget is per turn (a success resets it); ``TaskResult.retries`` counts them all. codex
+retries HTTP requests and dropped streams itself first (``request_max_retries`` /
+``stream_max_retries`` of its model provider, 4 and 5 by default); the runner's retry is the layer
+above, for what is still failing once codex gives up.
+
 Fatal outcomes (``TaskResult.fatal``): the provider is unavailable, the credential is missing or
 refused, or the app-server died. A batch stops on them; the CLI exits 3.
 """
@@ -32,7 +44,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
+import random
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,7 +71,7 @@ from agent_fleet.runner.providers import check_provider, make_provider
 from agent_fleet.runner.review import PRIORITY_NAMES, ReviewResult, ReviewSession, review_target
 from agent_fleet.runner.transcript import TranscriptWriter
 
-__all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
+__all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "retry_backoff", "run_task", "validate_task"]
 
 TaskStatus = Literal["succeeded", "failed", "timeout", "cancelled", "error"]
 
@@ -82,6 +96,8 @@ class Task:
 
     ``timeout`` bounds the whole task (turns, gates, reviews); ``spec.timeout`` bounds each turn.
     ``max_followups`` bounds the follow-up turns (gate failures and review findings share it).
+    ``retries`` bounds the retries of one turn that failed retryably; ``retry_delay`` is the first
+    backoff in seconds (doubling, capped at ``retry_max_delay``).
     """
 
     spec: Spec
@@ -90,10 +106,19 @@ class Task:
     review: ReviewConfig | None = None
     max_followups: int = 2
     timeout: float | None = None
+    retries: int = 2
+    retry_delay: float = 5.0
+    retry_max_delay: float = 120.0
 
     def __post_init__(self) -> None:
         if self.max_followups < 0:
             raise UsageError(f"max_followups must be >= 0, not {self.max_followups!r}")
+        if self.retries < 0:
+            raise UsageError(f"retries must be >= 0, not {self.retries!r}")
+        for name in ("retry_delay", "retry_max_delay"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise UsageError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
         if self.timeout is not None and self.timeout <= 0:
             raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
         if not self.id:
@@ -120,6 +145,7 @@ class TaskResult:
     status: TaskStatus
     reason: str
     followups: int = 0
+    retries: int = 0
     duration: float = 0.0
     usage: TokenUsage | None = None
     session_id: str | None = None
@@ -151,6 +177,7 @@ class TaskResult:
             "status": self.status,
             "reason": self.reason,
             "followups": self.followups,
+            "retries": self.retries,
             "duration": round(self.duration, 3),
             "tokens": self.tokens,
             "session_id": self.session_id,
@@ -177,6 +204,20 @@ class TaskResult:
             "transcript": str(self.transcript) if self.transcript is not None else None,
             "final_text": self.final_text,
         }
+
+
+def retry_backoff(task: Task, attempt: int, hint: Any = None, *, jitter: float | None = None) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based) of ``task``.
+
+    ``retry_delay * 2**(attempt-1)`` capped at ``retry_max_delay``, times a jitter factor in
+    [0.75, 1.25] (``jitter`` in [0, 1] picks it; random by default) so a fleet hit by the same outage
+    does not retry in lockstep. A provider's ``hint`` (seconds, e.g. Retry-After) wins when longer.
+    """
+    delay: float = min(task.retry_max_delay, task.retry_delay * 2 ** (attempt - 1))
+    delay *= 0.75 + 0.5 * (random.random() if jitter is None else jitter)
+    if isinstance(hint, int | float) and not isinstance(hint, bool) and math.isfinite(hint):
+        delay = max(delay, min(float(hint), task.retry_max_delay))
+    return delay
 
 
 def _resolve_cwd(cwd: str | os.PathLike[str] | None) -> Path:
@@ -255,6 +296,7 @@ class _TaskRun:
         self.error_code: str | None = None
         self.fatal = False
         self.followups = 0
+        self.retries = 0
         self.session_id: str | None = None
         self.gate: GateResult | None = None
         self.review: ReviewResult | None = None
@@ -342,6 +384,7 @@ class _TaskRun:
             status=self.status,
             reason=self.reason,
             followups=self.followups,
+            retries=self.retries,
             duration=time.monotonic() - started,
             usage=_add_usage(self.agent_usage, self.review_usage),
             session_id=self.session_id,
@@ -429,26 +472,63 @@ class _TaskRun:
 
     async def _session(self, provider: Provider, review_provider: CodexProvider | None) -> None:
         handle = await provider.spawn(self.task.spec)
+        prompt = self.task.spec.prompt
+        attempt = 1
         try:
             with contextlib.suppress(AgentFleetError):
                 self.session_id = handle.session_id
             while True:
                 terminal = await self._turn(handle)
                 if isinstance(terminal, Error):
-                    self._turn_error(terminal, "the turn")
-                    return
+                    if not self._retryable(terminal, attempt):
+                        self._turn_error(terminal, "the turn")
+                        return
+                    handle = await self._retry(provider, handle, terminal, prompt, attempt)
+                    attempt += 1
+                    continue
+                attempt = 1
                 self.final_text = terminal.text
                 if self.session_id is None:
                     self.session_id = terminal.session_id
-                prompt = await self._check(review_provider)
-                if prompt is None:
+                next_prompt = await self._check(review_provider)
+                if next_prompt is None:
                     return
+                prompt = next_prompt
                 self.followups += 1
                 self.note("followup", number=self.followups, limit=self.task.max_followups, prompt=prompt)
                 await handle.send(prompt)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(handle.stop())
+
+    def _retryable(self, error: Error, attempt: int) -> bool:
+        if not error.retryable or error.code in ("timeout", "cancelled") or attempt > self.task.retries:
+            return False
+        # After a crash the session continues through resume, which needs its id.
+        return error.code != "app_server_crashed" or self.session_id is not None
+
+    async def _retry(
+        self, provider: Provider, handle: Handle, error: Error, prompt: str, attempt: int
+    ) -> Handle:
+        """Wait out the backoff, then run ``prompt`` again; returns the handle the retry runs on."""
+        delay = retry_backoff(self.task, attempt, error.data.get("retry_after"))
+        self.retries += 1
+        self.note(
+            "retry",
+            attempt=attempt,
+            max_attempts=self.task.retries,
+            delay=round(delay, 3),
+            code=error.code,
+            message=error.message,
+        )
+        await asyncio.sleep(delay)
+        if error.code == "app_server_crashed":
+            assert self.session_id is not None
+            with contextlib.suppress(Exception):
+                await handle.stop()
+            return await provider.resume(self.session_id, replace(self.task.spec, prompt=prompt))
+        await handle.send(prompt)
+        return handle
 
     async def _turn(self, handle: Handle) -> Result | Error:
         async for event in handle.events():
