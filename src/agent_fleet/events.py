@@ -30,7 +30,7 @@ a consumer.
 
 - ``stream_retry``       - the provider is retrying the model stream itself: text streamed since the
                            last ``AssistantMessage`` will be streamed again, so discard it
-                           (``data``: ``message``, ``attempt`` when known)
+                           (``data``: ``message``)
 - ``events_coalesced``   - an unread handle's backlog was bounded: text deltas were merged, or events
                            dropped (``data``: ``coalesced``, ``dropped`` counts)
 - ``runner.retry``       - the runner retries a failed turn (``data``: ``attempt``, ``max_attempts``,

@@ -11,7 +11,7 @@ Session states::
 
 Turn states (one ``_Turn`` at a time)::
 
-    RUNNING ──turn/completed | timeout | stop() | crash──> FINISHED
+    RUNNING ──turn/completed | timeout | idle timeout | stop() | crash──> FINISHED
 
 A turn is created *before* ``turn/start`` is sent, so no early notification is lost. Notifications
 carrying the id of an earlier turn (e.g. ``turn/completed`` of a turn we interrupted on timeout) are
@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
+from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
@@ -51,13 +52,14 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 
 
 class _Turn:
-    __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id")
+    __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id", "watchdog")
 
     def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
         self.mapper = TurnMapper(session_id, structured=structured)
         self.stream = EventStream(bound)
         self.turn_id: str | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.watchdog: IdleWatchdog | None = None
         self.interrupt: asyncio.Task[None] | None = None
 
 
@@ -110,6 +112,7 @@ class CodexHandle(StreamedHandle[_Turn]):
             raise UsageError("inject(): no turn is running")
         if turn.turn_id is None:
             raise UsageError("inject(): the turn has not started yet")
+        check_text(text, "the injected text")
         await self._conn.request(
             "turn/steer",
             {"threadId": self._thread_id, "expectedTurnId": turn.turn_id, "input": turn_input(text)},
@@ -164,16 +167,25 @@ class CodexHandle(StreamedHandle[_Turn]):
         if self._spec.timeout is not None and not turn.stream.done:
             loop = asyncio.get_running_loop()
             turn.timer = loop.call_later(self._spec.timeout, self._on_timeout, turn)
+        if self._spec.idle_timeout and not turn.stream.done:
+            # Quiet while a command or file change runs (codex sends nothing for a long test run).
+            mapper = turn.mapper
+            turn.watchdog = IdleWatchdog(
+                self._spec.idle_timeout, lambda: self._on_idle(turn), busy=lambda: mapper.tools_running
+            )
 
     def crashed(self, message: str, data: dict[str, Any]) -> None:
-        """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent."""
+        """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent.
+
+        Retryable only with ``restart_on_crash``: then ``provider.resume`` can continue the thread.
+        """
         if self._closed:
             return
         self._closed = True
         if self._turn is not None:
-            self._finish(
-                self._turn, Error(code="app_server_crashed", message=message, retryable=True, data=data)
-            )
+            retryable = self._provider.options.restart_on_crash and not self._provider.closed
+            error = Error(code="app_server_crashed", message=message, retryable=retryable, data=data)
+            self._finish(self._turn, error)
         self._detach()
 
     # -- internals ---------------------------------------------------------------------------------------
@@ -188,6 +200,8 @@ class CodexHandle(StreamedHandle[_Turn]):
         if turn.timer is not None:
             turn.timer.cancel()
             turn.timer = None
+        if turn.watchdog is not None:
+            turn.watchdog.cancel()
         return True
 
     async def _control(self, method: str, params: dict[str, Any]) -> None:
@@ -199,7 +213,15 @@ class CodexHandle(StreamedHandle[_Turn]):
     def _on_timeout(self, turn: _Turn) -> None:
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
-        if self._finish(turn, Error(code="timeout", message=message, retryable=True)) and turn.turn_id:
+        self._time_out(turn, Error(code="timeout", message=message, retryable=True))
+
+    def _on_idle(self, turn: _Turn) -> None:
+        limit = self._spec.idle_timeout
+        message = f"no event from the agent for {limit:g}s (idle timeout); the turn was interrupted"
+        self._time_out(turn, Error(code="timeout", message=message, data={"idle_timeout": limit}))
+
+    def _time_out(self, turn: _Turn, error: Error) -> None:
+        if self._finish(turn, error) and turn.turn_id:
             turn.interrupt = self._provider._spawn_task(
                 self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
                 f"interrupt:{self._thread_id}",
@@ -244,6 +266,9 @@ class CodexHandle(StreamedHandle[_Turn]):
             turn = self._current_for(msg.method, params)
             if turn is None:
                 return
+        watchdog = turn.watchdog
+        if watchdog is not None:
+            watchdog.seen = True
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
@@ -255,6 +280,8 @@ class CodexHandle(StreamedHandle[_Turn]):
         turn = self._current_for(msg.method, msg.params)
         if turn is None:
             return
+        if turn.watchdog is not None:
+            turn.watchdog.seen = True
         for event in turn.mapper.feed(msg.method, msg.params):
             if type(event) in TERMINAL_TYPES:
                 self._finish(turn, event)  # type: ignore[arg-type]

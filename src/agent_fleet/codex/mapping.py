@@ -182,6 +182,11 @@ class TurnMapper:
         self.file_changes: dict[str, list[dict[str, Any]]] = {}
         self._started_items: set[str] = set()
 
+    @property
+    def tools_running(self) -> bool:
+        """True while a tool item (command, file change, ...) has started and not completed."""
+        return bool(self._started_items)
+
     def feed(self, method: str, params: Any) -> list[Event]:
         """Events for one notification (possibly none). Never raises on malformed params."""
         if type(params) is dict:

@@ -204,6 +204,20 @@ async def test_timeout_kills_the_process(
     assert not alive(pid)
 
 
+async def test_idle_timeout_kills_a_stalled_turn(
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+) -> None:
+    scripted_model.enqueue(Reply.text("too late", delay=8))
+    async with CodexExecProvider(exec_options, kill_grace=1.0) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace, idle_timeout=1.5))
+        pid = handle.pid
+        assert pid is not None
+        events = await collect(handle)
+    error = events[-1]
+    assert isinstance(error, Error) and error.code == "timeout" and "idle timeout" in error.message
+    assert not alive(pid)
+
+
 async def test_structured_output(
     scripted_model: ScriptedModelServer,
     exec_options: CodexOptions,
