@@ -123,7 +123,7 @@ async def test_bash_accepted_runs_and_reports_output(
     assert len(approvals) == 1 and approvals[0].synthetic
     assert approvals[0].input == {"kind": "command", "command": "echo agent-fleet-ran"}
     verdict = next(e for e in events if isinstance(e, ToolResult) and e.id == approvals[0].id)
-    assert verdict.synthetic and verdict.status == "acceptForSession" and not verdict.is_error
+    assert verdict.synthetic and verdict.status == "allow_for_session" and not verdict.is_error
 
     shell = [e for e in events if isinstance(e, ToolUse) and e.name == "shell"]
     assert len(shell) == 1 and shell[0].input == {"command": "echo agent-fleet-ran"}

@@ -42,7 +42,7 @@ async def test_git_reset_hard_is_declined_and_the_change_survives(
     assert "git reset --hard" in denied[0].data["command"]
     assert denied[0].data["reason"]
     decisions = [e.status for e in events if isinstance(e, ToolResult) and e.synthetic]
-    assert decisions == ["decline", "acceptForSession"]
+    assert decisions == ["decline", "allow_for_session"]
     assert [e.input["kind"] for e in events if isinstance(e, ToolUse) and e.synthetic] == [
         "command",
         "command",

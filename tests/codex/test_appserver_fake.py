@@ -123,7 +123,7 @@ async def test_approval_handler_refines_but_cannot_override_builtin_declines(tmp
 
     async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
         seen.append(str(request.command))
-        return Decision(action="accept")  # would accept anything, if asked
+        return Decision(action="allow_once")  # would accept anything, if asked
 
     scenario = [_cmd("npm publish"), _cmd("rm -rf /")]
     options = _options(tmp_path, scenario, approval_handler=handler)

@@ -419,14 +419,9 @@ class ClaudeHandle(StreamedHandle[_Turn]):
                 )
         about = _approvals.describe(request, tool_name)
         use_id = f"approval:{context.tool_use_id or next(self._approvals)}"
-        declined = decision.action in ("decline", "cancel")
         if turn is not None:
             for event in approval_events(use_id, about, decision):
                 turn.stream.push(event)
-        if not declined:
-            return PermissionResultAllow()
-        if context.tool_use_id:
+        if not decision.accepted and context.tool_use_id:
             self._declined.add(context.tool_use_id)
-        rule = f" ({decision.rule})" if decision.rule else ""
-        message = f"Declined by the agent-fleet approval policy{rule}: {decision.reason or decision.action}"
-        return PermissionResultDeny(message=message, interrupt=decision.action == "cancel")
+        return _approvals.to_permission(decision)
