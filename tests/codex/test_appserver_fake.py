@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from agent_fleet import Error, PermissionConfig, Result, Spec, System, ToolResult, ToolUse
-from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalRequest, Decision
 
@@ -168,6 +169,20 @@ async def test_list_models_follows_pages_and_mcp_soft_failure(tmp_path: Path) ->
         events = [e async for e in handle.events()]
     notices = [e for e in events if isinstance(e, System) and e.subtype == "mcp_config_unsupported"]
     assert len(notices) == 1
+
+
+async def test_unsupported_spec_fields_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Today's app-server carries every Spec field; a field it cannot must still reach the caller.
+    from agent_fleet.codex import appserver
+
+    def plan_with_a_gap(spec: Spec) -> SpawnPlan:
+        plan = plan_spawn(spec)
+        return dataclasses.replace(plan, untranslated=(Untranslated("future_field", "not supported"),))
+
+    monkeypatch.setattr(appserver, "plan_spawn", plan_with_a_gap)
+    events, _ = await _run(_options(tmp_path, []), Spec(prompt="p", cwd=tmp_path))
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "spec_unsupported"]
+    assert [n.data for n in notices] == [{"field": "future_field", "reason": "not supported"}]
 
 
 async def test_bad_user_regex_fails_before_any_wire_traffic(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.claude.translate import plan_session
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import UsageError
-from agent_fleet.events import System
+from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
 if TYPE_CHECKING:
@@ -121,6 +121,6 @@ class ClaudeProvider(Provider):
         except BaseException:
             await handle.stop()
             raise
-        for item in plan.untranslated:
-            handle.emit(System(subtype="spec_unsupported", data={"field": item.field, "reason": item.reason}))
+        for notice in spec_unsupported(plan.untranslated):
+            handle.emit(notice)
         return handle

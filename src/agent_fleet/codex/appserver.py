@@ -47,6 +47,7 @@ from agent_fleet.errors import (
 )
 from agent_fleet.events import System
 from agent_fleet.jsonrpc import Connection, Notification, StreamTransport
+from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
 __all__ = ["CodexProvider"]
@@ -291,7 +292,7 @@ class CodexProvider(Provider):
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        notices = await self._write_mcp(child, plan.mcp_edits)
+        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
         result = await child.conn.request_with_retry(
             "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
         )
@@ -304,7 +305,7 @@ class CodexProvider(Provider):
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)
-        notices = await self._write_mcp(child, plan.mcp_edits)
+        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
         params = {**plan.thread_params, "threadId": session_id}
         result = await child.conn.request_with_retry(
             "thread/resume", params, timeout=self.options.rpc_timeout

@@ -51,7 +51,8 @@ from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventPars
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
-from agent_fleet.events import Error, ErrorCode, Event, Result, System, is_terminal
+from agent_fleet.events import Error, ErrorCode, Event, Result, is_terminal
+from agent_fleet.notices import spec_unsupported
 
 __all__ = ["CAPABILITIES", "CodexExecHandle", "CodexExecProvider"]
 
@@ -189,10 +190,8 @@ class _ExecTurn:
 
     async def start(self) -> None:
         """Start the child and its driver. Raises ``ProviderUnavailable`` when it cannot be started."""
-        for item in self.command.untranslated:
-            self.stream.push(
-                System(subtype="untranslated", data={"field": item.field, "reason": item.reason})
-            )
+        for notice in spec_unsupported(self.command.untranslated):
+            self.stream.push(notice)
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.command.argv,

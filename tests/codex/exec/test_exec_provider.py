@@ -393,6 +393,6 @@ async def test_untranslated_fields_are_reported(fake_codex: FakeCodex) -> None:
     async with CodexExecProvider(fake_codex([THREAD, MESSAGE, COMPLETED])) as provider:
         handle = await provider.spawn(Spec(prompt="p", permission=PermissionConfig(default="deny")))
         events = await collect(handle)
-    notices = [e for e in events if isinstance(e, System) and e.subtype == "untranslated"]
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "spec_unsupported"]
     assert [n.data["field"] for n in notices] == ["permission"]
     assert isinstance(events[-1], Result)
