@@ -4,6 +4,7 @@ and the docs list exactly the declared ones."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ SRC = ROOT / "src" / "agent_fleet"
 _RUNNER_WRAPPERS = {"note": 0, "notice": 1}
 
 
+@functools.cache
 def _emitted() -> tuple[dict[str, list[str]], list[str]]:
     """Subtypes named in the source (``System(subtype="x")``, ``case System(subtype="x")``, runner
     notices) with where, and the places that build a subtype from something not a literal."""

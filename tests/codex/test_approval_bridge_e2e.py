@@ -5,10 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from agent_fleet import Result, Spec, System, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.events import Event
 from agent_fleet.testing import Reply, ScriptedModelServer, exec_command
+
+pytestmark = pytest.mark.e2e  # runs the real binary
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -192,22 +192,29 @@ async def test_bad_user_regex_fails_before_any_wire_traffic(tmp_path: Path) -> N
         assert provider.connection.requests_sent["thread/start"] == 0
 
 
-async def _parked(tmp_path: Path) -> tuple[CodexOptions, asyncio.Event]:
-    gate = asyncio.Event()
+async def _parked(tmp_path: Path, turns: int) -> tuple[CodexOptions, asyncio.Event, asyncio.Event]:
+    """Options whose approval handler holds every turn until ``gate`` is set; ``all_parked`` is set
+    once ``turns`` turns are held there (mid-turn, for sure)."""
+    gate, all_parked = asyncio.Event(), asyncio.Event()
+    parked = 0
 
     async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        nonlocal parked
+        parked += 1
+        if parked == turns:
+            all_parked.set()
         await gate.wait()  # keeps the turn running until the race is over
         return decision
 
-    return _options(tmp_path, [_cmd("make")], approval_handler=handler), gate
+    return _options(tmp_path, [_cmd("make")], approval_handler=handler), gate, all_parked
 
 
 @pytest.mark.parametrize("order", ["stop-then-kill", "kill-then-stop", "together"])
 async def test_stop_and_crash_race_in_any_order(tmp_path: Path, order: str) -> None:
-    options, gate = await _parked(tmp_path)
+    options, gate, all_parked = await _parked(tmp_path, turns=3)
     async with CodexProvider(options) as provider:
         handles = [await provider.spawn(Spec(prompt="p", cwd=tmp_path)) for _ in range(3)]
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(all_parked.wait(), 5)
         pid = provider.pid
         assert pid is not None
 
