@@ -92,3 +92,19 @@ async def test_background_tasks_are_cancelled_on_close() -> None:
     await started.wait()
     await sessions.close()
     assert task.cancelled()
+
+
+def test_no_handle_calls_its_providers_private_methods() -> None:
+    # Handles reach their provider through the HandleHost they were given (or, for codex exec, the
+    # turn launcher); the provider's own underscore names are its business.
+    import re
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "agent_fleet"
+    calls = [
+        f"{path.relative_to(src)}:{number}"
+        for path in sorted(src.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bself\._provider\._[a-z]", line)
+    ]
+    assert calls == []
