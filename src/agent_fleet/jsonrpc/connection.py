@@ -148,7 +148,7 @@ async def _await(aw: Awaitable[object]) -> None:
     await aw
 
 
-class _Worker:
+class _DispatchWorker:
     """A FIFO of ``(handler, message)`` drained by one lazily created task."""
 
     __slots__ = ("_conn", "_finishing", "_label", "_queue", "_task", "_wakeup")
@@ -214,7 +214,7 @@ class Subscription:
         self,
         conn: Connection,
         key: str,
-        worker: _Worker,
+        worker: _DispatchWorker,
         on_notification: NotificationHandler | None,
         on_request: RequestHandler | None,
     ) -> None:
@@ -287,7 +287,7 @@ class Connection:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._subs: dict[str, Subscription] = {}
         self._fallback: tuple[NotificationHandler | None, RequestHandler | None] = (None, None)
-        self._fallback_worker = _Worker(self, "fallback")
+        self._fallback_worker = _DispatchWorker(self, "fallback")
         self._close_callbacks: list[Callable[[BaseException | None], object]] = []
         self._closed = False
         self._close_cause: BaseException | None = None
@@ -508,7 +508,7 @@ class Connection:
         self._raise_if_closed()
         if key in self._subs:
             raise UsageError(f"{self.name}: routing key {key!r} is already subscribed")
-        sub = Subscription(self, key, _Worker(self, f"sub:{key}"), on_notification, on_request)
+        sub = Subscription(self, key, _DispatchWorker(self, f"sub:{key}"), on_notification, on_request)
         self._subs[key] = sub
         return sub
 
@@ -568,7 +568,7 @@ class Connection:
                     sub = subs.get(key)
                     if sub is not None and sub._on_notification is not None:
                         queue = sub._worker._queue
-                        if queue:  # the worker is awake (see _Worker.put): just queue it
+                        if queue:  # the worker is awake (see _DispatchWorker.put): just queue it
                             queue.append((sub._on_notification, msg))
                         else:
                             sub._worker.put(sub._on_notification, msg)
