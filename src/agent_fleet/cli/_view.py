@@ -17,8 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_fleet.events import AssistantMessage, Error, Reasoning, System, TokenUsage, ToolResult, ToolUse
-from agent_fleet.runner import Redactor, TaskEvent, TaskResult, event_record
-from agent_fleet.runner.batch import BatchResult
+from agent_fleet.runner import BatchResult, Redactor, TaskEvent, TaskResult, event_record
 
 __all__ = ["Progress", "command_text", "consoles", "describe", "first_line", "result_line", "summary_table"]
 
@@ -86,7 +85,7 @@ def describe(task_event: TaskEvent) -> str | None:
             )
         case System(subtype="runner.review_started", data=data):
             target = data.get("target") or {}
-            what = target.get("sha") or target.get("branch") or target.get("type")
+            what = target.get("sha") or target.get("base") or target.get("type")
             return f"review #{data.get('number')}: {target.get('type')} {str(what)[:12]}"
         case System(subtype="runner.review", data=data):
             findings = data.get("findings") or []

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
@@ -215,7 +214,7 @@ async def run_batch(
     worktrees: bool = False,
     provider: Provider | None = None,
     provider_name: str = "codex",
-    options: CodexOptions | None = None,
+    options: Any = None,
     cwd: str | os.PathLike[str] | None = None,
     on_event: EventSink | None = None,
     on_result: Callable[[BatchEntry], None] | None = None,
@@ -338,9 +337,8 @@ async def run_batch(
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
-    pid = getattr(provider, "pid", None)
-    if isinstance(pid, int):
-        state.pids.add(pid)
+    if provider.pid is not None:
+        state.pids.add(provider.pid)
 
 
 async def _watch(stop: asyncio.Event, state: _State) -> None:

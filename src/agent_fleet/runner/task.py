@@ -38,7 +38,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import (
     AgentFleetError,
@@ -53,8 +52,14 @@ from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
-from agent_fleet.runner.providers import check_provider, make_provider
-from agent_fleet.runner.review import PRIORITY_NAMES, ReviewResult, ReviewSession, review_target
+from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
+from agent_fleet.runner.review import (
+    PRIORITY_NAMES,
+    ReviewResult,
+    ReviewTarget,
+    followup_prompt,
+    review_target,
+)
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
@@ -64,8 +69,9 @@ TaskStatus = Literal["succeeded", "failed", "timeout", "cancelled", "error"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewConfig:
-    """Codex review after the gate passes. ``threshold``: 0 (P0) .. 3 (P3); findings at or above it
-    (numerically <=) go back to the agent. ``model``: the reviewer's model (default: the task's)."""
+    """A review (the provider's, see ``Provider.review``) after the gate passes. ``threshold``: 0 (P0)
+    .. 3 (P3); findings at or above it (numerically <=) go back to the agent. ``model``: the reviewer's
+    model (default: the task's)."""
 
     threshold: int = 1
     model: str | None = None
@@ -190,8 +196,10 @@ async def validate_task(task: Task, *, provider_name: str | None = None) -> Task
     """Check ``task`` before any work; return it with ``spec.cwd`` resolved. Raises ``UsageError``."""
     cwd = _resolve_cwd(task.spec.cwd)
     ApprovalPolicy(task.spec.permission)  # a bad --allow/--deny regex is a UsageError naming it
-    if task.review is not None and provider_name == "claude":
-        raise UsageError("review needs a codex provider (--provider codex or codex-exec)")
+    if task.review is not None and provider_name is not None and _reviewer(provider_name) is None:
+        raise UsageError(
+            f"review needs a provider that can review; {provider_name} cannot (use codex or codex-exec)"
+        )
     if (task.gate.require_commit or task.review is not None) and await _git.toplevel(cwd) is None:
         what = "--require-commit" if task.gate.require_commit else "review"
         raise UsageError(f"{what} needs a git repository, and {str(cwd)!r} is not inside one")
@@ -203,7 +211,7 @@ async def run_task(
     *,
     provider: Provider | None = None,
     provider_name: str = "codex",
-    options: CodexOptions | None = None,
+    options: Any = None,
     on_event: EventSink | None = None,
     transcript: str | os.PathLike[str] | TranscriptWriter | None = None,
     stop: asyncio.Event | None = None,
@@ -238,7 +246,7 @@ class _TaskRun:
         task: Task,
         provider: Provider | None,
         provider_name: str,
-        options: CodexOptions | None,
+        options: Any,
         on_event: EventSink | None,
         writer: TranscriptWriter | None,
     ) -> None:
@@ -365,7 +373,7 @@ class _TaskRun:
 
     async def _core(self) -> None:
         owned: Provider | None = None
-        review_provider: CodexProvider | None = None
+        review_provider: Provider | None = None
         try:
             provider = self.provider
             if provider is None:
@@ -373,11 +381,13 @@ class _TaskRun:
                 provider = owned = make_provider(self.provider_name, self.options)
                 await provider.start()
             if self.task.review is not None:
-                if isinstance(provider, CodexProvider):
+                if provider.capabilities.supports_review:
                     review_provider = provider
                 else:
-                    options = getattr(provider, "options", None) or self.options
-                    review_provider = CodexProvider(options if isinstance(options, CodexOptions) else None)
+                    reviewer = _reviewer(provider.name)
+                    if reviewer is None:
+                        raise UsageError(f"the {provider.name} provider has no review")
+                    review_provider = make_provider(reviewer, provider.options)
                     await review_provider.start()
             self.start_head = await _git.head(self.cwd)
             await self._session(provider, review_provider)
@@ -427,7 +437,7 @@ class _TaskRun:
             case _:
                 self.finish("failed", message, code=error.code)
 
-    async def _session(self, provider: Provider, review_provider: CodexProvider | None) -> None:
+    async def _session(self, provider: Provider, review_provider: Provider | None) -> None:
         handle = await provider.spawn(self.task.spec)
         try:
             with contextlib.suppress(AgentFleetError):
@@ -457,7 +467,7 @@ class _TaskRun:
                 return event
         return Error(code="protocol_error", message="the event stream ended without a terminal event")
 
-    async def _check(self, review_provider: CodexProvider | None) -> str | None:
+    async def _check(self, review_provider: Provider | None) -> str | None:
         """Gate, then review. None when the task is done (status set); else the follow-up prompt."""
         task = self.task
         budget_left = self.followups < task.max_followups
@@ -484,7 +494,7 @@ class _TaskRun:
                 blocking = review.blocking(threshold)
                 if blocking:
                     if budget_left:
-                        return review.followup_prompt(threshold)
+                        return followup_prompt(review, threshold)
                     self.finish(
                         "failed",
                         f"the review still reports {len(blocking)} finding(s) at or above "
@@ -503,25 +513,22 @@ class _TaskRun:
             parts.append(f"review: {len(self.review.findings)} finding(s), none blocking")
         return "; ".join(parts) if parts else "the agent finished its turn"
 
-    async def _review(
-        self, provider: CodexProvider, config: ReviewConfig, target: dict[str, Any]
-    ) -> ReviewResult:
+    async def _review(self, provider: Provider, config: ReviewConfig, target: ReviewTarget) -> ReviewResult:
         self.reviews += 1
-        self.note("review_started", number=self.reviews, target=target)
-        session = ReviewSession(
-            provider,
-            cwd=self.cwd,
-            model=config.model or self.task.spec.model,
-            on_event=lambda event: self.event("review", event),
-            timeout=config.timeout,
-        )
-        review = await session.run(target)
+        self.note("review_started", number=self.reviews, target=target.to_dict())
+        async with asyncio.timeout(config.timeout):
+            review = await provider.review(
+                target,
+                cwd=self.cwd,
+                model=config.model or self.task.spec.model,
+                on_event=lambda event: self.event("review", event),
+            )
         self.review = review
         self.review_usage = _add_usage(self.review_usage, review.usage)
         self.note(
             "review",
             number=self.reviews,
-            thread_id=review.thread_id,
+            session_id=review.session_id,
             explanation=review.explanation,
             findings=[
                 {"title": f.title, "priority": f.priority, "location": f.location, "body": f.body}
@@ -530,3 +537,8 @@ class _TaskRun:
             blocking=len(review.blocking(config.threshold)),
         )
         return review
+
+
+def _reviewer(provider_name: str) -> str | None:
+    """The registry entry that reviews ``provider_name``'s work (None: no review; unknown: UsageError)."""
+    return provider_entry(provider_name).reviewer
