@@ -12,6 +12,7 @@
 The ``agent-fleet`` CLI is a thin shell over ``run_task``, ``run_batch``, ``run_demo`` and ``diagnose``.
 """
 
+from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._git import GitError
 from agent_fleet.runner._types import EventSink, Source, TaskEvent
 from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask, load_tasks, run_batch
@@ -47,6 +48,7 @@ __all__ = [
     "ReviewTarget",
     "Source",
     "Task",
+    "TaskCounters",
     "TaskEvent",
     "TaskResult",
     "TaskStatus",

@@ -47,9 +47,10 @@ from agent_fleet.errors import (
     TurnFailed,
     UsageError,
 )
-from agent_fleet.events import Error, Result, System, TokenUsage, ToolUse
+from agent_fleet.events import Error, Result, TokenUsage
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
+from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
 from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
@@ -104,18 +105,6 @@ class Task:
             raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
         if not self.id:
             raise UsageError("the task id is empty")
-
-
-def _add_usage(a: TokenUsage | None, b: TokenUsage | None) -> TokenUsage | None:
-    if a is None or b is None:
-        return a or b
-    return TokenUsage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        reasoning_output_tokens=a.reasoning_output_tokens + b.reasoning_output_tokens,
-        total_tokens=a.total_tokens + b.total_tokens,
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,23 +258,13 @@ class _TaskRun:
         self.reviews = 0
         self.final_text = ""
         self.start_head: str | None = None
-        self.agent_usage: TokenUsage | None = None
-        self.review_usage: TokenUsage | None = None
-        self.commands = 0
-        self.declined = 0
+        self.counters = TaskCounters()
         self._end_head: str | None = None
 
     # -- events ------------------------------------------------------------------------------------
 
     def emit(self, task_event: TaskEvent) -> None:
-        event = task_event.event
-        if task_event.source == "agent":
-            if isinstance(event, ToolUse) and event.name == "shell" and not event.synthetic:
-                self.commands += 1
-            elif isinstance(event, System) and event.subtype == "approval_denied":
-                self.declined += 1
-            elif isinstance(event, TokenUsage):
-                self.agent_usage = event
+        self.counters.feed(task_event)
         if self.writer is not None:
             self.writer.write(task_event)
         if self.on_event is not None:
@@ -351,7 +330,7 @@ class _TaskRun:
             reason=self.reason,
             followups=self.followups,
             duration=time.monotonic() - started,
-            usage=_add_usage(self.agent_usage, self.review_usage),
+            usage=self.counters.usage,
             session_id=self.session_id,
             cwd=self.cwd,
             gate=self.gate,
@@ -360,8 +339,8 @@ class _TaskRun:
             final_text=self.final_text,
             start_head=self.start_head,
             end_head=self._end_head,
-            commands=self.commands,
-            declined=self.declined,
+            commands=self.counters.commands,
+            declined=self.counters.declined,
             error_code=self.error_code,
             fatal=self.fatal,
             transcript=self.writer.path if self.writer is not None else None,
@@ -524,7 +503,6 @@ class _TaskRun:
                 on_event=lambda event: self.event("review", event),
             )
         self.review = review
-        self.review_usage = _add_usage(self.review_usage, review.usage)
         self.note(
             "review",
             number=self.reviews,
