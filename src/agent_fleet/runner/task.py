@@ -213,7 +213,8 @@ async def run_task(
     is a result.
     """
     name = provider.name if provider is not None else provider_name
-    task = await validate_task(task, provider_name=name)
+    reviews_itself = provider is not None and provider.capabilities.supports_review
+    task = await validate_task(task, provider_name=None if reviews_itself else name)
     writer: TranscriptWriter | None
     own_writer = False
     if transcript is None or isinstance(transcript, TranscriptWriter):
