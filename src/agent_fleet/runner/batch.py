@@ -225,6 +225,7 @@ async def run_batch(
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
+    ``options`` is the options type of ``provider_name``'s registry entry (``runner.providers``).
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
     ``out_dir/summary.json``).
 

@@ -208,9 +208,9 @@ async def run_task(
     """Run ``task`` to a ``TaskResult`` (see the module docstring).
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
-    provider called ``provider_name`` is made from ``options`` (checked first, see ``check_provider``)
-    and shut down at the end. Raises ``UsageError`` (bad task, before any work); every other failure
-    is a result.
+    provider called ``provider_name`` is made from ``options`` (the registry entry's options type, e.g.
+    ``ClaudeOptions`` for ``claude``; checked first, see ``check_provider``) and shut down at the end.
+    Raises ``UsageError`` (bad task, before any work); every other failure is a result.
     """
     name = provider.name if provider is not None else provider_name
     reviews_itself = provider is not None and provider.capabilities.supports_review
