@@ -18,23 +18,13 @@ a consumer.
 - ``context_window_exceeded`` - the conversation no longer fits the model's context (never retryable)
 - ``usage_limit_exceeded``    - the account's quota or plan usage limit is spent (never retryable)
 - ``model_not_found``    - the model does not exist or is not available to this account (never)
-- ``timeout``            - ``Spec.timeout`` expired; the turn was interrupted
+- ``timeout``            - ``Spec.timeout`` or ``Spec.idle_timeout`` expired; the turn was interrupted
 - ``process_exited``     - a per-turn process exited non-zero (codex exec)
 - ``protocol_error``     - the peer violated the protocol or the stream ended without a terminal event
 - ``approval_failed``    - an approval could not be decided (handler raised and the turn cannot go on)
 
 ``Error.retryable`` says whether running the same turn again may succeed; ``data["retry_after"]``
 (seconds), when present, is the provider's hint of how long to wait first.
-
-``System`` subtypes about retries and backpressure (others are provider-specific notices):
-
-- ``stream_retry``       - the provider is retrying the model stream itself: text streamed since the
-                           last ``AssistantMessage`` will be streamed again, so discard it
-                           (``data``: ``message``)
-- ``events_coalesced``   - an unread handle's backlog was bounded: text deltas were merged, or events
-                           dropped (``data``: ``coalesced``, ``dropped`` counts)
-- ``runner.retry``       - the runner retries a failed turn (``data``: ``attempt``, ``max_attempts``,
-                           ``delay``, ``code``, ``message``)
 """
 
 from __future__ import annotations

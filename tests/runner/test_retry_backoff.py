@@ -1,4 +1,4 @@
-"""The runner's retry backoff and the retry settings of a ``Task`` (pure)."""
+"""The runner's retry decision and backoff, and the retry settings of a ``Task`` (pure)."""
 
 from __future__ import annotations
 
@@ -6,37 +6,50 @@ import math
 
 import pytest
 
-from agent_fleet import Spec
+from agent_fleet import Error, Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import Task
-from agent_fleet.runner.task import retry_backoff
-
-
-def _task(**kw: float) -> Task:
-    return Task(spec=Spec(prompt="p"), **kw)  # type: ignore[arg-type]
+from agent_fleet.runner._retry import retry_backoff, should_retry
 
 
 def test_backoff_doubles_and_is_capped() -> None:
-    task = _task(retry_delay=1.0, retry_max_delay=5.0)
-    middle = [retry_backoff(task, n, jitter=0.5) for n in (1, 2, 3, 4)]
+    middle = [retry_backoff(n, base=1.0, cap=5.0, jitter=0.5) for n in (1, 2, 3, 4)]
     assert middle == [1.0, 2.0, 4.0, 5.0]
 
 
 def test_jitter_spreads_within_a_quarter() -> None:
-    task = _task(retry_delay=4.0)
-    assert retry_backoff(task, 1, jitter=0.0) == 3.0
-    assert retry_backoff(task, 1, jitter=1.0) == 5.0
-    samples = {retry_backoff(task, 1) for _ in range(50)}
+    assert retry_backoff(1, base=4.0, cap=60, jitter=0.0) == 3.0
+    assert retry_backoff(1, base=4.0, cap=60, jitter=1.0) == 5.0
+    samples = {retry_backoff(1, base=4.0, cap=60) for _ in range(50)}
     assert len(samples) > 1 and all(3.0 <= s <= 5.0 for s in samples)
 
 
 def test_a_longer_retry_after_hint_wins_but_never_past_the_cap() -> None:
-    task = _task(retry_delay=1.0, retry_max_delay=30.0)
-    assert retry_backoff(task, 1, 7.5, jitter=0.5) == 7.5
-    assert retry_backoff(task, 1, 0.1, jitter=0.5) == 1.0
-    assert retry_backoff(task, 1, 999, jitter=0.5) == 30.0
-    assert retry_backoff(task, 1, "soon", jitter=0.5) == 1.0
-    assert retry_backoff(task, 1, math.nan, jitter=0.5) == 1.0
+    def backoff(hint: object) -> float:
+        return retry_backoff(1, base=1.0, cap=30.0, hint=hint, jitter=0.5)
+
+    assert backoff(7.5) == 7.5
+    assert backoff(0.1) == 1.0
+    assert backoff(999) == 30.0
+    assert backoff("soon") == 1.0
+    assert backoff(math.nan) == 1.0
+    assert backoff(True) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("error", "attempt", "session", "expected"),
+    [
+        (Error(code="server_error", message="m", retryable=True), 1, None, True),
+        (Error(code="server_error", message="m", retryable=True), 3, None, False),  # budget of 2 spent
+        (Error(code="bad_request", message="m"), 1, None, False),
+        (Error(code="timeout", message="m", retryable=True), 1, None, False),
+        (Error(code="cancelled", message="m", retryable=True), 1, None, False),
+        (Error(code="app_server_crashed", message="m", retryable=True), 1, "s", True),
+        (Error(code="app_server_crashed", message="m", retryable=True), 1, None, False),
+    ],
+)
+def test_should_retry(error: Error, attempt: int, session: str | None, expected: bool) -> None:
+    assert should_retry(error, attempt, 2, session_id=session) is expected
 
 
 @pytest.mark.parametrize(
@@ -45,4 +58,4 @@ def test_a_longer_retry_after_hint_wins_but_never_past_the_cap() -> None:
 )
 def test_bad_retry_settings_are_usage_errors(kw: dict[str, float]) -> None:
     with pytest.raises(UsageError):
-        _task(**kw)
+        Task(spec=Spec(prompt="p"), **kw)  # type: ignore[arg-type]
