@@ -27,6 +27,9 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         # -- every provider ------------------------------------------------------------------------
         SPEC_UNSUPPORTED: "a Spec field this provider cannot honour was ignored (data: field, reason)",
         "approval_denied": "the approval policy declined a request (data: rule, reason, what was asked)",
+        "events_coalesced": (
+            "the reader fell event_buffer events behind: text deltas after this are merged (data: bound)"
+        ),
         # -- codex (app-server and exec) -----------------------------------------------------------------
         "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
         "stream_retry": (

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent_fleet import Error, PermissionConfig, Result, Spec, System, ToolResult, ToolUse
+from agent_fleet import Error, PermissionConfig, Result, Spec, System, TextDelta, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalRequest, Decision
@@ -272,3 +272,29 @@ async def test_shell_snapshot_is_off_by_default_and_user_config_wins(tmp_path: P
         pass
     args = argv_file.read_text().splitlines()
     assert "features.shell_snapshot=true" in args and "features.shell_snapshot=false" not in args
+
+
+async def test_an_unread_bounded_handle_coalesces_instead_of_backing_up(tmp_path: Path) -> None:
+    # 20,000 one-character deltas into a handle nobody reads, with event_buffer=100: the turn still
+    # completes (nothing waits, so no backlog builds up in the connection), the queue stays small,
+    # no text is lost, and another handle on the same connection is not held up.
+    options = _options(tmp_path, [])
+    options = CodexOptions(
+        codex_bin=options.codex_bin, env={**options.env, "FAKE_FLOOD": "20000"}, event_buffer=100
+    )
+    async with CodexProvider(options) as provider:
+        unread = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        probe = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        await asyncio.wait_for(_drain(probe), 10)
+        for _ in range(500):  # the unread turn's terminal arrives although nobody reads it
+            if not unread.running:
+                break
+            await asyncio.sleep(0.01)
+        assert not unread.running
+        events = await _drain(unread)
+    assert isinstance(events[-1], Result)
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert "".join(d.text for d in deltas) == "x" * 20000
+    markers = [e for e in events if isinstance(e, System) and e.subtype == "events_coalesced"]
+    assert len(markers) == 1 and markers[0].data == {"bound": 100}
+    assert len(events) <= 100 + 20000 // 4096 + 10

@@ -53,7 +53,7 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 
 
 class _AppServerTurn:
-    __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id", "watchdog")
+    __slots__ = ("interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
 
     def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
         self.mapper = TurnMapper(session_id, structured=structured)
@@ -61,7 +61,14 @@ class _AppServerTurn:
         self.turn_id: str | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.watchdog: IdleWatchdog | None = None
+        self.seen = False  # a notification arrived since the watchdog last looked
         self.interrupt: asyncio.Task[None] | None = None
+
+    def active(self) -> bool:
+        """For the idle watchdog: anything since it last asked, or a command / file change running
+        (codex sends nothing during a long command)."""
+        seen, self.seen = self.seen, False
+        return seen or self.mapper.tools_running
 
 
 class CodexHandle(StreamedHandle[_AppServerTurn]):
@@ -173,10 +180,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             loop = asyncio.get_running_loop()
             turn.timer = loop.call_later(self._spec.timeout, self._on_timeout, turn)
         if self._spec.idle_timeout and not turn.stream.done:
-            # Quiet while a command or file change runs (codex sends nothing for a long test run).
-            mapper = turn.mapper
             turn.watchdog = IdleWatchdog(
-                self._spec.idle_timeout, lambda: self._on_idle(turn), busy=lambda: mapper.tools_running
+                self._spec.idle_timeout, lambda: self._on_idle(turn), busy=turn.active
             )
 
     def crashed(self, message: str, data: dict[str, Any]) -> None:
@@ -271,9 +276,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             turn = self._current_for(msg.method, params)
             if turn is None:
                 return
-        watchdog = turn.watchdog
-        if watchdog is not None:
-            watchdog.seen = True
+        turn.seen = True  # for the idle watchdog: one store, no branch
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
@@ -281,17 +284,18 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             else:
                 stream.push(event)
 
-    async def _on_notification_bounded(self, msg: Notification) -> None:
+    def _on_notification_bounded(self, msg: Notification) -> None:
+        # With CodexOptions.event_buffer: never waits (a wait would only move the backlog into the
+        # connection's queue for this thread); an unread turn's deltas are merged instead.
         turn = self._current_for(msg.method, msg.params)
         if turn is None:
             return
-        if turn.watchdog is not None:
-            turn.watchdog.seen = True
+        turn.seen = True
         for event in turn.mapper.feed(msg.method, msg.params):
             if type(event) in TERMINAL_TYPES:
                 self._finish(turn, event)  # type: ignore[arg-type]
             else:
-                await turn.stream.push_bounded(event)
+                turn.stream.push_coalescing(event)
 
     def _emit(self, event: Event) -> None:
         turn = self._turn
