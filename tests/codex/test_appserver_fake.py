@@ -298,3 +298,24 @@ async def test_an_unread_bounded_handle_coalesces_instead_of_backing_up(tmp_path
     markers = [e for e in events if isinstance(e, System) and e.subtype == "events_coalesced"]
     assert len(markers) == 1 and markers[0].data == {"bound": 100}
     assert len(events) <= 100 + 20000 // 4096 + 10
+
+
+async def test_a_human_deciding_an_approval_is_not_idle(tmp_path: Path) -> None:
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        await asyncio.sleep(1.2)  # four idle limits: someone thinking it over
+        return decision
+
+    options = _options(tmp_path, [_cmd("make build")], approval_handler=handler)
+    _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path, idle_timeout=0.3))
+    assert answers[0]["result"] == {"decision": "acceptForSession"}
+
+
+async def test_a_silent_peer_is_idle(tmp_path: Path) -> None:
+    # The fake starts the turn and then sends nothing more: the watchdog ends it and interrupts it.
+    options = _options(tmp_path, [])
+    options = CodexOptions(codex_bin=options.codex_bin, env={**options.env, "FAKE_SILENT": "1"})
+    async with CodexProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path, idle_timeout=0.3))
+        events = await asyncio.wait_for(_drain(handle), 5)
+    assert isinstance(events[-1], Error) and events[-1].code == "timeout"
+    assert events[-1].data == {"idle_timeout": 0.3}

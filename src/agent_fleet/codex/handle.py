@@ -53,7 +53,7 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 
 
 class _AppServerTurn:
-    __slots__ = ("interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
+    __slots__ = ("approvals", "interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
 
     def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
         self.mapper = TurnMapper(session_id, structured=structured)
@@ -62,13 +62,14 @@ class _AppServerTurn:
         self.timer: asyncio.TimerHandle | None = None
         self.watchdog: IdleWatchdog | None = None
         self.seen = False  # a notification arrived since the watchdog last looked
+        self.approvals = 0  # approval_handler calls in progress (a human may take minutes)
         self.interrupt: asyncio.Task[None] | None = None
 
     def active(self) -> bool:
-        """For the idle watchdog: anything since it last asked, or a command / file change running
-        (codex sends nothing during a long command)."""
+        """For the idle watchdog: anything since it last asked, a command / file change running
+        (codex sends nothing during a long command) or an approval being decided."""
         seen, self.seen = self.seen, False
-        return seen or self.mapper.tools_running
+        return seen or self.approvals > 0 or self.mapper.tools_running
 
 
 class CodexHandle(StreamedHandle[_AppServerTurn]):
@@ -334,6 +335,9 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     ) -> None:
         handler = self._provider.options.approval_handler
         assert handler is not None
+        turn = self._turn
+        if turn is not None:
+            turn.approvals += 1
         try:
             refined = await handler(request, decision)
             if not isinstance(refined, Decision):
@@ -348,6 +352,9 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             refined = Decision(
                 action="decline", reason=f"approval handler failed: {exc}", rule="handler-error"
             )
+        finally:
+            if turn is not None:
+                turn.approvals -= 1
         await self._answer(msg, params, request, refined)
 
     async def _answer(
