@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from agent_fleet.cli import cli
+from agent_fleet.testing import Reply, ScriptedModelServer
 
 
 @pytest.mark.parametrize(
@@ -58,3 +60,36 @@ def test_a_bad_typed_config_value_exits_3_with_codex_reason(tmp_path: Path) -> N
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "invalid type: integer `123`, expected a string" in proc.stdout + proc.stderr
     assert "model_reasoning_effort" in proc.stdout + proc.stderr
+
+
+@pytest.mark.e2e
+def test_run_retries_two_http_500s_and_reports_them(
+    repo: Path, scripted_model: ScriptedModelServer, cli_env: list[str]
+) -> None:
+    for reply in (Reply.http_error(500, "boom"), Reply.http_error(500, "boom"), Reply.text("done")):
+        scripted_model.enqueue(reply)
+    result = CliRunner().invoke(
+        cli,
+        ["run", "implement", "--cwd", str(repo), "--retry-delay", "0.01", "--json", *cli_env],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    retries = [r for r in records if r.get("subtype") == "runner.retry"]
+    assert [r["data"]["attempt"] for r in retries] == [1, 2]
+    assert records[-1]["type"] == "summary" and records[-1]["retries"] == 2
+
+
+@pytest.mark.e2e
+def test_run_does_not_retry_a_400(
+    repo: Path, scripted_model: ScriptedModelServer, cli_env: list[str]
+) -> None:
+    scripted_model.enqueue(Reply.http_error(400, "Invalid value for 'input'."))
+    result = CliRunner().invoke(
+        cli,
+        ["run", "implement", "--cwd", str(repo), "--retry-delay", "0.01", *cli_env],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 1, result.output
+    assert "bad_request" in result.stdout and "runner.retry" not in result.stdout
+    assert len(scripted_model.requests) == 1
