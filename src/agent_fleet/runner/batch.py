@@ -26,6 +26,10 @@ A failed task does not stop the others. A fatal result (provider unavailable, cr
 app-server died) or ``stop`` being set stops the batch: running turns are interrupted, tasks not yet
 started are reported ``cancelled`` ("not started"), worktrees are cleaned up as above and
 ``summary.json`` is written. Cancelling ``run_batch`` does the same, then re-raises.
+
+Records: every task's events also go to a ``TaskRecorder`` (commands, declines, model, timeline) and to
+OpenTelemetry spans (no-ops unless an SDK is configured). At the end ``summary.json`` (see
+``_summary``; redacted) and ``report.html`` (``agent_fleet.runner.report``) are written to ``out_dir``.
 """
 
 from __future__ import annotations
@@ -46,10 +50,15 @@ from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
-from agent_fleet.runner._types import EventSink
+from agent_fleet.runner._otel import BatchTelemetry
+from agent_fleet.runner._pricing import PriceTable
+from agent_fleet.runner._record import TaskRecorder
+from agent_fleet.runner._summary import build_summary, task_record
+from agent_fleet.runner._types import EventSink, TaskEvent
 from agent_fleet.runner.providers import check_provider, make_provider
+from agent_fleet.runner.report import write_report
 from agent_fleet.runner.task import Task, TaskResult, run_task
-from agent_fleet.runner.transcript import TranscriptWriter
+from agent_fleet.runner.transcript import Redactor, TranscriptWriter
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -146,18 +155,33 @@ def load_tasks(path: str | os.PathLike[str]) -> list[BatchTask]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchEntry:
-    """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any)."""
+    """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any).
+
+    ``worktree_path`` is the worktree the task ran in (kept or removed); ``recorded`` what its
+    ``TaskRecorder`` saw; ``prompt``, ``model`` and ``provider`` what was planned for it."""
 
     result: TaskResult
     branch: str | None = None
     worktree: Path | None = None
+    worktree_path: Path | None = None
+    recorded: dict[str, Any] | None = None
+    prompt: str | None = None
+    model: str | None = None
+    provider: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = self.result.to_dict()
-        out.pop("final_text", None)
-        out["branch"] = self.branch
-        out["worktree_kept"] = str(self.worktree) if self.worktree is not None else None
-        return out
+        """The task's record in ``summary.json`` (epoch times; ``build_summary`` normalises them)."""
+        where = self.worktree if self.worktree is not None else self.worktree_path
+        return task_record(
+            self.result,
+            recorded=self.recorded,
+            prompt=self.prompt,
+            model=self.model,
+            provider=self.provider,
+            branch=self.branch,
+            worktree=str(where) if where is not None else None,
+            worktree_kept=self.worktree is not None,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,23 +192,26 @@ class BatchResult:
     fatal: bool = False
     summary_path: Path | None = None
     provider_pids: tuple[int, ...] = ()
+    started_at: float | None = None
+    prices: PriceTable | None = None
+    report_path: Path | None = None
 
     @property
     def ok(self) -> bool:
         return self.stopped is None and all(e.result.ok for e in self.entries)
 
     def to_dict(self) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        for e in self.entries:
-            counts[e.result.status] = counts.get(e.result.status, 0) + 1
-        return {
-            "tasks": [e.to_dict() for e in self.entries],
-            "counts": counts,
-            "duration": round(self.duration, 3),
-            "stopped": self.stopped,
-            "fatal": self.fatal,
-            "provider_pids": list(self.provider_pids),
-        }
+        """The summary document (docs/summary.schema.json), not yet redacted."""
+        return build_summary(
+            [e.to_dict() for e in self.entries],
+            started_at=self.started_at,
+            finished_at=self.started_at + self.duration if self.started_at is not None else None,
+            duration=self.duration,
+            stopped=self.stopped,
+            fatal=self.fatal,
+            provider_pids=self.provider_pids,
+            prices=self.prices,
+        )
 
 
 @dataclass(slots=True)
@@ -194,6 +221,7 @@ class _State:
     fatal: bool = False
     pids: set[int] = field(default_factory=set)
     locks: dict[Path, asyncio.Lock] = field(default_factory=dict)
+    raw_deltas: bool = False
 
     def lock(self, repo: Path) -> asyncio.Lock:
         return self.locks.setdefault(repo, asyncio.Lock())
@@ -223,11 +251,14 @@ async def run_batch(
     backend: str = "local",
     ray_address: str | None = None,
     repo_url: str | None = None,
+    prices: PriceTable | None = None,
+    raw_deltas: bool = False,
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
-    ``out_dir/summary.json``).
+    ``out_dir/summary.json`` and ``out_dir/report.html``). ``prices`` adds a cost per task;
+    ``raw_deltas`` writes every streamed fragment to the transcripts (local backend).
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
     ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
@@ -289,8 +320,11 @@ async def run_batch(
         if own:
             await provider.shutdown()
         raise
-    state = _State(stop=asyncio.Event())
+    state = _State(stop=asyncio.Event(), raw_deltas=raw_deltas)
     started = time.monotonic()
+    started_at = time.time()
+    configured = template.spec.model or (options.config.get("model") if options is not None else None)
+    telemetry = BatchTelemetry(provider=provider.name, jobs=jobs, tasks=len(tasks))
     entries: dict[str, BatchEntry] = {}
     wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
     watcher: asyncio.Task[None] | None = None
@@ -301,10 +335,24 @@ async def run_batch(
         semaphore = asyncio.Semaphore(jobs)
 
         async def one(t: BatchTask) -> None:
+            recorder = TaskRecorder(task_id=t.id)
+            observe = telemetry.task(t.id)
+
+            def sink(task_event: TaskEvent) -> None:
+                recorder.observe(task_event)
+                observe(task_event)
+                if on_event is not None:
+                    on_event(task_event)
+
             async with semaphore:
                 entry = await _run_one(
-                    t, template, provider, resolved[t.id], repos.get(t.id), wt_root, out, state, on_event
+                    t, template, provider, resolved[t.id], repos.get(t.id), wt_root, out, state, sink
                 )
+            model = t.model or configured
+            model = model if isinstance(model, str) else None
+            entry = replace(
+                entry, recorded=recorder.record(), prompt=t.prompt, model=model, provider=provider.name
+            )
             entries[t.id] = entry
             _note_pid(state, provider)
             if entry.result.fatal and state.stopped is None:
@@ -333,7 +381,8 @@ async def run_batch(
         if wt_root is not None:
             with contextlib.suppress(OSError):
                 wt_root.rmdir()  # only when every worktree was removed
-        result = _result(tasks, entries, state, time.monotonic() - started, out)
+        result = _result(tasks, entries, state, time.monotonic() - started, out, started_at, prices)
+        telemetry.end(result.to_dict())
     return result
 
 
@@ -351,14 +400,22 @@ async def _watch(stop: asyncio.Event, state: _State) -> None:
 
 
 def _result(
-    tasks: Sequence[BatchTask], entries: dict[str, BatchEntry], state: _State, duration: float, out: Path
+    tasks: Sequence[BatchTask],
+    entries: dict[str, BatchEntry],
+    state: _State,
+    duration: float,
+    out: Path,
+    started_at: float,
+    prices: PriceTable | None,
 ) -> BatchResult:
     ordered: list[BatchEntry] = []
     for t in tasks:
         entry = entries.get(t.id)
         if entry is None:
             reason = f"not started: {state.stopped or 'the batch stopped'}"
-            entry = BatchEntry(result=TaskResult(task_id=t.id, status="cancelled", reason=reason))
+            entry = BatchEntry(
+                result=TaskResult(task_id=t.id, status="cancelled", reason=reason), prompt=t.prompt
+            )
         ordered.append(entry)
     result = BatchResult(
         entries=tuple(ordered),
@@ -367,8 +424,13 @@ def _result(
         fatal=state.fatal,
         summary_path=out / "summary.json",
         provider_pids=tuple(sorted(state.pids)),
+        started_at=started_at,
+        prices=prices,
+        report_path=out / "report.html",
     )
-    (out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    summary = Redactor().value(result.to_dict())
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    write_report(summary, out / "report.html")
     return result
 
 
@@ -413,14 +475,14 @@ async def _run_one(
     task = replace(template, id=t.id, spec=spec, gate=gate)
     kept: Path | None = None
     try:
-        with TranscriptWriter(out / f"{t.id}.jsonl") as writer:
+        with TranscriptWriter(out / f"{t.id}.jsonl", raw_deltas=state.raw_deltas) as writer:
             result = await run_task(
                 task, provider=provider, on_event=on_event, transcript=writer, stop=state.stop
             )
     finally:
         if worktree is not None and repo is not None:
             kept = await asyncio.shield(_remove_worktree(repo, worktree, state))
-    return BatchEntry(result=result, branch=branch, worktree=kept)
+    return BatchEntry(result=result, branch=branch, worktree=kept, worktree_path=worktree)
 
 
 async def _remove_worktree(repo: Path, worktree: Path, state: _State) -> Path | None:
