@@ -201,8 +201,8 @@ class BatchResult:
         return self.stopped is None and all(e.result.ok for e in self.entries)
 
     def to_dict(self) -> dict[str, Any]:
-        """The summary document (docs/summary.schema.json), not yet redacted."""
-        return build_summary(
+        """The summary document (docs/summary.schema.json), redacted: it holds prompts and outputs."""
+        summary = build_summary(
             [e.to_dict() for e in self.entries],
             started_at=self.started_at,
             finished_at=self.started_at + self.duration if self.started_at is not None else None,
@@ -212,6 +212,8 @@ class BatchResult:
             provider_pids=self.provider_pids,
             prices=self.prices,
         )
+        redacted: dict[str, Any] = Redactor().value(summary)
+        return redacted
 
 
 @dataclass(slots=True)
@@ -268,7 +270,7 @@ async def run_batch(
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
         from agent_fleet.runner.ray_backend import run_batch_ray
 
-        return await run_batch_ray(
+        ray_result = await run_batch_ray(
             tasks,
             template=template,
             out_dir=out_dir,
@@ -283,6 +285,10 @@ async def run_batch(
             ray_address=ray_address,
             repo_url=repo_url,
         )
+        # The ray backend writes its own summary.json; priced and with the report page here.
+        ray_result = replace(ray_result, prices=prices, report_path=Path(out_dir) / "report.html")
+        _write_records(ray_result, Path(out_dir))
+        return ray_result
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
     if ray_address is not None or repo_url is not None:
@@ -428,10 +434,15 @@ def _result(
         prices=prices,
         report_path=out / "report.html",
     )
-    summary = Redactor().value(result.to_dict())
+    _write_records(result, out)
+    return result
+
+
+def _write_records(result: BatchResult, out: Path) -> None:
+    """``summary.json`` and ``report.html`` (``to_dict`` redacts)."""
+    summary = result.to_dict()
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     write_report(summary, out / "report.html")
-    return result
 
 
 async def _run_one(

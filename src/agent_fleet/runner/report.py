@@ -24,7 +24,7 @@ import jinja2
 from agent_fleet.errors import UsageError
 from agent_fleet.runner._pricing import PriceTable
 
-__all__ = ["REPORT_NAME", "load_summary", "render_report", "write_report"]
+__all__ = ["REPORT_NAME", "load_summary", "render_report", "write_batch_report", "write_report"]
 
 REPORT_NAME: Final = "report.html"
 _STATUSES: Final = ("succeeded", "failed", "timeout", "cancelled", "error")
@@ -140,3 +140,21 @@ def load_summary(source: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
         raise UsageError(f"{str(file)!r} is not an agent-fleet batch summary (no task list)")
     return data, file.parent
+
+
+def write_batch_report(
+    source: str | os.PathLike[str],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    prices: PriceTable | None = None,
+) -> Path:
+    """``agent-fleet report``: the page for a batch directory (or its ``summary.json``), written to
+    ``output`` (default: ``report.html`` beside the summary). Raises ``UsageError``."""
+    summary, where = load_summary(source)
+    dest = Path(output) if output is not None else where / REPORT_NAME
+    if dest.is_dir():
+        dest = dest / REPORT_NAME
+    try:
+        return write_report(summary, dest, prices=prices)
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {str(dest)!r}: {exc}") from exc
