@@ -49,6 +49,7 @@ from typing import Any
 from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
+from agent_fleet.events import TextDelta
 from agent_fleet.runner import _git
 from agent_fleet.runner._otel import BatchTelemetry
 from agent_fleet.runner._pricing import PriceTable
@@ -345,8 +346,9 @@ async def run_batch(
             observe = telemetry.task(t.id)
 
             def sink(task_event: TaskEvent) -> None:
-                recorder.observe(task_event)
-                observe(task_event)
+                if type(task_event.event) is not TextDelta:  # the recorder and spans skip fragments
+                    recorder.observe(task_event)
+                    observe(task_event)
                 if on_event is not None:
                     on_event(task_event)
 
