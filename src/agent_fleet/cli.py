@@ -49,6 +49,7 @@ from agent_fleet.runner import (
     event_record,
     run_task,
 )
+from agent_fleet.runner._otel import export_from_environment
 from agent_fleet.runner._pricing import load_prices
 from agent_fleet.runner.batch import BatchEntry, BatchResult, load_tasks, run_batch
 from agent_fleet.runner.report import write_batch_report
@@ -666,7 +667,14 @@ def batch_command(
                     raw_deltas=raw_deltas,
                 )
 
-        result = _run_async(go, progress_console)
+        export = export_from_environment()  # OpenTelemetry export when OTEL_* asks for it
+        if export is not None:
+            export.install()
+        try:
+            result = _run_async(go, progress_console)
+        finally:
+            if export is not None:
+                export.shutdown()
         progress.summary(result.to_dict())
         console.print(_summary_table(result))
         console.print(f"summary: {result.summary_path}")

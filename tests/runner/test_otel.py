@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import http.server
+import threading
+from typing import Any, ClassVar
 
+import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -11,9 +14,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from agent_fleet.errors import UsageError
 from agent_fleet.events import Error, Result, System, TokenUsage, ToolResult, ToolUse
 from agent_fleet.runner import TaskEvent
-from agent_fleet.runner._otel import BatchTelemetry
+from agent_fleet.runner._otel import BatchTelemetry, export_from_environment
 
 T0 = 1_800_000_000.0
 
@@ -212,3 +216,73 @@ def test_without_an_sdk_everything_is_a_no_op() -> None:
     assert not telemetry.span.is_recording()
     _run(telemetry, "t", "s", fail=True)
     telemetry.end({"counts": {"failed": 1}, "stopped": "x"})
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    received: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.received.append((self.path, self.headers.get("Content-Type", ""), body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_otlp_export_follows_the_standard_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    _Collector.received = []
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "fleet-under-test")
+        setup = export_from_environment()
+        assert setup is not None
+        telemetry = BatchTelemetry(
+            provider="codex",
+            jobs=1,
+            tasks=1,
+            tracer_provider=setup.tracer_provider,
+            meter_provider=setup.meter_provider,
+        )
+        _run(telemetry, "t", "s", fail=False)
+        telemetry.end()
+        setup.shutdown()  # flushes spans and metrics
+    finally:
+        server.shutdown()
+        server.server_close()
+    by_path = {path: (kind, body) for path, kind, body in _Collector.received}
+    assert set(by_path) == {"/v1/traces", "/v1/metrics"}
+    kind, traces = by_path["/v1/traces"]
+    assert kind == "application/x-protobuf"
+    assert (
+        b"agent_fleet.task" in traces and b"agent_fleet.approval" in traces and b"fleet-under-test" in traces
+    )
+    assert b"agent_fleet.tokens" in by_path["/v1/metrics"][1]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        ({"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}, None),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}, "setup"),
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "supports otlp, console, none"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "http/protobuf"),
+    ],
+)
+def test_export_environment_choices(env: dict[str, str], expected: str | None) -> None:
+    if expected is None:
+        assert export_from_environment(env) is None
+    elif expected == "setup":
+        setup = export_from_environment(env)
+        assert setup is not None
+        setup.shutdown()
+    else:
+        with pytest.raises(UsageError, match=expected):
+            export_from_environment(env)

@@ -22,6 +22,7 @@ Only ``opentelemetry-api`` is needed: without an SDK (the ``otel`` extra, config
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -29,11 +30,12 @@ from typing import Any, Final
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode
 
+from agent_fleet.errors import UsageError
 from agent_fleet.events import Error, Result, System, TokenUsage, ToolResult, ToolUse
 from agent_fleet.runner._record import command_text
 from agent_fleet.runner._types import TaskEvent
 
-__all__ = ["SCOPE", "BatchTelemetry"]
+__all__ = ["OTEL_EXTRA_HINT", "SCOPE", "BatchTelemetry", "ExportSetup", "export_from_environment"]
 
 SCOPE: Final = "agent_fleet"
 _OK_STATUSES: Final = frozenset({"succeeded"})
@@ -282,3 +284,99 @@ class _TaskSpans:
                 ("reasoning_output", self.usage.reasoning_output_tokens),
             ):
                 self.batch.tokens.add(value, {**labels, **model, "kind": kind})
+
+
+@dataclass(slots=True)
+class ExportSetup:
+    """SDK providers built from the ``OTEL_*`` environment; ``install()`` makes them global, ``shutdown()``
+    flushes what is still buffered (call it before the process exits)."""
+
+    tracer_provider: Any
+    meter_provider: Any
+
+    def install(self) -> None:
+        trace.set_tracer_provider(self.tracer_provider)
+        metrics.set_meter_provider(self.meter_provider)
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+
+
+_EXPORT_VARS: Final = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_METRICS_EXPORTER",
+)
+OTEL_EXTRA_HINT: Final = "pip install 'agent-fleet[otel]'"
+
+
+def export_from_environment(environ: Mapping[str, str] | None = None) -> ExportSetup | None:
+    """Exporters as the standard ``OTEL_*`` variables ask, or None when they ask for none.
+
+    Honoured: ``OTEL_SDK_DISABLED``; ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` (``otlp``, the
+    default when an ``OTEL_EXPORTER_OTLP_*ENDPOINT`` is set; ``console``; ``none``); and, read by the SDK
+    itself, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_EXPORTER_OTLP_*`` (endpoint,
+    headers, timeout; OTLP over HTTP/protobuf) and ``OTEL_METRIC_EXPORT_INTERVAL``. Raises ``UsageError``
+    when export is asked for but the SDK (the ``otel`` extra) is missing or a value is unknown.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if not any(env.get(name) for name in _EXPORT_VARS):
+        return None
+    endpoint_set = any(env.get(n) for n in _EXPORT_VARS[:3])
+    default = "otlp" if endpoint_set else "none"
+    kinds = {
+        "traces": env.get("OTEL_TRACES_EXPORTER", default).strip().lower() or default,
+        "metrics": env.get("OTEL_METRICS_EXPORTER", default).strip().lower() or default,
+    }
+    for signal, kind in kinds.items():
+        if kind not in ("otlp", "console", "none"):
+            raise UsageError(
+                f"OTEL_{signal.upper()}_EXPORTER={kind!r}: agent-fleet supports otlp, console, none"
+            )
+    protocol = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf").strip().lower()
+    if protocol != "http/protobuf" and "otlp" in kinds.values():
+        raise UsageError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: agent-fleet exports OTLP over http/protobuf"
+        )
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import (
+            ConsoleMetricExporter,
+            MetricExporter,
+            MetricReader,
+            PeriodicExportingMetricReader,
+        )
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+        if "otlp" in kinds.values():
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise UsageError(
+            f"OTEL_* asks for telemetry export, but {exc.name} is missing: {OTEL_EXTRA_HINT}"
+        ) from exc
+    resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or "agent-fleet"})
+    tracer_provider = TracerProvider(resource=resource)
+    span_exporter: SpanExporter | None = None
+    if kinds["traces"] == "otlp":
+        span_exporter = OTLPSpanExporter()
+    elif kinds["traces"] == "console":
+        span_exporter = ConsoleSpanExporter()
+    if span_exporter is not None:
+        tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    metric_exporter: MetricExporter | None = None
+    if kinds["metrics"] == "otlp":
+        metric_exporter = OTLPMetricExporter()
+    elif kinds["metrics"] == "console":
+        metric_exporter = ConsoleMetricExporter()
+    readers: list[MetricReader] = (
+        [PeriodicExportingMetricReader(metric_exporter)] if metric_exporter is not None else []
+    )
+    return ExportSetup(tracer_provider, MeterProvider(resource=resource, metric_readers=readers))
