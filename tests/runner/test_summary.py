@@ -12,11 +12,13 @@ import pytest
 
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Error, Result, System, TokenUsage, ToolResult, ToolUse
-from agent_fleet.runner import GateCheck, GateResult, TaskEvent, TaskResult
+from agent_fleet.runner import GateCheck, GateResult, TaskEvent, TaskResult, _git
 from agent_fleet.runner._pricing import PriceTable, load_prices
 from agent_fleet.runner._record import OUTPUT_TAIL, TaskRecorder, command_text
 from agent_fleet.runner._summary import build_summary, task_record
 from agent_fleet.runner.batch import BatchEntry, BatchResult
+
+from .conftest import git, make_repo
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json").read_text())
 T0 = 1_800_000_000.0
@@ -251,3 +253,20 @@ def test_bad_price_tables_are_usage_errors(tmp_path: Path, text: str, message: s
 def test_missing_price_table_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read the price table"):
         load_prices(tmp_path / "nope.toml")
+
+
+async def test_final_diff_has_commits_edits_and_new_files(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    start = git(repo, "rev-parse", "HEAD")
+    (repo / "committed.txt").write_text("one\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    (repo / "README.md").write_text("test repo\nedited\n")
+    (repo / "new.txt").write_text("fresh\nlines\n")
+    (repo / "blob.bin").write_bytes(b"\0\1\2")
+    diff = await _git.final_diff(repo, start)
+    assert "+one" in diff and "+edited" in diff
+    assert "+++ b/new.txt\n@@ -0,0 +1,2 @@\n+fresh\n+lines" in diff
+    assert "Binary file (3 bytes)" in diff
+    assert git(repo, "status", "--porcelain").count("??") == 2, "the index is untouched"
+    assert len(await _git.final_diff(repo, start, limit=20)) <= 20 + len("\n... (cut)")

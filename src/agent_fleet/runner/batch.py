@@ -354,7 +354,16 @@ async def run_batch(
 
             async with semaphore:
                 entry = await _run_one(
-                    t, template, provider, resolved[t.id], repos.get(t.id), wt_root, out, state, sink
+                    t,
+                    template,
+                    provider,
+                    resolved[t.id],
+                    repos.get(t.id),
+                    wt_root,
+                    out,
+                    state,
+                    sink,
+                    recorder,
                 )
             model = t.model or configured
             model = model if isinstance(model, str) else None
@@ -457,6 +466,7 @@ async def _run_one(
     out: Path,
     state: _State,
     on_event: EventSink | None,
+    recorder: TaskRecorder | None = None,
 ) -> BatchEntry:
     gate = template.gate
     if t.gate_cmd is not None or t.require_commit is not None:
@@ -492,6 +502,10 @@ async def _run_one(
             result = await run_task(
                 task, provider=provider, on_event=on_event, transcript=writer, stop=state.stop
             )
+        if recorder is not None and result.start_head is not None:
+            # The task's final diff (every turn's changes), read before its worktree is removed.
+            with contextlib.suppress(_git.GitError):
+                recorder.diff = await _git.final_diff(run_cwd, result.start_head)
     finally:
         if worktree is not None and repo is not None:
             kept = await asyncio.shield(_remove_worktree(repo, worktree, state))
