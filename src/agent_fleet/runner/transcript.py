@@ -5,8 +5,9 @@ A record is ``{"ts": <ISO 8601 UTC>, "task_id": ..., "source": "agent"|"review"|
 a transcript is readable while the task runs and complete up to the last event if the process dies.
 
 Transcripts are lean by default (see ``agent_fleet.runner._lean``): streamed ``TextDelta`` fragments
-are written as the message they build and a turn's diff snapshots once, before its terminal event;
-``raw_deltas=True`` writes one record per event instead.
+are written as the message they build and a turn's diff snapshots once, before its terminal event, so
+a message still streaming when the process dies is not in the file; ``raw_deltas=True`` writes one
+record per event instead.
 
 Redaction (``Redactor``) replaces, in every string of a record (keys kept, values walked recursively):
 
