@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
@@ -80,8 +81,16 @@ def _task_events(task_id: str, session: str, *, fail: bool) -> list[tuple[float,
     return events
 
 
-def _run(telemetry: BatchTelemetry, task_id: str, session: str, *, fail: bool, offset: float = 0.0) -> None:
-    observe = telemetry.task(task_id)
+def _run(
+    telemetry: BatchTelemetry,
+    task_id: str,
+    session: str,
+    *,
+    fail: bool,
+    offset: float = 0.0,
+    observe: Callable[[TaskEvent], None] | None = None,
+) -> None:
+    observe = observe or telemetry.task(task_id)
     for at, source, event in _task_events(task_id, session, fail=fail):
         observe(TaskEvent(task_id=task_id, source=source, event=event, time=T0 + offset + at))  # type: ignore[arg-type]
 
@@ -286,3 +295,19 @@ def test_export_environment_choices(env: dict[str, str], expected: str | None) -
     else:
         with pytest.raises(UsageError, match=expected):
             export_from_environment(env)
+
+
+def test_a_retried_task_gets_a_new_span_linked_to_the_failed_attempt() -> None:
+    telemetry, exporter, _ = _setup()
+    observe = telemetry.task("t")  # one observer per task, as the batch keeps it
+    _run(telemetry, "t", "s-a", fail=True, observe=observe)
+    _run(telemetry, "t", "s-b", fail=False, offset=10, observe=observe)  # run again after it finished
+    telemetry.end()
+    spans = [s for s in exporter.get_finished_spans() if s.name == "agent_fleet.task"]
+    first, second = sorted(spans, key=lambda s: s.start_time or 0)
+    assert first.attributes is not None and first.attributes["agent_fleet.status"] == "failed"
+    assert second.attributes is not None and second.attributes["agent_fleet.attempt"] == 2
+    assert second.attributes["agent_fleet.status"] == "succeeded"
+    (link,) = second.links
+    assert first.context is not None and link.context.span_id == first.context.span_id
+    assert link.attributes is not None and link.attributes["agent_fleet.relation"] == "retry_of"

@@ -11,7 +11,8 @@ Spans (names and the attributes they carry)::
 
 Span times are the events' own times, so the spans line up with the transcript and the report's
 timeline. A task span whose session was seen before (a retry or a resume of the same session; or the
-one named by ``resumed_from``) carries a link to the earlier task span.
+one named by ``resumed_from``) carries a link to the earlier task span; a task run again after it
+finished (a retry on another node) gets a new task span linked to the attempt before (``retry_of``).
 
 Metrics: ``agent_fleet.tokens`` (counter; ``kind``, ``model``, ``provider``), ``agent_fleet.tasks``
 (counter; ``status``, ``provider``) and ``agent_fleet.task.duration`` (histogram, seconds).
@@ -109,6 +110,8 @@ class _TaskSpans:
     usage: TokenUsage | None = None
     open: dict[str, Span] = field(default_factory=dict)
     declined: Span | None = None
+    finished: bool = False
+    attempts: int = 1
 
     def _child(self, parent: Span | None, name: str, at: float, attributes: dict[str, Any]) -> Span:
         context = trace.set_span_in_context(parent) if parent is not None else None
@@ -122,6 +125,8 @@ class _TaskSpans:
             return
         match event:
             case System(subtype="runner.started", data=data):
+                if self.finished:  # a retry (the ray backend runs a task again on another node)
+                    self._retry(at)
                 self.provider = data.get("provider") or self.batch.provider
                 self.model = data.get("model")
                 if self.provider:
@@ -212,6 +217,19 @@ class _TaskSpans:
         for link in links:
             self.task.add_link(link.context, link.attributes)
 
+    def _retry(self, at: float) -> None:
+        assert self.task is not None
+        previous = self.task.get_span_context()
+        self.attempts += 1
+        self.finished, self.usage, self.session_id = False, None, None
+        attributes = {
+            "agent_fleet.task.id": self.task_id,
+            "agent_fleet.provider": self.batch.provider,
+            "agent_fleet.attempt": self.attempts,
+        }
+        self.task = self._child(self.batch.span, "agent_fleet.task", at, attributes)
+        self.task.add_link(previous, {"agent_fleet.relation": "retry_of"})
+
     def _set_all(self, key: str, value: Any) -> None:
         for span in (self.task, self.turn):
             if span is not None:
@@ -254,8 +272,9 @@ class _TaskSpans:
         self.open.clear()
         self.declined = self.gate = None
         self._turn_end(at, None)
-        if self.task is None:
+        if self.task is None or self.finished:
             return
+        self.finished = True
         status = str(data.get("status"))
         if self.session_id is None and isinstance(data.get("session_id"), str):
             self.session_id = data["session_id"]

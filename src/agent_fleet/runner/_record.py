@@ -164,8 +164,8 @@ class TaskRecorder:
             return
         data = event.data
         match event.subtype:
-            case "runner.started":
-                self.started_at = at
+            case "runner.started":  # again for a retry: the task started with its first attempt
+                self.started_at = at if self.started_at is None else self.started_at
                 self.prompt = data.get("prompt")
                 self.provider = data.get("provider")
                 self.model = self.model or data.get("model")

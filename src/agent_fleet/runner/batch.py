@@ -159,7 +159,8 @@ class BatchEntry:
     """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any).
 
     ``worktree_path`` is the worktree the task ran in (kept or removed); ``recorded`` what its
-    ``TaskRecorder`` saw; ``prompt``, ``model`` and ``provider`` what was planned for it."""
+    ``TaskRecorder`` saw; ``prompt``, ``model`` and ``provider`` what was planned for it; ``retries``
+    the attempts after the first (None where a backend does not retry)."""
 
     result: TaskResult
     branch: str | None = None
@@ -169,6 +170,7 @@ class BatchEntry:
     prompt: str | None = None
     model: str | None = None
     provider: str | None = None
+    retries: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The task's record in ``summary.json`` (epoch times; ``build_summary`` normalises them)."""
@@ -182,6 +184,7 @@ class BatchEntry:
             branch=self.branch,
             worktree=str(where) if where is not None else None,
             worktree_kept=self.worktree is not None,
+            retries=self.retries,
         )
 
 
@@ -271,6 +274,7 @@ async def run_batch(
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
         from agent_fleet.runner.ray_backend import run_batch_ray
 
+        watch = _Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(tasks)), on_event)
         ray_result = await run_batch_ray(
             tasks,
             template=template,
@@ -280,15 +284,23 @@ async def run_batch(
             provider_name=provider_name,
             options=options,
             cwd=cwd,
-            on_event=on_event,
+            on_event=watch,
             on_result=on_result,
             stop=stop,
             ray_address=ray_address,
             repo_url=repo_url,
         )
-        # The ray backend writes its own summary.json; priced and with the report page here.
-        ray_result = replace(ray_result, prices=prices, report_path=Path(out_dir) / "report.html")
+        # The ray backend writes its own summary.json: here it gains the records, prices and the page.
+        planned = _planned_model(template, options)
+        completed = tuple(
+            watch.complete(e, t, planned, provider_name)
+            for e, t in zip(ray_result.entries, tasks, strict=True)
+        )
+        ray_result = replace(
+            ray_result, entries=completed, prices=prices, report_path=Path(out_dir) / "report.html"
+        )
         _write_records(ray_result, Path(out_dir))
+        watch.telemetry.end(ray_result.to_dict())
         return ray_result
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
@@ -330,8 +342,8 @@ async def run_batch(
     state = _State(stop=asyncio.Event(), raw_deltas=raw_deltas)
     started = time.monotonic()
     started_at = time.time()
-    configured = template.spec.model or (options.config.get("model") if options is not None else None)
-    telemetry = BatchTelemetry(provider=provider.name, jobs=jobs, tasks=len(tasks))
+    planned = _planned_model(template, options)
+    watch = _Watch(BatchTelemetry(provider=provider.name, jobs=jobs, tasks=len(tasks)), on_event)
     entries: dict[str, BatchEntry] = {}
     wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
     watcher: asyncio.Task[None] | None = None
@@ -342,16 +354,7 @@ async def run_batch(
         semaphore = asyncio.Semaphore(jobs)
 
         async def one(t: BatchTask) -> None:
-            recorder = TaskRecorder(task_id=t.id)
-            observe = telemetry.task(t.id)
-
-            def sink(task_event: TaskEvent) -> None:
-                if type(task_event.event) is not TextDelta:  # the recorder and spans skip fragments
-                    recorder.observe(task_event)
-                    observe(task_event)
-                if on_event is not None:
-                    on_event(task_event)
-
+            recorder = watch.recorder(t.id)
             async with semaphore:
                 entry = await _run_one(
                     t,
@@ -362,14 +365,10 @@ async def run_batch(
                     wt_root,
                     out,
                     state,
-                    sink,
+                    watch,
                     recorder,
                 )
-            model = t.model or configured
-            model = model if isinstance(model, str) else None
-            entry = replace(
-                entry, recorded=recorder.record(), prompt=t.prompt, model=model, provider=provider.name
-            )
+            entry = watch.complete(entry, t, planned, provider.name)
             entries[t.id] = entry
             _note_pid(state, provider)
             if entry.result.fatal and state.stopped is None:
@@ -399,8 +398,52 @@ async def run_batch(
             with contextlib.suppress(OSError):
                 wt_root.rmdir()  # only when every worktree was removed
         result = _result(tasks, entries, state, time.monotonic() - started, out, started_at, prices)
-        telemetry.end(result.to_dict())
+        watch.telemetry.end(result.to_dict())
     return result
+
+
+def _planned_model(template: Task, options: CodexOptions | None) -> str | None:
+    """The model a task runs unless its line names one: the template's, else a ``-c model=...``."""
+    model = template.spec.model or (options.config.get("model") if options is not None else None)
+    return model if isinstance(model, str) else None
+
+
+class _Watch:
+    """The sink in front of ``on_event``: per task a ``TaskRecorder`` and its spans (both skip text
+    fragments, the bulk of a turn), so the summary and the traces see what the transcript sees."""
+
+    def __init__(self, telemetry: BatchTelemetry, on_event: EventSink | None) -> None:
+        self.telemetry = telemetry
+        self.on_event = on_event
+        self.recorders: dict[str, TaskRecorder] = {}
+        self.spans: dict[str, Callable[[TaskEvent], None]] = {}
+
+    def recorder(self, task_id: str) -> TaskRecorder:
+        recorder = self.recorders.get(task_id)
+        if recorder is None:
+            recorder = self.recorders[task_id] = TaskRecorder(task_id=task_id)
+            self.spans[task_id] = self.telemetry.task(task_id)
+        return recorder
+
+    def __call__(self, task_event: TaskEvent) -> None:
+        if type(task_event.event) is not TextDelta:
+            self.recorder(task_event.task_id).observe(task_event)
+            self.spans[task_event.task_id](task_event)
+        if self.on_event is not None:
+            self.on_event(task_event)
+
+    def complete(self, entry: BatchEntry, task: BatchTask, planned: str | None, provider: str) -> BatchEntry:
+        """``entry`` with what was recorded and planned for it (and its retries, where attempts count)."""
+        recorder = self.recorders.get(task.id)
+        attempts = getattr(entry, "attempts", 0)
+        return replace(
+            entry,
+            recorded=recorder.record() if recorder is not None else None,
+            prompt=task.prompt,
+            model=task.model or planned,
+            provider=provider,
+            retries=attempts - 1 if isinstance(attempts, int) and attempts > 0 else entry.retries,
+        )
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
