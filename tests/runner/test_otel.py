@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -15,10 +16,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from agent_fleet import Spec
+from agent_fleet.codex import CodexOptions
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Error, Result, System, TokenUsage, ToolResult, ToolUse
-from agent_fleet.runner import TaskEvent
+from agent_fleet.runner import GateConfig, Task, TaskEvent, run_task
 from agent_fleet.runner._otel import BatchTelemetry, export_from_environment
+from agent_fleet.testing import ScriptedModelServer
+
+from .scripted import ScriptedAgent, run
 
 T0 = 1_800_000_000.0
 
@@ -311,3 +317,46 @@ def test_a_retried_task_gets_a_new_span_linked_to_the_failed_attempt() -> None:
     (link,) = second.links
     assert first.context is not None and link.context.span_id == first.context.span_id
     assert link.attributes is not None and link.attributes["agent_fleet.relation"] == "retry_of"
+
+
+@pytest.mark.e2e
+async def test_spans_from_a_real_task_stream(
+    repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions
+) -> None:
+    scripted_model.responder = ScriptedAgent({"o": [[run("echo traced"), run("git reset --hard")]]})
+    events: list[TaskEvent] = []
+    spec = Spec(prompt="[task:o] trace me", cwd=repo, sandbox="workspace-write")
+    result = await run_task(
+        Task(id="o", spec=spec, gate=GateConfig(command="true")),
+        options=codex_options,
+        on_event=events.append,
+    )
+    assert result.status == "succeeded", result.reason
+    telemetry, exporter, _ = _setup()
+    observe = telemetry.task("o")
+    for event in events:
+        observe(event)
+    telemetry.end()
+    spans = list(exporter.get_finished_spans())
+    names = sorted(s.name for s in spans)
+    assert names == sorted(
+        ["agent_fleet.batch", "agent_fleet.task", "agent_fleet.turn", "agent_fleet.gate"]
+        + ["agent_fleet.tool"] * 2
+        + ["agent_fleet.approval"] * 2
+    )
+    (task,) = [s for s in spans if s.name == "agent_fleet.task"]
+    assert task.attributes is not None and task.attributes["agent_fleet.model"] == "gpt-5.5"
+    assert task.attributes["agent_fleet.session_id"] == result.session_id
+    tools = {
+        s.attributes["agent_fleet.command"]: s.attributes
+        for s in spans
+        if s.name == "agent_fleet.tool" and s.attributes
+    }
+    assert tools["echo traced"]["agent_fleet.exit_code"] == 0
+    assert tools["git reset --hard"]["agent_fleet.tool.status"] == "declined"
+    rules = [
+        s.attributes.get("agent_fleet.rule")
+        for s in spans
+        if s.name == "agent_fleet.approval" and s.attributes
+    ]
+    assert sorted(r for r in rules if r) == ["git-reset-hard"]
