@@ -83,9 +83,11 @@ class TaskRecorder:
     errors: list[dict[str, Any]] = field(default_factory=list)
     diff: str | None = None
     timeline: list[_Span] = field(default_factory=list)
-    _open_tools: dict[str, tuple[_Span, dict[str, Any] | None]] = field(default_factory=dict)
-    _turn: _Span | None = None
-    _gate: _Span | None = None
+    _open_tools: dict[str, tuple[_Span, dict[str, Any] | None]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _turn: _Span | None = field(default=None, init=False, repr=False)
+    _gate: _Span | None = field(default=None, init=False, repr=False)
 
     def observe(self, task_event: TaskEvent) -> None:
         event, at = task_event.event, task_event.time
