@@ -49,13 +49,13 @@ from typing import Any
 from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
-from agent_fleet.events import TextDelta
 from agent_fleet.runner import _git
 from agent_fleet.runner._otel import BatchTelemetry
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._record import TaskRecorder
 from agent_fleet.runner._summary import build_summary, task_record
-from agent_fleet.runner._types import EventSink, TaskEvent
+from agent_fleet.runner._types import EventSink
+from agent_fleet.runner._watch import Watch, planned_model
 from agent_fleet.runner.providers import check_provider, make_provider
 from agent_fleet.runner.report import write_report
 from agent_fleet.runner.task import Task, TaskResult, run_task
@@ -274,7 +274,7 @@ async def run_batch(
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
         from agent_fleet.runner.ray_backend import run_batch_ray
 
-        watch = _Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(tasks)), on_event)
+        watch = Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(tasks)), on_event)
         ray_result = await run_batch_ray(
             tasks,
             template=template,
@@ -291,7 +291,7 @@ async def run_batch(
             repo_url=repo_url,
         )
         # The ray backend writes its own summary.json: here it gains the records, prices and the page.
-        planned = _planned_model(template, options)
+        planned = planned_model(template, options)
         completed = tuple(
             watch.complete(e, t, planned, provider_name)
             for e, t in zip(ray_result.entries, tasks, strict=True)
@@ -342,8 +342,8 @@ async def run_batch(
     state = _State(stop=asyncio.Event(), raw_deltas=raw_deltas)
     started = time.monotonic()
     started_at = time.time()
-    planned = _planned_model(template, options)
-    watch = _Watch(BatchTelemetry(provider=provider.name, jobs=jobs, tasks=len(tasks)), on_event)
+    planned = planned_model(template, options)
+    watch = Watch(BatchTelemetry(provider=provider.name, jobs=jobs, tasks=len(tasks)), on_event)
     entries: dict[str, BatchEntry] = {}
     wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
     watcher: asyncio.Task[None] | None = None
@@ -400,50 +400,6 @@ async def run_batch(
         result = _result(tasks, entries, state, time.monotonic() - started, out, started_at, prices)
         watch.telemetry.end(result.to_dict())
     return result
-
-
-def _planned_model(template: Task, options: CodexOptions | None) -> str | None:
-    """The model a task runs unless its line names one: the template's, else a ``-c model=...``."""
-    model = template.spec.model or (options.config.get("model") if options is not None else None)
-    return model if isinstance(model, str) else None
-
-
-class _Watch:
-    """The sink in front of ``on_event``: per task a ``TaskRecorder`` and its spans (both skip text
-    fragments, the bulk of a turn), so the summary and the traces see what the transcript sees."""
-
-    def __init__(self, telemetry: BatchTelemetry, on_event: EventSink | None) -> None:
-        self.telemetry = telemetry
-        self.on_event = on_event
-        self.recorders: dict[str, TaskRecorder] = {}
-        self.spans: dict[str, Callable[[TaskEvent], None]] = {}
-
-    def recorder(self, task_id: str) -> TaskRecorder:
-        recorder = self.recorders.get(task_id)
-        if recorder is None:
-            recorder = self.recorders[task_id] = TaskRecorder(task_id=task_id)
-            self.spans[task_id] = self.telemetry.task(task_id)
-        return recorder
-
-    def __call__(self, task_event: TaskEvent) -> None:
-        if type(task_event.event) is not TextDelta:
-            self.recorder(task_event.task_id).observe(task_event)
-            self.spans[task_event.task_id](task_event)
-        if self.on_event is not None:
-            self.on_event(task_event)
-
-    def complete(self, entry: BatchEntry, task: BatchTask, planned: str | None, provider: str) -> BatchEntry:
-        """``entry`` with what was recorded and planned for it (and its retries, where attempts count)."""
-        recorder = self.recorders.get(task.id)
-        attempts = getattr(entry, "attempts", 0)
-        return replace(
-            entry,
-            recorded=recorder.record() if recorder is not None else None,
-            prompt=task.prompt,
-            model=task.model or planned,
-            provider=provider,
-            retries=attempts - 1 if isinstance(attempts, int) and attempts > 0 else entry.retries,
-        )
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
