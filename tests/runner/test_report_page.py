@@ -86,6 +86,9 @@ def test_report_command_usage_errors(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text("[1, 2]")
     result = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "not an agent-fleet batch summary" in result.output
+    (tmp_path / "summary.json").write_text(json.dumps({"tasks": [{"task_id": "a", "tokens": 5}]}))
+    result = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "has summary schema None" in result.output
     (tmp_path / "summary.json").write_text(json.dumps(_summary()))
     (tmp_path / "bad.toml").write_text("[models.m]\ninput = 1\n")
     result = CliRunner().invoke(cli, ["report", str(tmp_path), "--prices", str(tmp_path / "bad.toml")])

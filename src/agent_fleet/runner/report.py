@@ -23,6 +23,7 @@ import jinja2
 
 from agent_fleet.errors import UsageError
 from agent_fleet.runner._pricing import PriceTable
+from agent_fleet.runner._summary import SCHEMA_VERSION
 
 __all__ = ["REPORT_NAME", "load_summary", "render_report", "write_batch_report", "write_report"]
 
@@ -139,6 +140,11 @@ def load_summary(source: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
         raise UsageError(f"cannot read the batch summary {str(file)!r}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
         raise UsageError(f"{str(file)!r} is not an agent-fleet batch summary (no task list)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise UsageError(
+            f"{str(file)!r} has summary schema {data.get('schema_version')!r}, this agent-fleet reads "
+            f"{SCHEMA_VERSION} (a summary from an older version has counts only: run the batch again)"
+        )
     return data, file.parent
 
 
