@@ -37,6 +37,7 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "it comes again (data: message)"
         ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
+        "session": "the session's thread started or resumed (data: model, model_provider actually used)",
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
         "approval_handler_failed": (
