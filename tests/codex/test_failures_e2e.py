@@ -9,7 +9,7 @@ import pytest
 
 from agent_fleet import Error, Result, Spec, System, TextDelta
 from agent_fleet.codex import CodexOptions, CodexProvider
-from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer, Text, exec_command
+from agent_fleet.testing import CodexTestEnv, ReasoningItem, Reply, ScriptedModelServer, Text, exec_command
 
 pytestmark = pytest.mark.e2e
 
@@ -93,3 +93,15 @@ async def test_a_long_command_is_not_idle(
         handle = await provider.spawn(Spec(prompt="hi", cwd=workspace, idle_timeout=1.0))
         events = [event async for event in handle.events()]
     assert isinstance(events[-1], Result) and events[-1].text == "slept", events[-1]
+
+
+async def test_a_long_reasoning_item_is_not_idle(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    # codex announces the reasoning item, then (reasoning deltas opted out) sends nothing until it ends.
+    scripted_model.enqueue(Reply(items=[ReasoningItem(summary="thinking hard", duration=2.5)]))
+    scripted_model.enqueue(Reply.text("thought"))
+    async with CodexProvider(codex_options) as provider:
+        handle = await provider.spawn(Spec(prompt="hi", cwd=workspace, idle_timeout=1.0))
+        events = [event async for event in handle.events()]
+    assert isinstance(events[-1], Result), events[-1]

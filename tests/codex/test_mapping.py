@@ -189,3 +189,16 @@ methods = st.sampled_from(
 @given(methods, json_values)
 def test_malformed_params_never_raise(method: str, params: Any) -> None:
     TurnMapper("s").feed(method, params)
+
+
+def test_tools_running_while_a_tool_or_reasoning_item_is_open() -> None:
+    mapper = TurnMapper("s")
+    assert not mapper.tools_running
+    mapper.feed("item/started", {"item": {"type": "reasoning", "id": "r"}})
+    assert mapper.tools_running
+    mapper.feed("item/completed", {"item": {"type": "reasoning", "id": "r", "summary": ["x"]}})
+    assert not mapper.tools_running
+    mapper.feed("item/started", {"item": {"type": "commandExecution", "id": "c", "command": "make"}})
+    assert mapper.tools_running
+    mapper.feed("item/completed", {"item": {"type": "commandExecution", "id": "c", "command": "make"}})
+    assert not mapper.tools_running

@@ -182,11 +182,14 @@ class TurnMapper:
         self.last_error: dict[str, Any] | None = None
         self.file_changes: dict[str, list[dict[str, Any]]] = {}
         self._started_items: set[str] = set()
+        self._reasoning: set[str] = set()
 
     @property
     def tools_running(self) -> bool:
-        """True while a tool item (command, file change, ...) has started and not completed."""
-        return bool(self._started_items)
+        """True while a tool item (command, file change, ...) or a reasoning item has started and not
+        completed: codex sends nothing meanwhile (reasoning deltas are opted out), and a stalled model
+        stream is codex's own ``stream_idle_timeout_ms`` to end."""
+        return bool(self._started_items or self._reasoning)
 
     def feed(self, method: str, params: Any) -> list[Event]:
         """Events for one notification (possibly none). Never raises on malformed params."""
@@ -267,6 +270,9 @@ class TurnMapper:
                         id=item_id, name=str(item.get("tool")), input={"arguments": item.get("arguments")}
                     )
                 ]
+            case "reasoning":
+                self._reasoning.add(item_id)
+                return []
             case _:
                 return []
 
@@ -278,6 +284,8 @@ class TurnMapper:
             if item_id not in self._started_items:
                 events += self._item_started(item)
             self._started_items.discard(item_id)
+        elif kind == "reasoning":
+            self._reasoning.discard(item_id)
         match kind:
             case "agentMessage":
                 text = item.get("text") or ""

@@ -59,9 +59,10 @@ class CustomToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningItem:
-    """A reasoning item with a summary text."""
+    """A reasoning item with a summary text; ``duration`` seconds pass between its start and its end."""
 
     summary: str
+    duration: float = 0.0
 
 
 Item = Text | FunctionCall | CustomToolCall | ReasoningItem
@@ -166,8 +167,12 @@ class Reply:
                     yield _sse.function_call_done(call_id or next_id("call"), name, args)
                 case CustomToolCall(name=name, input=input_text, call_id=call_id):
                     yield _sse.custom_tool_call_done(call_id or next_id("call"), name, input_text)
-                case ReasoningItem(summary=summary):
-                    yield _sse.reasoning_done(next_id("rs"), summary)
+                case ReasoningItem(summary=summary, duration=duration):
+                    item_id = next_id("rs")
+                    yield _sse.reasoning_added(item_id)
+                    if duration:
+                        yield {_PAUSE: duration}
+                    yield _sse.reasoning_done(item_id, summary)
         if self.failed is not None:
             yield _sse.response_failed(response_id, *self.failed)
         else:
@@ -290,6 +295,17 @@ class ScriptedModelServer(ScriptedServer[RecordedRequest, Reply]):
         return config
 
 
+_PAUSE = "__pause__"  # not an SSE event: the server waits that many seconds before the next one
+
+
+def _frames(events: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    for event in events:
+        if _PAUSE in event:
+            time.sleep(event[_PAUSE])
+        else:
+            yield _sse.encode_sse([event])
+
+
 class _Handler(ScriptedHandler):
     owner: ScriptedModelServer
 
@@ -313,7 +329,7 @@ class _Handler(ScriptedHandler):
         events: Iterable[dict[str, Any]] = reply.sse_events()
         if reply.cut_after is not None:
             events = itertools.islice(events, reply.cut_after)
-        self._send_sse((_sse.encode_sse([event]) for event in events), reply.event_delay)
+        self._send_sse(_frames(events), reply.event_delay)
 
 
 ScriptedModelServer.handler_class = _Handler
