@@ -79,6 +79,13 @@ def describe(task_event: TaskEvent) -> str | None:
                 if data.get("passed")
                 else f"gate FAILED: {data.get('summary')}"
             )
+        case System(subtype="runner.retry", data=data):
+            return (
+                f"retry {data.get('attempt')}/{data.get('max_attempts')} in {data.get('delay')}s "
+                f"after {data.get('code')}: {first_line(str(data.get('message')))}"
+            )
+        case System(subtype="stream_retry") if task_event.source == "agent":
+            return "the model stream dropped; codex is retrying it"
         case System(subtype="runner.followup", data=data):
             return (
                 f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
