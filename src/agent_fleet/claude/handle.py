@@ -71,7 +71,7 @@ from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.claude import _approvals
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
 from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
@@ -186,6 +186,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         turn = self._turn
         if self._closed or turn is None or turn.stream.done:
             raise UsageError("inject(): no turn is running")
+        check_text(text, "the injected text")
         message_uuid = str(uuid.uuid4())
         turn.injected.append(message_uuid)
         await self._write(_user_message(text, message_uuid))
