@@ -4,7 +4,9 @@ Order for a ``command`` request (the first step that decides wins):
 
 1. parse (``_shell``); text that is not valid shell, nests too deeply, or is empty (``None``, ``""``,
    ``[]``, only blanks or comments) -> ``decline`` with rule ``unparsable``;
-2. built-in safety rules (``_rules``), always on, not overridable by any pattern;
+2. built-in safety rules (``_rules``), always on, not overridable by any pattern; then the rule packs
+   (``_packs``: the built-in domain packs plus ``PermissionConfig.rule_packs``), just as binding; a pack
+   decline's rule is ``domain/name`` (``database/sql-destructive``);
 3. ``disallow_patterns`` in order -> ``user-deny``;
 4. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
 5. ``default``: ``allow`` -> ``acceptForSession``, ``deny`` -> ``decline`` with rule ``default-deny``.
@@ -40,6 +42,7 @@ from typing import assert_never
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._packs import PACK_RULES, pack_set
 from agent_fleet.policy._paths import check_paths
 from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy._shell import UnparsableCommand, parse_script
@@ -50,6 +53,7 @@ __all__ = ["RULES", "ApprovalPolicy", "evaluate_command"]
 #: Every rule id a decline can carry, with what it means.
 RULES: dict[str, str] = {
     **BUILTIN_RULES,
+    **PACK_RULES,
     "unparsable": "the command is not valid shell, nests too deeply, or is empty",
     "path-escape": "a file change resolves outside the working directory and writable roots",
     "user-deny": "the command matches one of the configuration's disallow_patterns",
@@ -77,13 +81,14 @@ def _decline(rule: str, reason: str) -> Decision:
 class ApprovalPolicy:
     """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
 
-    __slots__ = ("_allow", "_config", "_default", "_disallow")
+    __slots__ = ("_allow", "_config", "_default", "_disallow", "_packs")
 
     def __init__(self, config: PermissionConfig | None = None) -> None:
         self._config = config
         self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
         self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
         self._default = config.default if config else "allow"
+        self._packs = pack_set(config.rule_packs, config.allowed_hosts) if config else pack_set()
 
     @property
     def config(self) -> PermissionConfig | None:
@@ -131,9 +136,13 @@ class ApprovalPolicy:
         if script.empty:
             return _decline("unparsable", "empty command (only blanks or comments)")
 
-        violation = find_violation(script, RuleContext.build(request.cwd, request.writable_roots))
+        ctx = RuleContext.build(request.cwd, request.writable_roots)
+        violation = find_violation(script, ctx)
         if violation is not None:
             return _decline(violation.rule, violation.reason)
+        in_pack = self._packs.check_script(script, text, ctx.cwd, ctx.roots, ctx.home)
+        if in_pack is not None:
+            return _decline(in_pack.rule, in_pack.reason)
 
         units = [
             (shlex.join(cmd.written), shlex.join(cmd.argv)) for cmd in script.commands if not cmd.carrier

@@ -1,0 +1,202 @@
+"""What rule packs and judges see of one command: the argv split into flags and positionals, the
+context it runs in (``JudgeContext``), and small helpers the judges share."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agent_fleet.policy._hosts import HostList
+from agent_fleet.policy._shell import ParsedScript, SimpleCommand
+
+__all__ = [
+    "WRITE_OPS",
+    "Args",
+    "JudgeContext",
+    "cd_targets",
+    "effective_argv",
+    "option_values",
+    "read_small_file",
+    "split_args",
+    "stdin_texts",
+]
+
+WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
+_MAX_FILE = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JudgeContext:
+    """Where the script runs: ``cwd``/``roots``/``home`` absolute and normalised (``cwd`` may be
+    unknown); ``cd_targets`` every directory the script ``cd``s into; ``hosts`` the allow-list."""
+
+    cwd: str | None
+    roots: tuple[str, ...]
+    home: str
+    hosts: HostList
+    script: ParsedScript
+    text: str
+    cd_targets: tuple[str, ...] = ()
+
+    def resolve(self, word: str, cwd: str | None = None) -> str | None:
+        """The absolute path ``word`` names (``~``, ``$HOME``, relative to ``cwd``), or ``None``."""
+        if not word or "$(" in word or "`" in word:
+            return None
+        if word == "~" or word.startswith("~/"):
+            word = self.home + word[1:]
+        elif word.startswith(("$HOME", "${HOME}")):
+            word = self.home + word[len("${HOME}") if word.startswith("${") else len("$HOME") :]
+        elif word.startswith("~"):
+            user, _, rest = word[1:].partition("/")
+            word = f"/home/{user}/{rest}"
+        if "$" in word:
+            return None
+        if not word.startswith("/"):
+            base = cwd if cwd is not None else self.cwd
+            if base is None:
+                return None
+            word = posixpath.join(base, word)
+        return posixpath.normpath(word)
+
+    def inside(self, path: str) -> bool:
+        """``path`` (absolute) is inside the working directory or a writable root."""
+        return any(path == root or path.startswith(root.rstrip("/") + "/") for root in self.roots)
+
+    def sensitive_dir(self, path: str) -> bool:
+        """``/``, the home directory or one of its ancestors, or a top-level system directory."""
+        if path == "/" or path == self.home or self.home.startswith(path.rstrip("/") + "/"):
+            return True
+        return path.count("/") == 1 and path != "/tmp"
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    """``flags``: every flag spelling present (``--x=1`` -> ``--x``; ``-abc`` -> ``-abc``, ``-a``, ``-b``,
+    ``-c``); ``positionals``: the other words, skipping values of ``value_options``; ``operands``: every
+    word that is not a flag (values of options included)."""
+
+    flags: frozenset[str]
+    positionals: tuple[str, ...]
+    operands: tuple[str, ...]
+
+
+def split_args(args: Sequence[str], value_options: Iterable[str] = ()) -> Args:
+    takes_value = frozenset(value_options)
+    flags: set[str] = set()
+    positionals: list[str] = []
+    operands: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            operands.append(arg)
+            continue
+        if arg == "--":
+            positionals.extend(args[i + 1 :])
+            operands.extend(args[i + 1 :])
+            break
+        if arg.startswith("-") and len(arg) > 1:
+            name = arg.partition("=")[0]
+            flags.add(name)
+            if not arg.startswith("--"):
+                flags.update(f"-{letter}" for letter in name[1:])
+            skip = name in takes_value and "=" not in arg
+            continue
+        positionals.append(arg)
+        operands.append(arg)
+    return Args(frozenset(flags), tuple(positionals), tuple(operands))
+
+
+def option_values(args: Sequence[str], names: Iterable[str], *, attached: bool = True) -> list[str]:
+    """Values of the options ``names`` (``--x V``, ``--x=V``, ``-xV`` for one-letter ``-x`` when
+    ``attached``), in order."""
+    wanted = frozenset(names)
+    found: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            break
+        name, eq, value = arg.partition("=")
+        if name in wanted:
+            if eq:
+                found.append(value)
+            elif i + 1 < len(args):
+                found.append(args[i + 1])
+                i += 1
+        elif attached and len(arg) > 2 and arg[:2] in wanted and not arg.startswith("--"):
+            found.append(arg[2:])
+        i += 1
+    return found
+
+
+def effective_argv(cmd: SimpleCommand) -> tuple[str, ...]:
+    """``python -m pip install x`` -> ``pip install x``; ``python3 -m http.server`` stays as it is."""
+    argv = cmd.argv
+    if len(argv) >= 3 and argv[0].startswith(("python", "py")) and argv[1] == "-m":
+        module = argv[2]
+        if module in ("pip", "pip3", "uv", "pipx", "twine", "poetry", "pdm", "hatch", "flit", "conda"):
+            return (module, *argv[3:])
+    return argv
+
+
+def stdin_texts(cmd: SimpleCommand, ctx: JudgeContext) -> list[str]:
+    """Text known to reach ``cmd``'s standard input: here-documents, here-strings, ``< file`` (read when
+    small and resolvable), and ``echo``/``printf``/``cat file`` earlier in its pipeline."""
+    texts: list[str] = []
+    for redirect in cmd.redirects:
+        if redirect.op in ("<<", "<<-", "<<<"):
+            texts.append(redirect.target)
+        elif redirect.op == "<":
+            content = read_small_file(redirect.target, ctx)
+            if content is not None:
+                texts.append(content)
+    for argv in cmd.stdin:
+        if not argv:
+            continue
+        if argv[0] in ("echo", "printf"):
+            words = [arg for arg in argv[1:] if not (arg.startswith("-") and len(arg) <= 3)]
+            texts.append(" ".join(words).replace("\\n", "\n"))
+        elif argv[0] in ("cat", "zcat", "gunzip", "bzcat", "xzcat"):
+            for word in argv[1:]:
+                content = read_small_file(word, ctx) if not word.startswith("-") else None
+                if content is not None:
+                    texts.append(content)
+    return texts
+
+
+def read_small_file(word: str, ctx: JudgeContext) -> str | None:
+    """The text of the file ``word`` names, when it resolves, exists and is at most 1 MiB."""
+    path = ctx.resolve(word)
+    if path is None:
+        return None
+    try:
+        if os.path.getsize(path) > _MAX_FILE:
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(_MAX_FILE)
+    except OSError:
+        return None
+
+
+def cd_targets(script: ParsedScript, cwd: str | None, home: str) -> tuple[str, ...]:
+    """Every directory the script ``cd``s/``pushd``s into, each resolved from the one before."""
+    found: list[str] = []
+    current = cwd
+    for cmd in script.commands:
+        if cmd.program not in ("cd", "pushd"):
+            continue
+        operands = [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
+        target = operands[0] if operands else "~"
+        if target == "~" or target.startswith("~/"):
+            target = home + target[1:]
+        elif target.startswith("$HOME"):
+            target = home + target[len("$HOME") :]
+        if "$" in target or "`" in target or (not target.startswith("/") and current is None):
+            current = None
+            continue
+        current = posixpath.normpath(posixpath.join(current or "/", target))
+        found.append(current)
+    return tuple(found)

@@ -1,0 +1,309 @@
+"""Database clients: find the statements a client would run, and judge them.
+
+SQL comes from the client's options (``psql -c``, ``mysql -e``, ``sqlite3 DB "SQL"``, ``--file``), from
+here-documents, here-strings, ``< file.sql`` and ``echo ... |``; it is judged on a real parse
+(``sqlglot``, imported only when a database client is seen). Destructive: ``DROP``, ``TRUNCATE``,
+``DELETE``/``UPDATE`` without a ``WHERE`` (or with one that is always true), ``ALTER ... DROP``,
+``COPY ... PROGRAM``. SQL that does not parse is read token by token; text that cannot even be tokenised
+is declined when it names ``DROP``/``TRUNCATE``/``DELETE``/``UPDATE`` at all (fail closed).
+MongoDB shell code and Redis commands are not SQL: their destructive calls are few and named
+(``dropDatabase()``, ``deleteMany({})``, ``FLUSHALL``), so they are matched by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_fleet.policy._argv import JudgeContext, option_values, read_small_file, split_args, stdin_texts
+from agent_fleet.policy._shell import SimpleCommand
+
+__all__ = ["judge_mongo", "judge_redis", "judge_sql", "sql_danger"]
+
+# sqlglot warns (on stderr, through logging) each time it falls back to an opaque statement; we judge
+# those ourselves, so the warning is noise in the agent's output.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+
+@dataclass(frozen=True, slots=True)
+class _Client:
+    dialect: str | None
+    sql_options: tuple[str, ...] = ()
+    file_options: tuple[str, ...] = ()
+    value_options: tuple[str, ...] = ()
+    positional_sql: int | None = None  # index of the first positional holding SQL (sqlite3 DB SQL...)
+    after: str | None = None  # positional SQL only after this word (bq query SQL, cockroach sql)
+
+
+_PG_VALUES = ("-d", "--dbname", "-h", "--host", "-p", "--port", "-U", "--username", "-v", "--set", "-P")
+_MY_VALUES = ("-D", "--database", "-h", "--host", "-P", "--port", "-u", "--user", "-S", "--socket")
+CLIENTS: dict[str, _Client] = {
+    "psql": _Client("postgres", ("-c", "--command"), ("-f", "--file"), (*_PG_VALUES, "-o", "-L")),
+    "pgcli": _Client("postgres", ("-c", "--command"), (), _PG_VALUES),
+    "mysql": _Client("mysql", ("-e", "--execute"), (), _MY_VALUES),
+    "mariadb": _Client("mysql", ("-e", "--execute"), (), _MY_VALUES),
+    "mycli": _Client("mysql", ("-e", "--execute"), (), _MY_VALUES),
+    "sqlite3": _Client("sqlite", ("-cmd",), (), ("-cmd", "-separator", "-nullvalue"), positional_sql=1),
+    "sqlite": _Client("sqlite", ("-cmd",), (), ("-cmd",), positional_sql=1),
+    "litecli": _Client("sqlite", ("-e", "--execute"), (), ()),
+    "duckdb": _Client("duckdb", ("-c", "-cmd", "-s"), (), ("-c", "-cmd", "-s"), positional_sql=1),
+    "clickhouse-client": _Client("clickhouse", ("-q", "--query"), ("--queries-file",), ("-h", "--host")),
+    "clickhouse": _Client("clickhouse", ("-q", "--query"), ("--queries-file",), ("-h", "--host")),
+    "cqlsh": _Client(None, ("-e", "--execute"), ("-f", "--file"), ("-u", "-p", "-k")),
+    "sqlcmd": _Client("tsql", ("-Q", "-q"), ("-i",), ("-S", "-U", "-P", "-d")),
+    "usql": _Client(None, ("-c", "--command"), ("-f", "--file"), ()),
+    "snowsql": _Client("snowflake", ("-q", "--query"), ("-f", "--filename"), ("-a", "-u", "-d", "-s")),
+    "beeline": _Client("hive", ("-e",), ("-f",), ("-u", "-n", "-p")),
+    "hive": _Client("hive", ("-e",), ("-f",), ()),
+    "impala-shell": _Client("hive", ("-q", "--query"), ("-f", "--query_file"), ("-i",)),
+    "trino": _Client("trino", ("--execute",), ("-f", "--file"), ("--server", "--catalog", "--schema")),
+    "presto": _Client("presto", ("--execute",), ("-f", "--file"), ("--server", "--catalog", "--schema")),
+    "spark-sql": _Client("spark", ("-e",), ("-f",), ()),
+    "vsql": _Client("postgres", ("-c", "--command"), ("-f", "--file"), _PG_VALUES),
+    "cockroach": _Client("postgres", ("-e", "--execute"), ("-f", "--file"), ("--url", "--host", "-d")),
+    "bq": _Client("bigquery", (), (), ("--project_id", "--location"), positional_sql=0, after="query"),
+    "turso": _Client("sqlite", (), (), (), positional_sql=0, after="shell"),
+    "wrangler": _Client("sqlite", ("--command",), ("--file",), ("--env",)),
+    "supabase": _Client("postgres", ("--command",), ("--file", "-f"), ()),
+    "sqlplus": _Client("oracle", (), (), ()),
+    "isql": _Client(None, (), (), ()),
+    "mssql-cli": _Client("tsql", ("-Q", "--query"), ("-i", "--input-file"), ("-S", "-U", "-d")),
+}
+#: Options of other programs that carry a SQL statement (cloud data APIs).
+SQL_VALUE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "aws": ("--sql",),
+    "gcloud": ("--sql",),
+    "az": ("--query-text",),
+}
+
+_META_LINE = re.compile(r"^\s*[\\.]")  # psql \d, sqlite .tables
+_SHELL_META = re.compile(r"^\s*(\\!|\.shell\b|\.system\b|\\o\s*\||\.once\s*\||\.output\s*\|)", re.MULTILINE)
+_INCLUDE = re.compile(r"^\s*(?:\\i|\\ir|\\include|\.read|source)\s+(\S+)", re.MULTILINE | re.IGNORECASE)
+_CRUDE = re.compile(r"\b(drop|truncate|delete|update)\b", re.IGNORECASE)
+
+
+def _sources(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext, client: _Client) -> list[str]:
+    args = argv[1:]
+    texts = option_values(args, client.sql_options)
+    for name in client.file_options:
+        for path in option_values(args, (name,)):
+            content = read_small_file(path, ctx)
+            if content is not None:
+                texts.append(content)
+    if client.positional_sql is not None:
+        positionals = split_args(args, (*client.value_options, *client.sql_options, *client.file_options))
+        words = list(positionals.positionals)
+        if client.after is not None:
+            words = words[words.index(client.after) + 1 :] if client.after in words else []
+        texts.extend(words[client.positional_sql :])
+    texts.extend(stdin_texts(cmd, ctx))
+    return texts
+
+
+def _tautology(where: Any) -> bool:
+    from sqlglot import exp
+
+    cond = where.this if isinstance(where, exp.Where) else where
+    while isinstance(cond, exp.Paren):
+        cond = cond.this
+    if isinstance(cond, exp.Boolean):
+        return bool(cond.this)
+    if isinstance(cond, exp.Literal) and not cond.is_string:
+        return cond.this not in ("0", "0.0")
+    if isinstance(cond, exp.EQ | exp.Is) and cond.left == cond.right:
+        return True
+    if isinstance(cond, exp.Or):
+        return _tautology(cond.left) or _tautology(cond.right)
+    return False
+
+
+def _statement_danger(stmt: Any) -> str | None:
+    from sqlglot import exp
+
+    for node in stmt.walk():
+        if isinstance(node, exp.Drop):
+            return f"DROP {node.args.get('kind') or ''}".strip()
+        if isinstance(node, exp.TruncateTable):
+            return "TRUNCATE"
+        if isinstance(node, exp.Delete | exp.Update):
+            verb = "DELETE" if isinstance(node, exp.Delete) else "UPDATE"
+            where = node.args.get("where")
+            if where is None:
+                return f"{verb} without WHERE"
+            if _tautology(where):
+                return f"{verb} with an always-true WHERE"
+        actions = node.args.get("actions") or () if isinstance(node, exp.Alter) else ()
+        if any(isinstance(action, exp.Drop) for action in actions):
+            return "ALTER ... DROP"
+        if isinstance(node, exp.Command):
+            found = _token_danger(node.sql())
+            if found is not None:
+                return found
+        if isinstance(node, exp.Copy) and "PROGRAM" in node.sql().upper():
+            return "COPY ... PROGRAM (runs a shell command on the server)"
+    return None
+
+
+def _token_danger(sql: str, dialect: str | None = None) -> str | None:
+    """Judge SQL the parser rejected, statement by statement, on sqlglot's tokens."""
+    from sqlglot import TokenType
+    from sqlglot.dialects.dialect import Dialect
+
+    try:
+        tokens = Dialect.get_or_raise(dialect).tokenize(sql)
+    except Exception:  # the tokenizer raises several error types; any failure means "cannot read"
+        found = _CRUDE.search(sql)
+        return f"unreadable SQL naming {found.group(1).upper()}" if found else None
+    statements: list[list[Any]] = [[]]
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            statements.append([])
+        else:
+            statements[-1].append(token)
+    for statement in statements:
+        if not statement:
+            continue
+        words = [token.text.upper() for token in statement if token.token_type != TokenType.STRING]
+        head = str(words[0])
+        if head in ("DROP", "TRUNCATE"):
+            return head
+        if head in ("DELETE", "UPDATE") and "WHERE" not in words:
+            return f"{head} without WHERE"
+        if head == "ALTER" and "DROP" in words:
+            return "ALTER ... DROP"
+        if head == "COPY" and "PROGRAM" in words:
+            return "COPY ... PROGRAM (runs a shell command on the server)"
+    return None
+
+
+def sql_danger(sql: str, dialect: str | None = None) -> str | None:
+    """What makes ``sql`` destructive, or ``None``. Client meta-commands (``\\d``, ``.tables``) are
+    skipped; shell escapes (``\\!``, ``.shell``) are destructive by default."""
+    escape = _SHELL_META.search(sql)
+    if escape is not None:
+        return f"a shell escape ({escape.group(1).strip()}) inside the client"
+    body = "\n".join(line for line in sql.splitlines() if not _META_LINE.match(line))
+    if not body.strip():
+        return None
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    try:
+        statements = sqlglot.parse(body, read=dialect)
+    except SqlglotError:
+        return _token_danger(body, dialect)
+    except Exception:  # a parser bug on odd input: judge the tokens instead
+        return _token_danger(body, dialect)
+    for stmt in statements:
+        if stmt is None:
+            continue
+        found = _statement_danger(stmt)
+        if found is not None:
+            return found
+    return None
+
+
+def judge_sql(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    program = argv[0]
+    client = CLIENTS.get(program)
+    if client is None:
+        names = SQL_VALUE_OPTIONS.get(program, ())
+        texts = option_values(argv[1:], names, attached=False)
+        dialect = None
+    else:
+        texts = _sources(cmd, argv, ctx, client)
+        dialect = client.dialect
+    for text in texts:
+        for included in _INCLUDE.findall(text):
+            content = read_small_file(included, ctx)
+            if content is not None:
+                texts.append(content)
+        if len(texts) > 64:
+            break
+    for text in texts:
+        found = sql_danger(text, dialect)
+        if found is not None:
+            return found
+    return None
+
+
+_MONGO = re.compile(
+    r"\.\s*(dropDatabase|dropAllUsers|dropAllRoles|dropUser|dropRole|dropIndexes)\s*\("
+    r"|\.\s*drop\s*\(\s*\)"
+    r"|\.\s*(deleteMany|remove|updateMany|replaceOne|deleteOne|bulkWrite)\s*\(\s*(\{\s*\}\s*)?[,)]"
+    r"|\b(dropDatabase|shutdown|shutdownServer|renameCollection)\b\s*['\"]?\s*:"
+    r"|\.\s*shutdownServer\s*\(",
+)
+
+
+def judge_mongo(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    args = argv[1:]
+    texts = option_values(args, ("--eval",), attached=False)
+    parsed = split_args(
+        args, ("--eval", "--host", "--port", "-u", "--username", "-p", "--password", "--file")
+    )
+    for word in (*parsed.positionals, *option_values(args, ("--file", "-f"), attached=False)):
+        if word.endswith(".js"):
+            content = read_small_file(word, ctx)
+            if content is not None:
+                texts.append(content)
+    texts.extend(stdin_texts(cmd, ctx))
+    for text in texts:
+        found = _MONGO.search(text)
+        if found is not None:
+            return f"MongoDB shell code {found.group(0).strip()!r}"
+    return None
+
+
+_REDIS_DANGER = frozenset(
+    {"FLUSHALL", "FLUSHDB", "SHUTDOWN", "SWAPDB", "REPLICAOF", "SLAVEOF", "MIGRATE", "RESTORE"}
+    | {"BGREWRITEAOF", "FAILOVER"}
+)
+_REDIS_SUB = {
+    "CONFIG": {"SET", "RESETSTAT", "REWRITE"},
+    "DEBUG": None,
+    "SCRIPT": {"FLUSH"},
+    "FUNCTION": {"FLUSH", "DELETE", "RESTORE"},
+    "CLUSTER": {"RESET", "FLUSHSLOTS", "FAILOVER", "FORGET"},
+    "MODULE": {"LOAD", "LOADEX"},
+    "ACL": {"SETUSER", "DELUSER", "LOAD"},
+    "CLIENT": {"KILL"},
+}
+_REDIS_VALUES = (
+    *("-h", "-p", "-s", "-a", "-u", "-n", "-r", "-i", "-d", "-D", "-e", "--user", "--pass", "--askpass"),
+    *("--pattern", "--count", "--cacert", "--cert", "--key", "--tls-ciphers", "--sni", "--rdb"),
+    *("--functions-rdb", "--eval", "--memkeys-samples", "--quoted-pattern"),
+)
+
+
+def _redis_words(words: Sequence[str], mass: bool) -> str | None:
+    if not words:
+        return None
+    head = words[0].upper()
+    if head in _REDIS_DANGER:
+        return f"Redis {head}"
+    if head in _REDIS_SUB:
+        subs = _REDIS_SUB[head]
+        sub = words[1].upper() if len(words) > 1 else ""
+        if subs is None or sub in subs:
+            return f"Redis {head} {sub}".strip()
+    if head in ("DEL", "UNLINK", "EXPIRE") and (mass or any("*" in word for word in words[1:])):
+        return f"Redis {head} of keys chosen in bulk"
+    return None
+
+
+def judge_redis(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    parsed = split_args(argv[1:], _REDIS_VALUES)
+    mass = "xargs" in cmd.wrappers or any("$(" in word or "`" in word for word in parsed.positionals)
+    found = _redis_words(parsed.positionals, mass)
+    if found is not None:
+        return found
+    for text in stdin_texts(cmd, ctx):
+        for line in text.splitlines():
+            found = _redis_words(line.split(), mass=False)
+            if found is not None:
+                return found
+    return None
