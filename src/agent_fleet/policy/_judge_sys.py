@@ -140,7 +140,8 @@ _SYSTEM_PREFIXES = (
 def _system_path(path: str | None) -> bool:
     if path is None:
         return False
-    return "site-packages" in path or "dist-packages" in path or path.startswith(_SYSTEM_PREFIXES)
+    packages = "site-packages" in path or "dist-packages" in path
+    return path == "/" or packages or path.startswith(_SYSTEM_PREFIXES)
 
 
 def judge_system_site(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
@@ -232,6 +233,17 @@ def judge_git_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext)
     return None
 
 
+def _remote_url(name: str, ctx: JudgeContext) -> str:
+    """``name``, or the URL the script itself gives that remote (``git remote add x URL && git push x``)."""
+    for cmd in ctx.script.commands:
+        if cmd.program != "git":
+            continue
+        words = split_args(cmd.argv[1:], ("-C", "-c", "-t", "-m", "--push")).positionals
+        if len(words) >= 4 and words[0] == "remote" and words[1] in ("add", "set-url") and words[2] == name:
+            return words[3]
+    return name
+
+
 _TAGLIKE = re.compile(r"^(refs/tags/.+|v?\d+(\.\d+)+([-+.].*)?)$")
 
 
@@ -244,7 +256,7 @@ def judge_git_push(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -
     flags = parsed.flags
     words = list(parsed.positionals)
     if words:
-        host = host_of(words[0])
+        host = host_of(_remote_url(words[0], ctx))
         if host is not None and not ctx.hosts.with_forge(ctx.cwd).allows(host):
             return f"pushing the repository to {host}, which is not on the allowed hosts"
     refspecs = words[1:]
@@ -370,7 +382,9 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
     if program == "dd":
         source = next((a[3:] for a in args if a.startswith("if=")), "")
         dest = next((a[3:] for a in args if a.startswith("of=")), None)
-        bounded = any(a.startswith(("count=", "iflag=count_bytes")) for a in args)
+        counts = [_size(a[6:]) for a in args if a.startswith("count=")]
+        block = next((_size(a[3:]) for a in args if a.startswith(("bs=", "obs="))), 512) or 512
+        bounded = bool(counts) and all(c is not None and c * block < _HUGE for c in counts)
         stdin_infinite = source == "" and any(_infinite_source(a) for a in cmd.stdin)
         if (
             (source in _INFINITE or stdin_infinite)

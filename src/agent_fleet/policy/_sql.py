@@ -82,6 +82,8 @@ SQL_VALUE_OPTIONS: dict[str, tuple[str, ...]] = {
 _META_LINE = re.compile(r"^\s*[\\.]")  # psql \d, sqlite .tables
 _SHELL_META = re.compile(r"^\s*(\\!|\.shell\b|\.system\b|\\o\s*\||\.once\s*\||\.output\s*\|)", re.MULTILINE)
 _INCLUDE = re.compile(r"^\s*(?:\\i|\\ir|\\include|\.read|source)\s+(\S+)", re.MULTILINE | re.IGNORECASE)
+_DESTRUCTIVE_NAME = re.compile(r"drop|truncate|wipe|reset|purge|destroy|delete|teardown|nuke|clean", re.I)
+_DYNAMIC_HEADS = frozenset({"DO", "EXECUTE", "EXEC", "PREPARE", "CALL"})
 _CRUDE = re.compile(r"\b(drop|truncate|delete|update)\b", re.IGNORECASE)
 
 
@@ -93,6 +95,8 @@ def _sources(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext, client:
             content = read_small_file(path, ctx)
             if content is not None:
                 texts.append(content)
+            elif _DESTRUCTIVE_NAME.search(path.rsplit("/", 1)[-1]):
+                texts.append(f"DROP /* unreadable file {path} */ x")
     if client.positional_sql is not None:
         positionals = split_args(args, (*client.value_options, *client.sql_options, *client.file_options))
         words = list(positionals.positionals)
@@ -120,7 +124,7 @@ def _tautology(where: Any) -> bool:
     return False
 
 
-def _statement_danger(stmt: Any) -> str | None:
+def _statement_danger(stmt: Any, dialect: str | None) -> str | None:
     from sqlglot import exp
 
     for node in stmt.walk():
@@ -139,7 +143,7 @@ def _statement_danger(stmt: Any) -> str | None:
         if any(isinstance(action, exp.Drop) for action in actions):
             return "ALTER ... DROP"
         if isinstance(node, exp.Command):
-            found = _token_danger(node.sql())
+            found = _token_danger(node.sql(dialect=dialect), dialect)
             if found is not None:
                 return found
         if isinstance(node, exp.Copy) and "PROGRAM" in node.sql().upper():
@@ -147,7 +151,16 @@ def _statement_danger(stmt: Any) -> str | None:
     return None
 
 
-def _token_danger(sql: str, dialect: str | None = None) -> str | None:
+def _unquote(text: str) -> str:
+    dollar = re.fullmatch(r"(\$[A-Za-z_]*\$)(.*)\1", text, re.DOTALL)
+    if dollar:
+        return dollar.group(2)
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    return text
+
+
+def _token_danger(sql: str, dialect: str | None = None, depth: int = 0) -> str | None:
     """Judge SQL the parser rejected, statement by statement, on sqlglot's tokens."""
     from sqlglot import TokenType
     from sqlglot.dialects.dialect import Dialect
@@ -155,8 +168,8 @@ def _token_danger(sql: str, dialect: str | None = None) -> str | None:
     try:
         tokens = Dialect.get_or_raise(dialect).tokenize(sql)
     except Exception:  # the tokenizer raises several error types; any failure means "cannot read"
-        found = _CRUDE.search(sql)
-        return f"unreadable SQL naming {found.group(1).upper()}" if found else None
+        crude = _CRUDE.search(sql)
+        return f"unreadable SQL naming {crude.group(1).upper()}" if crude else None
     statements: list[list[Any]] = [[]]
     for token in tokens:
         if token.token_type == TokenType.SEMICOLON:
@@ -167,7 +180,13 @@ def _token_danger(sql: str, dialect: str | None = None) -> str | None:
         if not statement:
             continue
         words = [token.text.upper() for token in statement if token.token_type != TokenType.STRING]
-        head = str(words[0])
+        head = str(words[0]) if words else ""
+        if _DYNAMIC_HEADS & set(words) and depth < 3:  # DO $$ ... EXECUTE 'DROP ...' $$: judge the strings
+            for token in statement:
+                if token.token_type in (TokenType.STRING, TokenType.HEREDOC_STRING, TokenType.RAW_STRING):
+                    inner = _token_danger(_unquote(token.text), dialect, depth + 1)
+                    if inner is not None:
+                        return inner
         if head in ("DROP", "TRUNCATE"):
             return head
         if head in ("DELETE", "UPDATE") and "WHERE" not in words:
@@ -200,7 +219,7 @@ def sql_danger(sql: str, dialect: str | None = None) -> str | None:
     for stmt in statements:
         if stmt is None:
             continue
-        found = _statement_danger(stmt)
+        found = _statement_danger(stmt, dialect)
         if found is not None:
             return found
     return None
