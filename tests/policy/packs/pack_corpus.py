@@ -105,6 +105,9 @@ DATABASE_DANGEROUS: list[tuple[str, str]] = [
     ("psql app -c 'UPDATE accounts SET balance = 0'", "database/sql-destructive"),
     ('psql -c "DELETE FROM sessions WHERE 1=1"', "database/sql-destructive"),
     ('psql -c "ALTER TABLE users DROP COLUMN email"', "database/sql-destructive"),
+    ("psql -f scripts/drop_all.sql", "database/sql-destructive"),  # unreadable here: judged by its name
+    ("psql app -c \"DO $$ BEGIN EXECUTE 'DROP SCHEMA app CASCADE'; END $$\"", "database/sql-destructive"),
+    ("dd if=/dev/zero of=big bs=1G count=1000", "exhaustion/fill-disk"),
     ('psql -c "select 1; drop schema public cascade;"', "database/sql-destructive"),
     ("psql app <<'EOF'\nBEGIN;\nDROP TABLE payments;\nCOMMIT;\nEOF", "database/sql-destructive"),
     ("psql app <<< 'TRUNCATE audit_log'", "database/sql-destructive"),
@@ -303,6 +306,7 @@ FORGE_DANGEROUS: list[tuple[str, str]] = [
     ("uv publish", "forge/registry-publish"),
     ("gem push my-gem-1.0.0.gem", "forge/registry-publish"),
     ("docker push myorg/app:latest", "forge/registry-publish"),
+    ("docker buildx build --push -t org/app:latest .", "forge/image-build-push"),
     ("python setup.py sdist upload", "forge/setup-py-upload"),
     ("git push origin :refs/tags/v1.0.0", "forge/git-push-tags"),
     ("git push --delete origin v2.3.1", "forge/git-push-tags"),
