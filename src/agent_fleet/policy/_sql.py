@@ -72,6 +72,13 @@ CLIENTS: dict[str, _Client] = {
     "isql": _Client(None, (), (), ()),
     "mssql-cli": _Client("tsql", ("-Q", "--query"), ("-i", "--input-file"), ("-S", "-U", "-d")),
 }
+_GENERIC = _Client(
+    None,
+    ("-c", "--command", "-e", "--execute", "-q", "--query", "--sql"),
+    ("-f", "--file"),
+    (),
+    positional_sql=0,
+)
 #: Options of other programs that carry a SQL statement (cloud data APIs).
 SQL_VALUE_OPTIONS: dict[str, tuple[str, ...]] = {
     "aws": ("--sql",),
@@ -228,6 +235,8 @@ def sql_danger(sql: str, dialect: str | None = None) -> str | None:
 def judge_sql(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
     program = argv[0]
     client = CLIENTS.get(program)
+    if client is None and program not in SQL_VALUE_OPTIONS:
+        client = _GENERIC  # a client named in a user's pack: options, files, operands, stdin
     if client is None:
         names = SQL_VALUE_OPTIONS.get(program, ())
         texts = option_values(argv[1:], names, attached=False)
