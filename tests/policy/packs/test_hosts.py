@@ -67,7 +67,8 @@ def test_allowed_hosts_admit_installs_and_uploads() -> None:
 def _repo(root: Path, url: str) -> Path:
     (root / ".git").mkdir(parents=True)
     (root / ".git" / "config").write_text(
-        f'[core]\n\tbare = false\n[remote "origin"]\n\turl = {url}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n'
+        f'[core]\n\tbare = false\n[remote "origin"]\n\turl = {url}\n'
+        "\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
     )
     (root / "src").mkdir()
     return root

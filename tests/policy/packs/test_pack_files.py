@@ -127,7 +127,8 @@ reason = "an attempt to replace the built-in rule with a harmless one"
         ("domain = 'x'\n[[rules]]\nname='a'\nreason='r'\ncheck='nope'\n", "unknown check"),
         ("domain = 'x'\n[[rules]]\nname='a'\nreason='r'\nargs_any=['(']\n", "invalid regular expression"),
         ("domain = 'x'\n[[rules]]\nname='a'\nreason='r'\n", "at least one condition"),
-        ("domain = 'x'\n[[rules]]\nname='a'\nreason='r'\nprograms=['x']\nsubcommand=['a','b']\ndepth=1\n", "depth"),
+        ("domain = 'x'\n[[rules]]\nname='a'\nreason='r'\nprograms=['x']\nsubcommand=['a','b']\n"
+         "depth=1\n", "depth"),
         ("domain = 'x'\n[[rules]]\nname='a'\nreason='r'\nprograms=['x']\n[[rules]]\nname='a'\nreason='r'\n"
          "programs=['y']\n", "duplicate"),
     ],
@@ -157,7 +158,7 @@ def test_permission_config_normalises_new_fields(tmp_path: Path) -> None:
         (["-n", "prod", "delete", "pod"], ["-n"], {"-n"}, ("delete", "pod")),
         (["-af", "--volumes", "x"], [], {"-af", "-a", "-f", "--volumes"}, ("x",)),
         (["--replicas=0", "scale"], [], {"--replicas"}, ("scale",)),
-        (["-auto-approve", "--", "-x"], [], {"-auto-approve", "-a", "-u", "-t", "-o", "-p", "-r", "-v", "-e", "--"}, ("-x",)),
+        (["-auto-approve", "--", "-x"], [], {"-auto-approve", "-a", "-u", "-t", "-o", "-p"}, ("-x",)),
     ],
 )  # fmt: skip
 def test_split_args(
