@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from agent_fleet.policy._hosts import HostList
@@ -30,7 +30,8 @@ _MAX_FILE = 1024 * 1024
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JudgeContext:
     """Where the script runs: ``cwd``/``roots``/``home`` absolute and normalised (``cwd`` may be
-    unknown); ``cd_targets`` every directory the script ``cd``s into; ``hosts`` the allow-list."""
+    unknown); ``cd_targets`` every directory the script ``cd``s into; ``hosts`` the allow-list;
+    ``builtin`` the engine's built-in rules, applied to commands run elsewhere."""
 
     cwd: str | None
     roots: tuple[str, ...]
@@ -39,6 +40,8 @@ class JudgeContext:
     script: ParsedScript
     text: str
     cd_targets: tuple[str, ...] = ()
+    # The engine's built-in rules, for scripts run elsewhere (``ssh host 'rm -rf /srv'``): (rule, reason).
+    builtin: Callable[[ParsedScript], tuple[str, str] | None] | None = None
 
     def resolve(self, word: str, cwd: str | None = None) -> str | None:
         """The absolute path ``word`` names (``~``, ``$HOME``, relative to ``cwd``), or ``None``."""

@@ -28,8 +28,8 @@ import fnmatch
 import functools
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -37,7 +37,8 @@ from agent_fleet.errors import UsageError
 from agent_fleet.policy._argv import JudgeContext, cd_targets, effective_argv, split_args
 from agent_fleet.policy._hosts import HostList
 from agent_fleet.policy._judges import JUDGES, SCRIPT_JUDGES
-from agent_fleet.policy._shell import ParsedScript, SimpleCommand
+from agent_fleet.policy._nested import nested_commands
+from agent_fleet.policy._shell import ParsedScript, SimpleCommand, UnparsableCommand, parse_script
 
 __all__ = [
     "PACK_RULES",
@@ -50,6 +51,7 @@ __all__ = [
     "pack_set",
 ]
 
+_MAX_NESTING = 3
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 _RULE_KEYS = frozenset(
     {"name", "reason", "programs", "subcommand", "depth", "flags_any", "flags_all", "flags_none"}
@@ -269,9 +271,16 @@ class PackSet:
         return exact + fuzzy
 
     def check_script(
-        self, script: ParsedScript, text: str, cwd: str | None, roots: Sequence[str], home: str
+        self,
+        script: ParsedScript,
+        text: str,
+        cwd: str | None,
+        roots: Sequence[str],
+        home: str,
+        builtin: Callable[[ParsedScript], tuple[str, str] | None] | None = None,
     ) -> PackViolation | None:
-        """Judge a parsed script run in ``cwd`` (absolute or ``None``) with writable ``roots``."""
+        """Judge a parsed script run in ``cwd`` (absolute or ``None``) with writable ``roots``;
+        ``builtin`` (the engine's built-in rules) is also applied to commands run elsewhere."""
         ctx = JudgeContext(
             cwd=cwd,
             roots=tuple(roots),
@@ -280,21 +289,46 @@ class PackSet:
             script=script,
             text=text,
             cd_targets=cd_targets(script, cwd, home),
+            builtin=builtin,
         )
         return self.check(ctx)
 
     def check(self, ctx: JudgeContext) -> PackViolation | None:
         """The first pack rule a command of the script breaks, then the script-level judges."""
+        found = self._check_commands(ctx, depth=0)
+        if found is not None:
+            return found
+        for rule_id, domain, judge in SCRIPT_JUDGES:
+            reason = judge(ctx)
+            if reason is not None:
+                return PackViolation(rule=rule_id, domain=domain, reason=f"{domain}: {reason}")
+        return None
+
+    def _check_commands(self, ctx: JudgeContext, depth: int) -> PackViolation | None:
+        """Every command of ``ctx.script``, then what each runs elsewhere (``docker exec db psql ...``)."""
         for cmd in ctx.script.commands:
             if cmd.carrier:
                 continue
             found = self._check_command(cmd, ctx)
             if found is not None:
                 return found
-        for rule_id, domain, judge in SCRIPT_JUDGES:
-            reason = judge(ctx)
-            if reason is not None:
-                return PackViolation(rule=rule_id, domain=domain, reason=f"{domain}: {reason}")
+            if depth >= _MAX_NESTING:
+                continue
+            for inner in nested_commands(effective_argv(cmd)):
+                try:
+                    script = parse_script(inner)
+                except UnparsableCommand:
+                    continue  # text for another machine we cannot read; the outer command was judged
+                text = inner if isinstance(inner, str) else " ".join(inner)
+                core = ctx.builtin(script) if ctx.builtin is not None else None
+                if core is not None and core[0] != "privilege-escalation":  # sudo on that machine is its own
+                    where = cmd.program
+                    return PackViolation(
+                        rule=core[0], domain="core", reason=f"run through {where}: {core[1]}"
+                    )
+                found = self._check_commands(replace(ctx, script=script, text=text), depth + 1)
+                if found is not None:
+                    return found
         return None
 
     def _check_command(self, cmd: SimpleCommand, ctx: JudgeContext) -> PackViolation | None:

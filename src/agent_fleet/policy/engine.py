@@ -45,7 +45,7 @@ from agent_fleet.errors import UsageError
 from agent_fleet.policy._packs import PACK_RULES, pack_set
 from agent_fleet.policy._paths import check_paths
 from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
-from agent_fleet.policy._shell import UnparsableCommand, parse_script
+from agent_fleet.policy._shell import ParsedScript, UnparsableCommand, parse_script
 from agent_fleet.policy._types import ApprovalRequest, Decision
 
 __all__ = ["RULES", "ApprovalPolicy", "evaluate_command"]
@@ -140,7 +140,7 @@ class ApprovalPolicy:
         violation = find_violation(script, ctx)
         if violation is not None:
             return _decline(violation.rule, violation.reason)
-        in_pack = self._packs.check_script(script, text, ctx.cwd, ctx.roots, ctx.home)
+        in_pack = self._packs.check_script(script, text, ctx.cwd, ctx.roots, ctx.home, _elsewhere)
         if in_pack is not None:
             return _decline(in_pack.rule, in_pack.reason)
 
@@ -156,6 +156,12 @@ class ApprovalPolicy:
                     return _decline("not-allowed", f"{unit[0]!r} matches no allowed pattern")
             return Decision(action="acceptForSession", reason="every command matches an allowed pattern")
         return self._by_default("command")
+
+
+def _elsewhere(script: ParsedScript) -> tuple[str, str] | None:
+    """The built-in rules for a script run in a container or on another machine (no known cwd)."""
+    found = find_violation(script, RuleContext.build(None))
+    return (found.rule, found.reason) if found is not None else None
 
 
 @functools.lru_cache(maxsize=64)
