@@ -23,7 +23,9 @@ from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._shell import SimpleCommand
 
 __all__ = [
+    "judge_answered_yes",
     "judge_container_mount",
+    "judge_cpu_burn",
     "judge_fill_disk",
     "judge_git_config",
     "judge_git_push",
@@ -426,4 +428,32 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
         return f"{sources[0]} piped into {target} never ends (fills the disk)"
     if "xargs" in cmd.wrappers or program in ("xargs", "parallel"):
         return f"{sources[0]} piped into {program} starts commands without end"
+    return None
+
+
+def judge_cpu_burn(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """``yes > /dev/null &``: a process that spins forever in the background."""
+    endless = argv[0] == "yes" or any(arg in _INFINITE for arg in argv[1:])
+    if endless and cmd.background and not cmd.in_pipeline and not _writes_file(cmd):
+        return f"{argv[0]} in the background keeps a CPU busy forever"
+    return None
+
+
+_YES_WORDS = frozenset({"y", "yes", "Y", "YES", "Yes"})
+
+
+def judge_answered_yes(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """A confirmation prompt answered by the script itself (``yes | terraform apply``)."""
+    for feeder in cmd.stdin:
+        if feeder and feeder[0] == "yes":
+            return "the confirmation is answered by `yes`"
+        if (
+            feeder
+            and feeder[0] in ("echo", "printf")
+            and _YES_WORDS & {w.strip("'\"\\n") for w in feeder[1:]}
+        ):
+            return f"the confirmation is answered by `{' '.join(feeder)}`"
+    for redirect in cmd.redirects:
+        if redirect.op in ("<<<", "<<", "<<-") and redirect.target.strip() in _YES_WORDS:
+            return "the confirmation is answered by a here-string"
     return None

@@ -34,7 +34,9 @@ from agent_fleet.policy._judge_net import (
     judge_upload,
 )
 from agent_fleet.policy._judge_sys import (
+    judge_answered_yes,
     judge_container_mount,
+    judge_cpu_burn,
     judge_fill_disk,
     judge_git_config,
     judge_git_push,
@@ -56,6 +58,16 @@ def _download_consumer(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
     downloaded = [program for program in cmd.substituted if program in DOWNLOADERS]
     if downloaded:
         return f"{argv[0]} reads code that {downloaded[0]} downloads"
+    return None
+
+
+_POWERSHELL_DOWNLOADERS = frozenset({"iwr", "irm", "invoke-webrequest", "invoke-restmethod", "wget", "curl"})
+
+
+def _fed_by_download(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    for feeder in cmd.stdin:
+        if feeder and (feeder[0] in DOWNLOADERS or feeder[0].lower() in _POWERSHELL_DOWNLOADERS):
+            return f"{argv[0]} runs what {feeder[0]} downloads"
     return None
 
 
@@ -85,6 +97,9 @@ JUDGES: dict[str, Judge] = {
     "remote-copy": judge_remote_copy,
     "substituted-exfil": judge_substituted_exfil,
     "download-consumer": _download_consumer,
+    "answered-yes": judge_answered_yes,
+    "cpu-burn": judge_cpu_burn,
+    "fed-by-download": _fed_by_download,
 }
 
 # --------------------------------------------------------------------------------------------------
@@ -204,9 +219,24 @@ def _index_environment(ctx: JudgeContext) -> str | None:
     return None
 
 
+_ENV_AUTO_APPROVE = re.compile(
+    r"\b(TF_CLI_ARGS(_apply|_destroy)?=[\"']?[^\s\"']*(-auto-approve|-destroy)|PULUMI_SKIP_CONFIRMATIONS=[\"']?(true|1)"
+    r"|TF_CLI_ARGS_destroy=)"
+)
+
+
+def _env_auto_approve(ctx: JudgeContext) -> str | None:
+    """Infrastructure confirmations turned off through the environment (``TF_CLI_ARGS=-auto-approve``)."""
+    found = _ENV_AUTO_APPROVE.search(ctx.text)
+    if found is None:
+        return None
+    return f"{found.group(1)} applies or destroys infrastructure without confirmation"
+
+
 #: (rule id, domain, judge), run once per script after every command's pack rules.
 SCRIPT_JUDGES: tuple[tuple[str, str, ScriptJudge], ...] = (
     ("exhaustion/endless-fork-loop", "exhaustion", _endless_fork_loop),
+    ("infrastructure/environment-auto-approve", "infrastructure", _env_auto_approve),
     ("supply-chain/download-then-run", "supply-chain", _download_then_run),
     ("supply-chain/index-environment", "supply-chain", _index_environment),
 )

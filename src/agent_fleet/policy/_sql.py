@@ -111,7 +111,18 @@ def _sources(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext, client:
             words = words[words.index(client.after) + 1 :] if client.after in words else []
         texts.extend(words[client.positional_sql :])
     texts.extend(stdin_texts(cmd, ctx))
+    for word in _stdin_files(cmd):
+        if read_small_file(word, ctx) is None and _DESTRUCTIVE_NAME.search(word.rsplit("/", 1)[-1]):
+            texts.append(f"DROP /* unreadable file {word} */ x")
     return texts
+
+
+def _stdin_files(cmd: SimpleCommand) -> list[str]:
+    files = [r.target for r in cmd.redirects if r.op == "<"]
+    for argv in cmd.stdin:
+        if argv and argv[0] in ("cat", "zcat", "gunzip", "bzcat", "xzcat"):
+            files.extend(word for word in argv[1:] if not word.startswith("-"))
+    return files
 
 
 def _tautology(where: Any) -> bool:
@@ -147,7 +158,9 @@ def _statement_danger(stmt: Any, dialect: str | None) -> str | None:
             if _tautology(where):
                 return f"{verb} with an always-true WHERE"
         actions = node.args.get("actions") or () if isinstance(node, exp.Alter) else ()
-        if any(isinstance(action, exp.Drop) for action in actions):
+        if any(
+            isinstance(action, exp.Drop) or type(action).__name__.startswith("Drop") for action in actions
+        ):
             return "ALTER ... DROP"
         if isinstance(node, exp.Command):
             found = _token_danger(node.sql(dialect=dialect), dialect)
@@ -249,6 +262,8 @@ def judge_sql(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str
             content = read_small_file(included, ctx)
             if content is not None:
                 texts.append(content)
+            elif _DESTRUCTIVE_NAME.search(included.rsplit("/", 1)[-1]):
+                texts.append(f"DROP /* unreadable file {included} */ x")
         if len(texts) > 64:
             break
     for text in texts:
