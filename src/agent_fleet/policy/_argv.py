@@ -25,6 +25,10 @@ __all__ = [
 
 WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _MAX_FILE = 1024 * 1024
+_SYSTEM_TOP = frozenset(
+    {"etc", "root", "boot", "proc", "sys", "dev", "var", "usr", "bin", "sbin", "lib", "lib32", "lib64", "home"}
+    | {"Users", "System", "Library", "private", "Applications", "Volumes", "snap", "nix", "run"}
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +75,7 @@ class JudgeContext:
         """``/``, the home directory or one of its ancestors, or a top-level system directory."""
         if path == "/" or path == self.home or self.home.startswith(path.rstrip("/") + "/"):
             return True
-        return path.count("/") == 1 and path != "/tmp"
+        return path.count("/") == 1 and path[1:] in _SYSTEM_TOP
 
 
 @dataclass(frozen=True, slots=True)
