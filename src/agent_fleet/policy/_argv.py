@@ -26,8 +26,8 @@ __all__ = [
 WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _MAX_FILE = 1024 * 1024
 _SYSTEM_TOP = frozenset(
-    {"etc", "root", "boot", "proc", "sys", "dev", "var", "usr", "bin", "sbin", "lib", "lib32", "lib64", "home"}
-    | {"Users", "System", "Library", "private", "Applications", "Volumes", "snap", "nix", "run"}
+    {"etc", "root", "boot", "proc", "sys", "dev", "var", "usr", "bin", "sbin", "lib", "lib32", "lib64"}
+    | {"home", "Users", "System", "Library", "private", "Applications", "Volumes", "snap", "nix", "run"}
 )
 
 
