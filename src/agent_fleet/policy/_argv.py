@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent_fleet.policy._hosts import HostList
 from agent_fleet.policy._shell import ParsedScript, SimpleCommand
@@ -21,6 +21,7 @@ __all__ = [
     "read_small_file",
     "split_args",
     "stdin_texts",
+    "written_files",
 ]
 
 WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
@@ -44,6 +45,8 @@ class JudgeContext:
     script: ParsedScript
     text: str
     cd_targets: tuple[str, ...] = ()
+    # Files the script itself writes before using them (`echo 'DROP TABLE t' > x.sql && psql -f x.sql`).
+    written: dict[str, str] = field(default_factory=dict)
     # The engine's built-in rules, for scripts run elsewhere (``ssh host 'rm -rf /srv'``): (rule, reason).
     builtin: Callable[[ParsedScript], tuple[str, str] | None] | None = None
 
@@ -175,10 +178,15 @@ def stdin_texts(cmd: SimpleCommand, ctx: JudgeContext) -> list[str]:
 
 
 def read_small_file(word: str, ctx: JudgeContext) -> str | None:
-    """The text of the file ``word`` names, when it resolves, exists and is at most 1 MiB."""
+    """The text of the file ``word`` names: written earlier by the script itself, or on disk when it
+    resolves, exists and is at most 1 MiB."""
+    if word in ctx.written:
+        return ctx.written[word]
     path = ctx.resolve(word)
     if path is None:
         return None
+    if path in ctx.written:
+        return ctx.written[path]
     try:
         if os.path.getsize(path) > _MAX_FILE:
             return None
@@ -207,3 +215,27 @@ def cd_targets(script: ParsedScript, cwd: str | None, home: str) -> tuple[str, .
         current = posixpath.normpath(posixpath.join(current or "/", target))
         found.append(current)
     return tuple(found)
+
+
+def written_files(script: ParsedScript, cwd: str | None) -> dict[str, str]:
+    """What the script writes into files with ``echo``/``printf``/``cat <<EOF`` and a redirection, by
+    the word as written and by its absolute path."""
+    found: dict[str, str] = {}
+    for cmd in script.commands:
+        text: str | None = None
+        if cmd.program in ("echo", "printf"):
+            words = [arg for arg in cmd.argv[1:] if not (arg.startswith("-") and len(arg) <= 3)]
+            text = " ".join(words).replace("\\n", "\n")
+        elif cmd.program == "cat" and len(cmd.argv) == 1:
+            bodies = [r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")]
+            text = "\n".join(bodies) if bodies else None
+        if text is None:
+            continue
+        targets = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|")]
+        if cmd.program == "tee":
+            targets += [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
+        for target in targets:
+            found[target] = found.get(target, "") + "\n" + text
+            if cwd is not None and not target.startswith(("/", "~", "$")):
+                found[posixpath.normpath(posixpath.join(cwd, target))] = found[target]
+    return found

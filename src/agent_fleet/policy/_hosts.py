@@ -45,6 +45,9 @@ DEFAULT_INDEX_HOSTS: tuple[str, ...] = (
     "repo1.maven.org",
     "conda.anaconda.org",
     "repo.anaconda.com",
+    "jsr.io",
+    "deno.land",
+    "npm.jsr.io",
 )
 
 _SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+\.[A-Za-z]{2,}|\[[0-9a-fA-F:]+\]):(?!//)")

@@ -18,18 +18,22 @@ from agent_fleet.policy._unwrap import SHELLS, is_interpreter
 __all__ = [
     "DROP_HOSTS",
     "judge_drop_host",
+    "judge_fed_from_file",
     "judge_http_serve",
     "judge_inline_fork",
     "judge_inline_shell",
+    "judge_inline_upload",
     "judge_load_target",
     "judge_netcat",
     "judge_remote_copy",
+    "judge_sensitive_operand",
     "judge_socat",
     "judge_ssh_tunnel",
     "judge_stdin_put",
     "judge_substituted_exfil",
     "judge_tcp_redirect",
     "judge_upload",
+    "orchestrated_text",
 ]
 
 #: File-drop, paste and request-capture services: nothing an agent needs, everything an exfiltration does.
@@ -269,7 +273,7 @@ def _ssh_option(letter: str, value: str) -> str | None:
         if bind in ("*", "0.0.0.0", "", "::") and value.count(":") >= (1 if letter == "D" else 3):
             return f"ssh -{letter} {value} listens on every interface"
     if letter == "o":
-        key, _, val = value.partition("=")
+        key, _, val = value.replace(" ", "=", 1).partition("=") if "=" not in value else value.partition("=")
         if key.lower() == "gatewayports" and val.lower() in ("yes", "clientspecified"):
             return "ssh GatewayPorts exposes forwarded ports"
         if key.lower() in ("remoteforward", "permitremoteopen"):
@@ -277,6 +281,9 @@ def _ssh_option(letter: str, value: str) -> str | None:
     return None
 
 
+_SERVER_MODULES = frozenset(
+    {"http.server", "SimpleHTTPServer", "pyftpdlib", "uploadserver", "updog", "RangeHTTPServer"}
+)
 _SERVE_DIR_OPTIONS = ("-d", "--directory", "-t", "--root", "-h", "--path", "--dir", "-r")
 
 
@@ -284,7 +291,7 @@ def judge_http_serve(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext)
     """A file server whose root is ``/``, the home directory or a system directory."""
     args = list(argv[1:])
     if argv[0].startswith("python") or argv[0].startswith("py"):
-        if not (len(args) >= 2 and args[0] == "-m" and args[1] in ("http.server", "SimpleHTTPServer")):
+        if not (len(args) >= 2 and args[0] == "-m" and args[1] in _SERVER_MODULES):
             return None
         args = args[2:]
     elif (argv[0], "httpd" in " ".join(args), "-S" in args) in (
@@ -498,3 +505,90 @@ def judge_substituted_exfil(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeC
     if substituted and not any(ctx.hosts.trusted(host) for host in hosts if host):
         return f"{argv[0]} sending the output of {readers[0]} to the network"
     return None
+
+
+def judge_fed_from_file(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """A network program reading a file on standard input (``openssl s_client -connect h:443 < .env``,
+    ``mail x@y < dump.sql``). HTTP clients only when they send standard input (``-d @-``, ``-T -``)."""
+    program, args = argv[0], argv[1:]
+    if program in ("curl", "wget") and not any(a in ("@-", "-") or a.endswith("@-") for a in args):
+        return None
+    if program == "openssl" and "s_client" not in args:
+        return None
+    source = _fed_from_file(cmd)
+    if source is None:
+        return None
+    hosts = [
+        host_of(a.split("=")[-1], bare=True)
+        for a in args
+        if not a.startswith("-") or a.startswith("-connect")
+    ]
+    hosts += [host_of(v, bare=True) for v in option_values(args, ("-connect",))]
+    known = [h for h in hosts if h]
+    if known and all(ctx.hosts.trusted(h) for h in known):
+        return None
+    return f"{program} sending {source} to {known[0] if known else 'the network'}"
+
+
+_READS_FILE = re.compile(
+    r"\bopen\s*\(|read_text|read_bytes|readFileSync|readFile\(|File\.read|IO\.read|file_get_contents"
+    r"|Get-Content|\bslurp\b|<\$fh>|os\.environ|process\.env|ENV\[|getenv"
+)
+_SENDS = re.compile(
+    r"requests\.(post|put|patch)|urlopen|http\.client|httpx\.(post|put)|\.request\(|fetch\(|axios\.(post|put)"
+    r"|Net::HTTP|HTTParty\.(post|put)|LWP::|curl_exec|Invoke-(WebRequest|RestMethod)|socket\.|\.sendall\(|ftplib"
+    r"|smtplib|paramiko|boto3|upload_file|put_object",
+    re.IGNORECASE,
+)
+_CODE_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"]+", re.IGNORECASE)
+
+
+def judge_inline_upload(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    for code in inline_code(cmd, argv):
+        if not (_READS_FILE.search(code) and _SENDS.search(code)):
+            continue
+        hosts = [host_of(url) for url in _CODE_URL.findall(code)]
+        if hosts and all(h is not None and ctx.hosts.trusted(h) for h in hosts):
+            continue
+        target = next((h for h in hosts if h), "the network")
+        return f"{argv[0]} inline code reading local data and sending it to {target}"
+    return None
+
+
+_SENSITIVE_FILES = ("/var/run/docker.sock", "/run/docker.sock", "/etc/passwd", "/etc/shadow", "/etc/sudoers")
+
+
+def judge_sensitive_operand(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """An operand naming ``/``, the home directory, a system directory or file, or the docker socket."""
+    for word in split_args(argv[1:]).positionals[1:]:
+        path = ctx.resolve(word)
+        if path is None:
+            continue
+        if (
+            path in _SENSITIVE_FILES
+            or ctx.sensitive_dir(path)
+            or path.startswith(("/etc/", "/usr/", "/bin/"))
+        ):
+            return f"{word} is a system path, a socket or the home directory"
+    return None
+
+
+_ORCHESTRATED_MODULES = frozenset({"shell", "command", "raw", "script", "win_shell", "win_command"})
+
+
+def orchestrated_text(argv: Sequence[str]) -> list[str]:
+    """Shell text ``ansible -m shell -a TEXT``, ``salt '*' cmd.run TEXT``, ``pssh -h hosts TEXT`` run."""
+    program, args = argv[0], list(argv[1:])
+    if program == "ansible":
+        modules = option_values(args, ("-m", "--module-name"))
+        if modules and not set(modules) & _ORCHESTRATED_MODULES:
+            return []
+        return option_values(args, ("-a", "--args"))
+    if program == "salt":
+        return [
+            args[i + 1] for i, arg in enumerate(args[:-1]) if arg in ("cmd.run", "cmd.shell", "cmd.script")
+        ]
+    if program == "fab":
+        return option_values(args, ("--", "-c"))
+    parsed = split_args(args, ("-h", "-H", "-l", "-p", "-t", "-o", "-e", "-w", "-x", "-O", "-g"))
+    return list(parsed.positionals[-1:])

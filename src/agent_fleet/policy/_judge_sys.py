@@ -372,6 +372,10 @@ def _infinite_source(argv: Sequence[str]) -> str | None:
         return None
     if argv[0] == "yes":
         return "yes"
+    if argv[0] == "seq" and any(
+        a.lower() in ("inf", "infinity") or (_size(a) or 0) >= 10**9 for a in argv[1:]
+    ):
+        return "seq without end"
     if argv[0] in ("cat", "pv", "tail", "cp", "openssl", "base64", "od", "xxd", "tr") and any(
         a in _INFINITE for a in argv[1:]
     ):

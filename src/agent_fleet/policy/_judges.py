@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 from tree_sitter import Node
 
@@ -19,12 +20,15 @@ from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._judge_net import (
     judge_drop_host,
+    judge_fed_from_file,
     judge_http_serve,
     judge_inline_fork,
     judge_inline_shell,
+    judge_inline_upload,
     judge_load_target,
     judge_netcat,
     judge_remote_copy,
+    judge_sensitive_operand,
     judge_shell_from_network,
     judge_socat,
     judge_ssh_tunnel,
@@ -32,6 +36,7 @@ from agent_fleet.policy._judge_net import (
     judge_substituted_exfil,
     judge_tcp_redirect,
     judge_upload,
+    orchestrated_text,
 )
 from agent_fleet.policy._judge_sys import (
     judge_answered_yes,
@@ -45,7 +50,7 @@ from agent_fleet.policy._judge_sys import (
     judge_system_site,
 )
 from agent_fleet.policy._shell import SimpleCommand
-from agent_fleet.policy._sql import judge_mongo, judge_redis, judge_sql
+from agent_fleet.policy._sql import judge_cypher, judge_http_wipe, judge_mongo, judge_redis, judge_sql
 from agent_fleet.policy._unwrap import DOWNLOADERS, SHELLS, inline_script, is_interpreter
 
 __all__ = ["JUDGES", "SCRIPT_JUDGES", "Judge", "ScriptJudge"]
@@ -58,6 +63,25 @@ def _download_consumer(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
     downloaded = [program for program in cmd.substituted if program in DOWNLOADERS]
     if downloaded:
         return f"{argv[0]} reads code that {downloaded[0]} downloads"
+    return None
+
+
+def _orchestrated_shell(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """Shell text sent to many machines (``ansible all -m shell -a 'rm -rf /var/www'``), judged by the
+    built-in rules and the packs like a local command."""
+    from agent_fleet.policy._packs import pack_set  # the pack set judging this command is built from here
+
+    for text in orchestrated_text(argv):
+        try:
+            script = _shell.parse_script(text)
+        except _shell.UnparsableCommand:
+            continue
+        core = ctx.builtin(script) if ctx.builtin is not None else None
+        if core is not None and core[0] != "privilege-escalation":
+            return f"{core[1]} ({core[0]})"
+        inner = pack_set().check(replace(ctx, script=script, text=text))
+        if inner is not None:
+            return f"{inner.reason} ({inner.rule})"
     return None
 
 
@@ -99,6 +123,12 @@ JUDGES: dict[str, Judge] = {
     "download-consumer": _download_consumer,
     "answered-yes": judge_answered_yes,
     "cpu-burn": judge_cpu_burn,
+    "cypher": judge_cypher,
+    "http-wipe": judge_http_wipe,
+    "fed-from-file": judge_fed_from_file,
+    "inline-upload": judge_inline_upload,
+    "sensitive-operand": judge_sensitive_operand,
+    "orchestrated-shell": _orchestrated_shell,
     "fed-by-download": _fed_by_download,
 }
 

@@ -34,7 +34,7 @@ from importlib import resources
 from typing import Any
 
 from agent_fleet.errors import UsageError
-from agent_fleet.policy._argv import JudgeContext, cd_targets, effective_argv, split_args
+from agent_fleet.policy._argv import JudgeContext, cd_targets, effective_argv, split_args, written_files
 from agent_fleet.policy._hosts import HostList
 from agent_fleet.policy._judges import JUDGES, SCRIPT_JUDGES
 from agent_fleet.policy._nested import nested_commands
@@ -289,6 +289,7 @@ class PackSet:
             script=script,
             text=text,
             cd_targets=cd_targets(script, cwd, home),
+            written=written_files(script, cwd),
             builtin=builtin,
         )
         return self.check(ctx)

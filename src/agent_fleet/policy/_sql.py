@@ -21,7 +21,7 @@ from typing import Any
 from agent_fleet.policy._argv import JudgeContext, option_values, read_small_file, split_args, stdin_texts
 from agent_fleet.policy._shell import SimpleCommand
 
-__all__ = ["judge_mongo", "judge_redis", "judge_sql", "sql_danger"]
+__all__ = ["judge_cypher", "judge_http_wipe", "judge_mongo", "judge_redis", "judge_sql", "sql_danger"]
 
 # sqlglot warns (on stderr, through logging) each time it falls back to an opaque statement; we judge
 # those ourselves, so the warning is noise in the agent's output.
@@ -293,6 +293,8 @@ def judge_mongo(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> s
             content = read_small_file(word, ctx)
             if content is not None:
                 texts.append(content)
+            elif _DESTRUCTIVE_NAME.search(word.rsplit("/", 1)[-1]):
+                return f"a script named like a wipe ({word}) that cannot be read"
     texts.extend(stdin_texts(cmd, ctx))
     for text in texts:
         found = _MONGO.search(text)
@@ -349,4 +351,56 @@ def judge_redis(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> s
             found = _redis_words(line.split(), mass=False)
             if found is not None:
                 return found
+    return None
+
+
+_CYPHER = re.compile(
+    r"\bMATCH\s*\(\s*\w*\s*(:\s*\w+\s*)?\)\s*(DETACH\s+)?DELETE\b|\bDROP\s+(DATABASE|INDEX|CONSTRAINT|GRAPH)\b"
+    r"|\bdb\._drop\s*\(|\btruncate\s*\(|\bg\.V\(\)\s*\.drop\(|CALL\s+apoc\.periodic\.iterate.*DELETE",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def judge_cypher(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    args = argv[1:]
+    texts = [
+        *split_args(args, ("-u", "-p", "-a", "-d", "--database", "--format", "-f", "--file")).positionals
+    ]
+    texts += option_values(args, ("--javascript.execute-string", "-e", "--eval"))
+    for path in option_values(args, ("-f", "--file")):
+        content = read_small_file(path, ctx)
+        texts.append(content if content is not None else "")
+    texts.extend(stdin_texts(cmd, ctx))
+    for text in texts:
+        found = _CYPHER.search(text)
+        if found is not None:
+            return f"{found.group(0)[:60]!r} deletes the graph's data"
+    return None
+
+
+_WIPE_PATH = re.compile(r"/(_all|\*|_data|_index_template/\*|\.\*)(/|\?|$)|/_delete_by_query|/_flush_all")
+_MATCH_ALL = re.compile(r"match_all|\{\s*\}")
+
+
+def judge_http_wipe(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """``curl -X DELETE localhost:9200/_all``, ``.../idx/_delete_by_query`` matching everything: a wipe
+    even on this machine (the HTTP-delete rule exempts loopback)."""
+    args = argv[1:]
+    methods = [m.upper() for m in option_values(args, ("-X", "--request", "--method"))]
+    methods += [a for a in split_args(args).positionals if a in ("DELETE", "POST")]
+    bodies = option_values(args, ("-d", "--data", "--data-raw", "--data-binary", "--json")) + [
+        a for a in args if "match_all" in a
+    ]
+    for word in split_args(args, ("-X", "--request", "-H", "--header", "-d", "--data", "-u")).positionals:
+        if "://" not in word and ":" not in word and "/" not in word:
+            continue
+        match = _WIPE_PATH.search(word)
+        if match is None:
+            continue
+        if "_delete_by_query" in match.group(0):
+            if any(_MATCH_ALL.search(body) for body in bodies):
+                return f"delete-by-query matching everything at {word}"
+            continue
+        if "DELETE" in methods:
+            return f"HTTP DELETE of {word}"
     return None
