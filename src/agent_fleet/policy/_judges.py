@@ -18,13 +18,11 @@ from tree_sitter import Node
 from agent_fleet.policy import _shell
 from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
+from agent_fleet.policy._judge_code import judge_inline_fork, judge_inline_shell, judge_inline_upload
 from agent_fleet.policy._judge_net import (
     judge_drop_host,
     judge_fed_from_file,
     judge_http_serve,
-    judge_inline_fork,
-    judge_inline_shell,
-    judge_inline_upload,
     judge_load_target,
     judge_netcat,
     judge_remote_copy,
