@@ -184,3 +184,10 @@ def test_split_args(
 )
 def test_matcher_conditions(command: str, action: str) -> None:
     assert _decide(None, command)[0] == action
+
+
+def test_docs_name_every_judge() -> None:
+    from agent_fleet.policy._judges import JUDGES
+
+    docs = (Path(__file__).parents[3] / "docs" / "rule-packs.md").read_text(encoding="utf-8")
+    assert [name for name in JUDGES if f"`{name}`" not in docs] == []
