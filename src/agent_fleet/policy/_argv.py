@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -15,8 +16,10 @@ __all__ = [
     "WRITE_OPS",
     "Args",
     "JudgeContext",
+    "assignments",
     "cd_targets",
     "effective_argv",
+    "expand",
     "option_values",
     "read_small_file",
     "split_args",
@@ -26,6 +29,10 @@ __all__ = [
 
 WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _MAX_FILE = 1024 * 1024
+_BUNDLE = re.compile(r"-[A-Za-z]{2,4}")
+_WHICH = re.compile(r"^(?:\$\(|`)\s*(?:which|command\s+-v|type\s+-[pP])\s+([^\s)`]+)\s*(?:\)|`)$")
+_ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s;&|)]*)")
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _SYSTEM_TOP = frozenset(
     {"etc", "root", "boot", "proc", "sys", "dev", "var", "usr", "bin", "sbin", "lib", "lib32", "lib64"}
     | {"home", "Users", "System", "Library", "private", "Applications", "Volumes", "snap", "nix", "run"}
@@ -45,6 +52,8 @@ class JudgeContext:
     script: ParsedScript
     text: str
     cd_targets: tuple[str, ...] = ()
+    # `NAME=value` assignments of the script, expanded in the words rules see.
+    variables: dict[str, str] = field(default_factory=dict)
     # Files the script itself writes before using them (`echo 'DROP TABLE t' > x.sql && psql -f x.sql`).
     written: dict[str, str] = field(default_factory=dict)
     # The engine's built-in rules, for scripts run elsewhere (``ssh host 'rm -rf /srv'``): (rule, reason).
@@ -138,13 +147,45 @@ def option_values(args: Sequence[str], names: Iterable[str], *, attached: bool =
                 i += 1
         elif attached and len(arg) > 2 and arg[:2] in wanted and not arg.startswith("--"):
             found.append(arg[2:])
+        elif attached and _BUNDLE.fullmatch(arg) and f"-{arg[-1]}" in wanted and i + 1 < len(args):
+            found.append(args[i + 1])  # `psql -qAtc SQL`: a bundle of flags ending in the option
+            i += 1
         i += 1
     return found
 
 
-def effective_argv(cmd: SimpleCommand) -> tuple[str, ...]:
-    """``python -m pip install x`` -> ``pip install x``; ``python3 -m http.server`` stays as it is."""
-    argv = cmd.argv
+def assignments(text: str) -> dict[str, str]:
+    """``NAME=value`` assignments anywhere in the script text (the last one wins), quotes removed."""
+    found: dict[str, str] = {}
+    for name, value in _ASSIGNMENT.findall(text):
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        found[name] = value
+    return found
+
+
+def expand(argv: Sequence[str], variables: dict[str, str]) -> tuple[str, ...]:
+    """``$NAME``/``${NAME}`` replaced by the script's own assignments (``SQL=...; psql -c "$SQL"``)."""
+    if not variables or not any("$" in word for word in argv):
+        return tuple(argv)
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return variables.get(name, match.group(0))
+
+    words = [_VARIABLE.sub(value, word) for word in argv]
+    if words and "/" in words[0] and not words[0].startswith("$"):
+        words[0] = words[0].rstrip("/").rsplit("/", 1)[-1]
+    return tuple(words)
+
+
+def effective_argv(cmd: SimpleCommand, variables: dict[str, str] | None = None) -> tuple[str, ...]:
+    """``python -m pip install x`` -> ``pip install x``; ``$(which terraform) destroy`` -> ``terraform
+    destroy``; ``$TF destroy`` after ``TF=terraform`` -> ``terraform destroy``."""
+    argv = expand(cmd.argv, variables or {})
+    which = _WHICH.match(argv[0]) if argv else None
+    if which is not None:
+        argv = (which.group(1).rsplit("/", 1)[-1], *argv[1:])
     if len(argv) >= 3 and argv[0].startswith(("python", "py")) and argv[1] == "-m":
         module = argv[2]
         if module in ("pip", "pip3", "uv", "pipx", "twine", "poetry", "pdm", "hatch", "flit", "conda"):

@@ -34,7 +34,14 @@ from importlib import resources
 from typing import Any
 
 from agent_fleet.errors import UsageError
-from agent_fleet.policy._argv import JudgeContext, cd_targets, effective_argv, split_args, written_files
+from agent_fleet.policy._argv import (
+    JudgeContext,
+    assignments,
+    cd_targets,
+    effective_argv,
+    split_args,
+    written_files,
+)
 from agent_fleet.policy._hosts import HostList
 from agent_fleet.policy._judges import JUDGES, SCRIPT_JUDGES
 from agent_fleet.policy._nested import nested_commands
@@ -290,6 +297,7 @@ class PackSet:
             text=text,
             cd_targets=cd_targets(script, cwd, home),
             written=written_files(script, cwd),
+            variables=assignments(text) if "=" in text and "$" in text else {},
             builtin=builtin,
         )
         return self.check(ctx)
@@ -315,7 +323,7 @@ class PackSet:
                 return found
             if depth >= _MAX_NESTING:
                 continue
-            for inner in nested_commands(effective_argv(cmd)):
+            for inner in nested_commands(effective_argv(cmd, ctx.variables)):
                 try:
                     script = parse_script(inner)
                 except UnparsableCommand:
@@ -333,7 +341,7 @@ class PackSet:
         return None
 
     def _check_command(self, cmd: SimpleCommand, ctx: JudgeContext) -> PackViolation | None:
-        argv = effective_argv(cmd)
+        argv = effective_argv(cmd, ctx.variables)
         if not argv:
             return None
         program = argv[0]

@@ -180,6 +180,14 @@ def test_split_args(
         ("docker rm $(docker ps -aq)", "decline"),
         # --help never changes anything
         ("terraform destroy --help", "acceptForSession"),
+        # the script's own variables and `which` lookups are expanded
+        ('SQL="DROP TABLE x"; psql -c "$SQL"', "decline"),
+        ("TF=terraform; $TF destroy -auto-approve", "decline"),
+        ("$(which terraform) destroy -auto-approve", "decline"),
+        ("X=1; echo $X", "acceptForSession"),
+        # bundled short flags ending in the option that takes the SQL
+        ('psql -qAtc "DROP TABLE x"', "decline"),
+        ('psql -Atc "select 1"', "acceptForSession"),
     ],
 )
 def test_matcher_conditions(command: str, action: str) -> None:
