@@ -89,7 +89,9 @@ def _requirement_file_hosts(path: str, ctx: JudgeContext, depth: int = 0) -> lis
 
 def judge_install_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
     program, args = argv[0], argv[1:]
-    hosts = ctx.hosts.with_forge(ctx.cwd)
+    # npm-style installs run the package's lifecycle scripts: a git or tarball source is trusted only when
+    # the user listed its host, never just because it is the repository's own forge.
+    hosts = ctx.hosts if program in _NPM_FAMILY else ctx.hosts.with_forge(ctx.cwd)
     sources: list[tuple[str, str | None]] = []
     options = _INDEX_OPTIONS if program in ("conda", "mamba", "micromamba") else (*_INDEX_OPTIONS, "-f")
     for name in options:

@@ -80,6 +80,8 @@ def test_own_forge_is_allowed(tmp_path: Path) -> None:
     command = "pip install git+https://github.com/acme/lib.git"
     assert _decide(command, str(repo / "src")) == ("acceptForSession", None)
     assert _decide(command, "/nonexistent-ws/p") == ("decline", "supply-chain/install-unknown-host")
+    # npm-style installs run lifecycle scripts: the own forge does not vouch for them
+    assert _decide("npm install github:acme/lib", str(repo))[0] == "decline"
     # the forge of the remote, not every host
     assert _decide("pip install git+https://gitlab.com/x/y.git", str(repo)) == (
         "decline",
