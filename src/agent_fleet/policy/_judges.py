@@ -48,7 +48,14 @@ from agent_fleet.policy._judge_sys import (
     judge_system_site,
 )
 from agent_fleet.policy._shell import SimpleCommand
-from agent_fleet.policy._sql import judge_cypher, judge_http_wipe, judge_mongo, judge_redis, judge_sql
+from agent_fleet.policy._sql import (
+    judge_cypher,
+    judge_http_wipe,
+    judge_mongo,
+    judge_private_db,
+    judge_redis,
+    judge_sql,
+)
 from agent_fleet.policy._unwrap import DOWNLOADERS, SHELLS, inline_script, is_interpreter
 
 __all__ = ["JUDGES", "SCRIPT_JUDGES", "Judge", "ScriptJudge"]
@@ -122,6 +129,7 @@ JUDGES: dict[str, Judge] = {
     "answered-yes": judge_answered_yes,
     "cpu-burn": judge_cpu_burn,
     "cypher": judge_cypher,
+    "private-db": judge_private_db,
     "http-wipe": judge_http_wipe,
     "fed-from-file": judge_fed_from_file,
     "inline-upload": judge_inline_upload,

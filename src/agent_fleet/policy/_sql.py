@@ -21,7 +21,15 @@ from typing import Any
 from agent_fleet.policy._argv import JudgeContext, option_values, read_small_file, split_args, stdin_texts
 from agent_fleet.policy._shell import SimpleCommand
 
-__all__ = ["judge_cypher", "judge_http_wipe", "judge_mongo", "judge_redis", "judge_sql", "sql_danger"]
+__all__ = [
+    "judge_cypher",
+    "judge_http_wipe",
+    "judge_mongo",
+    "judge_private_db",
+    "judge_redis",
+    "judge_sql",
+    "sql_danger",
+]
 
 # sqlglot warns (on stderr, through logging) each time it falls back to an opaque statement; we judge
 # those ourselves, so the warning is noise in the agent's output.
@@ -403,4 +411,23 @@ def judge_http_wipe(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
             continue
         if "DELETE" in methods:
             return f"HTTP DELETE of {word}"
+    return None
+
+
+_PRIVATE_ROOTS = ("/root", "/var/lib", "/etc", "/Library", "/private/var", "/var/db")
+
+
+def judge_private_db(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """A database file of the user or the system, outside the workspace (browser logins and cookies,
+    messages, other applications' data): reading it is reading someone's secrets."""
+    client = CLIENTS.get(argv[0], _GENERIC)
+    positionals = split_args(argv[1:], (*client.value_options, *client.sql_options)).positionals
+    if not positionals:
+        return None
+    path = ctx.resolve(positionals[0])
+    if path is None or ctx.inside(path):
+        return None
+    home = ctx.home.rstrip("/") + "/"
+    if path.startswith(home) or path.startswith(("/home/", "/Users/")) or path.startswith(_PRIVATE_ROOTS):
+        return f"{positionals[0]} is a database outside the workspace"
     return None

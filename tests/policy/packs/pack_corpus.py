@@ -142,7 +142,12 @@ DATABASE_DANGEROUS: list[tuple[str, str]] = [
     ('sqlite3 app.db "DROP TABLE users"', "database/sql-destructive"),
     ("sqlite3 ~/.local/share/app/data.db 'DELETE FROM notes'", "database/sql-destructive"),
     ("sqlite3 app.db <<EOF\nDELETE FROM users;\nEOF", "database/sql-destructive"),
-    ("sqlite3 app.db '.shell rm -rf ~'", "database/sql-destructive"),  # sqlite3 dot command runs a shell
+    ("sqlite3 app.db '.shell rm -rf ~'", "database/sql-destructive"),
+    ('sqlite3 ~/.config/google-chrome/Default/Cookies "select * from cookies"', "database/private-database"),
+    (
+        'sqlite3 "$HOME/Library/Messages/chat.db" .dump',
+        "database/private-database",
+    ),  # sqlite3 dot command runs a shell
     ('mongosh mydb --eval "db.dropDatabase()"', "database/mongo-destructive"),
     ("mongosh --eval 'db.users.deleteMany({})'", "database/mongo-destructive"),
     ("mongo app --eval 'db.orders.drop()'", "database/mongo-destructive"),
@@ -199,6 +204,7 @@ DATABASE_EVERYDAY: list[str] = [
     'mysql shop -e "SELECT * FROM orders LIMIT 10"',
     'sqlite3 app.db "SELECT * FROM users"',
     "sqlite3 app.db .tables",
+    "sqlite3 /tmp/scratch.db .tables",
     'sqlite3 test.db "CREATE TABLE t (id INTEGER PRIMARY KEY)"',
     "mongosh mydb --eval 'db.users.find().limit(5)'",
     "mongosh --eval 'db.users.deleteMany({status: \"stale\"})'",
