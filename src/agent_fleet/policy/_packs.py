@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 _MAX_NESTING = 3
+INTERNAL_ERROR = "packs/internal-error"
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 _RULE_KEYS = frozenset(
     {"name", "reason", "programs", "subcommand", "depth", "flags_any", "flags_all", "flags_none"}
@@ -287,7 +288,25 @@ class PackSet:
         builtin: Callable[[ParsedScript], tuple[str, str] | None] | None = None,
     ) -> PackViolation | None:
         """Judge a parsed script run in ``cwd`` (absolute or ``None``) with writable ``roots``;
-        ``builtin`` (the engine's built-in rules) is also applied to commands run elsewhere."""
+        ``builtin`` (the engine's built-in rules) is also applied to commands run elsewhere. Never
+        raises: a failure inside the packs declines with rule ``packs/internal-error`` (fail closed)."""
+        try:
+            return self._check_script(script, text, cwd, roots, home, builtin)
+        except RecursionError:
+            reason = "the command nests too deeply for the rule packs to judge"
+        except Exception as exc:  # a bug must not let a command through
+            reason = f"the rule packs failed on this command ({type(exc).__name__})"
+        return PackViolation(rule=INTERNAL_ERROR, domain="packs", reason=f"packs: {reason}")
+
+    def _check_script(
+        self,
+        script: ParsedScript,
+        text: str,
+        cwd: str | None,
+        roots: Sequence[str],
+        home: str,
+        builtin: Callable[[ParsedScript], tuple[str, str] | None] | None,
+    ) -> PackViolation | None:
         ctx = JudgeContext(
             cwd=cwd,
             roots=tuple(roots),
@@ -405,6 +424,7 @@ def _register_builtin_ids() -> None:
             PACK_RULES[rule.id] = rule.reason
     for rule_id, _domain, judge in SCRIPT_JUDGES:
         PACK_RULES[rule_id] = (judge.__doc__ or rule_id).strip().splitlines()[0]
+    PACK_RULES[INTERNAL_ERROR] = "the rule packs failed while judging the command (declined: fail closed)"
 
 
 _register_builtin_ids()
