@@ -239,9 +239,11 @@ def _is_mass(cmd: SimpleCommand, operands: Sequence[str]) -> bool:
 
 
 class PackSet:
-    """Packs merged into one matcher: rules grouped by the programs they name, judged in load order."""
+    """Packs merged into one matcher: rules grouped by the programs they name, judged in load order
+    (built-in packs by file name, then the user's in the order given). Safe to share between threads:
+    the only mutation is a memo of rules per program name."""
 
-    __slots__ = ("_any", "_by_program", "_hosts", "_packs", "_value_options")
+    __slots__ = ("_any", "_by_program", "_cache", "_hosts", "_order", "_packs", "_value_options")
 
     def __init__(self, packs: Sequence[Pack], hosts: HostList | None = None) -> None:
         self._hosts = hosts if hosts is not None else HostList()
@@ -261,6 +263,8 @@ class PackSet:
                 options.setdefault(program, set()).update(names)
         self._value_options = {program: frozenset(names) for program, names in options.items()}
         rules = [rule for pack in packs for rule in pack.rules]
+        self._order = {rule.id: index for index, rule in enumerate(rules)}
+        self._cache: dict[str, tuple[PackRule, ...]] = {}
         self._by_program: dict[str, tuple[PackRule, ...]] = {}
         literal = {p for rule in rules for p in rule.programs if not any(c in p for c in "*?[")}
         for program in literal:
@@ -274,9 +278,17 @@ class PackSet:
         return self._packs
 
     def _rules_for(self, program: str) -> tuple[PackRule, ...]:
+        """The rules naming ``program`` (literally or by pattern), in load order; memoised."""
+        cached = self._cache.get(program)
+        if cached is not None:
+            return cached
         exact = self._by_program.get(program, ())
-        fuzzy = tuple(rule for rule in self._any if rule.program_matches(program) and rule not in exact)
-        return exact + fuzzy
+        ids = {rule.id for rule in exact}
+        fuzzy = [rule for rule in self._any if rule.id not in ids and rule.program_matches(program)]
+        found = tuple(sorted((*exact, *fuzzy), key=lambda rule: self._order[rule.id]))
+        if len(self._cache) < 4096:  # program names are few; dynamic ones ($X) are not cached forever
+            self._cache[program] = found
+        return found
 
     def check_script(
         self,
