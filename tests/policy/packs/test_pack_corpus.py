@@ -41,5 +41,5 @@ def test_everyday_is_accepted(domain: str, command: str) -> None:
 def test_every_builtin_pack_rule_is_exercised() -> None:
     """Each built-in rule has at least one dangerous example in the corpus (its own table row)."""
     exercised = {rule for dangerous, _ in DOMAINS.values() for _, rule in dangerous}
-    pack_rules = {rule for rule in RULES if "/" in rule} - {"packs/internal-error"}  # see test_pack_robustness
+    pack_rules = {rule for rule in RULES if "/" in rule} - {"packs/internal-error"}  # see *_robustness
     assert pack_rules - exercised == set()
