@@ -284,6 +284,12 @@ _SERVER_MODULES = frozenset(
 _SERVE_DIR_OPTIONS = ("-d", "--directory", "-t", "--root", "-h", "--path", "--dir", "-r")
 
 
+def _private(path: str, ctx: JudgeContext) -> bool:
+    """Inside a home directory (anyone's) but not inside the workspace: ``~/Documents``, ``/home/bob``."""
+    homes = (ctx.home.rstrip("/") + "/", "/home/", "/Users/", "/root/")
+    return (path.startswith(homes) or path in ("/home", "/Users", "/root")) and not ctx.inside(path)
+
+
 def judge_http_serve(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
     """A file server whose root is ``/``, the home directory or a system directory."""
     args = list(argv[1:])
@@ -309,7 +315,7 @@ def judge_http_serve(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext)
     for word in dirs:
         for cwd in cwds:
             path = ctx.resolve(word, cwd)
-            if path is not None and ctx.sensitive_dir(path):
+            if path is not None and (ctx.sensitive_dir(path) or _private(path, ctx)):
                 return f"{argv[0]} serving {path} to the network"
     return None
 
