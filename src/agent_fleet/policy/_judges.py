@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import posixpath
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
-from tree_sitter import Node
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
 
-from agent_fleet.policy import _shell
 from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._judge_code import judge_inline_fork, judge_inline_shell, judge_inline_upload
@@ -47,7 +48,7 @@ from agent_fleet.policy._judge_sys import (
     judge_install_source,
     judge_system_site,
 )
-from agent_fleet.policy._shell import SimpleCommand
+from agent_fleet.policy._shell import SimpleCommand, UnparsableCommand, parse_script
 from agent_fleet.policy._sql import (
     judge_cypher,
     judge_http_wipe,
@@ -78,8 +79,8 @@ def _orchestrated_shell(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeConte
 
     for text in orchestrated_text(argv):
         try:
-            script = _shell.parse_script(text)
-        except _shell.UnparsableCommand:
+            script = parse_script(text)
+        except UnparsableCommand:
             continue
         core = ctx.builtin(script) if ctx.builtin is not None else None
         if core is not None and core[0] != "privilege-escalation":
@@ -147,6 +148,18 @@ _ALWAYS_TRUE = re.compile(
 _ALWAYS_FALSE = re.compile(r"^\s*(false|/bin/false|\[\s*\]|\(\(\s*0\s*\)\))\s*;?\s*$")
 
 
+_local = threading.local()
+
+
+def _bash_parser() -> Parser:
+    """A tree-sitter bash parser of our own (parsers are not thread-safe: one per thread)."""
+    parser: Parser | None = getattr(_local, "parser", None)
+    if parser is None:
+        parser = Parser(Language(tree_sitter_bash.language()))
+        _local.parser = parser
+    return parser
+
+
 def _nodes(node: Node) -> Iterator[Node]:
     stack = [node]
     while stack:
@@ -176,7 +189,7 @@ def _endless_fork_loop(ctx: JudgeContext) -> str | None:
         if "&" not in text or not re.search(r"\b(while|until|for)\b", text):
             continue
         source = text.encode("utf-8", "surrogateescape")
-        root = _shell._parser().parse(source).root_node
+        root = _bash_parser().parse(source).root_node
         for node in _nodes(root):
             condition = node.child_by_field_name("condition")
             if node.type == "while_statement" and condition is not None:
