@@ -19,6 +19,8 @@ __all__ = [
     "DROP_HOSTS",
     "judge_drop_host",
     "judge_fed_from_file",
+    "judge_forge_push_source",
+    "judge_forge_upload",
     "judge_http_serve",
     "judge_load_target",
     "judge_netcat",
@@ -485,3 +487,23 @@ def orchestrated_text(argv: Sequence[str]) -> list[str]:
         return option_values(args, ("--", "-c"))
     parsed = split_args(args, ("-h", "-H", "-l", "-p", "-t", "-o", "-e", "-w", "-x", "-O", "-g"))
     return list(parsed.positionals[-1:])
+
+
+def judge_forge_upload(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """``gh gist create .env``, ``gh release upload v1 dump.sql``: local files sent to the forge."""
+    parsed = split_args(argv[1:], ("-d", "--desc", "-f", "--filename", "-t", "--title", "-n", "--notes"))
+    words = list(parsed.positionals)
+    start = 2 if len(words) >= 2 else len(words)
+    if words[:1] == ["release"]:
+        start = 3  # release upload TAG FILES..., release create TAG FILES...
+    files = [word for word in words[start:] if not word.startswith(("http://", "https://"))]
+    if "-" in words[start:] or (not files and cmd.stdin):
+        return "standard input sent to the forge"
+    return f"{files[0]} sent to the forge" if files else None
+
+
+def judge_forge_push_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    args = argv[1:]
+    if any(a == "--push" for a in args) or option_values(args, ("-s", "--source")):
+        return "the local code becomes public"
+    return None

@@ -259,8 +259,9 @@ def judge_git_push(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -
     parsed = split_args(args, ("--repo", "-o", "--push-option", "--receive-pack", "--exec"))
     flags = parsed.flags
     words = list(parsed.positionals)
-    if words:
-        host = host_of(_remote_url(words[0], ctx))
+    remote = _remote_url(words[0] if words else "origin", ctx)
+    if remote:
+        host = host_of(remote)
         if host is not None and not ctx.hosts.with_forge(ctx.cwd).allows(host):
             return f"pushing the repository to {host}, which is not on the allowed hosts"
     refspecs = words[1:]

@@ -23,6 +23,8 @@ from agent_fleet.policy._judge_code import judge_inline_fork, judge_inline_shell
 from agent_fleet.policy._judge_net import (
     judge_drop_host,
     judge_fed_from_file,
+    judge_forge_push_source,
+    judge_forge_upload,
     judge_http_serve,
     judge_load_target,
     judge_netcat,
@@ -133,6 +135,8 @@ JUDGES: dict[str, Judge] = {
     "private-db": judge_private_db,
     "http-wipe": judge_http_wipe,
     "fed-from-file": judge_fed_from_file,
+    "forge-upload": judge_forge_upload,
+    "forge-push-source": judge_forge_push_source,
     "inline-upload": judge_inline_upload,
     "sensitive-operand": judge_sensitive_operand,
     "orchestrated-shell": _orchestrated_shell,
