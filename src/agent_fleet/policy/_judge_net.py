@@ -499,7 +499,11 @@ def judge_forge_upload(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
     files = [word for word in words[start:] if not word.startswith(("http://", "https://"))]
     if "-" in words[start:] or (not files and cmd.stdin):
         return "standard input sent to the forge"
-    return f"{files[0]} sent to the forge" if files else None
+    public_gist = words[:1] == ["gist"] and bool({"--public", "-p"} & parsed.flags)
+    for word in files:
+        if public_gist or sensitive_source(word.split("#", 1)[0], ctx):
+            return f"{word} sent to the forge"
+    return None  # build output attached to a release, a private gist of workspace files
 
 
 def judge_forge_push_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:

@@ -404,6 +404,8 @@ FORGE_EVERYDAY: list[str] = [
     "gh gist list",
     "gh repo create my-tool --private",
     "gh release view v1.0 --json assets",
+    "gh release create v2.0.0 dist/* --notes 'v2'",
+    "gh gist create notes.md",
 ]
 
 PERSISTENCE_DANGEROUS: list[tuple[str, str]] = [
