@@ -25,7 +25,7 @@ _EXEC = re.compile(
     r"subprocess|os\.dup2|dup2\(|pty\.spawn|os\.system|os\.exec|popen|proc_open|shell_exec|passthru"
     r"|/bin/(ba|z|da)?sh|cmd\.exe|powershell|child_process|\bspawn\b|\bexec\s*[\(\"'{ ]"
     r"|os\.execute|system\s*\("
-    r"|open\s*\(\s*STDIN|\bsh\s+-i\b",
+    r"|open\s*\(\s*STDIN|\bsh\s+-i\b|fdopen|\bsystem\b",
     re.IGNORECASE,
 )
 _FORK = re.compile(r"\bfork\b|pcntl_fork")
