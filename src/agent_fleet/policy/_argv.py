@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -229,11 +230,13 @@ def read_small_file(word: str, ctx: JudgeContext) -> str | None:
     if path in ctx.written:
         return ctx.written[path]
     try:
-        if os.path.getsize(path) > _MAX_FILE:
+        info = os.stat(path)
+        # Only regular files: a FIFO, a device or /dev/stdin would block or never end.
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_FILE:
             return None
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read(_MAX_FILE)
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 

@@ -13,6 +13,7 @@ import functools
 import ipaddress
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -102,6 +103,18 @@ def is_loopback(host: str) -> bool:
 _URL_LINE = re.compile(r"^\s*url\s*=\s*(\S+)", re.MULTILINE)
 
 
+def _read_regular(path: str, limit: int) -> str | None:
+    """A regular file's text (at most ``limit`` characters); never a FIFO or a device, which could
+    block: the repository may be hostile."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read(limit)
+    except (OSError, ValueError):
+        return None
+
+
 def _git_config_path(start: str) -> str | None:
     current = os.path.abspath(start)
     for _ in range(64):
@@ -109,20 +122,14 @@ def _git_config_path(start: str) -> str | None:
         if os.path.isdir(dotgit):
             return os.path.join(dotgit, "config")
         if os.path.isfile(dotgit):  # a worktree: "gitdir: /repo/.git/worktrees/x"
-            try:
-                with open(dotgit, encoding="utf-8") as handle:
-                    line = handle.read(4096).strip()
-            except OSError:
-                return None
+            line = (_read_regular(dotgit, 4096) or "").strip()
             if not line.startswith("gitdir:"):
                 return None
             gitdir = os.path.join(current, line[len("gitdir:") :].strip())
             common = os.path.join(gitdir, "commondir")
-            try:
-                with open(common, encoding="utf-8") as handle:
-                    gitdir = os.path.join(gitdir, handle.read(4096).strip())
-            except OSError:
-                pass
+            shared = _read_regular(common, 4096)
+            if shared is not None:
+                gitdir = os.path.join(gitdir, shared.strip())
             return os.path.join(gitdir, "config")
         parent = os.path.dirname(current)
         if parent == current:
@@ -139,10 +146,8 @@ def own_forge_hosts(cwd: str | None) -> tuple[str, ...]:
     path = _git_config_path(cwd)
     if path is None:
         return ()
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read(256 * 1024)
-    except OSError:
+    text = _read_regular(path, 256 * 1024)
+    if text is None:
         return ()
     hosts = (host_of(url) for url in _URL_LINE.findall(text))
     return tuple(dict.fromkeys(host for host in hosts if host and not is_loopback(host)))

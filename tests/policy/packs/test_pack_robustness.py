@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,3 +48,14 @@ def test_a_failing_pack_set_fails_closed(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(_packs.PackSet, "_check_script", broken)
     decision = evaluate_command("ls", cwd="/nonexistent-ws/p")
     assert (decision.action, decision.rule) == ("decline", "packs/internal-error")
+
+
+def test_never_blocks_on_fifos_or_devices(tmp_path: Path) -> None:
+    """Files named by a command (or a hostile repository's .git/config) are read only when regular."""
+    fifo = tmp_path / "q.sql"
+    os.mkfifo(fifo)
+    (tmp_path / ".git").mkdir()
+    os.mkfifo(tmp_path / ".git" / "config")
+    for command in (f"psql -f {fifo}", "psql -f /dev/stdin", f"cat {fifo} | psql", "pip install -r q.sql"):
+        assert evaluate_command(command, cwd=str(tmp_path)).action == "acceptForSession"
+    assert evaluate_command("pip install git+https://github.com/x/y", cwd=str(tmp_path)).action == "decline"
