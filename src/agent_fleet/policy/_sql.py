@@ -97,6 +97,8 @@ SQL_VALUE_OPTIONS: dict[str, tuple[str, ...]] = {
 _META_LINE = re.compile(r"^\s*[\\.]")  # psql \d, sqlite .tables
 _SHELL_META = re.compile(r"^\s*(\\!|\.shell\b|\.system\b|\\o\s*\||\.once\s*\||\.output\s*\|)", re.MULTILINE)
 _INCLUDE = re.compile(r"^\s*(?:\\i|\\ir|\\include|\.read|source)\s+(\S+)", re.MULTILINE | re.IGNORECASE)
+_MAX_PARSED = 20_000  # characters: a full parse of this takes ~0.1 s
+_MAX_TOKENISED = 200_000
 _DESTRUCTIVE_NAME = re.compile(r"drop|truncate|wipe|reset|purge|destroy|delete|teardown|nuke|clean", re.I)
 _DYNAMIC_HEADS = frozenset({"DO", "EXECUTE", "EXEC", "PREPARE", "CALL"})
 _CRUDE = re.compile(r"\b(drop|truncate|delete|update)\b", re.IGNORECASE)
@@ -235,6 +237,11 @@ def sql_danger(sql: str, dialect: str | None = None) -> str | None:
     body = "\n".join(line for line in sql.splitlines() if not _META_LINE.match(line))
     if not body.strip():
         return None
+    if len(body) > _MAX_TOKENISED:  # a dump: too slow even to tokenise, judged by its words
+        crude = _CRUDE.search(body)
+        return f"a large SQL text naming {crude.group(1).upper()}" if crude else None
+    if len(body) > _MAX_PARSED:  # a long script: statement by statement on tokens (a full parse is slow)
+        return _token_danger(body, dialect)
     import sqlglot
     from sqlglot.errors import SqlglotError
 
