@@ -121,10 +121,51 @@ def judge_install_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCont
     )
     for word in (*parsed.positionals, *option_values(args, ("-e", "--editable"))):
         sources.extend((word, host) for host in _spec_hosts(word, npm_install))
+    if set(parsed.positionals[:2]) & {"install", "i", "ci", "add", "sync", "lock", "update", "upgrade"}:
+        sources.extend(_project_indexes(program, ctx))
     for what, host in sources:
         if not hosts.allows(host):
             return f"{what} fetches from {host or 'an unknown host'}, which is not on the allowed hosts"
     return None
+
+
+_REGISTRY_LINE = re.compile(
+    r"^\s*(?:@[\w.-]+:)?(?:registry|npmRegistryServer|index-url|extra-index-url|url)\s*[=:]\s*[\"']?([^\s\"']+)",
+    re.MULTILINE,
+)
+_PROJECT_CONFIGS = {
+    "npm": (".npmrc",),
+    "pnpm": (".npmrc",),
+    "npx": (".npmrc",),
+    "yarn": (".npmrc", ".yarnrc", ".yarnrc.yml"),
+    "bun": (".npmrc", "bunfig.toml"),
+    "uv": ("uv.toml", "pyproject.toml"),
+    "poetry": ("pyproject.toml",),
+    "pdm": ("pyproject.toml",),
+    "pip": ("pip.conf",),
+    "pip3": ("pip.conf",),
+}
+
+
+def _project_indexes(program: str, ctx: JudgeContext) -> list[tuple[str, str | None]]:
+    """Registries and indexes the project's own files point installs at: a hostile repository can
+    name any host in its ``.npmrc`` or ``pyproject.toml``."""
+    found: list[tuple[str, str | None]] = []
+    for name in _PROJECT_CONFIGS.get(program, ()):
+        text = read_small_file(name, ctx) if ctx.cwd else None
+        if not text:
+            continue
+        if name == "pyproject.toml":
+            text = "\n".join(
+                line
+                for line in text.splitlines()
+                if re.match(r"\s*(url|index-url|extra-index-url)\s*=", line)
+            )
+        for url in _REGISTRY_LINE.findall(text):
+            host = host_of(url)
+            if host is not None:
+                found.append((f"{name}: {url}", host))
+    return found
 
 
 _SYSTEM_PREFIXES = (

