@@ -18,7 +18,8 @@ matches any of them. An allow pattern set accepts only when *every* simple comma
 ``bash -lc`` wrapper excepted) is matched, on its written or unwrapped form, by some allow pattern:
 ``git status && rm x`` is not allowed by ``^git``. Text that runs no simple command (``export X=1``)
 must match an allow pattern as a whole. A command request's ``cwd`` and ``writable_roots`` only help the
-built-in rules resolve relative targets (``rm -rf ../..``).
+built-in rules resolve relative targets (``rm -rf ../..``) and let the packs read a few regular files
+(the repository's remote, SQL or requirements files a command names, the project's registry settings).
 
 ``file_change``: every path must stay inside ``cwd`` or a writable root (``_paths``), else
 ``path-escape``. User patterns do not apply (they describe commands); then the default decides. A
