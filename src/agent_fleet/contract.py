@@ -20,10 +20,13 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from agent_fleet.errors import Unsupported
 from agent_fleet.events import Event, Result, TokenUsage
+
+if TYPE_CHECKING:
+    from agent_fleet.tools import Tool
 
 __all__ = [
     "Capabilities",
@@ -53,23 +56,33 @@ class PermissionConfig:
     ``disallow_patterns`` decline first; when ``allow_patterns`` is non-empty only commands matching
     one are accepted; otherwise ``default`` decides (``allow`` accepts for the session).
     Patterns are Python regular expressions searched in the command text.
+
+    Calls of the caller's own ``Spec.tools`` have their own patterns, searched in the tool name:
+    ``tool_disallow_patterns`` decline, a non-empty ``tool_allow_patterns`` accepts only the names
+    matching one; otherwise the call is allowed (``default`` does not apply: the caller wrote them).
     """
 
     allow_patterns: tuple[str, ...] = ()
     disallow_patterns: tuple[str, ...] = ()
     default: Literal["allow", "deny"] = "allow"
+    tool_allow_patterns: tuple[str, ...] = ()
+    tool_disallow_patterns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
-        object.__setattr__(self, "allow_patterns", tuple(self.allow_patterns))
-        object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
+        for name in ("allow_patterns", "disallow_patterns", "tool_allow_patterns", "tool_disallow_patterns"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.default not in ("allow", "deny"):
             raise ValueError(f"PermissionConfig.default must be 'allow' or 'deny', not {self.default!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spec:
-    """What to run: one session's prompt and settings. Fields a provider cannot honour are reported."""
+    """What to run: one session's prompt and settings. Fields a provider cannot honour are reported.
+
+    ``tools``: Python functions (or ``agent_fleet.tools.Tool`` wrappers) the model may call; they are
+    turned into ``Tool`` objects here, so one that cannot be described raises ``UsageError`` at once.
+    """
 
     prompt: str
     cwd: str | Path | None = None
@@ -85,8 +98,16 @@ class Spec:
     images: Sequence[str | Path] = ()
     config: Mapping[str, Any] = field(default_factory=dict)
     timeout: float | None = None
+    tools: Sequence[Tool | Callable[..., Any]] = ()
 
     def __post_init__(self) -> None:
+        if self.tools:
+            # Derive names and schemas now: a tool that cannot be described fails here, not at spawn.
+            from agent_fleet.tools import as_tools
+
+            object.__setattr__(self, "tools", as_tools(self.tools))
+        else:
+            object.__setattr__(self, "tools", ())
         if self.sandbox is not None and self.sandbox not in SANDBOXES:
             raise ValueError(f"Spec.sandbox must be one of {', '.join(SANDBOXES)}, not {self.sandbox!r}")
         if self.mode not in MODES:

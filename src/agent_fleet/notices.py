@@ -27,6 +27,11 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         # -- every provider ------------------------------------------------------------------------
         SPEC_UNSUPPORTED: "a Spec field this provider cannot honour was ignored (data: field, reason)",
         "approval_denied": "the approval policy declined a request (data: rule, reason, what was asked)",
+        "user_input": (
+            "the agent or an MCP server asked for input and was answered "
+            "(data: kind, questions or message, action, source; never the answers)"
+        ),
+        "input_handler_failed": "the input_handler raised or returned no InputAnswer; the default answered",
         # -- codex (app-server and exec) -----------------------------------------------------------------
         "stream_error": "the model stream failed and codex is retrying (data: message)",
         "warning": "a codex warning or deprecation notice (data: method and its params)",

@@ -1,0 +1,165 @@
+"""``Spec.tools`` on the real codex app-server: the scripted model calls Python functions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_fleet import PermissionConfig, Result, Spec, System, ToolResult, ToolUse
+from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.events import Event
+from agent_fleet.testing import FunctionCall, Reply, ScriptedModelServer
+from agent_fleet.tools import Image, Tool
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]  # runs the real binary
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def lookup(key: str, default: str = "none") -> dict[str, Any]:
+    """Look a key up in a tiny table."""
+    await asyncio.sleep(0)
+    table = {"colour": "blue"}
+    return {"key": key, "value": table.get(key, default)}
+
+
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"exploded: {reason}")
+
+
+def _png() -> bytes:
+    """A valid 1x1 red PNG (codex decodes images before it sends them on)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+def picture() -> list[Any]:
+    """A caption and a picture."""
+    return ["a red pixel", Image(data=_png(), mime_type="image/png")]
+
+
+def _call(name: str, arguments: dict[str, Any], call_id: str) -> Reply:
+    return Reply(items=(FunctionCall(name=name, arguments=arguments, call_id=call_id),))
+
+
+def _output(server: ScriptedModelServer, call_id: str) -> Any:
+    """What codex sent back to the model for ``call_id``."""
+    for request in server.requests:
+        for item in request.tool_outputs():
+            if item.get("call_id") == call_id:
+                return item["output"]
+    raise AssertionError(f"no output for {call_id} in {[r.tool_outputs() for r in server.requests]}")
+
+
+def _text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    return "".join(part.get("text", "") for part in output if isinstance(part, dict))
+
+
+async def test_sync_and_async_tools_answer_the_model(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    scripted_model.enqueue(
+        _call("add", {"a": 2, "b": 40}, "call-add"),
+        _call("lookup", {"key": "colour"}, "call-lookup"),
+        Reply.text("done"),
+    )
+    async with CodexProvider(codex_options) as provider:
+        handle = await provider.spawn(Spec(prompt="use the tools", cwd=workspace, tools=[add, lookup]))
+        events: list[Event] = [e async for e in handle.events()]
+
+    # the model was offered both tools with the derived schemas
+    offered = {t.get("name"): t for t in scripted_model.requests[0].body["tools"]}
+    assert offered["add"]["parameters"]["required"] == ["a", "b"]
+    assert offered["add"]["description"] == "Add two integers."
+    assert offered["lookup"]["parameters"]["required"] == ["key"]
+    # and what each function returned is what codex sent back to the model
+    assert _text(_output(scripted_model, "call-add")) == "42"
+    assert json.loads(_text(_output(scripted_model, "call-lookup"))) == {"key": "colour", "value": "blue"}
+    # the last request (the model's final turn) carries both results
+    last = [_text(item["output"]) for item in scripted_model.requests[-1].tool_outputs()]
+    assert last == ["42", '{"key": "colour", "value": "blue"}']
+    uses = [e for e in events if isinstance(e, ToolUse) and not e.synthetic]
+    results = [e for e in events if isinstance(e, ToolResult) and not e.synthetic]
+    assert [u.name for u in uses] == ["add", "lookup"]
+    assert [r.is_error for r in results] == [False, False]
+    assert isinstance(events[-1], Result) and events[-1].text == "done"
+
+
+async def test_a_raising_tool_and_bad_arguments_are_failed_results_the_model_reads(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    scripted_model.enqueue(
+        _call("explode", {"reason": "on purpose"}, "call-boom"),
+        _call("add", {"a": "two"}, "call-bad"),
+        _call("missing", {}, "call-missing"),
+        Reply.text("recovered"),
+    )
+    async with CodexProvider(codex_options) as provider:
+        handle = await provider.spawn(Spec(prompt="go", cwd=workspace, tools=[explode, add]))
+        events: list[Event] = [e async for e in handle.events()]
+
+    assert "RuntimeError: exploded: on purpose" in _text(_output(scripted_model, "call-boom"))
+    bad = _text(_output(scripted_model, "call-bad"))
+    assert "invalid arguments for tool add" in bad and "a:" in bad and "b:" in bad
+    assert "missing" in _text(_output(scripted_model, "call-missing"))  # codex refuses it itself
+    results = [e for e in events if isinstance(e, ToolResult) and not e.synthetic]
+    assert results and all(r.is_error for r in results)
+    assert isinstance(events[-1], Result) and events[-1].text == "recovered"
+
+
+async def test_tool_calls_pass_the_approval_policy(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    scripted_model.enqueue(
+        _call("explode", {"reason": "x"}, "call-denied"),
+        _call("add", {"a": 1, "b": 1}, "call-ok"),
+        Reply.text("ok"),
+    )
+    permission = PermissionConfig(default="deny", tool_disallow_patterns=("^explode$",))
+    async with CodexProvider(codex_options) as provider:
+        handle = await provider.spawn(
+            Spec(prompt="go", cwd=workspace, tools=[explode, add], permission=permission)
+        )
+        events: list[Event] = [e async for e in handle.events()]
+
+    assert "Declined by the agent-fleet approval policy (tool-deny)" in _text(
+        _output(scripted_model, "call-denied")
+    )
+    assert _text(_output(scripted_model, "call-ok")) == "2"  # default=deny does not apply to own tools
+    denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
+    assert [d.data["tool"] for d in denied] == ["explode"]
+    decisions = [e.status for e in events if isinstance(e, ToolResult) and e.synthetic]
+    assert decisions == ["decline", "allow_for_session"]
+
+
+async def test_an_image_result_reaches_the_model_as_an_image(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    scripted_model.enqueue(_call("pic", {}, "call-pic"), Reply.text("seen"))
+    async with CodexProvider(codex_options) as provider:
+        handle = await provider.spawn(
+            Spec(prompt="look", cwd=workspace, tools=[Tool(picture, name="pic", description="a picture")])
+        )
+        result = await handle.wait()
+    assert result.text == "seen"
+    output = _output(scripted_model, "call-pic")
+    assert [part["type"] for part in output] == ["input_text", "input_image"]
+    assert output[0]["text"] == "a red pixel"
+    assert output[1]["image_url"].startswith("data:image/png;base64,")
