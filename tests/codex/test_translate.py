@@ -27,6 +27,7 @@ CASES: dict[str, tuple[Any, str]] = {
     "images": (("https://example.invalid/a.png",), "turn.input"),
     "config": ({"model_verbosity": "low"}, "thread.config"),
     "timeout": (30.0, "local"),
+    "tools": ((len,), "thread.dynamicTools"),
 }
 
 

@@ -67,13 +67,14 @@ from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
-from agent_fleet.claude import _approvals
+from agent_fleet.claude import _approvals, _tools
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
 from agent_fleet.contract import Spec
 from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.policy import ApprovalPolicy, Decision
+from agent_fleet.tools import as_tools
 
 if TYPE_CHECKING:
     from agent_fleet.claude.provider import ClaudeProvider
@@ -150,8 +151,15 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         self._total_tokens = 0
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._reader: asyncio.Task[None] | None = None
+        sdk_options = dict(plan.options)
+        if spec.tools:
+            tools = as_tools(spec.tools)
+            sdk_options["mcp_servers"] = {
+                **sdk_options.get("mcp_servers", {}),
+                _tools.SERVER: _tools.sdk_server(tools),
+            }
         options = ClaudeAgentOptions(
-            **plan.options,
+            **sdk_options,
             can_use_tool=self._can_use_tool,
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[self._ask_hook])]},
             stderr=self._stderr.append,

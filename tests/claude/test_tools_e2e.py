@@ -1,0 +1,91 @@
+"""``Spec.tools`` on the Claude provider: the same definitions as the codex test, served by the SDK's
+in-process MCP server, called by the scripted Anthropic model through the real Claude Code CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_fleet import PermissionConfig, Result, Spec, System, ToolResult, ToolUse
+from agent_fleet.claude import ClaudeOptions, ClaudeProvider
+from agent_fleet.events import Event
+from agent_fleet.testing._anthropic import AnthropicReply, AnthropicToolUse, ScriptedAnthropicServer
+from agent_fleet.tools import Tool
+
+from ..sample_tools import add, explode, lookup, picture
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]
+
+
+def _call(name: str, arguments: dict[str, object], use_id: str) -> AnthropicReply:
+    return AnthropicReply(
+        blocks=(AnthropicToolUse(name=f"mcp__agent_fleet__{name}", input=arguments, id=use_id),)
+    )
+
+
+def _result(server: ScriptedAnthropicServer, use_id: str) -> dict[str, object]:
+    """The ``tool_result`` block the CLI sent back to the model for ``use_id``."""
+    for request in server.agent_requests:
+        for block in request.tool_results():
+            if block.get("tool_use_id") == use_id:
+                return block
+    raise AssertionError(f"no tool_result for {use_id}")
+
+
+async def test_sync_async_raising_and_denied_tools(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(
+        _call("add", {"a": 2, "b": 40}, "toolu_add"),
+        _call("lookup", {"key": "colour"}, "toolu_lookup"),
+        _call("explode", {"reason": "on purpose"}, "toolu_boom"),
+        _call("secret", {}, "toolu_denied"),
+        AnthropicReply.text("done"),
+    )
+    permission = PermissionConfig(tool_disallow_patterns=("^secret$",))
+    tools = [add, lookup, explode, Tool(lambda: "hidden", name="secret", description="never runs")]
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(
+            Spec(prompt="use the tools", cwd=workspace, tools=tools, permission=permission)
+        )
+        events: list[Event] = [e async for e in handle.events()]
+
+    offered = anthropic_server.agent_requests[0].tool_names
+    assert {"mcp__agent_fleet__add", "mcp__agent_fleet__lookup"} <= set(offered)
+    text = anthropic_server.agent_requests[-1].tool_result_text
+    assert text(_result(anthropic_server, "toolu_add")) == "42"
+    assert json.loads(text(_result(anthropic_server, "toolu_lookup"))) == {"key": "colour", "value": "blue"}
+    boom = _result(anthropic_server, "toolu_boom")
+    assert boom.get("is_error") is True and "RuntimeError: exploded: on purpose" in text(boom)
+    denied = _result(anthropic_server, "toolu_denied")
+    assert denied.get("is_error") is True and "tool-deny" in text(denied)
+    assert "hidden" not in json.dumps(anthropic_server.agent_requests[-1].body)
+
+    uses = [e for e in events if isinstance(e, ToolUse) and not e.synthetic]
+    assert [u.name for u in uses] == ["add", "lookup", "explode", "secret"]
+    results = {e.id: e for e in events if isinstance(e, ToolResult) and not e.synthetic}
+    assert results["toolu_add"].is_error is False and results["toolu_boom"].is_error is True
+    about = [e.input for e in events if isinstance(e, ToolUse) and e.synthetic]
+    assert about == [{"kind": "tool", "tool": name} for name in ("add", "lookup", "explode", "secret")]
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
+    assert [n.data["tool"] for n in notices] == ["secret"]
+    assert isinstance(events[-1], Result) and events[-1].text == "done"
+
+
+async def test_an_image_result_reaches_the_model(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(_call("pic", {}, "toolu_pic"), AnthropicReply.text("seen"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(
+            Spec(prompt="look", cwd=workspace, tools=[Tool(picture, name="pic", description="a picture")])
+        )
+        result = await handle.wait()
+    assert result.text == "seen"
+    content = _result(anthropic_server, "toolu_pic")["content"]
+    assert isinstance(content, list)
+    assert content[0] == {"type": "text", "text": "a red pixel"}
+    [image] = [part for part in content if part["type"] == "image"]
+    assert image["source"]["media_type"] == "image/png" and image["source"]["data"].startswith("iVBOR")
