@@ -1,8 +1,8 @@
 """A scripted stand-in for `codex app-server` (run as a child process by the tests).
 
 On each turn/start it sends the server requests listed in $FAKE_SCENARIO (JSON list of
-{"method", "params"}; "threadId"/"conversationId" filled in unless "global" is true), waits for every answer, then finishes
-the turn with an agent message whose text is the JSON list of the answers it received.
+{"method", "params"}; "threadId"/"conversationId" filled in unless "global" is true), waits for every
+answer, then finishes the turn with an agent message whose text is the JSON list of the answers it received.
 """
 
 import json
