@@ -110,6 +110,18 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
 
 
+def _annotated(fn: Callable[..., Any]) -> Any:
+    """Where ``fn``'s type hints live: the wrapped function of a partial, ``__init__`` of a class,
+    ``__call__`` of a callable object."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.isclass(fn):
+        return fn.__init__
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn) or inspect.isbuiltin(fn)):
+        return type(fn).__call__
+    return fn
+
+
 class _Signature:
     """Arguments of a function as a pydantic model: the JSON Schema, and validation that converts."""
 
@@ -120,7 +132,7 @@ class _Signature:
 
         try:
             sig = inspect.signature(fn)
-            hints = typing.get_type_hints(fn, include_extras=True)
+            hints = typing.get_type_hints(_annotated(fn), include_extras=True)
         except (TypeError, ValueError, NameError) as exc:
             raise UsageError(f"tool {tool!r}: cannot read the signature of {fn!r}: {exc}") from exc
         fields: dict[str, Any] = {}
