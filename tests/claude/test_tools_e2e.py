@@ -89,3 +89,57 @@ async def test_an_image_result_reaches_the_model(
     assert content[0] == {"type": "text", "text": "a red pixel"}
     [image] = [part for part in content if part["type"] == "image"]
     assert image["source"]["media_type"] == "image/png" and image["source"]["data"].startswith("iVBOR")
+
+
+ASK = {
+    "questions": [
+        {
+            "question": "Which database?",
+            "header": "Database",
+            "options": [
+                {"label": "sqlite", "description": "small"},
+                {"label": "postgres", "description": "big"},
+            ],
+            "multiSelect": False,
+        }
+    ]
+}
+
+
+async def test_ask_user_question_without_a_handler_tells_claude_to_decide(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(
+        AnthropicReply(blocks=(AnthropicToolUse(name="AskUserQuestion", input=ASK, id="toolu_ask"),)),
+        AnthropicReply.text("decided myself"),
+    )
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="set up", cwd=workspace))
+        events: list[Event] = [e async for e in handle.events()]
+    block = _result(anthropic_server, "toolu_ask")
+    text = anthropic_server.agent_requests[-1].tool_result_text(block)
+    assert "No user is available to answer" in text
+    [notice] = [e for e in events if isinstance(e, System) and e.subtype == "user_input"]
+    assert notice.data["action"] == "decline" and notice.data["questions"] == ["Which database?"]
+    assert isinstance(events[-1], Result)
+
+
+async def test_ask_user_question_with_canned_answers(
+    anthropic_server: ScriptedAnthropicServer, claude_home: Path, workspace: Path
+) -> None:
+    from agent_fleet.testing._anthropic import scripted_claude_env
+
+    options = ClaudeOptions(
+        env=scripted_claude_env(anthropic_server, claude_home), canned_answers={"Database": "postgres"}
+    )
+    anthropic_server.enqueue(
+        AnthropicReply(blocks=(AnthropicToolUse(name="AskUserQuestion", input=ASK, id="toolu_ask"),)),
+        AnthropicReply.text("using postgres"),
+    )
+    async with ClaudeProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="set up", cwd=workspace))
+        result = await handle.wait()
+    block = _result(anthropic_server, "toolu_ask")
+    text = anthropic_server.agent_requests[-1].tool_result_text(block)
+    assert "postgres" in text and not block.get("is_error")
+    assert result.text == "using postgres"

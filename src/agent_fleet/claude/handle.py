@@ -63,11 +63,12 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import Message
 
+from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
-from agent_fleet.claude import _approvals, _tools
+from agent_fleet.claude import _approvals, _questions, _tools
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
 from agent_fleet.contract import Spec
@@ -412,6 +413,13 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
 
     # -- approvals -------------------------------------------------------------------------------------
 
+    async def _ask_user(self, tool_input: dict[str, Any]) -> PermissionResultAllow | PermissionResultDeny:
+        """Claude asks the user: the ``input_handler``, else canned answers or a decline Claude reads."""
+        options = self._provider.options
+        request = _questions.to_input_request(tool_input, self._session_id)
+        answer = await answer_input(request, options.input_handler, options.canned_answers, self.emit)
+        return _questions.to_permission(request, tool_input, answer)
+
     async def _ask_hook(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
@@ -422,6 +430,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
     ) -> PermissionResultAllow | PermissionResultDeny:
         if tool_name in _approvals.INTERNAL_TOOLS:
             return PermissionResultAllow()
+        if tool_name == _questions.ASK_USER:
+            return await self._ask_user(tool_input)
         request = _approvals.to_request(tool_name, tool_input, cwd=self._cwd)
         turn = self._live_turn()
         if turn is None:

@@ -30,6 +30,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
@@ -44,7 +45,6 @@ from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 from agent_fleet.tools import by_name, failure
-from agent_fleet.user_input import InputAnswer, default_answer, input_notice
 
 if TYPE_CHECKING:
     from agent_fleet.codex.appserver import CodexProvider
@@ -373,25 +373,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         decline the model can act on (``agent_fleet.user_input``)."""
         options = self._provider.options
         request = _requests.input_request(msg.method, params, self._thread_id)
-        answer: InputAnswer | None = None
-        source = "default"
-        if options.input_handler is not None:
-            try:
-                answer = await options.input_handler(request)
-                if not isinstance(answer, InputAnswer):
-                    raise TypeError(f"input_handler returned {type(answer).__name__}, not InputAnswer")
-                source = "handler"
-            except Exception as exc:
-                answer = None
-                self._emit(
-                    System(
-                        subtype="input_handler_failed",
-                        data={"error": f"{type(exc).__name__}: {exc}", "kind": request.kind},
-                    )
-                )
-        if answer is None:
-            answer = default_answer(request, options.canned_answers)
-        self._emit(System(subtype="user_input", data=input_notice(request, answer, source)))
+        answer = await answer_input(request, options.input_handler, options.canned_answers, self._emit)
         await self._reply(msg, _requests.input_response(msg.method, request, answer))
 
     def end_turn(self, error: Error) -> None:
