@@ -272,3 +272,18 @@ async def test_images_and_mixed_sequences() -> None:
     failed = ToolOutput(content=("custom",), is_error=True)
     assert await Tool(lambda: failed, name="f").call({}) is failed
     assert json.loads((await Tool(lambda: {"b": b"\x00"}, name="b").call({})).text) == {"b": "\x00"}
+
+
+def _triple(x: int) -> int:
+    return 3 * x
+
+
+async def test_tools_pickle_by_definition() -> None:
+    import pickle
+
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    spec = Spec(prompt="p", tools=[_triple, Tool(_triple, name="raw", description="d", input_schema=schema)])
+    derived, explicit = pickle.loads(pickle.dumps(spec)).tools
+    assert (derived.name, derived.input_schema) == ("_triple", Tool(_triple).input_schema)
+    assert (await derived.call({"x": "2"})).text == "6"
+    assert (explicit.name, explicit.description, explicit.input_schema) == ("raw", "d", schema)

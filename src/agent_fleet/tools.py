@@ -215,6 +215,11 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, fn={self.fn!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The derived argument model is a class made at run time: pickle the definition, derive again.
+        schema = self.input_schema if self._explicit else None
+        return (_rebuild, (self.fn, self.name, self.description, schema))
+
     def _check_schema(self, schema: Mapping[str, Any]) -> None:
         import jsonschema
 
@@ -276,6 +281,10 @@ class Tool:
             return to_output(value)
         except Exception as exc:
             return failure(f"{type(exc).__name__}: {exc}")
+
+
+def _rebuild(fn: Callable[..., Any], name: str, description: str, schema: Mapping[str, Any] | None) -> Tool:
+    return Tool(fn, name=name, description=description, input_schema=schema)
 
 
 def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> tuple[Tool, ...]:
