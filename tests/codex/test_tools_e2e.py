@@ -129,3 +129,21 @@ async def test_an_image_result_reaches_the_model_as_an_image(
     assert [part["type"] for part in output] == ["input_text", "input_image"]
     assert output[0]["text"] == "a red pixel"
     assert output[1]["image_url"].startswith("data:image/png;base64,")
+
+
+async def test_tools_keep_working_after_resume(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    # thread/resume takes no dynamicTools: codex keeps the thread's own; the new handle answers them.
+    scripted_model.enqueue(
+        Reply.text("first"), _call("add", {"a": 5, "b": 6}, "call-later"), Reply.text("second")
+    )
+    async with CodexProvider(codex_options) as provider:
+        handle = await provider.spawn(Spec(prompt="one", cwd=workspace, tools=[add]))
+        await handle.wait()
+        await handle.stop()
+        resumed = await provider.resume(handle.session_id, Spec(prompt="two", cwd=workspace, tools=[add]))
+        result = await resumed.wait()
+    assert result.text == "second"
+    assert "add" in {t.get("name") for t in scripted_model.requests[1].body["tools"]}
+    assert _text(_output(scripted_model, "call-later")) == "11"
