@@ -11,7 +11,7 @@ import pytest
 from agent_fleet import PermissionConfig, Result, Spec, System, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.events import Event
-from agent_fleet.testing import FunctionCall, Reply, ScriptedModelServer
+from agent_fleet.testing import Reply, ScriptedModelServer
 from agent_fleet.tools import Tool
 
 from ..sample_tools import add, explode, lookup, picture
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(90)]  # runs the real binary
 
 
 def _call(name: str, arguments: dict[str, Any], call_id: str) -> Reply:
-    return Reply(items=(FunctionCall(name=name, arguments=arguments, call_id=call_id),))
+    return Reply.call(name, arguments, call_id=call_id)
 
 
 def _output(server: ScriptedModelServer, call_id: str) -> Any:
