@@ -143,3 +143,38 @@ async def test_ask_user_question_with_canned_answers(
     text = anthropic_server.agent_requests[-1].tool_result_text(block)
     assert "postgres" in text and not block.get("is_error")
     assert result.text == "using postgres"
+
+
+ELICIT_SERVER = Path(__file__).parent.parent / "elicit_mcp_server.py"
+
+
+async def test_mcp_elicitations_are_cancelled_by_claude_code_itself(
+    anthropic_server: ScriptedAnthropicServer, claude_home: Path, workspace: Path
+) -> None:
+    """Pins a limitation of the bundled CLI (2.1.330): in an SDK session it cancels an MCP server's
+    elicitation without asking the host, and an SDK callback hook's answer to the ``Elicitation``
+    event is not used; so ``input_handler`` is not consulted. When a CLI version changes this, this
+    test fails and the Claude provider can route elicitations like the codex provider does."""
+    import sys
+
+    from agent_fleet.testing._anthropic import scripted_claude_env
+    from agent_fleet.user_input import InputAnswer, InputRequest
+
+    seen: list[InputRequest] = []
+
+    async def handler(request: InputRequest) -> InputAnswer:
+        seen.append(request)
+        return InputAnswer(content={"colour": "teal"})
+
+    options = ClaudeOptions(env=scripted_claude_env(anthropic_server, claude_home), input_handler=handler)
+    server = {"type": "stdio", "command": sys.executable, "args": [str(ELICIT_SERVER)], "alwaysLoad": True}
+    anthropic_server.enqueue(
+        AnthropicReply(blocks=(AnthropicToolUse(name="mcp__asker__ask_colour", input={}, id="toolu_el"),)),
+        AnthropicReply.text("noted"),
+    )
+    async with ClaudeProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="ask", cwd=workspace, mcp_servers={"asker": server}))
+        await handle.wait()
+    text = anthropic_server.agent_requests[-1].tool_result_text(_result(anthropic_server, "toolu_el"))
+    assert text == "cancel:-"  # the server's tool ran and its elicitation was answered "cancel"
+    assert seen == []
