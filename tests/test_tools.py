@@ -287,3 +287,12 @@ async def test_tools_pickle_by_definition() -> None:
     assert (derived.name, derived.input_schema) == ("_triple", Tool(_triple).input_schema)
     assert (await derived.call({"x": "2"})).text == "6"
     assert (explicit.name, explicit.description, explicit.input_schema) == ("raw", "d", schema)
+
+
+def test_capabilities_say_which_providers_call_python_tools() -> None:
+    from agent_fleet.claude import ClaudeProvider
+    from agent_fleet.codex import CodexExecProvider, CodexProvider
+
+    assert CodexProvider().capabilities.supports_python_tools
+    assert ClaudeProvider().capabilities.supports_python_tools
+    assert not CodexExecProvider().capabilities.supports_python_tools

@@ -137,6 +137,7 @@ class Capabilities:
     emits_subagent_events: bool
     tool_permission_format: str
     supports_review: bool = False  # ``Provider.review`` works
+    supports_python_tools: bool = False  # ``Spec.tools`` functions can be called by the model
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

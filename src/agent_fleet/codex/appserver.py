@@ -127,6 +127,7 @@ class CodexProvider(Provider):
             emits_subagent_events=False,
             tool_permission_format="codex-approval",
             supports_review=True,
+            supports_python_tools=True,  # dynamicTools + item/tool/call
         )
 
     @property
