@@ -61,3 +61,18 @@ def test_answer_values_are_checked_and_normalised() -> None:
     assert InputAnswer(answers={"a": "x"}).answers == {"a": ("x",)}
     with pytest.raises(ValueError, match="accept, decline or cancel"):
         InputAnswer(action="maybe")  # type: ignore[arg-type]
+
+
+def test_spec_answers_are_checked() -> None:
+    from agent_fleet import Spec
+
+    assert Spec(prompt="p", answers={"q": ["a", "b"], "r": "c"}).answers == {"q": ["a", "b"], "r": "c"}
+    with pytest.raises(ValueError, match=r"Spec\.answers"):
+        Spec(prompt="p", answers={"q": 1})  # type: ignore[dict-item]
+
+
+def test_canned_layers_the_first_that_answers_wins() -> None:
+    task = {"Which database?": "pg"}
+    provider = {"db": "sqlite", "n": "fleet"}
+    assert default_answer(QUESTIONS, task, provider).answers == {"db": ("pg",), "n": ("fleet",)}
+    assert default_answer(QUESTIONS, provider, task).answers == {"db": ("sqlite",), "n": ("fleet",)}

@@ -82,6 +82,8 @@ class Spec:
 
     ``tools``: Python functions (or ``agent_fleet.tools.Tool`` wrappers) the model may call; they are
     turned into ``Tool`` objects here, so one that cannot be described raises ``UsageError`` at once.
+    ``answers``: canned answers when the agent asks the user (question id, header or text -> answer),
+    over the provider options' ``canned_answers`` (see ``agent_fleet.user_input``).
     """
 
     prompt: str
@@ -99,6 +101,7 @@ class Spec:
     config: Mapping[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     tools: Sequence[Tool | Callable[..., Any]] = ()
+    answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.tools:
@@ -114,6 +117,14 @@ class Spec:
             raise ValueError(f"Spec.mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.timeout is not None and self.timeout <= 0:
             raise ValueError(f"Spec.timeout must be positive, not {self.timeout!r}")
+        for question, answer in self.answers.items():
+            if not isinstance(question, str) or not (
+                isinstance(answer, str)
+                or (isinstance(answer, Sequence) and all(isinstance(a, str) for a in answer))
+            ):
+                raise ValueError(
+                    "Spec.answers must map question strings to a string or a sequence of strings"
+                )
 
 
 @dataclass(frozen=True, slots=True)

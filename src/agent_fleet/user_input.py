@@ -10,8 +10,9 @@ Two kinds of request reach a caller, from every provider that has them:
 An ``InputHandler`` (async ``(InputRequest) -> InputAnswer``) given in the provider's options answers
 them; it runs on a task of its own, so a person may take minutes without holding up other sessions.
 Without a handler (or when it raises) the provider answers with ``default_answer``: every question
-that ``canned`` answers (keyed by question id, header or question text) gets that answer; when one is
-left unanswered the request is declined, and the model is told that nobody can answer and that it
+that the canned answers (keyed by question id, header or question text; ``Spec.answers`` first, then
+the options' ``canned_answers``) answer gets that answer; when one is left unanswered the request is
+declined, and the model is told that nobody can answer and that it
 should decide itself. Fleets run unattended: nothing ever waits for a person who is not there.
 """
 
@@ -90,17 +91,20 @@ class InputAnswer:
 InputHandler = Callable[[InputRequest], Awaitable[InputAnswer]]
 
 
-def _canned_for(question: Question, canned: CannedAnswers) -> tuple[str, ...] | None:
-    for key in (question.id, question.header, question.question):
-        if key and key in canned:
-            value = canned[key]
-            return (value,) if isinstance(value, str) else tuple(value)
+def _canned_for(question: Question, layers: Sequence[CannedAnswers]) -> tuple[str, ...] | None:
+    for canned in layers:
+        for key in (question.id, question.header, question.question):
+            if key and key in canned:
+                value = canned[key]
+                return (value,) if isinstance(value, str) else tuple(value)
     return None
 
 
-def default_answer(request: InputRequest, canned: CannedAnswers | None = None) -> InputAnswer:
-    """The answer when no handler gives one: ``canned`` answers, else a decline (module docstring)."""
-    canned = canned or {}
+def default_answer(request: InputRequest, *canned: CannedAnswers) -> InputAnswer:
+    """The answer when no handler gives one: ``canned`` answers, else a decline (module docstring).
+
+    Several ``canned`` mappings are layers: the first that answers a question wins (e.g. a task's
+    own answers before the provider-wide ones)."""
     if request.kind == "questions" and request.questions:
         answers: dict[str, tuple[str, ...]] = {}
         for question in request.questions:

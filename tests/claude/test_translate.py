@@ -55,6 +55,7 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
         config={"includeCoAuthoredBy": False},
         timeout=5.0,
         tools=[_shout],
+        answers={"Database": "sqlite"},
     )
     options = ClaudeOptions(cli_path="/opt/claude", env={"A": "1"}, model="fallback", extra_args={"x": None})
     plan = plan_session(spec, options, session_id=SID, resume=True)
@@ -69,7 +70,8 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     assert (
         opts["cli_path"] == "/opt/claude" and opts["env"] == {"A": "1"} and opts["extra_args"] == {"x": None}
     )
-    assert set(plan.local) == {"permission", "timeout", "tools"}  # tools: an in-process MCP server
+    # tools: an in-process MCP server; answers: the handle answers AskUserQuestion with them
+    assert set(plan.local) == {"permission", "timeout", "tools", "answers"}
     assert [u.field for u in plan.untranslated] == ["sandbox"]
     assert isinstance(plan.content, list)
     text, local, remote = plan.content

@@ -217,3 +217,13 @@ async def test_auth_refresh_without_a_handler_fails_every_live_turn(tmp_path: Pa
     for end in ends:
         assert isinstance(end, Error) and end.code == "auth_failed" and not end.retryable
         assert "must be refreshed" in end.message and "auth_refresh_handler" in end.message
+
+
+async def test_a_specs_answers_win_over_the_options_canned_answers(tmp_path: Path) -> None:
+    options = _options(tmp_path, [QUESTIONS], canned_answers={"db": "sqlite", "name": "from-options"})
+    _, answers = await _run(
+        options, Spec(prompt="p", cwd=tmp_path, answers={"Which database?": ["postgres"]})
+    )
+    assert answers[0]["result"] == {
+        "answers": {"db": {"answers": ["postgres"]}, "name": {"answers": ["from-options"]}}
+    }

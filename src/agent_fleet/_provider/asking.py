@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from agent_fleet.events import Event, System
 from agent_fleet.user_input import (
@@ -18,10 +18,11 @@ from agent_fleet.user_input import (
 async def answer_input(
     request: InputRequest,
     handler: InputHandler | None,
-    canned: CannedAnswers,
+    canned: Sequence[CannedAnswers],
     emit: Callable[[Event], None],
 ) -> InputAnswer:
-    """The ``handler``'s answer, else ``default_answer``; a failing handler is reported
+    """The ``handler``'s answer, else ``default_answer`` from the ``canned`` layers (first wins); a
+    failing handler is reported
     (``input_handler_failed``) and the default answers. Emits the ``user_input`` notice."""
     answer: InputAnswer | None = None
     source = "default"
@@ -36,6 +37,6 @@ async def answer_input(
             error = {"error": f"{type(exc).__name__}: {exc}", "kind": request.kind}
             emit(System(subtype="input_handler_failed", data=error))
     if answer is None:
-        answer = default_answer(request, canned)
+        answer = default_answer(request, *canned)
     emit(System(subtype="user_input", data=input_notice(request, answer, source)))
     return answer

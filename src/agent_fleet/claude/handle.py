@@ -417,7 +417,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         """Claude asks the user: the ``input_handler``, else canned answers or a decline Claude reads."""
         options = self._provider.options
         request = _questions.to_input_request(tool_input, self._session_id)
-        answer = await answer_input(request, options.input_handler, options.canned_answers, self.emit)
+        canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
+        answer = await answer_input(request, options.input_handler, canned, self.emit)
         return _questions.to_permission(request, tool_input, answer)
 
     async def _ask_hook(

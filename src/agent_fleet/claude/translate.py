@@ -154,6 +154,9 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
                     )
             case "permission" | "timeout":
                 local.append(name)  # approval bridge / turn timer
+            case "answers":
+                if value:
+                    local.append(name)  # the handle answers AskUserQuestion with them
             case "mcp_servers":
                 if value:
                     if TOOLS_SERVER in value:

@@ -139,6 +139,8 @@ def build_command(
                     else:
                         # --image=PATH: a bare `-i PATH` would swallow the trailing `-` as another image.
                         flags.append(f"--image={Path(path).expanduser().resolve()}")
+            case "answers":
+                pass  # codex exec never asks the user: nothing to answer
             case "tools":
                 if value:
                     untranslated.append(

@@ -373,7 +373,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         decline the model can act on (``agent_fleet.user_input``)."""
         options = self._provider.options
         request = _requests.input_request(msg.method, params, self._thread_id)
-        answer = await answer_input(request, options.input_handler, options.canned_answers, self._emit)
+        canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
+        answer = await answer_input(request, options.input_handler, canned, self._emit)
         await self._reply(msg, _requests.input_response(msg.method, request, answer))
 
     def end_turn(self, error: Error) -> None:

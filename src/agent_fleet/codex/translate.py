@@ -107,6 +107,9 @@ def plan_spawn(spec: Spec) -> SpawnPlan:
                     thread["sandbox"] = value
             case "permission" | "timeout":
                 local.append(name)  # approval bridge / turn timer
+            case "answers":
+                if value:
+                    local.append(name)  # the handle answers questions with them
             case "mcp_servers":
                 pass  # config/batchWrite, below
             case "output_schema":
