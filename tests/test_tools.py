@@ -296,3 +296,36 @@ def test_capabilities_say_which_providers_call_python_tools() -> None:
     assert CodexProvider().capabilities.supports_python_tools
     assert ClaudeProvider().capabilities.supports_python_tools
     assert not CodexExecProvider().capabilities.supports_python_tools
+
+
+async def test_a_sync_tool_that_exits_fails_only_its_call() -> None:
+    import sys
+
+    out = await Tool(lambda: sys.exit(3), name="quits").call({})
+    assert out.is_error and "SystemExit: 3" in out.text
+
+
+def test_a_hung_sync_tool_does_not_hold_up_the_programs_exit() -> None:
+    import subprocess
+    import sys
+    import time
+
+    script = """
+import asyncio, threading
+from agent_fleet import Tool
+
+def hangs() -> None:
+    threading.Event().wait()
+
+async def main() -> None:
+    try:
+        await asyncio.wait_for(Tool(hangs).call({}), 0.2)
+    except TimeoutError:
+        print("gave up")
+
+asyncio.run(main())
+"""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "gave up", proc.stderr
+    assert time.monotonic() - started < 30

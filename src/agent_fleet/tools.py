@@ -26,9 +26,10 @@ Calling a tool (``Tool.call``) never raises for what the model did or what the f
   an ``Image`` as several parts, anything else (dict, list, number, model, dataclass, ``None``) as
   JSON text.
 
-A sync function runs in a worker thread, so a slow one never blocks other sessions; an async one runs
-on the caller's event loop. Cancelling ``call`` cancels an async function (a sync one runs to its end
-in its thread; its result is discarded).
+A sync function runs in a daemon thread of its own, so a slow one never blocks other sessions, and
+one that never returns cannot hold up the program's exit (the event loop's default executor would
+wait for it); an async one runs on the caller's event loop. Cancelling ``call`` cancels an async
+function (a sync one runs to its end in its thread; its result is discarded).
 
 Tool calls pass the approval policy as ``ApprovalRequest(kind="tool")``: allowed unless
 ``PermissionConfig.tool_disallow_patterns`` match the tool name, or ``tool_allow_patterns`` are given
@@ -39,10 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import functools
 import inspect
 import json
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -102,6 +105,31 @@ def to_output(value: Any) -> ToolOutput:
 def failure(message: str) -> ToolOutput:
     """A failed result carrying ``message`` for the model."""
     return ToolOutput(content=(message,), is_error=True)
+
+
+def _in_thread(fn: Callable[[], Any], name: str) -> asyncio.Future[Any]:
+    """Run ``fn`` in a new daemon thread; its outcome resolves the returned future on this loop."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():  # the caller may have given up (cancelled) meanwhile
+            outcome()
+
+    def run() -> None:
+        try:
+            value = fn()
+        except BaseException as exc:  # delivered to the awaiting task, where it is judged
+            if not isinstance(exc, Exception):  # SystemExit in a tool ends the call, not the program
+                exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+            report = functools.partial(settle, functools.partial(future.set_exception, exc))
+        else:
+            report = functools.partial(settle, functools.partial(future.set_result, value))
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+            loop.call_soon_threadsafe(report)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -275,7 +303,7 @@ class Tool:
             if self._is_async:
                 value = await self.fn(*args, **kwargs)
             else:
-                value = await asyncio.to_thread(self.fn, *args, **kwargs)
+                value = await _in_thread(functools.partial(self.fn, *args, **kwargs), f"tool:{self.name}")
                 if inspect.isawaitable(value):
                     value = await value
             return to_output(value)
