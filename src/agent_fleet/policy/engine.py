@@ -136,7 +136,9 @@ class ApprovalPolicy:
             return _decline(violation.rule, violation.reason)
 
         units = [
-            (shlex.join(cmd.written), shlex.join(cmd.argv)) for cmd in script.commands if not cmd.carrier
+            (shlex.join(cmd.written), shlex.join(cmd.argv))
+            for cmd in script.commands
+            if not cmd.carrier and not cmd.implied
         ]
         for pattern in self._disallow:
             if pattern.search(text) or any(pattern.search(u) for unit in units for u in unit):

@@ -1,0 +1,546 @@
+"""Path-based judgments on commands: which files a command writes or reads, and whether that is allowed.
+
+* ``vital-path``: writing, moving or deleting anything under the system trees (``/etc``, ``/usr``,
+  ``/usr/local``, ``/opt``, ``/srv``, ``/var`` but ``/var/tmp``, ``/boot``, ``/root`` ...), kernel
+  interfaces (``/proc/sys``, ``/proc/sysrq-trigger``, ``/sys``), another user's home, and the home
+  directory's hidden entries (shell start-up files, ``~/.ssh``, ``~/.gnupg``, ``~/.config``,
+  ``~/.local/bin`` ...; ``~/.cache`` excepted); ``crontab`` installing jobs. Paths inside the session's
+  workspace are exempt (a workspace may live under ``/opt`` or ``/root``), unless the workspace root is
+  itself one of the protected directories.
+* ``write-outside-workspace``: when the session has a workspace (a ``cwd``), any written, moved or
+  deleted path outside it, its writable roots and the temporary directories (``/tmp``, ``/var/tmp``,
+  ``/dev/shm``, ``$TMPDIR``).
+* ``credential-access``: any word of any command (or ``<`` redirection) naming a credential file -- SSH
+  keys, cloud and registry credentials, ``~/.netrc``, ``~/.git-credentials``, gpg secret keys,
+  ``/etc/shadow``, ``/proc/*/environ``, ``.env`` files outside the workspace -- except for programs that
+  only look at metadata (``ls``, ``stat``, ``test``); ``gpg --export-secret-keys``; the environment
+  (``env``, ``printenv``, ``set``) or a secret-named variable sent to a network program or ``/dev/tcp``.
+
+Which operands a program writes is a table (``rm``: all, ``cp``: the last or ``-t``, ``tee``: all,
+``sed -i``: the files ...). A word with an unresolved variable is judged as if the variable were empty
+too (``$X/etc/passwd`` is ``/etc/passwd``); globs are matched against the protected names.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+from collections.abc import Iterator, Sequence
+
+from agent_fleet.policy._shell import Redirect, SimpleCommand
+from agent_fleet.policy._targets import inside, resolve_target
+from agent_fleet.policy._verdict import RuleContext, Violation
+
+__all__ = ["NETWORK", "credential_violation", "path_violation", "redirect_violation"]
+
+_TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/private/tmp", "/private/var/tmp", "/var/folders")
+_HARMLESS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/full")
+_HARMLESS_TREES = ("/dev/fd/", "/proc/self/fd/", "/dev/pts/", "/dev/tcp/", "/dev/udp/")
+_SYSTEM_TREES = frozenset(
+    {"bin", "boot", "etc", "lib", "lib32", "lib64", "libx32", "opt", "root", "sbin", "snap", "srv", "usr"}
+    | {"var", "nix", "System", "Library", "Applications", "private", "proc", "sys", "run", "cores", "dev"}
+)
+_HOME_SAFE = (".cache",)
+_WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", "&>|"})
+_READ_OPS = frozenset({"<", "<>"})
+
+_CREDENTIALS = (
+    ".ssh/*",
+    ".aws/*",
+    ".netrc",
+    "_netrc",
+    ".git-credentials",
+    ".config/git/credentials",
+    ".config/gh/*",
+    ".config/hub",
+    ".docker/config.json",
+    ".kube/*",
+    ".config/gcloud/*",
+    ".azure/*",
+    ".terraform.d/credentials.tfrc.json",
+    ".terraformrc",
+    ".pypirc",
+    ".npmrc",
+    ".yarnrc*",
+    ".gnupg/*",
+    ".password-store/*",
+    ".vault-token",
+    ".cargo/credentials*",
+    ".gem/credentials",
+    ".local/share/keyrings/*",
+    ".codex/auth.json",
+    ".claude/.credentials.json",
+    ".claude.json",
+    ".config/anthropic/*",
+    ".config/openai/*",
+    ".boto",
+    ".s3cfg",
+    ".pgpass",
+    ".my.cnf",
+    ".config/rclone/*",
+    ".oci/*",
+    ".config/doctl/*",
+    ".config/op/*",
+    ".mozilla/*/logins.json",
+    ".mozilla/*/key4.db",
+    ".config/google-chrome/*/Login Data",
+    ".bash_history",
+    ".zsh_history",
+    ".histfile",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    "Library/Keychains/*",
+)
+_SYSTEM_CREDENTIALS = (
+    "/etc/shadow*",
+    "/etc/gshadow*",
+    "/etc/sudoers*",
+    "/etc/ssh/*_key",
+    "/etc/ssl/private/*",
+    "/proc/*/environ",
+    "/proc/*/mem",
+    "/var/run/secrets/*",
+    "/run/secrets/*",
+    "/etc/kubernetes/*.conf",
+    "/etc/rancher/*",
+)
+_READ_HARMLESS = (".ssh/known_hosts", ".ssh/*.pub")
+_METADATA_ONLY = frozenset({"ls", "stat", "test", "[", "du", "exa", "eza", "tree", "realpath", "readlink"})
+_HOME_LIKE = re.compile(r"^/(?:root|home/[^/]+|Users/[^/]+)(?=/|$)")
+_GLOB = re.compile(r"[*?\[]")
+_PATHLIKE = re.compile(r"[/~$.`_*?\[]|netrc|environ|shadow")
+_LEADING_VAR = re.compile(r"^(?:\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\([^)]*\)|`[^`]*`)+")
+
+NETWORK = frozenset(
+    {"curl", "wget", "nc", "ncat", "netcat", "socat", "scp", "sftp", "ssh", "ftp", "tftp", "telnet", "dig"}
+    | {"nslookup", "host", "drill", "http", "https", "xh", "aria2c", "lwp-request", "sendmail", "mail"}
+    | {"mailx", "mutt", "openssl", "rsync", "smbclient", "ncftp", "ping", "websocat", "gsutil", "rclone"}
+    | {"s3cmd", "httpie", "powershell", "pwsh", "cadaver", "lftp", "axel", "fetch"}
+)
+_ENV_DUMPERS = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
+_SECRET_VAR = re.compile(
+    r"\$\{?[A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION_KEY)"
+    r"[A-Za-z0-9_]*",
+    re.IGNORECASE,
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Which words a program writes.
+
+
+def _split(
+    args: Sequence[str], value_letters: str = "", value_longs: tuple[str, ...] = ()
+) -> tuple[dict[str, list[str]], list[str]]:
+    """Options (with values) and operands, options anywhere (GNU style), ``--`` ends options."""
+    values: dict[str, list[str]] = {}
+    operands: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            operands.extend(args[i + 1 :])
+            break
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            if not eq and name in value_longs:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            values.setdefault(name, []).append(value)
+        elif arg.startswith("-") and len(arg) > 1:
+            for j, letter in enumerate(arg[1:], start=1):
+                if letter in value_letters:
+                    value = arg[j + 1 :]
+                    if not value:
+                        value = args[i + 1] if i + 1 < len(args) else ""
+                        i += 1
+                    values.setdefault("-" + letter, []).append(value)
+                    break
+                values.setdefault("-" + letter, []).append("")
+        else:
+            operands.append(arg)
+        i += 1
+    return values, operands
+
+
+def written_words(argv: Sequence[str]) -> list[str]:
+    """The words of ``argv`` naming files it writes, moves or deletes."""
+    if not argv:
+        return []
+    program, args = argv[0], list(argv[1:])
+    match program:
+        case "rm" | "rmdir" | "unlink" | "shred" | "srm" | "wipe" | "trash" | "trash-put" | "touch":
+            return _split(args, "s" if program == "shred" else "dtr" if program == "touch" else "")[1]
+        case "mkdir" | "mkfifo" | "mknod":
+            return (
+                _split(args, "m", ("--mode",))[1][:1]
+                if program == "mknod"
+                else _split(args, "m", ("--mode",))[1]
+            )
+        case "truncate":
+            return _split(args, "sr", ("--size", "--reference"))[1]
+        case "mv" | "cp" | "install" | "ln" | "link" | "rsync" | "scp":
+            values, operands = _split(
+                args,
+                "tSmogeBb" if program != "rsync" else "eBTfM",
+                (
+                    "--target-directory",
+                    "--suffix",
+                    "--mode",
+                    "--owner",
+                    "--group",
+                    "--rsh",
+                    "--rsync-path",
+                    "--filter",
+                    "--exclude",
+                    "--include",
+                    "--temp-dir",
+                ),
+            )
+            target = values.get("-t", []) + values.get("--target-directory", [])
+            local = [w for w in operands if not re.match(r"^[^/]*:", w)]
+            if program == "mv":
+                return operands + target
+            if target:
+                return target
+            return local[-1:] if len(operands) > 1 else []
+        case "tee":
+            return _split(args)[1]
+        case "dd":
+            return [arg[3:] for arg in args if arg.startswith("of=")]
+        case "sed" | "gsed" | "perl" | "ruby":
+            values, operands = _split(
+                args, "efl" if program.endswith("sed") else "eEIMmx", ("--expression", "--file")
+            )
+            inplace = any(k.startswith(("-i", "--in-place")) for k in values) or any(
+                a.startswith("-i") for a in args
+            )
+            if not inplace:
+                return []
+            if program.endswith("sed") and not (
+                values.get("-e") or values.get("--expression") or values.get("-f")
+            ):
+                operands = operands[1:]
+            return operands if program.endswith("sed") else ([] if values.get("-e") is None else operands)
+        case "chmod" | "chown" | "chgrp" | "setfacl" | "chcon":
+            values, operands = _split(args, "", ("--reference",))
+            return operands if "--reference" in values else operands[1:]
+        case "tar" | "bsdtar" | "gtar":
+            values, operands = _split(
+                args, "CfTXbIFL", ("--directory", "--file", "--files-from", "--exclude-from")
+            )
+            cluster = args[0] if args and not args[0].startswith("-") else ""
+            extract = "x" in cluster or "-x" in values or "--extract" in values or "--get" in values
+            create = (
+                "c" in cluster or "-c" in values or "--create" in values or "-r" in values or "-u" in values
+            )
+            found = values.get("-C", []) + values.get("--directory", []) if extract else []
+            if create:
+                found += values.get("-f", []) + values.get("--file", [])
+                if cluster and "f" in cluster and operands:
+                    found.append(operands[0])
+            return found
+        case "unzip":
+            return _split(args, "dx")[0].get("-d", [])
+        case "curl":
+            values, _ = _split(
+                args, "oKdHuXAeETFwmxy", ("--output", "--output-dir", "--config", "--data", "--header")
+            )
+            return values.get("-o", []) + values.get("--output", []) + values.get("--output-dir", [])
+        case "wget":
+            values, _ = _split(args, "OPoa", ("--output-document", "--directory-prefix", "--output-file"))
+            return [
+                v for k in ("-O", "-P", "--output-document", "--directory-prefix") for v in values.get(k, [])
+            ]
+        case "sort":
+            values, _ = _split(args, "okt", ("--output",))
+            return values.get("-o", []) + values.get("--output", [])
+        case "vim" | "vi" | "nvim" | "nano" | "emacs" | "ed" | "ex" | "micro" | "pico" | "joe" | "mcedit":
+            return [arg for arg in args if not arg.startswith(("-", "+"))]
+        case "ssh-keygen":
+            return _split(args, "fbtCNFPZsIn")[0].get("-f", [])
+        case "patch":
+            values, operands = _split(args, "pioDrdBFz", ("--input", "--output", "--directory"))
+            return operands[:1] + values.get("-o", [])
+        case "git":
+            if "clone" in args:
+                rest = args[args.index("clone") + 1 :]
+                _, operands = _split(
+                    rest,
+                    "obcujl",
+                    (
+                        "--origin",
+                        "--branch",
+                        "--config",
+                        "--depth",
+                        "--template",
+                        "--reference",
+                        "--separate-git-dir",
+                    ),
+                )
+                return operands[1:2]
+            return []
+        case "find":
+            if "-delete" in args or any(
+                args[i] in ("-exec", "-execdir", "-ok", "-okdir")
+                and posixpath.basename(args[i + 1]) in ("rm", "shred", "unlink", "rmdir", "mv")
+                for i in range(len(args) - 1)
+            ):
+                return _find_starts(args)
+            return []
+        case _:
+            return []
+
+
+def _find_starts(args: Sequence[str]) -> list[str]:
+    i = 0
+    while i < len(args) and (args[i] in ("-H", "-L", "-P") or args[i].startswith("-O")):
+        i += 1
+    starts: list[str] = []
+    for arg in args[i:]:
+        if arg.startswith(("-", "(", "!")) or arg == ")":
+            break
+        starts.append(arg)
+    return starts or ["."]
+
+
+# --------------------------------------------------------------------------------------------------
+# Judging paths.
+
+
+def _variants(word: str, ctx: RuleContext) -> Iterator[str]:
+    """The absolute paths ``word`` may name: from ``cwd`` and each ``cd`` target, and with a leading
+    unresolved variable taken as empty."""
+    words = [word]
+    match = _LEADING_VAR.match(word)
+    if match is not None and not word.startswith(("$HOME", "${HOME}", "$PWD", "${PWD}")):
+        rest = word[match.end() :]
+        if rest.startswith("/"):
+            words.append(rest)
+    for candidate in words:
+        for cwd in dict.fromkeys((ctx.cwd, *ctx.cd_targets)):
+            path = resolve_target(candidate, cwd=cwd, home=ctx.home)
+            if path is not None:
+                yield path
+
+
+def _home_relative(path: str, home: str) -> str | None:
+    if path == home or path.startswith(home.rstrip("/") + "/"):
+        return path[len(home.rstrip("/")) + 1 :]
+    match = _HOME_LIKE.match(path)
+    if match is not None:
+        return path[match.end() + 1 :]
+    return None
+
+
+def _compile(patterns: Sequence[str]) -> re.Pattern[str]:
+    """One regular expression: a path equal to, or under, any of ``patterns`` (``*`` spans ``/``)."""
+    forms: list[str] = []
+    for pattern in patterns:
+        stem = pattern.removesuffix("/*")
+        forms += [fnmatch.translate(pattern), fnmatch.translate(stem), fnmatch.translate(stem + "/*")]
+    return re.compile("|".join(f"(?:{form})" for form in forms))
+
+
+def _matches(path: str, patterns: Sequence[str], compiled: re.Pattern[str]) -> bool:
+    """``path`` (may hold globs) equals, lies under, or may match one of ``patterns``."""
+    if compiled.match(path):
+        return True
+    if _GLOB.search(path):
+        # A glob in the word: could it name the protected file or its directory?
+        return any(
+            fnmatch.fnmatchcase(pattern.replace("*", sample), path)
+            or fnmatch.fnmatchcase(pattern.removesuffix("/*"), path)
+            for pattern in patterns
+            for sample in _SAMPLES
+        )
+    return False
+
+
+#: Names a ``*`` in a protected pattern stands for when a globbed word is matched against it.
+_SAMPLES = ("x", "id_rsa", "id_ed25519", "id_ecdsa", "credentials", "config", "hosts.yml", "default")
+
+
+_CREDENTIALS_RE = _compile(_CREDENTIALS)
+_SYSTEM_CREDENTIALS_RE = _compile(_SYSTEM_CREDENTIALS)
+_HARMLESS_RE = re.compile("|".join(fnmatch.translate(p) for p in _READ_HARMLESS))
+
+
+def _protected_roots(ctx: RuleContext) -> tuple[str, ...]:
+    """Workspace roots that exempt paths under them from the vital check (not `/`, home, a system dir)."""
+    found: list[str] = []
+    for root in ctx.roots:
+        parts = [p for p in root.split("/") if p]
+        if len(parts) < 2 or root == ctx.home or ctx.home.startswith(root.rstrip("/") + "/"):
+            continue
+        found.append(root)
+    return tuple(found)
+
+
+def _temp(path: str) -> bool:
+    return any(path.startswith(root + "/") for root in _TEMP_ROOTS)
+
+
+def vital_reason(path: str, ctx: RuleContext) -> str | None:
+    """Why writing ``path`` (absolute, normalised) harms the machine or the user's setup, or ``None``."""
+    if path in _HARMLESS or path.startswith(_HARMLESS_TREES) or _temp(path):
+        return None
+    if inside(path, _protected_roots(ctx)):
+        return None
+    if path.startswith(("/proc/sys", "/proc/sysrq-trigger", "/sys/")):
+        return f"{path} changes the running kernel"
+    rel = _home_relative(path, ctx.home)
+    if rel is not None:
+        owner = path[: len(path) - len(rel)].rstrip("/") if rel else path
+        if owner != ctx.home and not path.startswith(ctx.home.rstrip("/") + "/") and path != ctx.home:
+            return f"{path} is in another user's home"
+        first = rel.split("/", 1)[0]
+        if (first.startswith(".") or first in ("bin", "Library")) and first not in _HOME_SAFE:
+            return f"{path} is the user's configuration or start-up files (~/{first})"
+        return None
+    parts = [part for part in path.split("/") if part]
+    if parts and (parts[0] in _SYSTEM_TREES or _GLOB.search(parts[0])):
+        return f"{path} is a system location"
+    return None
+
+
+def credential_reason(word: str, ctx: RuleContext) -> str | None:
+    if not _PATHLIKE.search(word):
+        return None
+    if ctx.cwd is None and escapes(word):
+        base = posixpath.basename(word)
+        if base == ".env" or base.startswith(".env."):
+            return f"{word!r} is an environment file outside the working directory"
+    for path in _variants(word, ctx):
+        rel = _home_relative(path, ctx.home)
+        if rel is not None:
+            if not _GLOB.search(rel) and _HARMLESS_RE.match(rel):
+                continue
+            if _matches(rel, _CREDENTIALS, _CREDENTIALS_RE):
+                return f"{word!r} is a credential file ({path})"
+        if _matches(path, _SYSTEM_CREDENTIALS, _SYSTEM_CREDENTIALS_RE):
+            return f"{word!r} is a credential file ({path})"
+        base = posixpath.basename(path)
+        env_file = (base == ".env" or base.startswith(".env.")) and not base.endswith(
+            (".example", ".sample", ".template")
+        )
+        if env_file and (
+            (ctx.roots and not inside(path, ctx.roots))
+            or (not ctx.roots and (word.startswith(("/", "~", "$")) or escapes(word)))
+        ):
+            return f"{word!r} is an environment file outside the workspace"
+    return None
+
+
+def escapes(word: str) -> bool:
+    """A relative path that climbs out of the directory it is used in (``..``, ``../x``, ``a/../../x``)."""
+    if word.startswith("~+"):
+        word = "." + word[2:]
+    if not word or word.startswith(("/", "~", "$", "`")):
+        return False
+    return posixpath.normpath(word).split("/", 1)[0] == ".."
+
+
+def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None:
+    if ctx.cwd is None and escapes(word):
+        return Violation(
+            rule="write-outside-workspace", reason=f"{verb} {word!r} climbs out of the working directory"
+        )
+    for path in _variants(word, ctx):
+        if path == "/" or path == ctx.home:
+            return Violation(rule="vital-path", reason=f"{verb} {word!r} writes into {path} itself")
+        why = vital_reason(path, ctx)
+        if why is not None:
+            return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
+        if (
+            ctx.roots
+            and not inside(path, ctx.roots)
+            and not _temp(path)
+            and path not in _HARMLESS
+            and not path.startswith(_HARMLESS_TREES)
+        ):
+            return Violation(
+                rule="write-outside-workspace",
+                reason=f"{verb} {word!r} ({path}) is outside the workspace",
+            )
+    return None
+
+
+def path_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
+    """``vital-path``/``write-outside-workspace`` for the files ``cmd`` writes; ``crontab``."""
+    if cmd.program == "crontab" and not ({"-l", "-h", "--help"} & set(cmd.argv[1:])):
+        return Violation(rule="vital-path", reason="crontab installs jobs that run outside the session")
+    for word in written_words(cmd.argv):
+        if word in ("-", ""):
+            continue
+        found = _write_violation(word, cmd.program, ctx)
+        if found is not None:
+            return found
+    return None
+
+
+def redirect_violation(redirect: Redirect, ctx: RuleContext) -> Violation | None:
+    if redirect.op in _WRITE_OPS or (redirect.op.endswith(">") and not redirect.op.endswith("&>")):
+        if redirect.op in (">&", "<&") or re.fullmatch(r"[0-9-]+", redirect.target):
+            return None
+        return _write_violation(redirect.target, f"redirection {redirect.op}", ctx)
+    if redirect.op in _READ_OPS:
+        why = credential_reason(redirect.target, ctx)
+        if why is not None:
+            return Violation(rule="credential-access", reason=f"reading {why}")
+    return None
+
+
+def _option_values(word: str) -> list[str]:
+    """Path-like parts of one argument: ``--opt=PATH``, ``@PATH``, ``name=@PATH``, ``if=PATH``."""
+    parts = [word]
+    if "=" in word:
+        parts.append(word.partition("=")[2])
+    for part in list(parts):
+        if "@" in part:
+            parts.append(part.rpartition("@")[2])
+        if part.startswith("-") and len(part) > 2 and not part.startswith("--"):
+            parts.append(part[2:])
+    if ":" in word:
+        parts.extend(word.split(":"))
+    return parts
+
+
+def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
+    """``credential-access`` for ``cmd`` (see the module docstring)."""
+    program = cmd.program
+    if program in ("gpg", "gpg2") and any(
+        arg.startswith(("--export-secret", "--export-ssh-key")) for arg in cmd.argv
+    ):
+        return Violation(rule="credential-access", reason="gpg exports secret keys")
+    if program == "security" and any(
+        a in ("find-generic-password", "find-internet-password", "dump-keychain") for a in cmd.argv
+    ):
+        return Violation(rule="credential-access", reason="security reads the keychain")
+    if program == "git" and "credential" in cmd.argv[1:3] and "fill" in cmd.argv:
+        return Violation(rule="credential-access", reason="git credential fill prints stored credentials")
+    if program not in _METADATA_ONLY:
+        for word in cmd.argv[1:]:
+            for part in _option_values(word):
+                why = credential_reason(part, ctx)
+                if why is not None:
+                    return Violation(rule="credential-access", reason=f"{program} reads {why}")
+    network = program in NETWORK or any(
+        r.op in _WRITE_OPS and r.target.startswith(("/dev/tcp/", "/dev/udp/")) for r in cmd.redirects
+    )
+    if network:
+        dumped = (set(cmd.feeders) | set(cmd.substituted)) & _ENV_DUMPERS
+        if program in _ENV_DUMPERS:
+            dumped.add(program)
+        if dumped:
+            return Violation(
+                rule="credential-access", reason=f"{sorted(dumped)[0]} sends the environment over the network"
+            )
+        for word in cmd.argv[1:]:
+            if _SECRET_VAR.search(word):
+                return Violation(
+                    rule="credential-access", reason=f"{program} sends a secret variable: {word!r}"
+                )
+    return None
