@@ -48,11 +48,15 @@ class PermissionConfig:
     ``disallow_patterns`` decline first; when ``allow_patterns`` is non-empty only commands matching
     one are accepted; otherwise ``default`` decides (``allow`` accepts for the session).
     Patterns are Python regular expressions searched in the command text.
+    ``profile="strict"`` (for unattended fleets) accepts only commands the policy can prove harmless
+    (known read-only and build/test programs, literal arguments inside the workspace); everything else is
+    declined with rule ``strict-unproven``, which an ``approval_handler`` may turn into an accept.
     """
 
     allow_patterns: tuple[str, ...] = ()
     disallow_patterns: tuple[str, ...] = ()
     default: Literal["allow", "deny"] = "allow"
+    profile: Literal["default", "strict"] = "default"
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
@@ -60,6 +64,8 @@ class PermissionConfig:
         object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
         if self.default not in ("allow", "deny"):
             raise ValueError(f"PermissionConfig.default must be 'allow' or 'deny', not {self.default!r}")
+        if self.profile not in ("default", "strict"):
+            raise ValueError(f"PermissionConfig.profile must be 'default' or 'strict', not {self.profile!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

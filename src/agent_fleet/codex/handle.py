@@ -39,6 +39,7 @@ from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+from agent_fleet.policy.engine import STRICT_RULE
 
 if TYPE_CHECKING:
     from agent_fleet.codex.appserver import CodexProvider
@@ -282,12 +283,12 @@ class CodexHandle(StreamedHandle[_Turn]):
             writable_roots=self._provider.writable_roots,
             file_changes=turn.mapper.file_changes if turn is not None else None,
         )
-        decision = self._policy.evaluate(request)
+        decision = await self._policy.evaluate_async(request)
         unknown = msg.method not in _approvals.APPROVAL_METHODS
         if unknown:
             self._emit(System(subtype="unknown_approval_kind", data={"method": msg.method}))
         handler = self._provider.options.approval_handler
-        if handler is not None and decision.action != "decline":
+        if handler is not None and (decision.action != "decline" or decision.rule == STRICT_RULE):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
             self._provider._spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
             return

@@ -34,6 +34,8 @@ class CodexOptions:
     - ``event_buffer``: bound of each handle's event queue (``None``: unbounded). When full, only
       that thread's dispatch waits; no event is dropped and other handles are never delayed.
     - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision.
+      It sees accepted requests and, under ``PermissionConfig(profile="strict")``, the ``strict-unproven``
+      declines (which it may accept); other declines are final.
     - ``dangerously_bypass_approvals_and_sandbox``: exec provider only; off unless asked explicitly.
     - ``skip_git_repo_check``: exec provider only; run outside a git repository.
     """
