@@ -22,6 +22,8 @@ from typing import Literal
 __all__ = ["Inner", "analyse_code", "code_language"]
 
 UNKNOWN = "$?"
+#: Inline code longer than this is not analysed (and so is declined as opaque).
+MAX_CODE_CHARS = 128 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +378,8 @@ def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
     """What ``code`` in ``language`` would run or touch (see the module docstring)."""
     if _depth > 3:
         return [Inner("opaque", text="inline code nests too deeply")]
+    if len(code) > MAX_CODE_CHARS:
+        return [Inner("opaque", text=f"inline code longer than {MAX_CODE_CHARS} characters is not judged")]
     found: list[Inner] = []
     if language == "python":
         try:

@@ -6,11 +6,15 @@ from dataclasses import dataclass
 
 from agent_fleet.errors import UsageError
 
-__all__ = ["ParsedScript", "Redirect", "SimpleCommand", "UnparsableCommand"]
+__all__ = ["CommandTooLarge", "ParsedScript", "Redirect", "SimpleCommand", "UnparsableCommand"]
 
 
 class UnparsableCommand(UsageError):
     """The command is not valid shell (or nests too deeply) so nothing can be said about it."""
+
+
+class CommandTooLarge(UnparsableCommand):
+    """The command runs more simple commands or inline scripts than the policy judges (fails closed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,7 +32,13 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
 from agent_fleet.policy._code import Inner, analyse_code, code_language, inline_codes
-from agent_fleet.policy._commands import ParsedScript, Redirect, SimpleCommand, UnparsableCommand
+from agent_fleet.policy._commands import (
+    CommandTooLarge,
+    ParsedScript,
+    Redirect,
+    SimpleCommand,
+    UnparsableCommand,
+)
 from agent_fleet.policy._git import env_runs, git_runs
 from agent_fleet.policy._runs import inner_runs
 from agent_fleet.policy._unwrap import (
@@ -63,6 +69,9 @@ MAX_DEPTH = 12
 _MAX_WRAPPERS = 64
 _MAX_STDIN_TEXTS = 4
 _STDIN_RUNNERS = frozenset({"at", "batch"})
+#: Work bounds: a script running more simple commands, or parsing more inline scripts, is too large.
+MAX_COMMANDS = 1000
+MAX_PARSES = 200
 
 
 # --------------------------------------------------------------------------------------------------
@@ -139,6 +148,8 @@ def emit(
         implied=ctx.implied,
     )
     sink.commands.append(cmd)
+    if len(sink.commands) > MAX_COMMANDS:
+        raise CommandTooLarge(f"the command runs more than {MAX_COMMANDS} simple commands")
     inner_ctx = replace(ctx, wrappers=(*all_wrappers, cmd.program), depth=ctx.depth + 1)
     implied = replace(inner_ctx, implied=True)
     for name, value in env_pairs:
@@ -252,6 +263,9 @@ def parse_into(text: str, sink: Sink, ctx: Ctx) -> bool:
     """Parse ``text`` and walk it into ``sink``; ``False`` when it holds only comments and blanks."""
     if ctx.depth > MAX_DEPTH:
         raise UnparsableCommand(f"inline scripts nest more than {MAX_DEPTH} levels deep")
+    sink.parses += 1
+    if sink.parses > MAX_PARSES:
+        raise CommandTooLarge(f"the command carries more than {MAX_PARSES} inline scripts")
     try:
         source = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:

@@ -29,6 +29,7 @@ _MAX_STDIN = 8
 _MAX_FEEDERS = 32
 _MAX_LOOP_VALUES = 8
 _LOOP_BUDGET = 64
+_MAX_LOOP_BODY = 512
 
 _SUBSTITUTION_TYPES = frozenset({"command_substitution", "process_substitution"})
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
@@ -85,6 +86,8 @@ class Sink:
     opaque: list[str] = field(default_factory=list)
     env: Env = field(default_factory=Env)
     loop_budget: int = _LOOP_BUDGET
+    in_loop: bool = False
+    parses: int = 0
 
 
 @dataclass(slots=True)
@@ -218,11 +221,23 @@ class Walker:
         name = self.text(var)
         env = self._sink.env.variables
         cost = max(1, len(values))
-        if not dynamic and values and len(values) <= _MAX_LOOP_VALUES and self._sink.loop_budget >= cost:
-            self._sink.loop_budget -= cost
-            for value in values:
-                env[name] = (value,)
-                self.walk(body, ctx)
+        small = body.end_byte - body.start_byte <= _MAX_LOOP_BODY
+        sink = self._sink
+        if (
+            not dynamic
+            and small
+            and not sink.in_loop
+            and 0 < len(values) <= _MAX_LOOP_VALUES <= sink.loop_budget
+        ):
+            # Walk a small body once per value (not nested: the extra work stays a constant factor).
+            sink.loop_budget -= cost
+            sink.in_loop = True
+            try:
+                for value in values:
+                    env[name] = (value,)
+                    self.walk(body, ctx)
+            finally:
+                sink.in_loop = False
             return
         env[name] = None
         self.walk(body, ctx)

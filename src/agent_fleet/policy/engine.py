@@ -50,6 +50,7 @@ from typing import assert_never
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._commands import CommandTooLarge
 from agent_fleet.policy._paths import check_paths
 from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy._shell import UnparsableCommand, parse_script
@@ -61,7 +62,7 @@ __all__ = ["INLINE_CHARS", "MAX_COMMAND_CHARS", "RULES", "STRICT_RULE", "Approva
 #: Commands longer than this are declined as ``too-large`` without being judged.
 MAX_COMMAND_CHARS = 256 * 1024
 #: Commands up to this size are judged on the event loop by ``evaluate_async`` (see bench/policy_eval.py).
-INLINE_CHARS = 8 * 1024
+INLINE_CHARS = 2 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 #: Every rule id a decline can carry, with what it means.
@@ -70,7 +71,8 @@ RULES: dict[str, str] = {
     "unparsable": "the command is not valid shell, nests too deeply, or is empty",
     "malformed": "the command is neither text nor a list of strings",
     "control-characters": "the command holds NUL or other control characters",
-    "too-large": f"the command is longer than {MAX_COMMAND_CHARS} characters, too large to judge",
+    "too-large": f"the command is longer than {MAX_COMMAND_CHARS} characters, or runs more simple commands"
+    " or inline scripts than the policy judges",
     "policy-error": "the policy itself failed on this request (fails closed)",
     STRICT_RULE: "strict profile: not provably harmless (an approval_handler may still accept it)",
     "path-escape": "a file change resolves outside the working directory and writable roots",
@@ -167,6 +169,8 @@ class ApprovalPolicy:
         text = command if isinstance(command, str) else shlex.join(command)
         try:
             script = parse_script(command)
+        except CommandTooLarge as exc:
+            return _decline("too-large", str(exc))
         except UnparsableCommand as exc:
             return _decline("unparsable", str(exc))
         if script.empty:
