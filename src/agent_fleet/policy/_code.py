@@ -78,6 +78,8 @@ def inline_codes(argv: tuple[str, ...]) -> list[tuple[str, str]]:
     values = _VALUE_LETTERS.get(language, "")
     found: list[tuple[str, str]] = []
     args = argv[1:]
+    if argv[0] in ("deno", "bun") and args[:1] == ("eval",):
+        return [(language, " ".join(args[1:]))]
     i = 0
     while i < len(args):
         arg = args[i]
@@ -129,12 +131,26 @@ _WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkdir", "syml
 _READ_METHODS = frozenset({"read_text", "read_bytes"})
 _OPAQUE_CALLS = frozenset({"exec", "eval", "compile", "execfile", "__import__", "getattr", "import_module"})
 _KILL = frozenset({"kill", "killpg"})
+_SHELL_NAMES = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "ash"})
 
 
 class _Python(ast.NodeVisitor):
     def __init__(self) -> None:
         self.found: list[Inner] = []
         self.names: dict[str, str] = {}
+        self.modules: dict[str, str] = {}  # alias -> module (`import subprocess as sp`)
+        self.imported: dict[str, str] = {}  # name -> module (`from shutil import rmtree`)
+        self.renamed: dict[str, str] = {}  # `from os import system as run`: run -> system
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.modules[alias.asname or alias.name] = alias.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            self.imported[alias.asname or alias.name] = (node.module or "").split(".")[0]
+            if alias.asname:
+                self.renamed[alias.asname] = alias.name
 
     def literal(self, node: ast.AST | None) -> str | None:
         match node:
@@ -165,6 +181,11 @@ class _Python(ast.NodeVisitor):
                     return self.literal(args[0]) if args else ("." if name != "str" else None)
                 if name == "home":
                     return "~"
+                if name == "joinpath" and isinstance(func, ast.Attribute):
+                    parts = [self.literal(func.value), *(self.literal(arg) for arg in args)]
+                    if all(p is not None for p in parts):
+                        return posixpath.join(*[p or "" for p in parts])
+                    return None
                 if name in ("expanduser", "resolve", "absolute") and isinstance(func, ast.Attribute):
                     return self.literal(func.value)
                 if name in ("getcwd", "cwd"):
@@ -200,15 +221,22 @@ class _Python(ast.NodeVisitor):
         self.generic_visit(node)
         name = _call_name(node.func)
         receiver = _receiver(node.func)
+        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+            receiver = self.modules.get(node.func.value.id, receiver)
+            if receiver == "<path>" and node.func.value.id in self.modules.values():
+                receiver = node.func.value.id
+        elif isinstance(node.func, ast.Name) and node.func.id in self.imported:
+            receiver = self.imported[node.func.id]
+            name = self.renamed.get(node.func.id, node.func.id)
         args = node.args
         first = args[0] if args else None
         if name in _SHELL_CALLS or (name in _EXEC_CALLS and receiver in _PROCESS_MODULES | {""}):
             self._process(name, node, first)
         elif name in _REMOVE_TREE:
             self.found.append(Inner("argv", argv=("rm", "-rf", self._target(first))))
-        elif name in _REMOVE and (receiver in ("os", "shutil", "posix") or receiver == "<path>"):
+        elif name in _REMOVE and (receiver in ("os", "shutil", "posix", "pathlib") or receiver == "<path>"):
             target = self._target(first) if receiver != "<path>" else self._target(_path_of(node.func))
-            self.found.append(Inner("argv", argv=("rm", "-f", target)))
+            self.found.append(Inner("argv", argv=("rm", "-rf" if target == UNKNOWN else "-f", target)))
         elif name in _MOVE and receiver in ("os", "shutil", "<path>") and args:
             source = self._target(_path_of(node.func)) if receiver == "<path>" else self._target(first)
             dest = self._target(args[0] if receiver == "<path>" else (args[1] if len(args) > 1 else None))
@@ -253,17 +281,28 @@ class _Python(ast.NodeVisitor):
             return
         words = self.words(first)
         if words is not None:
-            self.found.append(Inner("argv", argv=words))
+            self._run(words)
             return
         text = self.literal(first)
         if text is None:
             self.found.append(Inner("opaque", text=f"{name}() of a command that is not a literal"))
         elif name in _EXEC_CALLS and not name.startswith("create") and name[:4] in ("exec", "spaw", "posi"):
-            rest = [self.literal(arg) for arg in node.args[1:]]
-            argv = tuple(p or UNKNOWN for p in rest[1:]) if len(rest) > 1 else ()
-            self.found.append(Inner("argv", argv=(text, *argv)))
+            listed = self.words(node.args[1]) if len(node.args) > 1 else None
+            if listed is not None:
+                self._run((text, *listed[1:]))
+            else:
+                rest = [self.literal(arg) for arg in node.args[1:]]
+                self._run((text, *(p or UNKNOWN for p in rest[1:])))
+        elif len(text.split()) == 1 and text.rsplit("/", 1)[-1] in _SHELL_NAMES:
+            self.found.append(Inner("opaque", text=f"{name}() starts an interactive shell"))
         else:
             self.found.append(Inner("script", text=text))
+
+    def _run(self, argv: tuple[str, ...]) -> None:
+        if len(argv) == 1 and argv[0].rsplit("/", 1)[-1] in _SHELL_NAMES:
+            self.found.append(Inner("opaque", text="inline code starts an interactive shell"))
+        else:
+            self.found.append(Inner("argv", argv=argv))
 
 
 def _call_name(func: ast.AST) -> str:
@@ -306,7 +345,9 @@ _RUN_ANY = re.compile(
     r"\b(?:system|execSync|spawnSync|execFileSync|shell_exec|passthru|proc_open|popen|pcntl_exec"
     r"|child_process|os\.execute|io\.popen|Open3|Process\.(?:start|run)|exec\s*\(|spawn\s*\()"
 )
-_BACKTICK = re.compile(r"`((?:[^`\\]|\\.)+)`|\bqx\s*[({/|]\s*(.*?)\s*[)}/|]")
+_BACKTICK = re.compile(
+    r"`((?:[^`\\]|\\.)+)`|\bqx\s*(?:\((.*?)\)|\{(.*?)\}|\[(.*?)\]|/(.*?)/|\|(.*?)\||<(.*?)>)", re.DOTALL
+)
 _REMOVE_PATTERN = re.compile(
     r"\b(?:rmtree|remove_tree|rm_rf|rm_r|rmSync|rmdirSync|unlinkSync|rimraf|rmdir|unlink|deleteSync"
     r"|File\.delete|FileUtils\.rm\w*|fs\.rm|fs\.promises\.rm|Deno\.remove|os\.remove|delete_file)"
@@ -334,7 +375,7 @@ def _patterns(code: str) -> list[Inner]:
     for match in runs:
         words = [_first_string(match)]
         pos = match.end()
-        while (more := re.compile(r"\s*,\s*" + _STRING).match(code, pos)) is not None:
+        while (more := re.compile(r"\s*,\s*\[?\s*" + _STRING).match(code, pos)) is not None:
             words.append(_first_string(more))
             pos = more.end()
         if len(words) > 1:

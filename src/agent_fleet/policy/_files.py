@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 
 from agent_fleet.policy._shell import Redirect, SimpleCommand
 from agent_fleet.policy._targets import inside, resolve_target
-from agent_fleet.policy._verdict import RuleContext, Violation
+from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
 
 __all__ = ["NETWORK", "credential_violation", "path_violation", "redirect_violation"]
 
@@ -119,6 +119,23 @@ NETWORK = frozenset(
     | {"mailx", "mutt", "openssl", "rsync", "smbclient", "ncftp", "ping", "websocat", "gsutil", "rclone"}
     | {"s3cmd", "httpie", "powershell", "pwsh", "cadaver", "lftp", "axel", "fetch"}
 )
+#: Programs (and the words that must be among their arguments) that print stored credentials.
+_SECRET_COMMANDS: dict[str, tuple[str, ...]] = {
+    "git": ("credential", "fill"),
+    "gh": ("auth", "token"),
+    "kubectl": ("config", "--raw"),
+    "gcloud": ("print-access-token",),
+    "az": ("get-access-token",),
+    "aws": ("export-credentials",),
+    "vault": ("token", "lookup"),
+    "op": ("read",),
+    "pass": ("show",),
+    "docker-credential-desktop": ("get",),
+    "docker-credential-secretservice": ("get",),
+    "docker-credential-pass": ("get",),
+    "secret-tool": ("lookup",),
+    "keyring": ("get",),
+}
 _ENV_DUMPERS = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
 _SECRET_VAR = re.compile(
     r"\$\{?[A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION_KEY)"
@@ -449,6 +466,13 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
             rule="write-outside-workspace", reason=f"{verb} {word!r} climbs out of the working directory"
         )
     for path in _variants(word, ctx):
+        if path.startswith("/\x00"):
+            if not inside(path, (VIRTUAL_CWD,)):
+                return Violation(
+                    rule="write-outside-workspace",
+                    reason=f"{verb} {word!r} climbs out of the working directory",
+                )
+            continue
         if path == "/" or path == ctx.home:
             return Violation(rule="vital-path", reason=f"{verb} {word!r} writes into {path} itself")
         why = vital_reason(path, ctx)
@@ -519,8 +543,9 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
         a in ("find-generic-password", "find-internet-password", "dump-keychain") for a in cmd.argv
     ):
         return Violation(rule="credential-access", reason="security reads the keychain")
-    if program == "git" and "credential" in cmd.argv[1:3] and "fill" in cmd.argv:
-        return Violation(rule="credential-access", reason="git credential fill prints stored credentials")
+    secret = _SECRET_COMMANDS.get(program)
+    if secret is not None and all(word in cmd.argv[1:] for word in secret):
+        return Violation(rule="credential-access", reason=f"{program} {' '.join(secret)} prints credentials")
     if program not in _METADATA_ONLY:
         for word in cmd.argv[1:]:
             for part in _option_values(word):

@@ -240,6 +240,13 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
             return Violation(rule="git-config-shell", reason=f"{key}=always lets URLs run commands")
     rest = inv.rest
     flags, operands, paths = _flags(rest)
+    if inv.sub == "config":
+        words = [w for w in rest if not w.startswith("-")]
+        words = words[1:] if words[:1] in (["set"], ["--add"]) else words
+        if len(words) >= 2 and words[0].lower() == "core.hookspath" and words[1] not in ("", "/dev/null"):
+            return Violation(
+                rule="git-config-shell", reason=f"core.hooksPath {words[1]!r} runs hooks we cannot see"
+            )
     match inv.sub:
         case "reset":
             for arg in rest:

@@ -58,7 +58,7 @@ from agent_fleet.policy._unwrap import (
     is_executor,
     normalise_program,
 )
-from agent_fleet.policy._verdict import RuleContext, Violation
+from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
 
 __all__ = ["BUILTIN_RULES", "RuleContext", "Violation", "find_violation"]
 
@@ -191,7 +191,8 @@ def _protected(words: Iterable[str], ctx: RuleContext) -> tuple[str, str] | None
 def _cd_targets(commands: Sequence[SimpleCommand], ctx: RuleContext) -> tuple[str, ...]:
     """Where ``cd``/``pushd`` in the script may move, each resolved from the previous one."""
     found: list[str] = []
-    current = ctx.cwd
+    # With no cwd, a stand-in that still shows `cd ..` climbing out of the working directory.
+    current: str | None = ctx.cwd or VIRTUAL_CWD
     for cmd in commands:
         if cmd.program not in ("cd", "pushd"):
             continue
@@ -209,6 +210,9 @@ def _xargs_input(cmd: SimpleCommand) -> list[str]:
     if "xargs" not in cmd.wrappers:
         return []
     words: list[str] = []
+    for redirect in cmd.redirects:
+        if redirect.op in ("<<<", "<<", "<<-"):
+            words.extend(redirect.target.split())
     for argv in cmd.stdin:
         if not argv:
             continue
@@ -299,6 +303,9 @@ def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             deletes = deletes or normalise_program(args[i + 1]) in ("rm", "shred", "unlink", "rmdir")
     if not deletes:
         return None
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]:
+            return Violation(rule="git-destroy", reason="find deleting .git directories deletes history")
     hit = _protected(_find_starts(args), ctx)
     if hit is not None:
         return Violation(rule="rm-root", reason=f"find deleting under {hit[0]!r}: {hit[1]}")

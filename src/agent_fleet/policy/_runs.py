@@ -184,8 +184,11 @@ def _ssh(args: Sequence[str]) -> list[Inner]:
         if value.lower().startswith(("proxycommand", "localcommand", "knownhostscommand"))
     ]
     operands = _operands(args, _SSH_VALUES)
-    if len(operands) > 1:
-        found.append(Inner("script", text=" ".join(operands[1:])))
+    remote = operands[1:]
+    if remote[:1] == ["--"]:
+        remote = remote[1:]
+    if remote:
+        found.append(Inner("script", text=" ".join(remote)))
     return found
 
 

@@ -46,6 +46,7 @@ from agent_fleet.policy._unwrap import (
     exec_commands,
     executes_stdin,
     inline_script,
+    is_dynamic,
     normalise_program,
     split_wrapper,
 )
@@ -104,6 +105,7 @@ def emit(
     substituted: tuple[str, ...] = (),
     stdin_texts: tuple[str, ...] = (),
     env: tuple[tuple[str, str], ...] = (),
+    script_texts: tuple[str, ...] = (),
 ) -> None:
     """Peel wrappers off one command's words, record it, and descend into what it runs."""
     argv = list(words)
@@ -155,6 +157,11 @@ def emit(
     for name, value in env_pairs:
         for found in env_runs(name, value):
             run_inner(found, sink, implied)
+    if script is None and is_dynamic(cmd.program):
+        script = inline_script(["sh", *argv[1:]])  # `$SHELL -c CMD`: the unknown program may be a shell
+    if script_texts and (cmd.program in SHELLS or cmd.program in ("source", ".")):
+        for text in script_texts:  # `bash <(echo CMD)`: the script file is that text
+            run_inner(Inner("script", text=text), sink, inner_ctx)
     if script is not None:
         text, params = script
         positional = None if "xargs" in all_wrappers else (params or None)

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 
 from agent_fleet.policy._targets import HOME_FALLBACK
 
-__all__ = ["RuleContext", "Violation"]
+__all__ = ["VIRTUAL_CWD", "RuleContext", "Violation"]
+
+#: Where relative ``cd`` targets are resolved when the request has no ``cwd``: a directory that exists
+#: nowhere, so that a path resolved from it and landing outside it has climbed out of the working
+#: directory (``cd .. && rm -rf ./*``).
+VIRTUAL_CWD = "/\x00cwd/a/b/c/d/e/f"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,7 @@ from agent_fleet.policy._git import env_runs
 from agent_fleet.policy._unwrap import is_dynamic, normalise_program
 from agent_fleet.policy._words import Env, Expander, printf_output, unescape_ansi_c
 
-__all__ = ["Ctx", "Sink", "Walker", "fed"]
+__all__ = ["Ctx", "Sink", "Walker", "fed", "output_text"]
 
 _MAX_STDIN_TEXTS = 4
 _MAX_STDIN = 8
@@ -30,6 +30,7 @@ _MAX_FEEDERS = 32
 _MAX_LOOP_VALUES = 8
 _LOOP_BUDGET = 64
 _MAX_LOOP_BODY = 512
+_MAX_CALLS = 32
 
 _SUBSTITUTION_TYPES = frozenset({"command_substitution", "process_substitution"})
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
@@ -87,6 +88,11 @@ class Sink:
     env: Env = field(default_factory=Env)
     loop_budget: int = _LOOP_BUDGET
     in_loop: bool = False
+    # Functions defined so far (name -> the walker that holds their source, and the body node) and
+    # aliases (name -> words); calls are walked again with their arguments as `$@`.
+    functions: dict[str, tuple[Walker, Node]] = field(default_factory=dict)
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+    calls: int = 0
     parses: int = 0
 
 
@@ -189,6 +195,11 @@ class Walker:
             case "variable_assignment":
                 self._children(node, ctx)
                 self._assign(node)
+            case "declaration_command" if ctx.in_pipeline:
+                # `export -p | curl ...`: in a pipeline the declaration prints, so it is a command.
+                self._children(node, ctx)
+                words = [self.text(child) for child in node.children]
+                _shell.emit(words, ctx, self._sink)
             case "for_statement":
                 self._for(node, ctx)
             case "comment" | "heredoc_start" | "heredoc_end":
@@ -253,6 +264,8 @@ class Walker:
         name_node = node.child_by_field_name("name")
         body = node.child_by_field_name("body")
         name = self.text(name_node) if name_node is not None else ""
+        if body is not None and name:
+            self._sink.functions[name] = (self, body)
         inner = replace(
             ctx, functions=(*ctx.functions, name), in_pipeline=False, background=False, stdin=(), feeders=()
         )
@@ -400,16 +413,24 @@ class Walker:
         words: list[str] = []
         for group in groups:
             words.extend(self.fields(group))
+        alias = self._sink.aliases.get(words[0]) if words else None
+        if alias:
+            words = [*alias, *words[1:]]
 
         start = len(self._sink.commands)
         outputs: list[Node] = []
+        script_texts: list[str] = []
         for group in groups:
             for piece in group:
                 for sub in _find_substitutions(piece):
                     if self.text(sub).startswith(">("):
                         outputs.append(sub)
-                    else:
-                        self.walk(sub, ctx)
+                        continue
+                    first = len(self._sink.commands)
+                    self.walk(sub, ctx)
+                    if self.text(sub).startswith("<("):  # `sh <(echo CMD)`: a file holding that text
+                        made = self._sink.commands[first:]
+                        script_texts.extend(t for t in map(output_text, made) if t is not None)
         for sub in raw.substitutions:
             self.walk(sub, ctx)
         reading = self._feed(raw, ctx)
@@ -431,14 +452,31 @@ class Walker:
                 substituted=tuple(substituted),
                 stdin_texts=tuple(raw.stdin_texts),
                 env=tuple(prefix_env),
+                script_texts=tuple(script_texts),
             )
             feed = self._sink.commands[first:]
+            self._call(words, own)
             for sub in outputs:  # `tee >(sh)`: the substitution reads what this command writes
                 self.walk(sub, fed(ctx, feed[:1]))
             for pipeline in raw.pipelines:
                 self._pipeline(pipeline.named_children, ctx, feed)
         for other in raw.others:
             self.walk(other, ctx)
+
+    def _call(self, words: Sequence[str], ctx: Ctx) -> None:
+        """A call of a function defined earlier: walk its body again with the arguments as ``$@``."""
+        found = self._sink.functions.get(words[0])
+        if found is None or words[0] in ctx.functions or self._sink.calls >= _MAX_CALLS:
+            return
+        self._sink.calls += 1
+        walker, body = found
+        env = self._sink.env
+        saved = env.positional
+        env.positional = tuple(words)
+        try:
+            walker.walk(body, replace(ctx, functions=(*ctx.functions, words[0]), depth=ctx.depth + 1))
+        finally:
+            env.positional = saved
 
     def _builtin(self, words: Sequence[str]) -> None:
         """Builtins that change what later words expand to: ``set --``, ``shift``, ``read``, ``unset``."""
@@ -462,6 +500,11 @@ class Walker:
             case "unset":
                 for word in words[1:]:
                     env.variables.pop(word, None)
+            case "alias":
+                for word in words[1:]:
+                    name, eq, value = word.partition("=")
+                    if eq:
+                        self._sink.aliases[name] = value.split()
             case _:
                 pass
 
@@ -499,9 +542,9 @@ def _known_output(program: str, args: Sequence[str]) -> str | None:
             return None
 
 
-def _output_text(cmd: SimpleCommand) -> str | None:
+def output_text(cmd: SimpleCommand) -> str | None:
     """What a command writes to standard output, when that is known from its words alone."""
-    if cmd.program == "cat":
+    if cmd.program in ("cat", "tee"):
         texts = [r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")]
         return "\n".join(texts) if texts else None
     return _known_output(cmd.program, cmd.argv[1:])
@@ -511,7 +554,7 @@ def fed(ctx: Ctx, commands: Sequence[SimpleCommand]) -> Ctx:
     """The context of a pipeline stage that reads what ``commands`` write (bounded: linear overall)."""
     if not commands:
         return ctx
-    texts = tuple(text for text in map(_output_text, commands) if text is not None)
+    texts = tuple(text for text in map(output_text, commands) if text is not None)
     names = dict.fromkeys(ctx.feeders)
     for cmd in commands:
         names.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))

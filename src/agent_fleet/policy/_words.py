@@ -274,6 +274,8 @@ class Expander:
                 value = self._variable(node)
                 if value is None or sum(map(len, value)) > _MAX_VALUE:
                     state.add(text, literal=False)
+                elif any("$" in item or "`" in item for item in value):
+                    state.add(" ".join(value), literal=False)  # an unknown value: not split
                 elif quoted:
                     if self._is_at(node):
                         state.split_fields(value)
