@@ -181,8 +181,9 @@ def git_runs(argv: Sequence[str]) -> list[Inner]:
     if inv.sub in ("clone", "fetch", "pull", "ls-remote"):
         scripts += _values(rest, "-u", ())
     for arg in rest:
-        if arg.startswith("ext::"):
-            scripts.append(arg[5:].replace("%%", "%"))
+        if arg.startswith("ext::"):  # words split on spaces; `% ` is a space inside a word, `%%` a `%`
+            words = [w.replace("\0", " ").replace("%%", "%") for w in arg[5:].replace("% ", "\0").split()]
+            found.append(Inner("argv", argv=tuple(words)))
     found.extend(Inner("script", text=text) for text in scripts if text)
     return found
 

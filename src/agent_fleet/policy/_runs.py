@@ -171,10 +171,15 @@ def _parallel(args: Sequence[str]) -> list[Inner]:
             seen_sep = True
             continue
         (inputs if seen_sep else template).append(word)
-    text = " ".join(template)
-    if not inputs:
-        return _scripts([text])
-    return _scripts([text.replace("{}", value) if "{}" in text else f"{text} {value}" for value in inputs])
+    # parallel joins the words with spaces and gives the line to a shell; with -q it quotes them first.
+    texts = dict.fromkeys([" ".join(template), shlex.join(template)])
+    found: list[Inner] = []
+    for text in texts:
+        if not inputs:
+            found += _scripts([text])
+        for value in inputs[:4]:
+            found += _scripts([text.replace("{}", value) if "{}" in text else f"{text} {value}"])
+    return found
 
 
 def _ssh(args: Sequence[str]) -> list[Inner]:
