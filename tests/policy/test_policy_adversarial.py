@@ -1,4 +1,4 @@
-"""Round two of the approval policy (issue 15): the adversarial corpus, wrappers, robustness, strict profile."""
+"""Approval policy round two (issue 15): the adversarial corpus, wrappers, robustness, strict profile."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ WRAPPERS = [
     "xargs -I{{}} sh -c {q} <<< x",
     "python3 -c {py}",
     "tar -cf /dev/null x --checkpoint-action=exec={q}",
-    "({})",
+    "( {} )",  # `((...))` would be arithmetic
     "{{ {}; }}",
     "if true; then {}; fi",
     "f() {{ {}; }}; f",
@@ -167,7 +167,7 @@ WRAPPERS = [
 ARGV_WRAPPERS = {t for t in WRAPPERS if "{}" in t and "{q}" not in t and t[0] not in "({" and " " in t}
 ARGV_WRAPPERS -= {"if true; then {}; fi", "true && {}", "false || {}"}
 #: Templates whose result is not a simple command.
-COMPOUND = {"({})", "{{ {}; }}", "if true; then {}; fi", "f() {{ {}; }}; f", "true && {}", "false || {}"}
+COMPOUND = {"( {} )",  # `((...))` would be arithmetic "{{ {}; }}", "if true; then {}; fi", "f() {{ {}; }}; f", "true && {}", "false || {}"}
 COMPOUND |= {t for t in WRAPPERS if "|" in t or "<<<" in t or "<(" in t or "=" in t.split()[0]}
 
 
