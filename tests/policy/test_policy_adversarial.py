@@ -167,7 +167,7 @@ WRAPPERS = [
 ARGV_WRAPPERS = {t for t in WRAPPERS if "{}" in t and "{q}" not in t and t[0] not in "({" and " " in t}
 ARGV_WRAPPERS -= {"if true; then {}; fi", "true && {}", "false || {}"}
 #: Templates whose result is not a simple command.
-COMPOUND = {"( {} )",  # `((...))` would be arithmetic "{{ {}; }}", "if true; then {}; fi", "f() {{ {}; }}; f", "true && {}", "false || {}"}
+COMPOUND = {"( {} )", "{{ {}; }}", "if true; then {}; fi", "f() {{ {}; }}; f", "true && {}", "false || {}"}
 COMPOUND |= {t for t in WRAPPERS if "|" in t or "<<<" in t or "<(" in t or "=" in t.split()[0]}
 
 
