@@ -60,7 +60,8 @@ def resolve_target(word: str, *, cwd: str | None, home: str) -> str | None:
             if match is None:
                 return None
             user = match.group(1)
-            word = (home if not user else f"/home/{user}") + word[match.end() :]
+            base = home if not user else ("/root" if user == "root" else f"/home/{user}")
+            word = base + word[match.end() :]
     elif match := _HOME_VAR.match(word):
         word = home + word[match.end() :]
     elif match := _PWD_VAR.match(word):
