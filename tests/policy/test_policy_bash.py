@@ -26,10 +26,58 @@ from agent_fleet.policy._unwrap import expand_braces
 
 from .adversarial import DANGEROUS
 
-FAKES = ["rm", "rmdir", "shred", "git", "chmod", "chown", "chgrp", "dd", "mkfs", "shutdown", "reboot", "halt", "poweroff", "systemctl", "iptables", "ufw", "setenforce", "sysctl", "curl", "wget", "nc", "scp", "ssh", "python3", "perl", "node", "crontab", "mv", "cp", "install", "truncate", "touch"]
-REAL = (
-    ["env", "xargs", "nice", "nohup", "timeout", "setsid", "stdbuf", "cat", "base64", "rev", "tr", "head", "printf", "echo", "dirname", "basename"]
-)
+FAKES = [
+    "rm",
+    "rmdir",
+    "shred",
+    "git",
+    "chmod",
+    "chown",
+    "chgrp",
+    "dd",
+    "mkfs",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+    "systemctl",
+    "iptables",
+    "ufw",
+    "setenforce",
+    "sysctl",
+    "curl",
+    "wget",
+    "nc",
+    "scp",
+    "ssh",
+    "python3",
+    "perl",
+    "node",
+    "crontab",
+    "mv",
+    "cp",
+    "install",
+    "truncate",
+    "touch",
+]
+REAL = [
+    "env",
+    "xargs",
+    "nice",
+    "nohup",
+    "timeout",
+    "setsid",
+    "stdbuf",
+    "cat",
+    "base64",
+    "rev",
+    "tr",
+    "head",
+    "printf",
+    "echo",
+    "dirname",
+    "basename",
+]
 SEP = "\x1f"
 # Never replayed: absolute or constructed program paths, globs, signals, privilege, file writers.
 UNSAFE = re.compile(
