@@ -31,7 +31,7 @@ from agent_fleet.policy import evaluate_command
 from agent_fleet.policy.engine import INLINE_CHARS, MAX_COMMAND_CHARS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.policy.adversarial import DANGEROUS, EVERYDAY, WORKSPACE  # noqa: E402
+from tests.policy.adversarial import DANGEROUS, EVERYDAY, WORKSPACE
 
 SECTION = "## Approval policy"
 FINDINGS = [
