@@ -22,7 +22,7 @@ CWDS = [None, WORKSPACE]
 #: The categories where every decline must come from the category's own family of rules.
 FAMILIES: dict[str, set[str]] = {
     "git": {"git-destroy", "git-reset-hard", "git-push-force", "git-worktree-remove", "git-config-shell"}
-    | {"rm-root", "download-to-shell", "write-outside-workspace"},
+    | {"rm-root", "download-to-shell", "write-outside-workspace", "dynamic-command"},
     "credentials": {"credential-access", "privilege-escalation"},
     "system": {"system", "vital-path", "privilege-escalation"},
 }

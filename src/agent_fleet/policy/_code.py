@@ -410,9 +410,12 @@ def _literal_paths(code: str) -> list[Inner]:
         text = _first_string(match)
         if text.startswith(("/", "~")) or "/." in text or text.startswith("."):
             found.append(Inner("argv", argv=("cat", text)))
-        if text.startswith("/."):  # HOME + '/.npmrc'
-            found.append(Inner("argv", argv=("cat", "~" + text)))
+    for match in _HOME_DOTFILE.finditer(code):  # HOME + '/.npmrc', "$ENV{HOME}/.netrc", homedir()+'/.aws'
+        found.append(Inner("argv", argv=("cat", "~/" + match.group(1))))
     return found
+
+
+_HOME_DOTFILE = re.compile(r"/(\.[A-Za-z][\w.-]*(?:/[\w.-]+)*)")
 
 
 def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:

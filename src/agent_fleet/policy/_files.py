@@ -277,7 +277,10 @@ def written_words(argv: Sequence[str]) -> list[str]:
         case "vim" | "vi" | "nvim" | "nano" | "emacs" | "ed" | "ex" | "micro" | "pico" | "joe" | "mcedit":
             return [arg for arg in args if not arg.startswith(("-", "+"))]
         case "ssh-keygen":
-            return _split(args, "fbtCNFPZsIn")[0].get("-f", [])
+            values, _ = _split(args, "fbtCNFPZsInE")
+            if values.keys() & {"-l", "-y", "-L", "-F", "-B", "-E"}:
+                return []  # fingerprints, public keys, searches: reads only
+            return values.get("-f", [])
         case "patch":
             values, operands = _split(args, "pioDrdBFz", ("--input", "--output", "--directory"))
             return operands[:1] + values.get("-o", [])
@@ -547,7 +550,12 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
     if secret is not None and all(word in cmd.argv[1:] for word in secret):
         return Violation(rule="credential-access", reason=f"{program} {' '.join(secret)} prints credentials")
     if program not in _METADATA_ONLY:
-        for word in cmd.argv[1:]:
+        words = list(cmd.argv[1:])
+        if program in ("tar", "bsdtar", "gtar", "zip", "rsync"):  # `tar -C ~ .ssh`: operands in DIR
+            values, operands = _split(cmd.argv[1:], "Cf", ("--directory", "--file"))
+            for base in values.get("-C", []) + values.get("--directory", []):
+                words += [posixpath.join(base, operand) for operand in operands]
+        for word in words:
             for part in _option_values(word):
                 why = credential_reason(part, ctx)
                 if why is not None:
@@ -563,7 +571,12 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
             return Violation(
                 rule="credential-access", reason=f"{sorted(dumped)[0]} sends the environment over the network"
             )
-        for word in cmd.argv[1:]:
+        texts = [
+            *cmd.argv[1:],
+            *(r.target for r in cmd.redirects if r.op in ("<<<", "<<", "<<-")),
+            *(word for argv in cmd.stdin for word in argv[1:]),
+        ]
+        for word in texts:
             if _SECRET_VAR.search(word):
                 return Violation(
                     rule="credential-access", reason=f"{program} sends a secret variable: {word!r}"

@@ -308,8 +308,13 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
             return None
         case "gc":
             prune = [arg.partition("=")[2] for arg in rest if arg.startswith("--prune=")]
-            if any(value in ("now", "all") or "now" in value for value in prune):
+            expiring = [v.lower() for k, v in inv.config if k.lower().startswith(("gc.prune", "gc.reflog"))]
+            if any(value in ("now", "all") or "now" in value for value in prune + expiring):
                 return _destroy("git gc --prune=now deletes unreachable commits at once")
+            return None
+        case "lfs":
+            if operands[:1] == ["prune"]:
+                return _destroy("git lfs prune deletes local LFS objects")
             return None
         case "prune" | "filter-branch" | "filter-repo":
             return _destroy(f"git {inv.sub} rewrites or deletes history")
@@ -348,7 +353,7 @@ def _push(rest: Sequence[str]) -> Violation | None:
             base = arg.partition("=")[0]
             if base == "--force" or (len(base) >= 5 and "--force".startswith(base) and base != "--force-"):
                 force = True
-            elif _long(arg, "--mirror", 4):
+            elif _long(arg, "--mirror", 4) or _long(arg, "--prune", 5):
                 mirror = True
             elif _long(arg, "--delete", 4):
                 delete = True
@@ -374,7 +379,9 @@ def _push(rest: Sequence[str]) -> Violation | None:
             reason="force push (--force, -f or +refspec); use --force-with-lease alone",
         )
     if mirror:
-        return Violation(rule="git-push-force", reason="git push --mirror overwrites and deletes remote refs")
+        return Violation(
+            rule="git-push-force", reason="git push --mirror/--prune overwrites and deletes remote refs"
+        )
     for ref in refspecs:
         target = ref[1:] if ref.startswith(":") else ref
         if (ref.startswith(":") or delete) and target in DEFAULT_BRANCHES:

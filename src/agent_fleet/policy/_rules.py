@@ -285,6 +285,16 @@ def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     return None
 
 
+def _mv(cmd: SimpleCommand) -> Violation | None:
+    _, operands = _short_flags(cmd.argv[1:])
+    for word in operands[:-1]:
+        if ".git" in posixpath.normpath(word.rstrip("/") or "/").split("/"):
+            return Violation(
+                rule="git-destroy", reason=f"moving {word!r} away takes the repository's history"
+            )
+    return None
+
+
 def _rsync(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     flags, operands = _short_flags(cmd.argv[1:])
     if not any(flag.startswith("del") for flag in flags) or not operands:  # --del, --delete-after ...
@@ -443,6 +453,8 @@ def _program_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     match program:
         case "rm":
             return _rm(cmd, ctx)
+        case "mv":
+            return _mv(cmd)
         case "find":
             return _find(cmd, ctx)
         case "chmod" | "chown" | "chgrp":

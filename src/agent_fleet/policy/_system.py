@@ -83,7 +83,7 @@ def _kill(args: Sequence[str]) -> Violation | None:
             return Violation(
                 rule="system", reason=f"kill {pid} signals init, every process or a process group"
             )
-        if pid in ("$PPID", "${PPID}", "$$", "${$}"):
+        if pid in ("$PPID", "${PPID}", "$$", "${$}") or (pid.startswith("-") and "$" in pid):
             return Violation(rule="system", reason=f"kill {pid} signals the agent's own shell or parent")
     return None
 
@@ -222,7 +222,12 @@ def system_violation(argv: Sequence[str]) -> Violation | None:
                 return Violation(rule="system", reason=f"{program} {text} takes networking down")
             return None
         case "hwclock" | "timedatectl" | "date":
-            if program == "date" and not any(a in ("-s", "--set") or a.startswith("--set=") for a in args):
+            clock = any(re.fullmatch(r"\d{8}(\d{2}){0,2}(\.\d\d)?", op) for op in operands)
+            if (
+                program == "date"
+                and not clock
+                and not any(a in ("-s", "--set") or a.startswith("--set=") for a in args)
+            ):
                 return None
             if program == "timedatectl" and not (operands and operands[0].startswith("set")):
                 return None
