@@ -11,6 +11,7 @@ Cases naming absolute program paths, globs, ``kill`` or writes to real files are
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import shutil
 import stat
@@ -77,12 +78,15 @@ REAL = [
     "echo",
     "dirname",
     "basename",
+    "mktemp",
+    "realpath",
 ]
 SEP = "\x1f"
 # Never replayed: absolute or constructed program paths, globs, signals, privilege, file writers.
 UNSAFE = re.compile(
     r"/bin|/sbin|/usr|/lib|/proc|/sys|/dev|/etc|\\x2f|\\057|[*?\[]|kill|PATH|command -p|sudo|su |doas"
     r"|tee|sed|awk|exec=|\$'|find|tar |at now|make|vim|vi |ex |python|perl|ruby|node|php|lua|deno|>"
+    r"|while|until|watch|select|sleep"
 )
 REPLAYED_CATEGORIES = ("dynamic", "lexical", "wrappers", "git", "system", "vital")
 
@@ -130,16 +134,13 @@ def _replay(command: str, root: Path, name: str) -> list[tuple[str, ...]]:
         setpriv = shutil.which("setpriv")
         assert setpriv is not None, "setpriv is needed to replay cases as nobody"
         argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
-    subprocess.run(
-        argv,
-        cwd=root / "work",
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=20,
-        check=False,
-    )
-    return [tuple(line.split(SEP)) for line in log.read_text().splitlines() if line]
+    try:
+        subprocess.run(
+            argv, cwd=root / "work", env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=10
+        )
+    except subprocess.TimeoutExpired:
+        pass  # what ran before the deadline is still what bash ran
+    return [tuple(line.split(SEP)) for line in log.read_text().splitlines()[:100] if line]
 
 
 def _normal(argv: tuple[str, ...], home: str, work: str) -> tuple[str, ...]:
@@ -160,6 +161,7 @@ def test_enough_cases_are_replayable() -> None:
 
 def test_policy_sees_the_argv_bash_runs(sandbox: Path) -> None:
     home, work = str(sandbox / "home"), str(sandbox / "work")
+    _WORK[:] = [work]
     verified = 0
     unseen: list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]] = []
     for i, command in enumerate(_cases()):
@@ -193,9 +195,20 @@ def _matches(parsed: tuple[str, ...], ran: tuple[str, ...], more: bool) -> bool:
     if not parsed:
         return more or not ran
     head, rest = parsed[0], parsed[1:]
-    if "$" in head or "`" in head:
+    if "$" in head or "`" in head or "XXXXXXXXXX" in head:  # unknown, or a fresh mktemp name
         return any(_matches(rest, ran[i:], more) for i in range(len(ran) + 1))
-    return bool(ran) and ran[0] == head and _matches(rest, ran[1:], more)
+    return bool(ran) and _same(head, ran[0]) and _matches(rest, ran[1:], more)
+
+
+def _same(parsed: str, ran: str) -> bool:
+    """Equal words, or the same path (``realpath ..`` prints what ``..`` names)."""
+    if parsed == ran:
+        return True
+    work = _WORK[0] if _WORK else ""
+    return bool(work) and ran.startswith("/") and posixpath.normpath(posixpath.join(work, parsed)) == ran
+
+
+_WORK: list[str] = []
 
 
 def _brace_variants(argv: tuple[str, ...]) -> Iterator[tuple[str, ...]]:

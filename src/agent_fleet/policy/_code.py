@@ -197,11 +197,16 @@ class _Python(ast.NodeVisitor):
                 return None
 
     def words(self, node: ast.AST | None) -> tuple[str, ...] | None:
-        if isinstance(node, ast.List | ast.Tuple):
-            parts = [self.literal(element) for element in node.elts]
-            if all(p is not None for p in parts):
-                return tuple(p or "" for p in parts)
+        """A literal list of words; elements that are not literal become unknown words."""
+        if isinstance(node, ast.List | ast.Tuple) and node.elts:
+            return tuple(self._word(element) for element in node.elts)
         return None
+
+    def _word(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Attribute) and node.attr == "executable":
+            return "python3"  # sys.executable
+        value = self.literal(node)
+        return UNKNOWN if value is None else value
 
     def _target(self, node: ast.AST | None) -> str:
         value = self.literal(node)

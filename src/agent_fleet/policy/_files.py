@@ -42,6 +42,7 @@ _SYSTEM_TREES = frozenset(
     | {"var", "nix", "System", "Library", "Applications", "private", "proc", "sys", "run", "cores", "dev"}
 )
 _HOME_SAFE = (".cache",)
+_KEY_USERS = frozenset({"ssh", "scp", "sftp", "ssh-add", "ssh-keygen", "ssh-copy-id", "autossh", "mosh"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", "&>|"})
 _READ_OPS = frozenset({"<", "<>"})
 
@@ -400,7 +401,7 @@ def _protected_roots(ctx: RuleContext) -> tuple[str, ...]:
 
 
 def _temp(path: str) -> bool:
-    return any(path.startswith(root + "/") for root in _TEMP_ROOTS)
+    return any(path == root or path.startswith(root + "/") for root in _TEMP_ROOTS)
 
 
 def vital_reason(path: str, ctx: RuleContext) -> str | None:
@@ -485,6 +486,7 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
             ctx.roots
             and not inside(path, ctx.roots)
             and not _temp(path)
+            and not inside(path, (posixpath.join(ctx.home, ".cache"),))
             and path not in _HARMLESS
             and not path.startswith(_HARMLESS_TREES)
         ):
@@ -555,6 +557,11 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
             values, operands = _split(cmd.argv[1:], "Cf", ("--directory", "--file"))
             for base in values.get("-C", []) + values.get("--directory", []):
                 words += [posixpath.join(base, operand) for operand in operands]
+        if program in _KEY_USERS:  # keys given to authenticate with are used, not read out
+            if program in ("ssh-add", "ssh-keygen"):
+                words = []
+            words = [w for i, w in enumerate(words) if not (i and words[i - 1] == "-i") and w != "-i"]
+            words = [w for w in words if not w.startswith("-i") and "identityfile" not in w.lower()]
         for word in words:
             for part in _option_values(word):
                 why = credential_reason(part, ctx)

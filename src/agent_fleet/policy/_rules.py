@@ -316,12 +316,14 @@ def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     for i, arg in enumerate(args[:-1]):
         if arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]:
             return Violation(rule="git-destroy", reason="find deleting .git directories deletes history")
-    hit = _protected(_find_starts(args), ctx)
+    starts = [s for s in _find_starts(args) if s.rstrip("/") not in _TEMP_DIRS]  # find /tmp -name x -delete
+    hit = _protected(starts, ctx)
     if hit is not None:
         return Violation(rule="rm-root", reason=f"find deleting under {hit[0]!r}: {hit[1]}")
     return None
 
 
+_TEMP_DIRS = frozenset({"/tmp", "/var/tmp", "/dev/shm"})
 _CHMOD_LETTERS = frozenset("cfvR")
 _CHOWN_LETTERS = frozenset("cfvRhHLP")
 

@@ -281,7 +281,9 @@ def parse_into(text: str, sink: Sink, ctx: Ctx) -> bool:
     root = tree.root_node
     if root.has_error:
         _check_errors(root, source)
-    Walker(source, sink).walk(root, ctx)
+    walker = Walker(source, sink)
+    walker.prescan(root)
+    walker.walk(root, ctx)
     return any(child.type != "comment" for child in root.named_children)
 
 

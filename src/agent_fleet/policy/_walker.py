@@ -180,6 +180,28 @@ class Walker:
 
     # -- statements ----------------------------------------------------------------------------
 
+    def prescan(self, root: Node) -> None:
+        """Bind variables assigned anywhere in the text that are still unknown, so a function defined
+        before the assignment it uses is judged with the value (an unset variable would expand to
+        nothing, which is harmless; an inherited one is unknown either way)."""
+        stack = [root]
+        env = self._sink.env.variables
+        while stack:
+            node = stack.pop()
+            if node.type == "variable_assignment":
+                name_node = node.child_by_field_name("name")
+                values = [
+                    child for child in node.named_children if name_node is None or child.id != name_node.id
+                ]
+                if name_node is not None and name_node.type == "variable_name" and values:
+                    name = self.text(name_node)
+                    if name not in env and values[0].type != "array":
+                        fields = self._expander.fields(values, quoted=True)
+                        if not any("$" in f or "`" in f for f in fields):
+                            env[name] = (" ".join(fields),)
+                continue
+            stack.extend(node.named_children)
+
     def walk(self, node: Node, ctx: Ctx) -> None:
         match node.type:
             case "command":
@@ -530,12 +552,15 @@ def _known_output(program: str, args: Sequence[str]) -> str | None:
         case "which" | "command" | "type" | "realpath" | "readlink":
             operands = [arg for arg in args if not arg.startswith("-")]
             return operands[0] if len(operands) == 1 else None
-        case "basename":
+        case "basename" | "dirname":
             operands = [arg for arg in args if not arg.startswith("-")]
-            return posixpath.basename(operands[0].rstrip("/")) if operands else None
-        case "dirname":
+            if not operands or is_dynamic(operands[0]):
+                return None
+            path = operands[0].rstrip("/") or "/"
+            return posixpath.basename(path) if program == "basename" else posixpath.dirname(path) or "."
+        case "mktemp":  # a fresh name in the temporary directory
             operands = [arg for arg in args if not arg.startswith("-")]
-            return posixpath.dirname(operands[0].rstrip("/")) or "." if operands else None
+            return "/tmp/tmp.XXXXXXXXXX" if not operands else None
         case "printenv":
             return f"${args[0]}" if len(args) == 1 else None
         case _:
