@@ -353,6 +353,30 @@ _RUN_ANY = re.compile(
 _BACKTICK = re.compile(
     r"`((?:[^`\\]|\\.)+)`|\bqx\s*(?:\((.*?)\)|\{(.*?)\}|\[(.*?)\]|/(.*?)/|\|(.*?)\||<(.*?)>)", re.DOTALL
 )
+_WRITE_PATTERN = re.compile(
+    r"\b(?:writeFileSync|appendFileSync|writeFile|appendFile|createWriteStream|file_put_contents"
+    r"|File\.write|IO\.write|Deno\.writeTextFile(?:Sync)?|Bun\.write|io\.open\s*\([^)]*['\"][wa]['\"]\s*\)"
+    r"|File\.open(?=\s*\([^)]*,\s*['\"][wa+]))\s*\(?\s*"
+)
+_PERL_OPEN = re.compile(r"\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*['\"]\s*(?:>>?|\+<)\s*([^'\"]+)['\"]")
+
+
+def _home_form(text: str) -> str:
+    """``$ENV{HOME}/.x``, ``$HOME/.x``, ``os.homedir()+'/.x'`` -> ``~/.x``; other text as it is."""
+    match = re.match(r"\s*(?:\$ENV\{HOME\}|\$HOME|\$\{HOME\}|~)(/.*)", text)
+    return "~" + match.group(1) if match else text.strip()
+
+
+def _written_target(code: str, pos: int) -> str:
+    """The file a write call names: its literal argument, or a home dotfile its expression builds."""
+    literal = _LITERAL.match(code, pos)
+    if literal is not None:
+        return _home_form(_first_string(literal))
+    argument = code[pos : pos + 200].split(",", 1)[0]
+    dotfile = _HOME_DOTFILE.search(argument)
+    return "~/" + dotfile.group(1) if dotfile else UNKNOWN
+
+
 _REMOVE_PATTERN = re.compile(
     r"\b(?:rmtree|remove_tree|rm_rf|rm_r|rmSync|rmdirSync|unlinkSync|rimraf|rmdir|unlink|deleteSync"
     r"|File\.delete|FileUtils\.rm\w*|fs\.rm|fs\.promises\.rm|Deno\.remove|os\.remove|delete_file)"
@@ -391,6 +415,10 @@ def _patterns(code: str) -> list[Inner]:
         found.append(Inner("opaque", text="inline code runs a command that is not a literal"))
     for match in _BACKTICK.finditer(code):
         found.append(Inner("script", text=next((g for g in match.groups() if g is not None), "")))
+    for match in _WRITE_PATTERN.finditer(code):
+        found.append(Inner("argv", argv=("tee", _written_target(code, match.end()))))
+    for match in _PERL_OPEN.finditer(code):
+        found.append(Inner("argv", argv=("tee", _home_form(match.group(1)))))
     for match in _REMOVE_PATTERN.finditer(code):
         literal = _LITERAL.match(code, match.end())
         target = _first_string(literal) if literal else UNKNOWN

@@ -42,6 +42,8 @@ _SYSTEM_TREES = frozenset(
     | {"var", "nix", "System", "Library", "Applications", "private", "proc", "sys", "run", "cores", "dev"}
 )
 _HOME_SAFE = (".cache",)
+#: Programs that copy whole trees: a home directory (or ~/.config) carries every credential with it.
+_ARCHIVERS = frozenset({"cp", "tar", "zip", "7z", "rsync", "scp", "rclone", "cpio", "bsdtar", "gtar"})
 _KEY_USERS = frozenset({"ssh", "scp", "sftp", "ssh-add", "ssh-keygen", "ssh-copy-id", "autossh", "mosh"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", "&>|"})
 _READ_OPS = frozenset({"<", "<>"})
@@ -567,6 +569,14 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
                 why = credential_reason(part, ctx)
                 if why is not None:
                     return Violation(rule="credential-access", reason=f"{program} reads {why}")
+    if program in _ARCHIVERS:
+        for word in cmd.argv[1:]:
+            for path in _variants(word, ctx) if not word.startswith("-") else ():
+                rel = _home_relative(path, ctx.home)
+                if rel is not None and (rel == "" or rel.split("/")[0] in (".config", ".local")):
+                    return Violation(
+                        rule="credential-access", reason=f"{program} copies {word!r}, which holds credentials"
+                    )
     network = program in NETWORK or any(
         r.op in _WRITE_OPS and r.target.startswith(("/dev/tcp/", "/dev/udp/")) for r in cmd.redirects
     )

@@ -271,6 +271,8 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
             if _has(flags, "-n", "--dry-run"):
                 return None
             return _destroy("git clean deletes untracked files")
+        case "checkout" | "restore" if any("$" in p or "`" in p for p in paths):
+            return _destroy(f"git {inv.sub} of pathspecs whose value cannot be known")
         case "checkout":
             if _has(flags, "-f", "--force"):
                 return _destroy("git checkout --force discards uncommitted changes")

@@ -54,6 +54,7 @@ from agent_fleet.policy._unwrap import (
     SHELLS,
     executes_stdin,
     expand_braces,
+    inline_script,
     is_dynamic,
     is_executor,
     normalise_program,
@@ -557,7 +558,23 @@ def _glob_regex(pattern: str) -> str:
 
 
 def _privilege_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    return _privilege(cmd)
+    return _privilege(cmd) or _opaque_script(cmd)
+
+
+_PURE_VARIABLE = re.compile(r"\s*\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)\s*")
+
+
+def _opaque_script(cmd: SimpleCommand) -> Violation | None:
+    """``eval "$X"``/``sh -c "$X"`` with ``X`` unknown: the script itself cannot be seen."""
+    if not cmd.carrier or not (cmd.program == "eval" or cmd.program in SHELLS):
+        return None
+    carried = inline_script(cmd.argv)
+    script = carried[0] if carried is not None else ""
+    if _PURE_VARIABLE.fullmatch(script):
+        return Violation(
+            rule="dynamic-command", reason=f"{cmd.program} runs {script.strip()!r}, which cannot be known"
+        )
+    return None
 
 
 _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], ...] = (

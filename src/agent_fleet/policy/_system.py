@@ -126,6 +126,11 @@ def _systemctl(args: Sequence[str]) -> Violation | None:
     verb = operands[0]
     if verb in _SYSTEMCTL_POWER:
         return Violation(rule="system", reason=f"systemctl {verb} changes the machine's state")
+    power_units = {
+        f"{name}.target" for name in ("reboot", "poweroff", "halt", "kexec", "rescue", "emergency")
+    }
+    if verb in ("start", "restart", "isolate") and power_units & set(operands[1:]):
+        return Violation(rule="system", reason=f"systemctl {verb} of a power or rescue target")
     if verb in _SYSTEMCTL_STOP:
         for unit in operands[1:]:
             if _VITAL_UNITS.fullmatch(unit) or unit in ("*", "--all"):
