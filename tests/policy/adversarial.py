@@ -103,6 +103,13 @@ DANGEROUS: dict[str, list[str]] = {
         "f=-f; git push $f",
         "s=0; kill -9 -$((s+1))",
         "n=-1; kill -9 $n",
+        "chmod -R 777 $X",
+        'chown -R nobody "$TARGET"',
+        "dd if=/dev/zero of=$D",
+        "find $D -delete",
+        'find "$(cat root.txt)" -exec rm -rf {} +',
+        "shred -u $F",
+        "rsync -a --delete empty/ $T",
     ],
     "lexical": [
         "r\\\nm -rf /",
@@ -1863,4 +1870,8 @@ EVERYDAY: list[str] = [
     'ruby -e \'File.open("out.txt", "w") { |f| f.puts 1 }\'',
     "systemctl start nginx",
     "systemctl --user start app.service",
+    "tmp=$(mktemp); echo x > $tmp; mv $tmp out.txt",
+    'mv "$f" backup/',
+    'cp "$SRC" .',
+    'chmod -R u+w "$PWD/build"',
 ]

@@ -293,7 +293,7 @@ def _mv(cmd: SimpleCommand) -> Violation | None:
             return Violation(
                 rule="git-destroy", reason=f"moving {word!r} away takes the repository's history"
             )
-    return None
+    return _device_operands(cmd)
 
 
 def _rsync(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
@@ -303,7 +303,7 @@ def _rsync(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     hit = _protected(operands[-1:], ctx)
     if hit is not None:
         return Violation(rule="rm-root", reason=f"rsync --delete into {hit[0]!r}: {hit[1]}")
-    return None
+    return _dynamic_target(cmd, operands[-1:], "rsync --delete into")
 
 
 def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
@@ -317,6 +317,9 @@ def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     for i, arg in enumerate(args[:-1]):
         if arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]:
             return Violation(rule="git-destroy", reason="find deleting .git directories deletes history")
+    found = _dynamic_target(cmd, _find_starts(args), "find deleting under")
+    if found is not None:
+        return found
     starts = [s for s in _find_starts(args) if s.rstrip("/") not in _TEMP_DIRS]  # find /tmp -name x -delete
     hit = _protected(starts, ctx)
     if hit is not None:
@@ -351,6 +354,9 @@ def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     if not recursive:
         return None
     targets = operands if has_reference else operands[1:]
+    found = _dynamic_target(cmd, targets, f"recursive {cmd.program} of")
+    if found is not None:
+        return found
     hit = _protected(targets, ctx)
     if hit is not None:
         return Violation(
@@ -370,13 +376,23 @@ def _dd(cmd: SimpleCommand) -> Violation | None:
     for arg in cmd.argv[1:]:
         if arg.startswith("of=") and _is_device(arg[3:]):
             return Violation(rule="disk-write", reason=f"dd writing to the device {arg[3:]!r}")
-    return None
+    return _dynamic_target(cmd, [arg[3:] for arg in cmd.argv[1:] if arg.startswith("of=")], "dd writing to")
 
 
 def _device_operands(cmd: SimpleCommand) -> Violation | None:
     for arg in cmd.argv[1:]:
         if _is_device(arg):
             return Violation(rule="disk-write", reason=f"{cmd.program} writing to the device {arg!r}")
+    if cmd.program in ("shred", "wipefs", "blkdiscard"):  # they destroy what they are given
+        return _dynamic_target(cmd, _short_flags(cmd.argv[1:])[1], cmd.program)
+    return None
+
+
+def _dynamic_target(cmd: SimpleCommand, words: Sequence[str], what: str) -> Violation | None:
+    """A destructive command's target whose value cannot be known (``chmod -R 777 $X``)."""
+    for word in words:
+        if _unresolvable(word):
+            return Violation(rule="dynamic-command", reason=f"{what} {word!r}, whose value cannot be known")
     return None
 
 
