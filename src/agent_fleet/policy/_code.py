@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -460,7 +461,9 @@ def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
     found: list[Inner] = []
     if language == "python":
         try:
-            tree = ast.parse(code)
+            with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
+                warnings.simplefilter("ignore")
+                tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None
         if tree is not None:
