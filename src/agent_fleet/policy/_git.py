@@ -311,8 +311,8 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
         case "gc":
             prune = [arg.partition("=")[2] for arg in rest if arg.startswith("--prune=")]
             expiring = [v.lower() for k, v in inv.config if k.lower().startswith(("gc.prune", "gc.reflog"))]
-            if any(value in ("now", "all") or "now" in value for value in prune + expiring):
-                return _destroy("git gc --prune=now deletes unreachable commits at once")
+            if prune or any(value in ("now", "all") or "now" in value for value in expiring):
+                return _destroy("git gc --prune=<date> deletes unreachable commits early")
             return None
         case "lfs":
             if operands[:1] == ["prune"]:

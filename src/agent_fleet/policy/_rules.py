@@ -42,7 +42,12 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from agent_fleet.policy._files import credential_violation, path_violation, redirect_violation
+from agent_fleet.policy._files import (
+    credential_violation,
+    leaked_later,
+    path_violation,
+    redirect_violation,
+)
 from agent_fleet.policy._git import git_violation
 from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy._system import system_violation
@@ -647,4 +652,4 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
             return found
     if script.opaque:
         return Violation(rule="opaque-code", reason=script.opaque[0])
-    return _run_later(script.commands, ctx)
+    return _run_later(script.commands, ctx) or leaked_later(script.commands, ctx)

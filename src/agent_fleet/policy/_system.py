@@ -210,10 +210,8 @@ def system_violation(argv: Sequence[str]) -> Violation | None:
                 return Violation(rule="system", reason="sysctl changes kernel parameters")
             return None
         case "umount" | "swapoff" | "mount":
-            if program == "mount" and not (
-                "remount" in " ".join(args) or "--bind" in args or "-o" in args or "--move" in args
-            ):
-                return None
+            if program == "mount" and not operands and "-a" not in args and "--all" not in args:
+                return None  # `mount` alone lists the mounts
             return Violation(rule="system", reason=f"{program} changes the machine's mounts")
         case "modprobe":
             if "-r" in args or "--remove" in args or operands:
@@ -243,6 +241,15 @@ def system_violation(argv: Sequence[str]) -> Violation | None:
             return Violation(
                 rule="system", reason=f"{program} changes users, passwords or system alternatives"
             )
+        case "dbus-send" | "busctl" | "gdbus" | "qdbus":
+            text = " ".join(args)
+            if re.search(r"login1|systemd1", text) and re.search(
+                r"PowerOff|Reboot|Halt|Suspend|Hibernate|Kexec", text
+            ):
+                return Violation(
+                    rule="system", reason=f"{program} asks logind or systemd to stop the machine"
+                )
+            return None
         case "loginctl":
             if operands[:1] and operands[0] in (
                 "terminate-session",

@@ -477,7 +477,8 @@ _CODE_FLAGS: tuple[tuple[re.Pattern[str], str, str, frozenset[str]], ...] = (
     (re.compile(r"(node|nodejs)[0-9.]*"), "ep", "r", frozenset({"eval", "print", "require"})),
     (re.compile(r"php[0-9.]*"), "rfBRFE", "dcz", frozenset()),
     (re.compile(r"(lua|luajit)[0-9.]*"), "e", "l", frozenset()),
-    (re.compile(r"tclsh[0-9.]*|pwsh|osascript"), "ec", "", frozenset({"command"})),
+    (re.compile(r"tclsh[0-9.]*|wish|expect|pwsh|osascript"), "ec", "", frozenset({"command"})),
+    (re.compile(r"Rscript|julia|bun|deno|irb|jshell|groovy|scala|kotlinc?|ghci|swift"), "e", "", frozenset()),
 )
 
 
