@@ -110,6 +110,7 @@ DANGEROUS: dict[str, list[str]] = {
         'find "$(cat root.txt)" -exec rm -rf {} +',
         "shred -u $F",
         "rsync -a --delete empty/ $T",
+        "declare -n r=X; X=/; rm -rf $r",
     ],
     "lexical": [
         "r\\\nm -rf /",
@@ -357,6 +358,13 @@ DANGEROUS: dict[str, list[str]] = {
         "cat <(git reset --hard)",
         "diff <(rm -rf /) x",
         "echo >(rm -rf /)",
+        "bwrap --bind / / --dev /dev rm -rf /",
+        "proot -0 rm -rf /",
+        "systemd-nspawn -D / rm -rf /",
+        "sg wheel -c 'rm -rf /'",
+        "expect -c 'spawn rm -rf /'",
+        "xargs -a dirs.txt rm -rf",
+        "xargs -0 rm -rf < <(printf '/\\0')",
     ],
     "git": [
         "git clean -fdx",
@@ -1003,6 +1011,9 @@ DANGEROUS: dict[str, list[str]] = {
         "sed -i s/a/b/ ../other/file",
         "git -C .. clean -fdx",
         "cd ../other && git reset --hard",
+        "gcc -o /usr/local/bin/x main.c",
+        "pip install --target /usr/lib/python3/dist-packages x",
+        "go build -o ~/.local/bin/tool .",
     ],
     "vital": [
         "rm -rf /opt",
@@ -1891,4 +1902,10 @@ EVERYDAY: list[str] = [
     "deno run main.ts",
     "swift build",
     "julia script.jl",
+    "gcc -o app main.c",
+    "pip install -t ./vendor requests",
+    "ssh -o StrictHostKeyChecking=no host ls",
+    "pandoc -o out.pdf in.md",
+    "sg docker 'docker ps'",
+    "go build -o bin/tool ./cmd/tool",
 ]

@@ -315,8 +315,23 @@ def written_words(argv: Sequence[str]) -> list[str]:
             ):
                 return _find_starts(args)
             return []
-        case _:
+        case "pip" | "pip3" | "uv" | "npm" | "pnpm" | "yarn" | "cargo" | "gem":
+            values, _ = _split(args, "t", ("--target", "--prefix", "--root", "--install-dir", "--bindir"))
+            return [
+                v
+                for k in ("-t", "--target", "--prefix", "--root", "--install-dir", "--bindir")
+                for v in values.get(k, [])
+            ]
+        case "ssh" | "scp" | "sftp" | "mount" | "autossh" | "sshfs":
             return []
+        case _:  # most programs name their output file with -o/--output
+            outputs: list[str] = []
+            for i, arg in enumerate(args):
+                if arg in ("-o", "--output", "--output-file", "--outfile", "--out") and i + 1 < len(args):
+                    outputs.append(args[i + 1])
+                elif arg.startswith(("--output=", "--output-file=", "--outfile=", "--out=")):
+                    outputs.append(arg.partition("=")[2])
+            return outputs
 
 
 def _find_starts(args: Sequence[str]) -> list[str]:

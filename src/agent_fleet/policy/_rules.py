@@ -283,6 +283,10 @@ def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     hit = _protected(targets, ctx)
     if hit is not None:
         return Violation(rule="rm-root", reason=f"recursive removal of {hit[0]!r}: {hit[1]}")
+    if "xargs" in cmd.wrappers and any(
+        w in ("-a", "--arg-file") or w.startswith("--arg-file=") for w in cmd.written
+    ):
+        return Violation(rule="dynamic-command", reason="xargs rm -r of names read from a file")
     for word in targets:
         if _unresolvable(word):
             return Violation(

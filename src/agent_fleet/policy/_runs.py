@@ -224,6 +224,10 @@ def inner_runs(argv: Sequence[str]) -> list[Inner]:
         return []
     program, args = argv[0], list(argv[1:])
     match program:
+        case "sg" | "newgrp":  # sg GROUP -c CMD, sg GROUP CMD
+            rest = args[1:]
+            scripts = _option_values(rest, "c", ())
+            return _scripts(scripts or [" ".join(rest)])
         case "su" | "runuser" | "ksu":
             return _scripts(_option_values(args, "c", ("--command", "--session-command")))
         case "flock" | "script" | "nix-shell" | "expect":

@@ -324,7 +324,6 @@ WRAPPER_SPECS: dict[str, _Spec] = {
     "su-exec": _spec("", "", skip=1),
     "setuidgid": _spec("", "", skip=1),
     "chpst": _spec("ugUenlmdofpc/"),
-    "sg": _spec("", "", skip=1),
     "ssh-agent": _spec("aEPt", inert="k s c l D"),
     "screen": _spec("cehpSsTt", "", inert="ls list r R x"),
     "rlwrap": _spec("aAcCfHlopPqsStw"),
@@ -347,9 +346,53 @@ WRAPPER_SPECS: dict[str, _Spec] = {
     "toolbox": _spec("c", "container", sub="run"),
     "flatpak-spawn": _spec(),
     "lxc-attach": _spec("nP", "name lxcpath"),
+    "proot": _spec("rbwSq", "rootfs bind cwd"),
+    "systemd-nspawn": _spec("DMuiEZ", "directory machine user image setenv chdir"),
+    "dbus-launch": _spec(),
+    "spawn": _spec(),  # expect's spawn, when an expect script is read as shell
+    "sg": _spec("", "", skip=1, inert="c"),
 }
 
+_BWRAP_TWO = frozenset(
+    [
+        "--bind",
+        "--ro-bind",
+        "--dev-bind",
+        "--bind-try",
+        "--ro-bind-try",
+        "--dev-bind-try",
+        "--setenv",
+        "--file",
+        "--bind-data",
+        "--ro-bind-data",
+        "--symlink",
+        "--chmod",
+    ]
+)
+
+
+def _bwrap(args: Sequence[str]) -> list[str] | None:
+    """``bwrap [--opt VALUE | --opt SRC DEST ...] [--] CMD ...``."""
+    i = 0
+    while i < len(args) and args[i].startswith("--"):
+        if args[i] == "--":
+            i += 1
+            break
+        if args[i] in _BWRAP_TWO:
+            i += 3
+        elif (
+            args[i] in ("--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--clearenv")
+            or args[i].startswith("--unshare-")
+            or args[i].startswith("--as-pid-1")
+        ):
+            i += 1
+        else:
+            i += 2
+    return list(args[i:])
+
+
 _SPECIAL_WRAPPERS: dict[str, Callable[[Sequence[str]], list[str] | None]] = {
+    "bwrap": _bwrap,
     "env": _env,
     "command": _command,
     "nice": _nice,

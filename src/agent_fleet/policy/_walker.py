@@ -154,6 +154,18 @@ class Walker:
         if name_node is None:
             return
         name = self.text(name_node)
+        parent = node.parent
+        if (
+            parent is not None
+            and parent.type == "declaration_command"
+            and any(
+                self.text(child).startswith("-") and "n" in self.text(child)
+                for child in parent.named_children
+                if child.type == "word"
+            )
+        ):
+            self._sink.env.variables[name] = None  # `declare -n ref=X`: a name reference
+            return
         if name_node.type == "subscript":
             parts = name_node.named_children
             name = self.text(parts[0]) if parts else name
