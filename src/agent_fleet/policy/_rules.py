@@ -42,6 +42,13 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+from agent_fleet.policy._execution import (
+    decoder_to_shell,
+    download_to_shell,
+    opaque_script,
+    run_later,
+    unresolved_program,
+)
 from agent_fleet.policy._files import (
     credential_violation,
     leaked_later,
@@ -53,15 +60,9 @@ from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy._system import system_violation
 from agent_fleet.policy._targets import inside, protected_reason, resolve_target
 from agent_fleet.policy._unwrap import (
-    DECODERS,
-    DOWNLOADERS,
     PRIVILEGE,
-    SHELLS,
-    executes_stdin,
     expand_braces,
-    inline_script,
     is_dynamic,
-    is_executor,
     normalise_program,
 )
 from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
@@ -409,48 +410,6 @@ def _dynamic_target(cmd: SimpleCommand, words: Sequence[str], what: str) -> Viol
 # Cross-cutting rules.
 
 
-def _runs_stdin(cmd: SimpleCommand) -> bool:
-    return (
-        executes_stdin(cmd.argv)
-        or cmd.program in ("at", "batch")
-        or ("xargs" in cmd.wrappers and is_executor(cmd.program))
-    )
-
-
-def _download_to_shell(cmd: SimpleCommand) -> Violation | None:
-    program = cmd.program
-    downloaded = [p for p in cmd.substituted if p in DOWNLOADERS]
-    if downloaded and (is_executor(program) or is_dynamic(program) or cmd.carrier):
-        return Violation(
-            rule="download-to-shell",
-            reason=f"{program} runs what {downloaded[0]} downloads (substitution)",
-        )
-    if _runs_stdin(cmd):
-        feeders = [name for name in cmd.feeders if name in DOWNLOADERS]
-        if feeders:
-            return Violation(
-                rule="download-to-shell",
-                reason=f"{program} runs what {feeders[0]} downloads (pipe)",
-            )
-    return None
-
-
-def _decoder_to_shell(cmd: SimpleCommand) -> Violation | None:
-    program = cmd.program
-    decoded = [p for p in cmd.substituted if p in DECODERS]
-    if decoded and (is_executor(program) or _unresolved_program(program) or cmd.carrier or _runs_stdin(cmd)):
-        return Violation(
-            rule="decoder-to-shell", reason=f"{program} runs what {decoded[0]} produces (substitution)"
-        )
-    if _runs_stdin(cmd):
-        feeders = [name for name in cmd.feeders if name in DECODERS or is_executor(name)]
-        if feeders:
-            return Violation(
-                rule="decoder-to-shell", reason=f"{program} runs what {feeders[0]} produces (pipe)"
-            )
-    return None
-
-
 def _privilege(cmd: SimpleCommand) -> Violation | None:
     for name in (*cmd.wrappers, cmd.program):
         if name in PRIVILEGE:
@@ -499,13 +458,12 @@ def _program_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             return Violation(rule="disk-write", reason=f"{program} creates a filesystem")
         case _ if program in _DEVICE_WRITERS:
             return _device_operands(cmd)
-        case _ if _unresolved_program(program):
+        case _ if unresolved_program(program):
             return _unknown_program(cmd, ctx)
         case _:
             return None
 
 
-_GLOB_CHARS = re.compile(r"[*?\[]")
 #: Programs some rule here judges: what an unresolved or globbed program name is tried as.
 _RULE_PROGRAMS = (
     "rm",
@@ -552,10 +510,6 @@ _RULE_PROGRAMS = (
 )
 
 
-def _unresolved_program(program: str) -> bool:
-    return is_dynamic(program) or _GLOB_CHARS.search(program) is not None
-
-
 def _unknown_program(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """``$X -rf /``, ``$(which git) reset --hard``, ``/b?n/r?``: judge the command as each program a
     glob could name, or (for an unknown name) as each program with a rule, ``rm`` taken as recursive."""
@@ -583,60 +537,18 @@ def _glob_regex(pattern: str) -> str:
 
 
 def _privilege_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    return _privilege(cmd) or _opaque_script(cmd)
-
-
-_PURE_VARIABLE = re.compile(r"\s*\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)\s*")
-
-
-def _opaque_script(cmd: SimpleCommand) -> Violation | None:
-    """``eval "$X"``/``sh -c "$X"`` with ``X`` unknown: the script itself cannot be seen."""
-    if not cmd.carrier or not (cmd.program == "eval" or cmd.program in SHELLS):
-        return None
-    carried = inline_script(cmd.argv)
-    script = carried[0] if carried is not None else ""
-    if _PURE_VARIABLE.fullmatch(script):
-        return Violation(
-            rule="dynamic-command", reason=f"{cmd.program} runs {script.strip()!r}, which cannot be known"
-        )
-    return None
+    return _privilege(cmd) or opaque_script(cmd)
 
 
 _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], ...] = (
     _program_rule,
-    lambda cmd, _ctx: _download_to_shell(cmd),
-    lambda cmd, _ctx: _decoder_to_shell(cmd),
+    lambda cmd, _ctx: download_to_shell(cmd),
+    lambda cmd, _ctx: decoder_to_shell(cmd),
     _privilege_rule,
     lambda cmd, _ctx: system_violation(cmd.argv),
     credential_violation,
     path_violation,
 )
-
-
-def _run_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violation | None:
-    """A file written from a download or decoder, then run (``curl -o x.sh URL; sh x.sh``)."""
-    from agent_fleet.policy._files import written_words
-
-    produced: dict[str, str] = {}
-    for cmd in commands:
-        sources = [name for name in (cmd.program, *cmd.feeders) if name in DOWNLOADERS or name in DECODERS]
-        if sources:
-            words = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|", "&>", "&>>")]
-            words += written_words(cmd.argv) if cmd.program in DOWNLOADERS else []
-            for word in words:
-                produced[posixpath.basename(word.rstrip("/"))] = sources[0]
-        if not produced:
-            continue
-        operands = [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
-        runs = [cmd.program]
-        if is_executor(cmd.program) or cmd.program in SHELLS:
-            runs += operands[:1]
-        for run in runs:
-            source = produced.get(posixpath.basename(run))
-            if source is not None:
-                rule = "download-to-shell" if source in DOWNLOADERS else "decoder-to-shell"
-                return Violation(rule=rule, reason=f"{run!r} runs a file written by {source}")
-    return None
 
 
 def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
@@ -656,4 +568,4 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
             return found
     if script.opaque:
         return Violation(rule="opaque-code", reason=script.opaque[0])
-    return _run_later(script.commands, ctx) or leaked_later(script.commands, ctx)
+    return run_later(script.commands, ctx) or leaked_later(script.commands, ctx)

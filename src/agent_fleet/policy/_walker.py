@@ -8,7 +8,6 @@ and follows pipelines, substitutions and compound statements; each command's wor
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -20,7 +19,7 @@ from agent_fleet.policy._code import Inner
 from agent_fleet.policy._commands import Redirect, SimpleCommand
 from agent_fleet.policy._git import env_runs
 from agent_fleet.policy._unwrap import is_dynamic, normalise_program
-from agent_fleet.policy._words import Env, Expander, printf_output, unescape_ansi_c
+from agent_fleet.policy._words import Env, Expander, known_output
 
 __all__ = ["Ctx", "Sink", "Walker", "fed", "output_text"]
 
@@ -145,7 +144,7 @@ class Walker:
                 return None
         if not words:
             return None
-        return _known_output(normalise_program(words[0]), words[1:])
+        return known_output(normalise_program(words[0]), words[1:])
 
     def _assign(self, node: Node) -> None:
         name_node = node.child_by_field_name("name") or (
@@ -546,45 +545,12 @@ class Walker:
         _shell.run_inner(inner, self._sink, ctx)
 
 
-def _known_output(program: str, args: Sequence[str]) -> str | None:
-    """What a command prints, when its words alone tell (``echo``, ``printf``, ``pwd``, ``which``)."""
-    match program:
-        case "echo":
-            words = list(args)
-            escapes = False
-            while words and re.fullmatch(r"-[neE]+", words[0]):
-                escapes = escapes or "e" in words[0]
-                words.pop(0)
-            text = " ".join(words)
-            return unescape_ansi_c(text) if escapes else text
-        case "printf":
-            return printf_output(args)
-        case "pwd":
-            return "$PWD"
-        case "which" | "command" | "type" | "realpath" | "readlink":
-            operands = [arg for arg in args if not arg.startswith("-")]
-            return operands[0] if len(operands) == 1 else None
-        case "basename" | "dirname":
-            operands = [arg for arg in args if not arg.startswith("-")]
-            if not operands or is_dynamic(operands[0]):
-                return None
-            path = operands[0].rstrip("/") or "/"
-            return posixpath.basename(path) if program == "basename" else posixpath.dirname(path) or "."
-        case "mktemp":  # a fresh name in the temporary directory
-            operands = [arg for arg in args if not arg.startswith("-")]
-            return "/tmp/tmp.XXXXXXXXXX" if not operands else None
-        case "printenv":
-            return f"${args[0]}" if len(args) == 1 else None
-        case _:
-            return None
-
-
 def output_text(cmd: SimpleCommand) -> str | None:
     """What a command writes to standard output, when that is known from its words alone."""
     if cmd.program in ("cat", "tee"):
         texts = [r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")]
         return "\n".join(texts) if texts else None
-    return _known_output(cmd.program, cmd.argv[1:])
+    return known_output(cmd.program, cmd.argv[1:])
 
 
 def fed(ctx: Ctx, commands: Sequence[SimpleCommand]) -> Ctx:

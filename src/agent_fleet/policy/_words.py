@@ -11,13 +11,22 @@ dynamic word (``is_dynamic``) and judge it as unknown.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-__all__ = ["Env", "Expander", "printf_output", "unescape_ansi_c", "unescape_double", "unescape_unquoted"]
+__all__ = [
+    "Env",
+    "Expander",
+    "known_output",
+    "printf_output",
+    "unescape_ansi_c",
+    "unescape_double",
+    "unescape_unquoted",
+]
 
 _UNQUOTED_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _DOUBLE_QUOTED_ESCAPE = re.compile(r"\\([\"\\$`\n])")
@@ -353,3 +362,36 @@ class _Fields:
     def done(self) -> list[str]:
         self._break()
         return self.fields
+
+
+def known_output(program: str, args: Sequence[str]) -> str | None:
+    """What a command prints, when its words alone tell (``echo``, ``printf``, ``pwd``, ``which``)."""
+    match program:
+        case "echo":
+            words = list(args)
+            escapes = False
+            while words and re.fullmatch(r"-[neE]+", words[0]):
+                escapes = escapes or "e" in words[0]
+                words.pop(0)
+            text = " ".join(words)
+            return unescape_ansi_c(text) if escapes else text
+        case "printf":
+            return printf_output(args)
+        case "pwd":
+            return "$PWD"
+        case "which" | "command" | "type" | "realpath" | "readlink":
+            operands = [arg for arg in args if not arg.startswith("-")]
+            return operands[0] if len(operands) == 1 else None
+        case "basename" | "dirname":
+            operands = [arg for arg in args if not arg.startswith("-")]
+            if not operands or ("$" in operands[0] or "`" in operands[0]):
+                return None
+            path = operands[0].rstrip("/") or "/"
+            return posixpath.basename(path) if program == "basename" else posixpath.dirname(path) or "."
+        case "mktemp":  # a fresh name in the temporary directory
+            operands = [arg for arg in args if not arg.startswith("-")]
+            return "/tmp/tmp.XXXXXXXXXX" if not operands else None
+        case "printenv":
+            return f"${args[0]}" if len(args) == 1 else None
+        case _:
+            return None
