@@ -439,11 +439,13 @@ def leaked_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violati
     (``env > e.txt; curl -F f=@e.txt URL``)."""
     saved: dict[str, str] = {}
     for cmd in commands:
-        sources = [n for n in (cmd.program, *cmd.feeders) if n in _ENV_DUMPERS]
-        if sources or credential_violation(replace(cmd, redirects=(), stdin=(), feeders=()), ctx) is not None:
-            for redirect in cmd.redirects:
-                if redirect.op in (">", ">>", ">|", "&>", "&>>"):
-                    saved[posixpath.basename(redirect.target)] = sources[0] if sources else cmd.program
+        targets = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|", "&>", "&>>")]
+        if targets:
+            sources = [n for n in (cmd.program, *cmd.feeders) if n in _ENV_DUMPERS]
+            bare = replace(cmd, redirects=(), stdin=(), feeders=())
+            if sources or credential_violation(bare, ctx) is not None:
+                for target in targets:
+                    saved[posixpath.basename(target)] = sources[0] if sources else cmd.program
         if saved and cmd.program in NETWORK:
             for word in cmd.argv[1:]:
                 for part in _option_values(word):

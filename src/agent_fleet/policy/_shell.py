@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
@@ -131,7 +130,7 @@ def emit(
         for text in (*stdin_texts, *ctx.stdin_texts)[:_MAX_STDIN_TEXTS]:
             for line in text.splitlines()[:_MAX_STDIN_TEXTS]:
                 swapped = [word.replace(replace_str, line) for word in argv]
-                emit(swapped, replace(ctx, wrappers=(*ctx.wrappers, *wrappers), depth=ctx.depth + 1), sink)
+                emit(swapped, ctx._replace(wrappers=(*ctx.wrappers, *wrappers), depth=ctx.depth + 1), sink)
     all_wrappers = ctx.wrappers + tuple(wrappers)
     script = inline_script(argv)
     cmd = SimpleCommand(
@@ -152,8 +151,8 @@ def emit(
     sink.commands.append(cmd)
     if len(sink.commands) > MAX_COMMANDS:
         raise CommandTooLarge(f"the command runs more than {MAX_COMMANDS} simple commands")
-    inner_ctx = replace(ctx, wrappers=(*all_wrappers, cmd.program), depth=ctx.depth + 1)
-    implied = replace(inner_ctx, implied=True)
+    inner_ctx = ctx._replace(wrappers=(*all_wrappers, cmd.program), depth=ctx.depth + 1)
+    implied = inner_ctx._replace(implied=True)
     for name, value in env_pairs:
         for found in env_runs(name, value):
             run_inner(found, sink, implied)
@@ -171,7 +170,7 @@ def emit(
         # `{}` stands for each path found: anything under the starting points.
         for start in starts[:_MAX_STDIN_TEXTS] or ["{}"]:
             swapped = [word.replace("{}", start.rstrip("/") + "/*") for word in exec_argv]
-            emit(swapped, replace(ctx, wrappers=(*all_wrappers, "find"), depth=ctx.depth + 1), sink)
+            emit(swapped, ctx._replace(wrappers=(*all_wrappers, "find"), depth=ctx.depth + 1), sink)
     for found in inner_runs(argv):
         run_inner(found, sink, inner_ctx)
     implied_runs = git_runs(argv) if cmd.program == "git" else []
@@ -182,12 +181,12 @@ def emit(
     texts = (*stdin_texts, *ctx.stdin_texts)
     if executes_stdin(argv) or cmd.program in _STDIN_RUNNERS or _make_stdin(argv):
         # The program consumes that input: what it runs does not see it again.
-        consumed = replace(inner_ctx, stdin=(), stdin_texts=(), feeders=())
+        consumed = inner_ctx._replace(stdin=(), stdin_texts=(), feeders=())
         stdin_language = code_language(cmd.program)
         for text in texts:
             if stdin_language is not None and cmd.program not in SHELLS:
                 for found in analyse_code(stdin_language, text):
-                    run_inner(found, sink, replace(consumed, implied=True))
+                    run_inner(found, sink, consumed._replace(implied=True))
             elif _make_stdin(argv):
                 parse_into(_recipes(text), sink, consumed)
             else:

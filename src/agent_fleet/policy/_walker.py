@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tree_sitter import Node
 
 from agent_fleet.policy import _shell
 from agent_fleet.policy._code import Inner
-from agent_fleet.policy._commands import Redirect, SimpleCommand
+from agent_fleet.policy._commands import CommandTooLarge, Redirect, SimpleCommand
 from agent_fleet.policy._git import env_runs
 from agent_fleet.policy._unwrap import is_dynamic, normalise_program
 from agent_fleet.policy._words import Env, Expander, known_output
@@ -30,6 +31,7 @@ _MAX_LOOP_VALUES = 8
 _LOOP_BUDGET = 64
 _MAX_LOOP_BODY = 512
 _MAX_CALLS = 32
+_MAX_ASSIGNMENTS = 1000
 
 _SUBSTITUTION_TYPES = frozenset({"command_substitution", "process_substitution"})
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
@@ -65,8 +67,9 @@ def _contiguous(nodes: Sequence[Node], source: bytes) -> list[list[Node]]:
 # The walker.
 
 
-@dataclass(frozen=True, slots=True)
-class Ctx:
+class Ctx(NamedTuple):
+    """Where a command sits (a named tuple: copied with ``_replace`` on every command, so it is cheap)."""
+
     depth: int = 0
     wrappers: tuple[str, ...] = ()
     stdin: tuple[tuple[str, ...], ...] = ()
@@ -92,6 +95,7 @@ class Sink:
     functions: dict[str, tuple[Walker, Node]] = field(default_factory=dict)
     aliases: dict[str, list[str]] = field(default_factory=dict)
     calls: int = 0
+    assignments: int = 0
     parses: int = 0
 
 
@@ -147,6 +151,9 @@ class Walker:
         return known_output(normalise_program(words[0]), words[1:])
 
     def _assign(self, node: Node) -> None:
+        self._sink.assignments += 1
+        if self._sink.assignments > _MAX_ASSIGNMENTS:
+            raise CommandTooLarge(f"the command makes more than {_MAX_ASSIGNMENTS} assignments")
         name_node = node.child_by_field_name("name") or (
             node.named_children[0] if node.named_children else None
         )
@@ -197,9 +204,13 @@ class Walker:
         nothing, which is harmless; an inherited one is unknown either way)."""
         stack = [root]
         env = self._sink.env.variables
+        seen = 0
         while stack:
             node = stack.pop()
             if node.type == "variable_assignment":
+                seen += 1
+                if seen > _MAX_ASSIGNMENTS:
+                    raise CommandTooLarge(f"the command makes more than {_MAX_ASSIGNMENTS} assignments")
                 name_node = node.child_by_field_name("name")
                 values = [
                     child for child in node.named_children if name_node is None or child.id != name_node.id
@@ -246,7 +257,7 @@ class Walker:
             if not child.is_named:
                 continue
             background = i + 1 < len(children) and children[i + 1].type == "&"
-            self.walk(child, replace(ctx, background=True) if background else ctx)
+            self.walk(child, ctx._replace(background=True) if background else ctx)
 
     def _for(self, node: Node, ctx: Ctx) -> None:
         var = node.child_by_field_name("variable")
@@ -287,7 +298,7 @@ class Walker:
         self.walk(body, ctx)
 
     def _pipeline(self, stages: Sequence[Node], ctx: Ctx, feed: Sequence[SimpleCommand] = ()) -> None:
-        stage_ctx = fed(replace(ctx, in_pipeline=True), feed)
+        stage_ctx = fed(ctx._replace(in_pipeline=True), feed)
         for stage in stages:
             start = len(self._sink.commands)
             self.walk(stage, stage_ctx)
@@ -299,8 +310,8 @@ class Walker:
         name = self.text(name_node) if name_node is not None else ""
         if body is not None and name:
             self._sink.functions[name] = (self, body)
-        inner = replace(
-            ctx, functions=(*ctx.functions, name), in_pipeline=False, background=False, stdin=(), feeders=()
+        inner = ctx._replace(
+            functions=(*ctx.functions, name), in_pipeline=False, background=False, stdin=(), feeders=()
         )
         for child in node.named_children:
             if body is not None and child.id == body.id:
@@ -320,7 +331,7 @@ class Walker:
             # Inside backticks `\`` starts a nested substitution; the grammar does not know this, so
             # parse the unescaped body as a script of its own.
             _shell.parse_into(
-                _BACKTICK_ESCAPE.sub(r"\1", text[1:-1]), self._sink, replace(ctx, depth=ctx.depth + 1)
+                _BACKTICK_ESCAPE.sub(r"\1", text[1:-1]), self._sink, ctx._replace(depth=ctx.depth + 1)
             )
             return
         self._children(node, ctx)
@@ -354,7 +365,7 @@ class Walker:
         for other in (*raw.pipelines, *raw.others):
             self.walk(other, ctx)
         if body is not None:
-            self.walk(body, replace(body_ctx, stdin_texts=body_ctx.stdin_texts + tuple(raw.stdin_texts)))
+            self.walk(body, body_ctx._replace(stdin_texts=body_ctx.stdin_texts + tuple(raw.stdin_texts)))
 
     def _feed(self, raw: _RawRedirects, ctx: Ctx) -> Ctx:
         """Walk ``< <(...)`` substitutions; the context of a command reading what they print."""
@@ -475,7 +486,7 @@ class Walker:
         if words:
             self._builtin(words)
             feeds_pipe = bool(raw.pipelines)
-            own = replace(reading, in_pipeline=True) if feeds_pipe else reading
+            own = reading._replace(in_pipeline=True) if feeds_pipe else reading
             first = len(self._sink.commands)
             _shell.emit(
                 words,
@@ -507,7 +518,7 @@ class Walker:
         saved = env.positional
         env.positional = tuple(words)
         try:
-            walker.walk(body, replace(ctx, functions=(*ctx.functions, words[0]), depth=ctx.depth + 1))
+            walker.walk(body, ctx._replace(functions=(*ctx.functions, words[0]), depth=ctx.depth + 1))
         finally:
             env.positional = saved
 
@@ -561,8 +572,7 @@ def fed(ctx: Ctx, commands: Sequence[SimpleCommand]) -> Ctx:
     names = dict.fromkeys(ctx.feeders)
     for cmd in commands:
         names.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))
-    return replace(
-        ctx,
+    return ctx._replace(
         stdin=(ctx.stdin + tuple(cmd.argv for cmd in commands))[-_MAX_STDIN:],
         feeders=tuple(names)[-_MAX_FEEDERS:],
         stdin_texts=(ctx.stdin_texts + texts)[-_MAX_STDIN_TEXTS:],

@@ -52,6 +52,7 @@ _DEFAULT_IFS = " \t\n"
 #: Values longer than this are not substituted (keeps expansion linear: a value is copied at most once
 #: per use, and uses are bounded by the input size).
 _MAX_VALUE = 4096
+_SUBSTITUTION_BUDGET = 1 << 18
 
 
 def unescape_unquoted(text: str) -> str:
@@ -122,6 +123,15 @@ class Env:
 
     variables: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     positional: tuple[str, ...] | None = None  # $0, $1, ...; None: unknown
+    # Characters substitution may still copy: past it, expansions stay unknown (keeps the work linear
+    # even for `X=$X$X; X=$X$X; ...`).
+    budget: int = _SUBSTITUTION_BUDGET
+
+    def spend(self, size: int) -> bool:
+        if size > _MAX_VALUE or size > self.budget:
+            return False
+        self.budget -= size
+        return True
 
     def ifs(self) -> str:
         value = self.variables.get("IFS")
@@ -281,7 +291,7 @@ class Expander:
                 self._pieces(node.children, state, quoted=quoted)
             case "simple_expansion" | "expansion":
                 value = self._variable(node)
-                if value is None or sum(map(len, value)) > _MAX_VALUE:
+                if value is None or not self._env.spend(sum(map(len, value))):
                     state.add(text, literal=False)
                 elif any("$" in item or "`" in item for item in value):
                     state.add(" ".join(value), literal=False)  # an unknown value: not split
@@ -294,7 +304,7 @@ class Expander:
                     state.unquoted(value, self._env.ifs())
             case "command_substitution":
                 output = self._substitute(node)
-                if output is None or len(output) > _MAX_VALUE:
+                if output is None or not self._env.spend(len(output)):
                     state.add(text, literal=False)
                 elif quoted:
                     state.add(output.rstrip("\n"), literal=True)

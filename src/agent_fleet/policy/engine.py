@@ -62,7 +62,7 @@ __all__ = ["INLINE_CHARS", "MAX_COMMAND_CHARS", "RULES", "STRICT_RULE", "Approva
 #: Commands longer than this are declined as ``too-large`` without being judged.
 MAX_COMMAND_CHARS = 256 * 1024
 #: Commands up to this size are judged on the event loop by ``evaluate_async`` (see bench/policy_eval.py).
-INLINE_CHARS = 2 * 1024
+INLINE_CHARS = 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 #: Every rule id a decline can carry, with what it means.
