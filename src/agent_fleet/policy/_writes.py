@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 __all__ = ["split_options", "written_words"]
 
+_MODE = re.compile(r"[-+=][rwxXst]+|[ugoa]*[-+=][rwxXstugo]*(,[ugoa]*[-+=][rwxXstugo]*)*|[0-7]{3,4}")
+
 
 def split_options(
     args: Sequence[str], value_letters: str = "", value_longs: tuple[str, ...] = ()
@@ -65,6 +67,8 @@ def written_words(argv: Sequence[str]) -> list[str]:
             )
         case "truncate":
             return split_options(args, "sr", ("--size", "--reference"))[1]
+        case "install" if "-d" in args or "--directory" in args:
+            return split_options(args, "mog", ("--mode", "--owner", "--group"))[1]
         case "mv" | "cp" | "install" | "ln" | "link" | "rsync" | "scp":
             values, operands = split_options(
                 args,
@@ -108,6 +112,9 @@ def written_words(argv: Sequence[str]) -> list[str]:
             ):
                 operands = operands[1:]
             return operands if program.endswith("sed") else ([] if values.get("-e") is None else operands)
+        case "chmod" if any(_MODE.fullmatch(arg) for arg in args if arg.startswith("-")):
+            # `chmod -x FILE`: a mode that looks like an option; the other words are the files
+            return [arg for arg in args if not arg.startswith("-") and not _MODE.fullmatch(arg)]
         case "chmod" | "chown" | "chgrp" | "setfacl" | "chcon":
             values, operands = split_options(args, "", ("--reference",))
             return operands if "--reference" in values else operands[1:]
