@@ -59,7 +59,7 @@ from agent_fleet.events import System
 from agent_fleet.runner import _git
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, NodeConfig, NodeInfo, NodeRunner, Outcome
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
-from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask
+from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask, check_task_ids
 from agent_fleet.runner.task import Task, TaskResult
 from agent_fleet.runner.transcript import TranscriptWriter
 
@@ -189,6 +189,7 @@ async def run_batch_ray(
         raise UsageError(f"start_timeout must be positive, not {start_timeout}")
     if not tasks:
         raise UsageError("no tasks")
+    check_task_ids(tasks)
     ray = import_ray()
     batch = _RayBatch(
         ray,
