@@ -419,7 +419,7 @@ class _Progress:
                 else:
                     row.review_tokens = total
             case ToolUse(name="shell", synthetic=False, input=data) if task_event.source == "agent":
-                row.commands.append(_command_text(data.get("command")))
+                row.commands.append(self.redactor.text(_command_text(data.get("command"))))
             case System(subtype="approval_denied"):
                 if line:
                     row.declined.append(line.removeprefix("declined: "))
@@ -431,7 +431,7 @@ class _Progress:
                 row.step = "review"
             case System(subtype="runner.finished", data=data):
                 row.status = str(data.get("status"))
-                row.step = _first_line(str(data.get("reason")), 80)
+                row.step = _first_line(self.redactor.text(str(data.get("reason"))), 80)
                 row.ended = time.monotonic()
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = _first_line(line, 80)
@@ -491,10 +491,11 @@ _HINTS = {
 
 def _result_line(result: TaskResult) -> tuple[str, str]:
     took = f"{result.duration:.1f}s, {result.followups} follow-up(s), {result.tokens:,} tokens"
+    reason = Redactor().text(result.reason)
     if result.ok:
-        return "green", f"succeeded ({took}): {result.reason}"
+        return "green", f"succeeded ({took}): {reason}"
     hint = _HINTS.get(result.error_code or "", "")
-    return "red", f"{result.status} ({took}): {result.reason}" + (f" — {hint}" if hint else "")
+    return "red", f"{result.status} ({took}): {reason}" + (f" — {hint}" if hint else "")
 
 
 def _exit_code(result: TaskResult) -> int:
@@ -658,7 +659,7 @@ def batch_command(
         console.print(_summary_table(result))
         console.print(f"summary: {result.summary_path}")
         if result.stopped:
-            console.print(Text(f"batch stopped: {result.stopped}", style="red"))
+            console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
         if result.fatal:
             _die(EXIT_UNAVAILABLE)
         _die(EXIT_OK if result.ok else EXIT_FAILED)
@@ -669,6 +670,7 @@ def _summary_table(result: BatchResult) -> Table:
     for name in ("task", "status", "follow-ups", "duration", "tokens", "branch", "reason"):
         table.add_column(name, overflow="fold")
     styles = {"succeeded": "green", "failed": "red", "error": "red"}
+    redactor = Redactor()
     for entry in result.entries:
         r = entry.result
         table.add_row(
@@ -678,7 +680,8 @@ def _summary_table(result: BatchResult) -> Table:
             f"{r.duration:.1f}s",
             f"{r.tokens:,}",
             entry.branch or "",
-            _first_line(r.reason, 80) + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
+            _first_line(redactor.text(r.reason), 80)
+            + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
         )
     return table
 

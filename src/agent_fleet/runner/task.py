@@ -55,7 +55,7 @@ from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
 from agent_fleet.runner.providers import check_provider, make_provider
 from agent_fleet.runner.review import PRIORITY_NAMES, ReviewResult, ReviewSession, review_target
-from agent_fleet.runner.transcript import TranscriptWriter
+from agent_fleet.runner.transcript import Redactor, TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
 
@@ -145,8 +145,8 @@ class TaskResult:
         return self.usage.total_tokens if self.usage is not None else 0
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (no event payloads)."""
-        return {
+        """A JSON-ready summary (no event payloads), secrets redacted (reasons, commands, gate output)."""
+        out = {
             "task_id": self.task_id,
             "status": self.status,
             "reason": self.reason,
@@ -177,6 +177,8 @@ class TaskResult:
             "transcript": str(self.transcript) if self.transcript is not None else None,
             "final_text": self.final_text,
         }
+        redacted: dict[str, Any] = Redactor().value(out)
+        return redacted
 
 
 def _resolve_cwd(cwd: str | os.PathLike[str] | None) -> Path:
