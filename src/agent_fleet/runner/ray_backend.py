@@ -57,6 +57,7 @@ from agent_fleet.codex import CodexOptions
 from agent_fleet.errors import AuthenticationError, ProviderUnavailable, UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git
+from agent_fleet.runner._ray_local import local_init_kwargs, loopback_only
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, NodeConfig, NodeInfo, NodeRunner, Outcome
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
 from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask, check_task_ids
@@ -398,10 +399,11 @@ class _RayBatch:
             kwargs["address"] = address
             what = f"connect to the Ray cluster at {address!r}"
         else:
-            kwargs.update(num_cpus=1, include_dashboard=False, object_store_memory=_LOCAL_OBJECT_STORE)
+            kwargs.update(local_init_kwargs(_LOCAL_OBJECT_STORE))  # listening on 127.0.0.1 only
             what = "start a local Ray instance"
         try:
-            await asyncio.to_thread(ray.init, **kwargs)
+            with loopback_only() if address is None else contextlib.nullcontext():
+                await asyncio.to_thread(ray.init, **kwargs)
         except Exception as exc:
             raise ProviderUnavailable(f"cannot {what}: {_one_line(exc)}") from exc
         self.owns_ray = True
