@@ -35,6 +35,19 @@ from agent_fleet._redact import REDACTED, Redactor  # noqa: E402
 from agent_fleet.runner import TaskEvent, event_record  # noqa: E402
 from secrets_corpus import LOOKALIKES, SECRETS  # noqa: E402
 
+FINDINGS = [
+    "**Choice** (issue 17): a curated set of compiled patterns (`agent_fleet/_redact.py`, shapes taken",
+    "from the detect-secrets and gitleaks detectors) rather than detect-secrets itself. detect-secrets",
+    "finds about half of the corpus (no Google, Hugging Face, URL-password, `mysql -p`, `--password` or",
+    "`NAME_KEY=` forms; for GitHub tokens it reports only the prefix, so it cannot drive a redaction),",
+    "and costs 25-300x more. Ours costs more than the old three patterns on a 12-character delta (it",
+    "still scans for 30 shapes) and less on whole messages and tool outputs: every rule starts with its",
+    "literal, so `re` searches at C speed, case-insensitive rules run only when their keyword is present,",
+    "short texts pass one gate first. A record now redacts the event's fields only (not its timestamp,",
+    "task id, source and type), so a whole transcript record is cheaper than before.",
+]
+
+
 _ENV = {"HOME": "/root", "OPENAI_API_KEY": "sk-bench-0123456789abcdef", "GH_TOKEN": "ghp_" + "x" * 36}
 
 
@@ -175,7 +188,7 @@ def main() -> None:
             f"detect-secrets (default plugins) finds {ds_caught} of {len(SECRETS)} secret shapes and flags "
             f"{ds_touched} of {len(LOOKALIKES)} look-alikes."
         )
-    publish("## Redaction cost per transcript event", lines, write=args.write)
+    publish("## Redaction cost per transcript event", lines, FINDINGS, write=args.write)
 
 
 if __name__ == "__main__":

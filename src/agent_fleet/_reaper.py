@@ -20,12 +20,10 @@ with the child's status (re-raising the signal that killed it), so ``returncode`
 without the reaper.
 """
 
-import contextlib
 import ctypes
 import os
 import select
 import signal
-import socket
 import sys
 import time
 
@@ -100,10 +98,9 @@ def main() -> None:
     fd, grace, sep, argv = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
     assert sep == "--" and argv
     os.set_inheritable(fd, False)  # the child must not hold the lifeline
-    report = socket.socket(fileno=fd)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        report.sendall(f"err {ctypes.get_errno()} prctl\n".encode())
+        os.write(fd, f"err {ctypes.get_errno()} prctl\n".encode())
         os._exit(126)
     handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
     for sig in handled:
@@ -126,16 +123,16 @@ def main() -> None:
     os.close(err_r)
     status: list[int] = []
     if failure:
-        report.sendall(b"err " + failure + b" exec\n")
+        os.write(fd, b"err " + failure + b" exec\n")
         _end_tree(pid, status, 0.0)
         os._exit(127)
-    report.sendall(f"pid {pid}\n".encode())
+    os.write(fd, f"pid {pid}\n".encode())
     devnull = os.open(os.devnull, os.O_RDWR)
     for std in (0, 1, 2):
         os.dup2(devnull, std)
     while not status and not _stop:
-        readable, _, _ = select.select([report.fileno(), wake_r], [], [], 5.0)
-        if report.fileno() in readable and not report.recv(64):
+        readable, _, _ = select.select([fd, wake_r], [], [], 5.0)
+        if fd in readable and not os.read(fd, 64):
             _stop.append(signal.SIGTERM)  # agent-fleet is gone
         if wake_r in readable:
             while True:
@@ -146,12 +143,12 @@ def main() -> None:
                     break
         _reap(pid, status)
     _end_tree(pid, status, grace if _stop and not status else min(grace, STRAY_GRACE))
-    report.close()
+    os.close(fd)
     st = status[0] if status else 0
     if os.WIFSIGNALED(st):
         killed_by = os.WTERMSIG(st)
         signal.set_wakeup_fd(-1)
-        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+        if killed_by != signal.SIGKILL:  # which has no handler to reset
             signal.signal(killed_by, signal.SIG_DFL)
         os.kill(os.getpid(), killed_by)
         os._exit(128 + killed_by)
