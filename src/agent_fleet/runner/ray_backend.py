@@ -62,7 +62,7 @@ from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, NodeConfig,
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
 from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask, check_task_ids
 from agent_fleet.runner.task import Task, TaskResult
-from agent_fleet.runner.transcript import TranscriptWriter
+from agent_fleet.runner.transcript import Redactor, TranscriptWriter
 
 __all__ = ["RAY_EXTRA_HINT", "RayBatchEntry", "RayBatchResult", "RayNode", "import_ray", "run_batch_ray"]
 
@@ -103,7 +103,7 @@ class RayBatchEntry(BatchEntry):
             node=self.node,
             node_id=self.node_id,
             attempts=self.attempts,
-            failures=list(self.failures),
+            failures=[Redactor().text(f) for f in self.failures],  # may quote a node's output
             bundle=str(self.bundle) if self.bundle is not None else None,
         )
         return out
