@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from agent_fleet import AssistantMessage, System, TextDelta, ToolResult, ToolUse
-from agent_fleet._redact import REDACTED, Redactor
+from agent_fleet._redact import REDACTED, FragmentRedactor, Redactor
 from agent_fleet.runner import TaskEvent, TaskResult, TranscriptWriter
 from agent_fleet.runner.batch import BatchEntry, BatchResult
 from agent_fleet.runner.gate import GateCheck, GateResult
@@ -110,3 +110,61 @@ def test_the_batch_summary_redacts_every_shape() -> None:
     _assert_clean(json.dumps(result.to_dict(), ensure_ascii=False))
     looks = TaskResult(task_id="t2", status="failed", reason="\n".join(LOOKALIKES))
     assert looks.to_dict()["reason"] == "\n".join(LOOKALIKES)
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64])
+def test_a_secret_split_over_fragments_is_redacted(size: int) -> None:
+    """Streamed deltas: neither the secret nor its context need to arrive in one piece."""
+    fragments = FragmentRedactor(Redactor({}))
+    for name, (text, secret) in SECRETS.items():
+        out = "".join(fragments.feed(name, chunk) for chunk in _chunks(text + "\nmore text\n", size))
+        out += fragments.flush(name)
+        assert secret not in out and REDACTED in out, (name, out)
+        assert out.endswith("\nmore text\n") or name == "pem_cut"  # a cut-off key block runs to the end
+
+
+@pytest.mark.parametrize("size", [1, 5])
+def test_look_alikes_stream_through_unchanged(size: int) -> None:
+    fragments = FragmentRedactor(Redactor({}))
+    text = "\n".join(LOOKALIKES) + "\n"
+    out = "".join(fragments.feed("k", chunk) for chunk in _chunks(text, size)) + fragments.flush("k")
+    assert out == text
+
+
+def test_fragments_are_released_a_line_at_a_time() -> None:
+    fragments = FragmentRedactor(Redactor({}))
+    assert fragments.feed("k", "first li") == ""
+    assert fragments.feed("k", "ne\nsecond") == "first line\n"
+    assert fragments.flush("k") == "second"
+
+
+def test_deltas_in_the_transcript_and_the_json_stream_are_redacted_as_a_whole(tmp_path: Path) -> None:
+    from agent_fleet.cli import _Progress
+
+    every = "\n".join(text for text, _ in SECRETS.values())
+    looks = "\n".join(LOOKALIKES)
+    stream = [
+        TaskEvent(task_id="t1", source="agent", event=TextDelta(text=c, item_id="m"))
+        for c in _chunks(looks + "\n" + every, 3)
+    ]
+    stream.append(
+        TaskEvent(
+            task_id="t1", source="agent", event=AssistantMessage(text=looks + "\n" + every, item_id="m")
+        )
+    )
+    out = io.StringIO()
+    progress = _Progress(Console(file=io.StringIO()), json_output=True, batch=True, out=out)
+    with TranscriptWriter(tmp_path / "t.jsonl", redactor=Redactor({})) as writer:
+        for event in stream:
+            writer.write(event)
+            progress.on_event(event)
+    for raw in (out.getvalue(), (tmp_path / "t.jsonl").read_text()):
+        _assert_clean(raw)
+        records = [json.loads(line) for line in raw.splitlines()]
+        deltas = "".join(r["text"] for r in records if r["type"] == "TextDelta")
+        assert deltas.startswith(looks) and records[-1]["type"] == "AssistantMessage"
+        assert all(r["type"] == "TextDelta" for r in records[:-1])  # released before the message

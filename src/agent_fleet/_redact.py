@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
-__all__ = ["REDACTED", "Redactor"]
+__all__ = ["REDACTED", "FragmentRedactor", "Redactor"]
 
 REDACTED: Final = "[REDACTED]"
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
@@ -79,6 +79,15 @@ class _Rule:
             if not self.check(m.string[m.start() + len(keep) : end], m.string[end : end + 1]):
                 return m.group()
         return keep + REDACTED + tail
+
+    def span(self, m: re.Match[str]) -> tuple[int, int] | None:
+        """Where the secret of match ``m`` is (``None`` when the check says it is not one)."""
+        groups = m.groupdict()
+        start = m.start() + len(groups.get("keep") or "")
+        end = m.end() - len(groups.get("tail") or "")
+        if self.check is not None and not self.check(m.string[start:end], m.string[end : end + 1]):
+            return None
+        return start, end
 
 
 def _r(pattern: str, *needles: str, check: Callable[[str, str], bool] | None = None) -> _Rule:
@@ -198,6 +207,24 @@ class Redactor:
             text = rule.regex.sub(rule.replace, text)
         return text
 
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the secrets in ``text`` are: sorted, non-overlapping ``(start, end)`` pairs."""
+        found: list[tuple[int, int]] = []
+        if self._env is not None:
+            found += [m.span() for m in self._env.finditer(text)]
+        low = text.lower()
+        for rule in _RULES:
+            if rule.needles and not any(n in low for n in rule.needles):
+                continue
+            found += [span for m in rule.regex.finditer(text) if (span := rule.span(m)) is not None]
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(found):
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        return merged
+
     def value(self, value: Any) -> Any:
         """``value`` with every string redacted; mapping values under secret-like keys replaced whole."""
         if isinstance(value, str):
@@ -213,3 +240,71 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
         return value
+
+
+_CONTEXT: Final = 256  # released text kept to give the next release its context ("Bearer ", "-p")
+_RELEASE_AT: Final = 512  # held text without a newline is released at whitespace past this size
+_HOLD_MAX: Final = 64 * 1024  # ... and whole past this one (a very long line without whitespace)
+_PEM_BEGIN: Final = "-----BEGIN"
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class FragmentRedactor(Generic[K]):
+    """Redacts text that arrives in fragments (streamed deltas), where a secret or its context may be
+    split over several fragments: ``feed`` holds text back and releases it (redacted) a line at a time,
+    a private key block whole; ``flush`` releases the rest when the stream ends. Streams are told apart
+    by a key. The released text of a stream joined equals ``Redactor.text`` of its whole text, up to a
+    secret whose context was released before the secret began (the context kept covers 256 chars)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self._held: dict[K, str] = {}
+        self._context: dict[K, str] = {}
+
+    def streams(self) -> list[K]:
+        """Streams with held text."""
+        return list(self._held)
+
+    def feed(self, key: K, text: str) -> str:
+        held = self._held.get(key, "") + text
+        cut = _cut(held)
+        self._held[key] = held[cut:]
+        return self._release(key, held[:cut]) if cut else ""
+
+    def flush(self, key: K) -> str:
+        """Release what ``key`` holds; its context is kept (``forget`` drops it)."""
+        held = self._held.pop(key, "")
+        return self._release(key, held) if held else ""
+
+    def forget(self, key: K) -> None:
+        self._held.pop(key, None)
+        self._context.pop(key, None)
+
+    def _release(self, key: K, raw: str) -> str:
+        context = self._context.get(key, "")
+        full, base = context + raw, len(context)
+        self._context[key] = full[-_CONTEXT:]
+        pieces, pos = [], base
+        for start, end in self.redactor.spans(full):
+            if end <= pos:
+                continue
+            pieces += [full[pos : max(start, pos)], REDACTED]
+            pos = end
+        pieces.append(full[pos:])
+        return "".join(pieces)
+
+
+def _cut(held: str) -> int:
+    """How much of ``held`` can be released: up to the last newline (not into an open key block)."""
+    begin = held.rfind(_PEM_BEGIN)
+    if begin >= 0 and "-----END" not in held[begin + len(_PEM_BEGIN) :]:
+        if len(held) - begin < _HOLD_MAX:
+            return held.rfind("\n", 0, begin) + 1
+        return len(held)
+    cut = held.rfind("\n") + 1
+    if cut == 0 and len(held) >= _RELEASE_AT:
+        space = max(held.rfind(" "), held.rfind("\t"))
+        cut = space + 1 if space >= 0 else (len(held) if len(held) >= _HOLD_MAX else 0)
+    return cut

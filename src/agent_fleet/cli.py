@@ -49,6 +49,7 @@ from agent_fleet.runner import (
     event_record,
     run_task,
 )
+from agent_fleet.runner._delta_redact import DeltaCoalescer
 from agent_fleet.runner.batch import BatchEntry, BatchResult, load_tasks, run_batch
 from agent_fleet.runner.review import PRIORITY_NAMES, parse_priority
 
@@ -381,6 +382,7 @@ class _Progress:
         self.live_mode = console.is_terminal and not json_output
         self.rows: dict[str, _Row] = {}
         self.redactor = Redactor()
+        self.deltas = DeltaCoalescer(self.redactor)
         self.live: Live | None = None
         self.started = time.monotonic()
 
@@ -404,8 +406,9 @@ class _Progress:
 
     def on_event(self, task_event: TaskEvent) -> None:
         if self.json_output:
-            record = event_record(task_event, self.redactor)
-            self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            for streamed in self.deltas.events(task_event):  # deltas held back, redacted as a whole
+                record = event_record(streamed, self.redactor)
+                self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.out.flush()
         row = self.row(task_event.task_id)
         event = task_event.event

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from agent_fleet._redact import REDACTED, Redactor
+from agent_fleet.runner._delta_redact import DeltaCoalescer
 from agent_fleet.runner._types import TaskEvent
 
 __all__ = ["REDACTED", "Redactor", "TranscriptWriter", "event_record"]
@@ -48,17 +49,24 @@ class TranscriptWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.redactor = redactor if redactor is not None else Redactor()
+        self._deltas = DeltaCoalescer(self.redactor)  # a secret split over deltas is redacted whole
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
 
     def write(self, task_event: TaskEvent) -> None:
         if self._file is None:
             return
-        line = json.dumps(event_record(task_event, self.redactor), ensure_ascii=False, default=str)
-        self._file.write(line + "\n")
+        self._write(self._deltas.events(task_event))
+
+    def _write(self, task_events: list[TaskEvent]) -> None:
+        assert self._file is not None
+        for task_event in task_events:
+            line = json.dumps(event_record(task_event, self.redactor), ensure_ascii=False, default=str)
+            self._file.write(line + "\n")
         self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
+            self._write(self._deltas.close())
             self._file.close()
             self._file = None
 
