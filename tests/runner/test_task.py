@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet import Spec
+from agent_fleet import Spec, TextDelta
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import GateConfig, ReviewConfig, Task, TaskEvent, run_task
@@ -42,7 +42,13 @@ async def test_commit_passes_the_require_commit_gate(
     assert result.start_head == start and result.end_head == git(repo, "rev-parse", "HEAD") != start
     assert git(repo, "log", "-1", "--format=%s") == "add a"
     records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
-    assert len(records) == len(events)
+    # Every event is written; streamed deltas coalesced (redacted as a whole), their text unchanged.
+    others = [e for e in events if not isinstance(e.event, TextDelta)]
+    assert [r["type"] for r in records if r["type"] != "TextDelta"] == [
+        type(e.event).__name__ for e in others
+    ]
+    deltas = "".join(e.event.text for e in events if isinstance(e.event, TextDelta))
+    assert "".join(r["text"] for r in records if r["type"] == "TextDelta") == deltas
     assert {r["task_id"] for r in records} == {"a"}
     assert records[0]["type"] == "System" and records[0]["subtype"] == "runner.started"
     assert records[-1]["subtype"] == "runner.finished" and records[-1]["data"]["status"] == "succeeded"
