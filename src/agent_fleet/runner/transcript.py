@@ -5,7 +5,9 @@ A record is ``{"ts": <ISO 8601 UTC>, "task_id": ..., "source": "agent"|"review"|
 a transcript is readable while the task runs and complete up to the last event if the process dies.
 
 Redaction: ``agent_fleet._redact.Redactor`` (re-exported here) replaces secrets in every string of a
-record (keys kept, values walked recursively); see that module for what it finds.
+record (keys kept, values walked recursively); see that module for what it finds. Streamed
+``TextDelta`` text is held back and written a line at a time, redacted as a whole
+(``runner._delta_redact``): a secret split over several deltas is found too.
 """
 
 from __future__ import annotations
