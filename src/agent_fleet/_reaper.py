@@ -27,6 +27,7 @@ import signal
 import sys
 import time
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 STRAY_GRACE = 1.0
 _stop: list[signal.Signals] = []
@@ -109,11 +110,16 @@ def main() -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the wakeup fd
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    reaper = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
             for sig in (*handled, signal.SIGCHLD):
                 signal.signal(sig, signal.SIG_DFL)
+            # Should the reaper itself be SIGKILLed, the child goes with it rather than live on unwatched.
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != reaper:
+                os._exit(127)
             os.execvp(argv[0], argv)
         except OSError as exc:
             os.write(err_w, str(exc.errno or 0).encode())
