@@ -54,6 +54,9 @@ SECRETS: dict[str, tuple[str, str]] = {
     "name_key": ("export SERVICE_API_KEY=" + "9f8e7d6c5b4a39281706", "9f8e7d6c5b4a39281706"),
     "name_token": ("DEPLOY_TOKEN=" + "tok-aa11bb22cc33 ./deploy.sh", "tok-aa11bb22cc33"),
     "quoted_api_key": ('api_key = "' + 'live-4f9a8b7c6d5e"', "live-4f9a8b7c6d5e"),
+    # The same inside a string that escapes its quotes (a command line shown by codex, JSON in JSON).
+    "escaped_json": ('echo "{\\"SecretAccessKey\\": \\"' + _A40 + '\\"}"', _A40),
+    "escaped_password": ('run "password=\\"' + 'esc4ped-Secret\\""', "esc4ped-Secret"),
 }
 
 LOOKALIKES: list[str] = [

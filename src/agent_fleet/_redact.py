@@ -94,6 +94,10 @@ def _r(pattern: str, *needles: str, check: Callable[[str, str], bool] | None = N
     return _Rule(re.compile(pattern), needles, check)
 
 
+# A name's separator: quotes around it may come escaped (JSON inside a shell string, a command shown
+# with \" ...).
+_SEP: Final = r"[\\\"']{0,8}\s*[:=]\s*[\\\"']{0,8}"
+
 _RULES: Final[tuple[_Rule, ...]] = (
     # PEM private key blocks, whole (to the end of the text when the END line was cut off).
     _r(
@@ -127,25 +131,25 @@ _RULES: Final[tuple[_Rule, ...]] = (
     # Headers: the scheme word (Basic, Bearer, token...) is kept, the credential goes.
     _r(r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=\-]{6,}", "bearer"),
     _r(
-        r"(?i)(?P<keep>\b(?:proxy-)?authorization\"?\s*[:=]\s*\"?(?:[A-Za-z]+ +)?)[^\s\"',;}]+",
+        r"(?i)(?P<keep>\b(?:proxy-)?authorization" + _SEP + r"(?:[A-Za-z]+ +)?)[^\s\\\"',;}]+",
         "authorization",
     ),
     _r(
-        r"(?i)(?P<keep>\b(?:x-api-key|api-key|x-auth-token|x-goog-api-key)[\"']?\s*[:=]\s*[\"']?)"
-        r"[^\s\"',;}]{4,}",
+        r"(?i)(?P<keep>\b(?:x-api-key|api-key|x-auth-token|x-goog-api-key)" + _SEP + r")"
+        r"[^\s\\\"',;}]{4,}",
         "key",
         "token",
     ),
     # password: X / password = "X" (YAML, properties, code) unless the value is code.
     _r(
-        r"(?i)(?P<keep>(?:passw(?:or)?d|\bpwd|passphrase)[\"']?\s*[:=]\s*[\"']?)[^\s\"',;(){}\[\]]{3,}",
+        r"(?i)(?P<keep>(?:passw(?:or)?d|\bpwd|passphrase)" + _SEP + r")[^\s\\\"',;(){}\[\]]{3,}",
         "pass",
         "pwd",
         check=_not_code,
     ),
     # AWS secret access keys, by name (any case, JSON or ini or env).
     _r(
-        r"(?i)(?P<keep>(?:aws_?secret_?access_?key|secretaccesskey)[\"']?\s*[:=]\s*[\"']?)[A-Za-z0-9/+=]{40}",
+        r"(?i)(?P<keep>(?:aws_?secret_?access_?key|secretaccesskey)" + _SEP + r")[A-Za-z0-9/+=]{40}",
         "secret",
     ),
     # NAME_KEY=value, NAME_TOKEN=value (environment-style names), with ``export`` or in a .env file.
@@ -163,7 +167,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     # api_key = "literal", client_secret: 'literal' (quoted literals in code and config).
     _r(
         r"(?i)(?P<keep>(?:api_?key|secret_?key|access_?token|auth_?token|client_?secret|private_?key)"
-        r"[\"']?\s*[:=]\s*(?P<q>[\"']))[^\"'\s]{8,}(?=(?P=q))",
+        r"[\\\"']{0,8}\s*[:=]\s*\\{0,7}(?P<q>[\"']))[^\\\"'\s]{8,}(?=\\{0,7}(?P=q))",
         "key",
         "token",
         "secret",
