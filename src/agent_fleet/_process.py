@@ -39,7 +39,7 @@ from typing import Final, Literal
 __all__ = ["ChildProcess", "Tail"]
 
 _REAPER: Final = str(Path(__file__).with_name("_reaper.py"))
-_USE_REAPER: Final = sys.platform.startswith("linux")
+_USE_REAPER: Final = sys.platform.startswith("linux") and bool(sys.executable)
 _REPORT_TIMEOUT: Final = 30.0
 _MARGIN: Final = 2.0
 _PIPE: Final = asyncio.subprocess.PIPE
