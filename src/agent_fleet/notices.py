@@ -38,7 +38,8 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         ),
         "unknown_approval_kind": "an approval kind agent-fleet does not know, decided by the policy default",
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
-        "mcp_config_unsupported": "this app-server cannot write MCP config; Spec.mcp_servers not applied",
+        "notice": "a codex account, configuration or thread-metadata notice (data: method and its params)",
+        "notices_dropped": "notices were dropped because nobody read them in time (data: count)",
         "review.entered": "a review turn entered review mode (data: target)",
         "review.exited": "a review turn left review mode (data: the review text)",
         # -- Claude --------------------------------------------------------------------------------------
@@ -55,6 +56,7 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "runner.review_started": "a code review of the task's changes started (data: number, target)",
         "runner.review": "a code review's findings (data: number, thread_id, findings, blocking)",
         "runner.review_skipped": "no review was run (data: reason)",
+        "runner.rate_limited": "a rate limit is near: the runner waits before a turn (data: used, wait)",
         "runner.finished": "the task ended (data: its TaskResult, without the final text)",
         "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
         "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",

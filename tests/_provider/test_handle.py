@@ -45,7 +45,7 @@ class _Handle(StreamedHandle[_Turn]):
     def session_id(self) -> str:
         return "s1"
 
-    async def _follow_up(self, prompt: str) -> None:
+    async def _follow_up(self, prompt: str, *, images: tuple[Any, ...], output_schema: Any) -> None:
         self.prompts.append(prompt)
         self._turn = _Turn()
 

@@ -39,7 +39,8 @@ import itertools
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from claude_agent_sdk import (
@@ -69,9 +70,9 @@ from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet.claude import _approvals
 from agent_fleet.claude.mapping import TurnMapper
-from agent_fleet.claude.translate import ClaudePlan
+from agent_fleet.claude.translate import ClaudePlan, user_content
 from agent_fleet.contract import Spec
-from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
+from agent_fleet.errors import ProviderUnavailable, TransportError, Unsupported, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.policy import ApprovalPolicy, Decision
 
@@ -172,8 +173,13 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         """The last lines the CLI wrote to stderr."""
         return "\n".join(self._stderr)
 
-    async def _follow_up(self, prompt: str) -> None:
-        await self.start_turn(prompt)
+    async def _follow_up(
+        self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
+    ) -> None:
+        if output_schema is not None and dict(output_schema) != dict(self._spec.output_schema or {}):
+            # the CLI takes its JSON schema once, at start (--json-schema)
+            raise Unsupported("Claude takes an output schema per session (Spec.output_schema), not per turn")
+        await self.start_turn(user_content(prompt, images) if images else prompt)
 
     async def inject(self, text: str) -> None:
         """Steer the running turn: the CLI shows ``text`` to Claude mid-turn (next model request).

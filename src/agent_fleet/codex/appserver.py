@@ -25,20 +25,29 @@ import contextlib
 import logging
 import os
 import signal
-from collections import deque
-from collections.abc import Callable, Coroutine
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
 from agent_fleet._codex_binary import find_codex
 from agent_fleet._codex_toml import config_args
+from agent_fleet._provider.board import Backlog, NoticeBoard
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex.handle import CodexHandle
-from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
+from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS, notice_events
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.codex.translate import plan_spawn
-from agent_fleet.contract import Capabilities, ModelInfo, Provider, ReviewResult, ReviewTarget, Spec
+from agent_fleet.contract import (
+    Capabilities,
+    ModelInfo,
+    Provider,
+    ReviewResult,
+    ReviewTarget,
+    SessionInfo,
+    Spec,
+)
 from agent_fleet.errors import (
     AgentFleetError,
     ConnectionClosed,
@@ -46,7 +55,7 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import Event, System
+from agent_fleet.events import Event, RateLimits, System, TokenUsage, UnknownEvent
 from agent_fleet.jsonrpc import Connection, Notification, StreamTransport
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
@@ -61,6 +70,9 @@ logger = logging.getLogger("agent_fleet.codex")
 APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
 _STDERR_TAIL_BYTES = 64 * 1024
+# Notices for threads without a handle yet: this many threads, this many notices each.
+_ORPHAN_THREADS = 64
+_ORPHAN_LIMIT = 32
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
 
@@ -108,7 +120,9 @@ class CodexProvider(Provider):
         self._restarting: asyncio.Task[None] | None = None
         self._shutting_down = False
         self._closed = False
-        self._mcp_written: set[str] = set()
+        self._board = NoticeBoard()
+        self._orphans: OrderedDict[str, Backlog] = OrderedDict()  # thread id -> notices before its handle
+        self._rate_limits: RateLimits | None = None
         self.writable_roots: tuple[str, ...] = ()
         self.crashes = 0
 
@@ -123,7 +137,7 @@ class CodexProvider(Provider):
             supports_output_schema=True,
             supports_reasoning_effort=True,
             needs_permission_config=False,
-            emits_subagent_events=False,
+            emits_subagent_events=True,
             tool_permission_format="codex-approval",
             supports_review=True,
         )
@@ -214,6 +228,7 @@ class CodexProvider(Provider):
             await asyncio.gather(*(h.stop() for h in handles), return_exceptions=True)
         for h in self._sessions.handles():
             h.crashed("provider shut down", {})
+        self._board.close()
         child, self._child = self._child, None
         if child is not None:
             await self._kill(child)
@@ -294,11 +309,11 @@ class CodexProvider(Provider):
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
+        notices = spec_unsupported(plan.untranslated)
         result = await child.conn.request_with_retry(
             "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
         )
-        return await self._open(child, result, spec, plan.turn_params, policy, notices)
+        return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage())
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
         """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
@@ -307,21 +322,79 @@ class CodexProvider(Provider):
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)
-        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
+        notices = spec_unsupported(plan.untranslated)
         params = {**plan.thread_params, "threadId": session_id}
         result = await child.conn.request_with_retry(
             "thread/resume", params, timeout=self.options.rpc_timeout
         )
-        return await self._open(child, result, spec, plan.turn_params, policy, notices)
+        return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
+
+    async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
+        """A new thread with a copy of thread ``session_id``'s history (``thread/fork``) and ``spec``'s
+        settings; no turn runs until ``send()`` (``spec.prompt`` is not sent)."""
+        child = await self._ready()
+        plan = plan_spawn(spec)
+        policy = ApprovalPolicy(spec.permission)
+        params = {**plan.thread_params, "threadId": session_id}
+        result = await child.conn.request_with_retry("thread/fork", params, timeout=self.options.rpc_timeout)
+        return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
+
+    async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
+        """Stored threads, newest first (``thread/list``, following pages up to ``limit``)."""
+        child = await self._ready()
+        out: list[SessionInfo] = []
+        cursor: str | None = None
+        while limit is None or len(out) < limit:
+            params: dict[str, Any] = {"archived": archived}
+            if limit is not None:
+                params["limit"] = limit - len(out)
+            if cursor:
+                params["cursor"] = cursor
+            page = await child.conn.request_with_retry(
+                "thread/list", params, timeout=self.options.rpc_timeout
+            )
+            out += [_session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        return out if limit is None else out[:limit]
+
+    async def read_session(self, session_id: str) -> SessionInfo:
+        """Thread ``session_id`` with its turns in ``raw["turns"]`` (``thread/read``)."""
+        child = await self._ready()
+        result = await child.conn.request_with_retry(
+            "thread/read", {"threadId": session_id, "includeTurns": True}, timeout=self.options.rpc_timeout
+        )
+        thread = result.get("thread") if isinstance(result, dict) else None
+        if not isinstance(thread, dict):
+            raise RPCError(-32603, f"thread/read without a thread: {result!r}")
+        return _session_info(thread)
+
+    async def archive_session(self, session_id: str) -> None:
+        """Archive thread ``session_id`` (``thread/archive``)."""
+        child = await self._ready()
+        await child.conn.request("thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout)
+
+    @property
+    def rate_limits(self) -> RateLimits | None:
+        """The latest ``account/rateLimits/updated`` codex sent (None before the first)."""
+        return self._rate_limits
+
+    def notices(self) -> AsyncIterator[Event]:
+        """Connection-wide notices (warnings, account and config changes, rate limits, MCP start-up,
+        notices for threads without a handle) as events: the last 256 kept, then each new one, until
+        ``shutdown()``. A reader that falls behind gets ``System(subtype="notices_dropped")``."""
+        return self._board.follow()
 
     async def _open(
         self,
         child: _Child,
         result: Any,
         spec: Spec,
-        turn_params: dict[str, Any],
+        turn_params: dict[str, Any] | None,
         policy: ApprovalPolicy,
         notices: list[System],
+        baseline: TokenUsage | None,
     ) -> CodexHandle:
         thread = result.get("thread") if isinstance(result, dict) else None
         thread_id = thread.get("id") if isinstance(thread, dict) else None
@@ -334,8 +407,23 @@ class CodexProvider(Provider):
                 cwd = envs[0].get("cwd")
         if not isinstance(cwd, str):
             cwd = os.fspath(spec.cwd or self.options.cwd or os.getcwd())
-        handle = CodexHandle(self, self._sessions, child.conn, thread_id, spec, policy, cwd)
+        handle = CodexHandle(
+            self, self._sessions, child.conn, thread_id, spec, policy, cwd, baseline=baseline
+        )
         self._sessions.add(handle)
+        # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
+        orphans = self._orphans.pop(thread_id, None)
+        for event in orphans.drain() if orphans is not None else ():
+            handle.notice(event)
+        # The model the thread really runs (set by Spec.model, a -c override or the user's config).
+        model = result.get("model")
+        if isinstance(model, str) and model:
+            provider = result.get("modelProvider")
+            handle.notice(System(subtype="session", data={"model": model, "model_provider": provider}))
+        for notice in notices:
+            handle.notice(notice)
+        if turn_params is None:
+            return handle
         items = turn_params["input"]
         extra = {k: v for k, v in turn_params.items() if k != "input"}
         try:
@@ -343,31 +431,7 @@ class CodexProvider(Provider):
         except BaseException:
             await handle.stop()
             raise
-        # The model the thread really runs (set by Spec.model, a -c override or the user's config).
-        model = result.get("model")
-        if isinstance(model, str) and model:
-            provider = result.get("modelProvider")
-            handle._emit(System(subtype="session", data={"model": model, "model_provider": provider}))
-        for notice in notices:
-            handle._emit(notice)
         return handle
-
-    async def _write_mcp(self, child: _Child, edits: list[dict[str, Any]]) -> list[System]:
-        todo = [e for e in edits if e["keyPath"] not in self._mcp_written]
-        if not todo:
-            return []
-        try:
-            await child.conn.request_with_retry(
-                "config/batchWrite",
-                {"edits": todo, "reloadUserConfig": True},
-                timeout=self.options.rpc_timeout,
-            )
-        except RPCError as exc:
-            if exc.code == RPCError.METHOD_NOT_FOUND:
-                return [System(subtype="mcp_config_unsupported", data={"error": exc.message})]
-            raise
-        self._mcp_written.update(e["keyPath"] for e in todo)
-        return []
 
     async def review(
         self,
@@ -412,7 +476,40 @@ class CodexProvider(Provider):
         return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
-        logger.debug("codex notification without a live thread: %s", msg.method)
+        """A notification no handle subscribed to: connection-wide, or for a thread without a handle
+        (yet). Notices go on the notice stream; connection-wide ones also to every live session,
+        thread ones are kept for that thread's handle (bounded); the rest is only logged."""
+        params = msg.params if isinstance(msg.params, dict) else {}
+        events = notice_events(msg.method, params)
+        thread_id = params.get("threadId")
+        if events is None:
+            if isinstance(thread_id, str):  # events of a thread nobody watches (a sub-agent, ...)
+                logger.debug("codex notification for thread %s without a handle: %s", thread_id, msg.method)
+                return
+            events = [UnknownEvent(raw={"method": msg.method, "params": msg.params})]
+        for event in events:
+            if isinstance(event, RateLimits):
+                self._rate_limits = event
+            self._board.post(event)
+            if isinstance(thread_id, str):
+                self._orphan(thread_id, event)
+            elif not isinstance(event, UnknownEvent):
+                for handle in self._sessions.handles():
+                    handle.notice(event)
+
+    def _orphan(self, thread_id: str, event: Event) -> None:
+        # The fallback may run after the thread's handle subscribed: then it is that handle's.
+        if thread_id in self._sessions:
+            for handle in self._sessions.handles():
+                if handle.session_id == thread_id:
+                    handle.notice(event)
+                    return
+        backlog = self._orphans.get(thread_id)
+        if backlog is None:
+            backlog = self._orphans[thread_id] = Backlog(_ORPHAN_LIMIT)
+            while len(self._orphans) > _ORPHAN_THREADS:
+                self._orphans.popitem(last=False)
+        backlog.add(event)
 
 
 def _model_info(record: dict[str, Any]) -> ModelInfo:
@@ -425,4 +522,22 @@ def _model_info(record: dict[str, Any]) -> ModelInfo:
         is_default=bool(record.get("isDefault")),
         hidden=bool(record.get("hidden")),
         raw=record,
+    )
+
+
+def _session_info(thread: dict[str, Any]) -> SessionInfo:
+    def _num(key: str) -> float | None:
+        value = thread.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    cwd = thread.get("cwd")
+    return SessionInfo(
+        id=str(thread.get("id")),
+        preview=str(thread.get("preview") or ""),
+        cwd=cwd if isinstance(cwd, str) else None,
+        model=thread.get("model") if isinstance(thread.get("model"), str) else None,
+        created_at=_num("createdAt"),
+        updated_at=_num("updatedAt"),
+        forked_from=thread.get("forkedFromId") if isinstance(thread.get("forkedFromId"), str) else None,
+        raw=thread,
     )
