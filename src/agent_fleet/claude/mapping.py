@@ -4,6 +4,7 @@
 SDK message                                    events
 =============================================  ====================================================
 ``StreamEvent`` ``text_delta`` (main thread)   ``TextDelta(item_id=<message id>)``
+``StreamEvent`` ``thinking_delta`` (main)      ``ReasoningDelta(item_id=<message id>)``
 ``AssistantMessage`` text / thinking blocks    ``AssistantMessage`` / ``Reasoning`` (main thread)
 ``AssistantMessage`` ``tool_use`` blocks        ``ToolUse`` (``Bash`` -> ``shell`` with
                                                ``{"command"}``; ``mcp__s__t`` -> ``mcp:s/t``;
@@ -16,7 +17,8 @@ other ``SystemMessage`` (progress noise        ``System(subtype="claude_system")
 excepted)                                      ``subtype`` and ``data``
 ``RateLimitEvent``                             ``System(subtype="rate_limit")``
 ``ConversationResetMessage``                   ``System(subtype="conversation_reset")``
-``ResultMessage`` success                       ``TokenUsage`` then ``Result``
+``ResultMessage`` success                       ``TokenUsage`` then ``Result`` (cost, duration,
+                                               permission denials)
 ``ResultMessage`` error                         ``Error``: ``auth_failed`` (HTTP 401/403 or
                                                ``authentication_failed``), ``cancelled``
                                                (aborted), else ``turn_failed`` (retryable for
@@ -61,6 +63,7 @@ from agent_fleet.events import (
     ErrorCode,
     Event,
     Reasoning,
+    ReasoningDelta,
     Result,
     System,
     TextDelta,
@@ -85,21 +88,33 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def token_usage(usage: dict[str, Any] | None, prior_total: int = 0) -> TokenUsage:
-    """``TokenUsage`` from a Messages API usage dict. ``input_tokens`` includes cache reads and writes
-    (Anthropic counts them apart); ``total_tokens`` adds ``prior_total`` (the session so far)."""
+def token_usage(
+    usage: dict[str, Any] | None, prior_total: int = 0, model_usage: dict[str, Any] | None = None
+) -> TokenUsage:
+    """``TokenUsage`` from a Messages API usage dict (one turn's). ``input_tokens`` includes cache reads
+    and writes (Anthropic counts them apart); ``total_tokens`` adds ``prior_total`` (the session so
+    far); ``turn`` is this turn alone; ``context_window`` comes from the CLI's ``modelUsage``."""
     u = usage or {}
     cached = _int(u.get("cache_read_input_tokens"))
-    inp = _int(u.get("input_tokens")) + cached + _int(u.get("cache_creation_input_tokens"))
+    written = _int(u.get("cache_creation_input_tokens"))
+    inp = _int(u.get("input_tokens")) + cached + written
     out = _int(u.get("output_tokens"))
     details = u.get("output_tokens_details")
     thinking = _int(details.get("thinking_tokens")) if isinstance(details, dict) else 0
-    return TokenUsage(
+    turn = TokenUsage(
         input_tokens=inp,
         cached_input_tokens=cached,
         output_tokens=out,
         reasoning_output_tokens=thinking,
+        total_tokens=inp + out,
+        cache_write_input_tokens=written,
+    )
+    windows = [_int(m.get("contextWindow")) for m in (model_usage or {}).values() if isinstance(m, dict)]
+    return dataclasses.replace(
+        turn,
         total_tokens=prior_total + inp + out,
+        turn=turn,
+        context_window=max(windows) if any(windows) else None,
     )
 
 
@@ -219,6 +234,10 @@ class TurnMapper:
                     text = delta.get("text")
                     if isinstance(text, str) and text:
                         return [TextDelta(text=text, item_id=self._message_id)]
+                if isinstance(delta, dict) and delta.get("type") == "thinking_delta":
+                    thinking = delta.get("thinking")
+                    if isinstance(thinking, str) and thinking:
+                        return [ReasoningDelta(text=thinking, item_id=self._message_id)]
         return []
 
     def _assistant(self, msg: SDKAssistantMessage) -> list[Event]:
@@ -266,7 +285,7 @@ class TurnMapper:
     def _result(self, msg: ResultMessage) -> list[Event]:
         if msg.is_error:
             return [result_error(msg, self._api_error)]
-        usage = token_usage(msg.usage, self.total)
+        usage = token_usage(msg.usage, self.total, msg.model_usage)
         self.total = usage.total_tokens
         text = msg.result if isinstance(msg.result, str) else self._last_text
         structured: Any = None
@@ -276,5 +295,14 @@ class TurnMapper:
             )
         return [
             usage,
-            Result(session_id=self.session_id, turn_id=None, text=text, usage=usage, structured=structured),
+            Result(
+                session_id=self.session_id,
+                turn_id=None,
+                text=text,
+                usage=usage,
+                structured=structured,
+                cost_usd=msg.total_cost_usd,
+                duration_ms=msg.duration_ms,
+                permission_denials=tuple(d for d in msg.permission_denials or () if isinstance(d, dict)),
+            ),
         ]
