@@ -54,16 +54,23 @@ class PermissionConfig:
     ``disallow_patterns`` decline first; when ``allow_patterns`` is non-empty only commands matching
     one are accepted; otherwise ``default`` decides (``allow`` accepts for the session).
     Patterns are Python regular expressions searched in the command text.
+    ``rule_packs``: paths of TOML rule packs of the user's own, added to the built-in ones (which can
+    never be removed; see docs/rule-packs.md). ``allowed_hosts``: host patterns (``fnmatch``, e.g.
+    ``*.corp.example``) installs may fetch from and uploads may go to, besides the package indexes.
     """
 
     allow_patterns: tuple[str, ...] = ()
     disallow_patterns: tuple[str, ...] = ()
     default: Literal["allow", "deny"] = "allow"
+    rule_packs: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
         object.__setattr__(self, "allow_patterns", tuple(self.allow_patterns))
         object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
+        object.__setattr__(self, "rule_packs", tuple(str(path) for path in self.rule_packs))
+        object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
         if self.default not in ("allow", "deny"):
             raise ValueError(f"PermissionConfig.default must be 'allow' or 'deny', not {self.default!r}")
 
