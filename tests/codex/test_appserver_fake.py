@@ -185,7 +185,7 @@ async def test_every_notice_reaches_someone(tmp_path: Path) -> None:
         async with asyncio.timeout(10):
             async for event in provider.notices():
                 board.append(event)
-                if isinstance(event, RateLimits) and sum(isinstance(e, RateLimits) for e in board) == 2:
+                if isinstance(event, RateLimits):
                     break
     assert provider.rate_limits == RateLimits(
         used_percent=95.0,
@@ -194,8 +194,9 @@ async def test_every_notice_reaches_someone(tmp_path: Path) -> None:
     )
     [status] = [e for e in first if isinstance(e, McpServerStatus)]
     assert status == McpServerStatus(name="docs", status="ready", session_id=handle.session_id)
-    # connection-wide: delivered to the live session, or kept for its next turn
-    assert sum(isinstance(e, RateLimits) for e in first + second) >= 1
+    # connection-wide: delivered to the live session (or kept for its next turn), once: each turn
+    # repeats the same state, which is not news
+    assert sum(isinstance(e, RateLimits) for e in first + second) == 1
     assert isinstance(first[-1], Result)
     [named] = [e for e in second if isinstance(e, System) and e.subtype == "notice"]
     assert named.data == {

@@ -489,6 +489,8 @@ class CodexProvider(Provider):
             events = [UnknownEvent(raw={"method": msg.method, "params": msg.params})]
         for event in events:
             if isinstance(event, RateLimits):
+                if event == self._rate_limits:
+                    continue  # codex repeats the state after every model response: news only
                 self._rate_limits = event
             self._board.post(event)
             if isinstance(thread_id, str):
