@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet import Compaction, Result, Spec, TokenUsage
+from agent_fleet import Compaction, RateLimits, Result, Spec, System, TokenUsage
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event
@@ -110,3 +110,27 @@ async def test_follow_up_with_an_output_schema_and_an_image(
     assert result.usage is not None and result.usage.total_tokens == 42
     assert result.usage.turn == TokenUsage(input_tokens=20, output_tokens=7, total_tokens=27)
     assert [e for e in events if isinstance(e, TokenUsage)][-1] == result.usage
+
+
+async def test_notices_between_turns_and_rate_limits_reach_someone(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    scripted_model.responder = lambda request: Reply.text("ok")
+    async with CodexProvider(codex_options) as provider:
+        handle = await provider.spawn(Spec(prompt="one", cwd=workspace))
+        await asyncio.wait_for(handle.wait(), 60)
+        # between turns: codex announces the new name while no turn runs
+        await provider.connection.request(
+            "thread/name/set", {"threadId": handle.session_id, "name": "renamed"}, timeout=30
+        )
+        await handle.send("two")
+        events = await asyncio.wait_for(_collect(handle), 60)
+        # codex reports the account's rate limits after model responses; they are no longer opted out
+        async with asyncio.timeout(30):
+            async for notice in provider.notices():
+                if isinstance(notice, RateLimits):
+                    break
+        assert provider.rate_limits is not None
+    renamed = [e for e in events if isinstance(e, System) and e.subtype == "notice"]
+    assert [e.data["method"] for e in renamed] == ["thread/name/updated"]
+    assert events.index(renamed[0]) < len(events) - 1 and isinstance(events[-1], Result)
