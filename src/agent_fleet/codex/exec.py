@@ -66,7 +66,7 @@ CAPABILITIES: Final = Capabilities(
     supports_output_schema=True,  # --output-schema FILE
     supports_reasoning_effort=True,  # -c model_reasoning_effort=...
     needs_permission_config=False,  # approval policy is 'never': nothing to decide per command
-    emits_subagent_events=False,
+    emits_subagent_events=True,  # collab_tool_call items -> SubAgent
     tool_permission_format="codex-sandbox",
 )
 
