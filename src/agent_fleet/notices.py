@@ -44,7 +44,6 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "review.exited": "a review turn left review mode (data: the review text)",
         # -- Claude --------------------------------------------------------------------------------------
         "init": "the Claude Code session started (data: session_id, model, cwd, tools, ...)",
-        "rate_limit": "Claude's rate-limit status (data: as reported)",
         "conversation_reset": "Claude Code reset the conversation (data: session_id)",
         "inject_late": "injected input reached Claude after the turn ended and was dropped (data: count)",
         "claude_system": "another Claude Code system message, passed through (data: subtype, data)",

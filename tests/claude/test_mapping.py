@@ -22,7 +22,9 @@ from claude_agent_sdk import (
 
 from agent_fleet import (
     AssistantMessage,
+    Compaction,
     Error,
+    RateLimits,
     Reasoning,
     ReasoningDelta,
     Result,
@@ -182,13 +184,23 @@ def test_system_messages() -> None:
     init = SystemMessage(subtype="init", data={"session_id": "s", "model": "m", "cwd": "/w", "extra": 1})
     assert mapper.feed(init) == [System(subtype="init", data={"session_id": "s", "model": "m", "cwd": "/w"})]
     assert mapper.feed(SystemMessage(subtype="status", data={"status": "requesting"})) == []
-    assert mapper.feed(SystemMessage(subtype="compact_boundary", data={"x": 1})) == [
-        System(subtype="claude_system", data={"subtype": "compact_boundary", "data": {"x": 1}})
+    assert mapper.feed(SystemMessage(subtype="compact_boundary", data={"x": 1})) == [Compaction()]
+    assert mapper.feed(SystemMessage(subtype="api_retry", data={"x": 1})) == [
+        System(subtype="claude_system", data={"subtype": "api_retry", "data": {"x": 1}})
     ]
     limit = RateLimitEvent(
         rate_limit_info=RateLimitInfo(status="allowed", raw={"status": "allowed"}), uuid="u", session_id="s"
     )
-    assert mapper.feed(limit) == [System(subtype="rate_limit", data={"status": "allowed"})]
+    assert mapper.feed(limit) == [RateLimits(raw={"status": "allowed"})]
+    raw = {"status": "rejected", "resetsAt": 1700000000, "utilization": 1.0}
+    rejected = RateLimitEvent(
+        rate_limit_info=RateLimitInfo(status="rejected", resets_at=1700000000, utilization=1.0, raw=raw),
+        uuid="u",
+        session_id="s",
+    )
+    assert mapper.feed(rejected) == [
+        RateLimits(used_percent=100.0, resets_at=1700000000.0, reached=True, raw=raw)
+    ]
 
 
 def test_token_usage_tolerates_missing_fields() -> None:

@@ -73,7 +73,7 @@ from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan, user_content
 from agent_fleet.contract import Spec
 from agent_fleet.errors import ProviderUnavailable, TransportError, Unsupported, UsageError
-from agent_fleet.events import Error, Event, Result, System
+from agent_fleet.events import Error, Event, RateLimits, Result, System
 from agent_fleet.policy import ApprovalPolicy, Decision
 
 if TYPE_CHECKING:
@@ -397,6 +397,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
                 self._total_tokens = turn.mapper.total
                 self._finish(turn, event)
             else:
+                if type(event) is RateLimits:
+                    self._provider.observe_rate_limits(event)
                 turn.stream.push(event)
 
     def _check_injected(self, turn: _ClaudeTurn, message: ResultMessage) -> None:

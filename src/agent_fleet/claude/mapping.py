@@ -13,9 +13,10 @@ SDK message                                    events
 ``UserMessage`` ``tool_result`` blocks          ``ToolResult`` (``status``: completed / failed /
                                                declined by the policy)
 ``SystemMessage`` ``init``                      ``System(subtype="init")``
+``SystemMessage`` ``compact_boundary``          ``Compaction``
 other ``SystemMessage`` (progress noise        ``System(subtype="claude_system")``: its
 excepted)                                      ``subtype`` and ``data``
-``RateLimitEvent``                             ``System(subtype="rate_limit")``
+``RateLimitEvent``                             ``RateLimits`` (``Provider.rate_limits``)
 ``ConversationResetMessage``                   ``System(subtype="conversation_reset")``
 ``ResultMessage`` success                       ``TokenUsage`` then ``Result`` (cost, duration,
                                                permission denials)
@@ -59,9 +60,11 @@ from agent_fleet._provider.prompt import parse_structured
 from agent_fleet.claude._approvals import tool_input, tool_name
 from agent_fleet.events import (
     AssistantMessage,
+    Compaction,
     Error,
     ErrorCode,
     Event,
+    RateLimits,
     Reasoning,
     ReasoningDelta,
     Result,
@@ -204,6 +207,8 @@ class TurnMapper:
             case SystemMessage(subtype="init"):
                 data: dict[str, Any] = {k: msg.data[k] for k in _INIT_KEYS if k in msg.data}
                 return [System(subtype="init", data=data)]
+            case SystemMessage(subtype="compact_boundary"):
+                return [Compaction()]
             case SystemMessage():
                 if msg.subtype in QUIET_SYSTEM_SUBTYPES:
                     return []
@@ -211,7 +216,15 @@ class TurnMapper:
                     System(subtype="claude_system", data={"subtype": msg.subtype, "data": dict(msg.data)})
                 ]
             case RateLimitEvent():
-                return [System(subtype="rate_limit", data=dict(msg.rate_limit_info.raw))]
+                info = msg.rate_limit_info
+                return [
+                    RateLimits(
+                        used_percent=info.utilization * 100 if info.utilization is not None else None,
+                        resets_at=float(info.resets_at) if info.resets_at is not None else None,
+                        reached=info.status == "rejected",
+                        raw=dict(info.raw),
+                    )
+                ]
             case ConversationResetMessage():
                 return [System(subtype="conversation_reset", data={"session_id": msg.session_id})]
             case _:
