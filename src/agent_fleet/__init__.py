@@ -39,6 +39,7 @@ from agent_fleet.events import (
     UnknownEvent,
     WebSearch,
 )
+from agent_fleet.tools import Tool
 
 __version__ = "0.1.0"
 
@@ -73,6 +74,7 @@ __all__ = [
     "System",
     "TextDelta",
     "TokenUsage",
+    "Tool",
     "ToolProgress",
     "ToolResult",
     "ToolUse",

@@ -126,3 +126,10 @@ async def test_fork_and_compact_are_unsupported_by_default() -> None:
         await handle.fork()
     with pytest.raises(Unsupported):
         await handle.compact()
+
+
+async def test_send_refuses_a_prompt_that_is_not_text() -> None:
+    handle = _Handle()
+    with pytest.raises(UsageError, match="not valid text"):
+        await handle.send("bad \udcff")
+    assert handle.prompts == []

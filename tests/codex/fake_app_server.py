@@ -1,8 +1,8 @@
 """A scripted stand-in for `codex app-server` (run as a child process by the tests).
 
 On each turn/start it sends the server requests listed in $FAKE_SCENARIO (JSON list of
-{"method", "params"}; "threadId"/"conversationId" filled in), waits for every answer, then finishes
-the turn with an agent message whose text is the JSON list of the answers it received.
+{"method", "params"}; "threadId"/"conversationId" filled in unless "global" is true), waits for every
+answer, then finishes the turn with an agent message whose text is the JSON list of the answers it received.
 """
 
 import json
@@ -12,6 +12,7 @@ import sys
 scenario = json.loads(os.environ.get("FAKE_SCENARIO", "[]"))
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
 notices = os.environ.get("FAKE_NOTICES") == "1"  # connection-wide and between-turn notices too
+silent = bool(os.environ.get("FAKE_SILENT"))  # start turns, then never send anything for them
 threads = 0
 
 
@@ -43,6 +44,8 @@ def ask(tid, turn, n, answers):
         return
     req = scenario[n]
     p = dict(req["params"], threadId=tid, turnId=turn)
+    if req.get("global"):  # a connection-wide request (e.g. auth refresh): no thread to route by
+        p = dict(req["params"])
     if req["method"] in ("execCommandApproval", "applyPatchApproval"):
         p = dict(req["params"], conversationId=tid)
     if isinstance(p.get("command"), str):
@@ -86,7 +89,8 @@ def main():
             delta = {"threadId": tid, "turnId": turn, "itemId": "m1", "delta": "x"}
             for _ in range(flood):
                 send({"method": "item/agentMessage/delta", "params": delta})
-            ask(tid, turn, 0, [])
+            if not silent:
+                ask(tid, turn, 0, [])
         elif method == "model/list":
             if params.get("cursor"):
                 send({"id": mid, "result": {"data": [{"id": "b"}], "nextCursor": None}})

@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream
-from agent_fleet.contract import Handle
+from agent_fleet.contract import Handle, check_text
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event, Result
 
@@ -58,7 +58,7 @@ class StreamedHandle(Handle, Generic[TurnT]):
         """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
         if self.running:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
-        await self._follow_up(prompt, images=tuple(images), output_schema=output_schema)
+        await self._follow_up(check_text(prompt), images=tuple(images), output_schema=output_schema)
 
     @abc.abstractmethod
     async def _follow_up(

@@ -64,17 +64,20 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import Message
 
+from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
-from agent_fleet.claude import _approvals
+from agent_fleet._provider.watchdog import IdleWatchdog
+from agent_fleet.claude import _approvals, _questions, _tools
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan, user_content
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import ProviderUnavailable, TransportError, Unsupported, UsageError
-from agent_fleet.events import Error, Event, RateLimits, Result, System
+from agent_fleet.events import Error, Event, RateLimits, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
+from agent_fleet.tools import as_tools
 
 if TYPE_CHECKING:
     from agent_fleet.claude.provider import ClaudeProvider
@@ -112,12 +115,14 @@ def _user_message(content: str | list[dict[str, Any]], message_uuid: str) -> dic
 
 
 class _ClaudeTurn:
-    __slots__ = ("injected", "mapper", "stream", "timer")
+    __slots__ = ("injected", "mapper", "stream", "timer", "tools", "watchdog")
 
     def __init__(self, mapper: TurnMapper) -> None:
         self.mapper = mapper
         self.stream = EventStream()
         self.timer: asyncio.TimerHandle | None = None
+        self.watchdog: IdleWatchdog | None = None
+        self.tools: set[str] = set()  # tool uses without a result yet: quiet is expected meanwhile
         self.injected: list[str] = []
 
 
@@ -151,8 +156,15 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         self._total_tokens = 0
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._reader: asyncio.Task[None] | None = None
+        sdk_options = dict(plan.options)
+        if spec.tools:
+            tools = as_tools(spec.tools)
+            sdk_options["mcp_servers"] = {
+                **sdk_options.get("mcp_servers", {}),
+                _tools.SERVER: _tools.sdk_server(tools),
+            }
         options = ClaudeAgentOptions(
-            **plan.options,
+            **sdk_options,
             can_use_tool=self._can_use_tool,
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[self._ask_hook])]},
             stderr=self._stderr.append,
@@ -189,6 +201,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         turn = self._turn
         if self._closed or turn is None or turn.stream.done:
             raise UsageError("inject(): no turn is running")
+        check_text(text, "the injected text")
         message_uuid = str(uuid.uuid4())
         turn.injected.append(message_uuid)
         await self._write(_user_message(text, message_uuid))
@@ -269,6 +282,11 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             raise
         if self._spec.timeout is not None and not turn.stream.done:
             turn.timer = asyncio.get_running_loop().call_later(self._spec.timeout, self._on_timeout, turn)
+        if self._spec.idle_timeout and not turn.stream.done:
+            tools = turn.tools
+            turn.watchdog = IdleWatchdog(
+                self._spec.idle_timeout, lambda: self._on_idle(turn), busy=lambda: bool(tools)
+            )
 
     def emit(self, event: Event) -> None:
         """Add a non-terminal event to the running turn (provider notices)."""
@@ -288,6 +306,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         if turn.timer is not None:
             turn.timer.cancel()
             turn.timer = None
+        if turn.watchdog is not None:
+            turn.watchdog.cancel()
         return True
 
     def _exit_data(self, exit_code: int | None) -> dict[str, Any]:
@@ -322,6 +342,13 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
         if self._finish(turn, Error(code="timeout", message=message, retryable=True)):
+            self._owe()
+            self._host.spawn_task(self._interrupt(), f"interrupt:{self._session_id}")
+
+    def _on_idle(self, turn: _ClaudeTurn) -> None:
+        limit = self._spec.idle_timeout
+        message = f"no event from the agent for {limit:g}s (idle timeout); the turn was interrupted"
+        if self._finish(turn, Error(code="timeout", message=message, data={"idle_timeout": limit})):
             self._owe()
             self._host.spawn_task(self._interrupt(), f"interrupt:{self._session_id}")
 
@@ -392,12 +419,18 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         if isinstance(message, ResultMessage):
             self._check_injected(turn, message)
         turn.mapper.session_id = self._session_id
+        if turn.watchdog is not None:
+            turn.watchdog.seen = True
         for event in turn.mapper.feed(message):
             if isinstance(event, Result | Error):
                 self._total_tokens = turn.mapper.total
                 self._finish(turn, event)
             else:
-                if type(event) is RateLimits:
+                if isinstance(event, ToolUse):
+                    turn.tools.add(event.id)
+                elif isinstance(event, ToolResult):
+                    turn.tools.discard(event.id)
+                elif type(event) is RateLimits:
                     self._provider.observe_rate_limits(event)
                 turn.stream.push(event)
 
@@ -412,6 +445,14 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
 
     # -- approvals -------------------------------------------------------------------------------------
 
+    async def _ask_user(self, tool_input: dict[str, Any]) -> PermissionResultAllow | PermissionResultDeny:
+        """Claude asks the user: the ``input_handler``, else canned answers or a decline Claude reads."""
+        options = self._provider.options
+        request = _questions.to_input_request(tool_input, self._session_id)
+        canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
+        answer = await answer_input(request, options.input_handler, canned, self.emit)
+        return _questions.to_permission(request, tool_input, answer)
+
     async def _ask_hook(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
@@ -422,6 +463,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
     ) -> PermissionResultAllow | PermissionResultDeny:
         if tool_name in _approvals.INTERNAL_TOOLS:
             return PermissionResultAllow()
+        if tool_name == _questions.ASK_USER:
+            return await self._ask_user(tool_input)
         request = _approvals.to_request(tool_name, tool_input, cwd=self._cwd)
         turn = self._live_turn()
         if turn is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
@@ -12,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_fleet.contract import MODES, SANDBOXES, PermissionConfig, Spec
+from agent_fleet.contract import DEFAULT_IDLE_TIMEOUT, MODES, SANDBOXES, PermissionConfig, Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import (
@@ -28,6 +29,7 @@ from agent_fleet.runner import (
 __all__ = [
     "Common",
     "common_options",
+    "parse_answers",
     "parse_config_overrides",
     "pop_common",
     "provider_options",
@@ -63,6 +65,12 @@ def read_prompt(prompt: str) -> str:
     return prompt
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):  # FloatRange lets nan through
+        raise click.BadParameter(f"{value} is not a number of seconds")
+    return value
+
+
 def _permission(allow: Sequence[str], deny: Sequence[str], default: str) -> PermissionConfig | None:
     if not allow and not deny and default == "allow":
         return None
@@ -92,12 +100,16 @@ class Common:
     require_commit: bool
     max_followups: int
     timeout: float | None
+    retries: int
+    retry_delay: float
+    idle_timeout: float
     json_output: bool
     review: bool
     review_threshold: str
+    answers: tuple[str, ...] = ()
 
     def options(self) -> Any:
-        return provider_options(self.provider, self.config)
+        return provider_options(self.provider, self.config, self.answers)
 
     def template(self, prompt: str, cwd: Path | None, task_id: str) -> Task:
         review = None
@@ -113,6 +125,7 @@ class Common:
             sandbox=self.sandbox,  # type: ignore[arg-type]  # validated by click.Choice
             mode=self.mode,  # type: ignore[arg-type]
             permission=_permission(self.allow, self.deny, self.default_approval),
+            idle_timeout=self.idle_timeout or None,
         )
         return Task(
             id=task_id,
@@ -121,6 +134,8 @@ class Common:
             review=review,
             max_followups=self.max_followups,
             timeout=self.timeout,
+            retries=self.retries,
+            retry_delay=self.retry_delay,
         )
 
 
@@ -179,7 +194,40 @@ def common_options(fn: _F) -> _F:
             help="Time limit for a whole task (turns, gates, reviews).",
         ),
         click.option(
+            "--idle-timeout",
+            type=click.FloatRange(min=0, max=1e9),
+            default=DEFAULT_IDLE_TIMEOUT,
+            show_default=True,
+            callback=_finite,
+            metavar="SECONDS",
+            help="End a turn with a timeout after this long with no event from the agent (0: off).",
+        ),
+        click.option(
+            "--retries",
+            type=click.IntRange(min=0),
+            default=2,
+            show_default=True,
+            help="Retries of a turn that failed retryably (rate limit, 5xx, dropped connection).",
+        ),
+        click.option(
+            "--retry-delay",
+            type=click.FloatRange(min=0, max=3600),
+            default=5.0,
+            show_default=True,
+            callback=_finite,
+            metavar="SECONDS",
+            help="First retry backoff; it doubles per retry, with jitter (a Retry-After hint wins).",
+        ),
+        click.option(
             "--json", "json_output", is_flag=True, help="Write events as JSON Lines, then a summary."
+        ),
+        click.option(
+            "--answer",
+            "answers",
+            multiple=True,
+            metavar="QUESTION=ANSWER",
+            help="Canned answer when the agent asks (question id, header or text; repeatable). "
+            "Unanswered questions are declined: the agent is told to decide itself.",
         ),
         click.option("--review", is_flag=True, help="Codex review of the changes once the gate passes."),
         click.option(
@@ -195,16 +243,35 @@ def common_options(fn: _F) -> _F:
     return fn
 
 
-def provider_options(provider: str, config: Sequence[str]) -> Any:
+def parse_answers(values: Sequence[str]) -> dict[str, str]:
+    """``--answer QUESTION=ANSWER`` flags -> canned answers. Raises ``UsageError`` without ``=``."""
+    answers: dict[str, str] = {}
+    for item in values:
+        key, sep, answer = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--answer {item!r}: expected QUESTION=ANSWER (e.g. --answer Database=sqlite)")
+        answers[key.strip()] = answer
+    return answers
+
+
+def provider_options(provider: str, config: Sequence[str], answers: Sequence[str] = ()) -> Any:
     """The options object of ``provider``'s registry entry, with the ``-c`` overrides (for the
-    providers whose options take a ``config`` mapping)."""
+    providers whose options take a ``config`` mapping) and ``--answer`` canned answers (for those
+    whose options take ``canned_answers``)."""
     entry = provider_entry(provider)
+    kwargs: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(entry.options_type)}
     overrides = parse_config_overrides(config)
-    if not overrides:
-        return entry.options_type()
-    if "config" not in {f.name for f in dataclasses.fields(entry.options_type)}:
-        raise UsageError("-c overrides apply to the codex providers only")
-    return entry.options_type(config=overrides)
+    if overrides:
+        if "config" not in names:
+            raise UsageError("-c overrides apply to the codex providers only")
+        kwargs["config"] = overrides
+    canned = parse_answers(answers)
+    if canned:
+        if "canned_answers" not in names:
+            raise UsageError(f"--answer does not apply to the {provider} provider")
+        kwargs["canned_answers"] = canned
+    return entry.options_type(**kwargs)
 
 
 def pop_common(kwargs: dict[str, Any]) -> Common:

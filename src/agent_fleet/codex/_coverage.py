@@ -130,12 +130,18 @@ SERVER_REQUESTS: Final[Mapping[str, tuple[str, str]]] = {
     "item/permissions/requestApproval": _APPROVAL,
     "applyPatchApproval": _APPROVAL,
     "execCommandApproval": _APPROVAL,
-    "item/tool/requestUserInput": _NOT_FOUND,
-    "mcpServer/elicitation/request": _NOT_FOUND,
-    "item/tool/call": _NOT_FOUND,
-    "account/chatgptAuthTokens/refresh": _NOT_FOUND,
+    "item/tool/requestUserInput": ("answered", "CodexOptions.input_handler or canned_answers, else declined"),
+    "mcpServer/elicitation/request": (
+        "answered",
+        "CodexOptions.input_handler or canned_answers, else declined",
+    ),
+    "item/tool/call": ("answered", "runs the Spec.tools function (ToolUse / ToolResult)"),
+    "account/chatgptAuthTokens/refresh": (
+        "answered",
+        "CodexOptions.auth_refresh_handler, else an auth_failed Error on every live turn",
+    ),
     "attestation/generate": _NOT_FOUND,
-    "currentTime/read": _NOT_FOUND,
+    "currentTime/read": ("answered", "the current time"),
 }
 
 ITEM_TYPES: Final[Mapping[str, tuple[str, str]]] = {

@@ -93,7 +93,15 @@ def build_command(
         name = f.name
         value = getattr(spec, name)
         match name:
-            case "prompt" | "mode" | "timeout" | "config" | "output_schema" | "base_instructions":
+            case (
+                "prompt"
+                | "mode"
+                | "timeout"
+                | "idle_timeout"
+                | "config"
+                | "output_schema"
+                | "base_instructions"
+            ):
                 pass  # stdin / handled by the provider / merged below / caller-written files
             case "cwd":
                 if cwd is not None and not resume:
@@ -139,6 +147,16 @@ def build_command(
                     else:
                         # --image=PATH: a bare `-i PATH` would swallow the trailing `-` as another image.
                         flags.append(f"--image={Path(path).expanduser().resolve()}")
+            case "answers":
+                pass  # codex exec never asks the user: nothing to answer
+            case "tools":
+                if value:
+                    untranslated.append(
+                        Untranslated(
+                            name,
+                            "codex exec cannot call back into Python; use the codex app-server provider",
+                        )
+                    )
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex exec provider"))
 

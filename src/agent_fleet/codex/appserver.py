@@ -25,18 +25,19 @@ import contextlib
 import logging
 import os
 import signal
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
 from agent_fleet._codex_binary import find_codex
 from agent_fleet._codex_toml import config_args
-from agent_fleet._provider.board import Backlog, NoticeBoard
 from agent_fleet._provider.sessions import Sessions
+from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex.handle import CodexHandle
-from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS, notice_events
+from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.codex.translate import plan_spawn
 from agent_fleet.contract import (
@@ -55,8 +56,8 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import Event, RateLimits, System, TokenUsage, UnknownEvent
-from agent_fleet.jsonrpc import Connection, Notification, StreamTransport
+from agent_fleet.events import Error, Event, RateLimits, System, TokenUsage
+from agent_fleet.jsonrpc import Connection, Notification, Request, StreamTransport
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
@@ -70,9 +71,6 @@ logger = logging.getLogger("agent_fleet.codex")
 APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
 _STDERR_TAIL_BYTES = 64 * 1024
-# Notices for threads without a handle yet: this many threads, this many notices each.
-_ORPHAN_THREADS = 64
-_ORPHAN_LIMIT = 32
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
 
@@ -82,6 +80,24 @@ def _route(method: str, params: Any) -> str | None:
         key = params.get("threadId") or params.get("conversationId")
         return key if type(key) is str else None
     return None
+
+
+def _stderr_reason(tail: str) -> str | None:
+    """codex's own reason for exiting at startup (e.g. a bad ``-c`` value): its ``Error: ...`` block.
+
+    codex prints it (then a backtrace) on stderr and exits 1 before answering ``initialize``;
+    stderr is the only place the reason exists, so it is shown as codex wrote it.
+    """
+    lines = tail.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Error: ")]
+    if not starts:
+        return None
+    block = []
+    for line in lines[starts[-1] :]:
+        if not line.strip() or line.startswith("Stack backtrace:"):
+            break
+        block.append(line.strip())
+    return " ".join(block)[len("Error: ") :][:500] or None
 
 
 class _Child:
@@ -120,9 +136,7 @@ class CodexProvider(Provider):
         self._restarting: asyncio.Task[None] | None = None
         self._shutting_down = False
         self._closed = False
-        self._board = NoticeBoard()
-        self._orphans: OrderedDict[str, Backlog] = OrderedDict()  # thread id -> notices before its handle
-        self._rate_limits: RateLimits | None = None
+        self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
         self.writable_roots: tuple[str, ...] = ()
         self.crashes = 0
 
@@ -140,7 +154,13 @@ class CodexProvider(Provider):
             emits_subagent_events=True,
             tool_permission_format="codex-approval",
             supports_review=True,
+            supports_python_tools=True,  # dynamicTools + item/tool/call
         )
+
+    @property
+    def closed(self) -> bool:
+        """True once ``shutdown()`` was called."""
+        return self._closed
 
     @property
     def pid(self) -> int | None:
@@ -183,7 +203,7 @@ class CodexProvider(Provider):
         conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=_route, name="codex-app-server")
         child = _Child(proc, conn)
         child.stderr_task = asyncio.get_running_loop().create_task(child.read_stderr(), name="codex-stderr")
-        conn.set_fallback(on_notification=self._on_global_notification)
+        conn.set_fallback(on_notification=self._on_global_notification, on_request=self._on_global_request)
         conn.on_close(lambda cause: self._on_close(child, cause))
         conn.start()
         try:
@@ -204,9 +224,14 @@ class CodexProvider(Provider):
             tail = child.stderr_tail().strip()
             exit_code = proc.returncode
             detail = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+            reason = _stderr_reason(tail)
+            message = (
+                f"codex app-server failed to start: {reason}"
+                if reason
+                else f"codex app-server handshake failed ({detail})"
+            )
             raise ProviderUnavailable(
-                f"codex app-server handshake failed ({detail})"
-                + (f"; exit code {exit_code}" if exit_code is not None else ""),
+                message + (f"; exit code {exit_code}" if exit_code is not None else ""),
                 tried=[" ".join(argv[:2])],
                 stderr_tail=tail[-4000:],
             ) from exc
@@ -228,7 +253,7 @@ class CodexProvider(Provider):
             await asyncio.gather(*(h.stop() for h in handles), return_exceptions=True)
         for h in self._sessions.handles():
             h.crashed("provider shut down", {})
-        self._board.close()
+        self._notices.close()
         child, self._child = self._child, None
         if child is not None:
             await self._kill(child)
@@ -323,7 +348,9 @@ class CodexProvider(Provider):
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)
         notices = spec_unsupported(plan.untranslated)
+        # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
         params = {**plan.thread_params, "threadId": session_id}
+        params.pop("dynamicTools", None)
         result = await child.conn.request_with_retry(
             "thread/resume", params, timeout=self.options.rpc_timeout
         )
@@ -336,6 +363,7 @@ class CodexProvider(Provider):
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)
         params = {**plan.thread_params, "threadId": session_id}
+        params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
         result = await child.conn.request_with_retry("thread/fork", params, timeout=self.options.rpc_timeout)
         return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
 
@@ -378,13 +406,13 @@ class CodexProvider(Provider):
     @property
     def rate_limits(self) -> RateLimits | None:
         """The latest ``account/rateLimits/updated`` codex sent (None before the first)."""
-        return self._rate_limits
+        return self._notices.rate_limits
 
     def notices(self) -> AsyncIterator[Event]:
         """Connection-wide notices (warnings, account and config changes, rate limits, MCP start-up,
         notices for threads without a handle) as events: the last 256 kept, then each new one, until
         ``shutdown()``. A reader that falls behind gets ``System(subtype="notices_dropped")``."""
-        return self._board.follow()
+        return self._notices.follow()
 
     async def _open(
         self,
@@ -412,8 +440,7 @@ class CodexProvider(Provider):
         )
         self._sessions.add(handle)
         # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
-        orphans = self._orphans.pop(thread_id, None)
-        for event in orphans.drain() if orphans is not None else ():
+        for event in self._notices.adopt(thread_id):
             handle.notice(event)
         # The model the thread really runs (set by Spec.model, a -c override or the user's config).
         model = result.get("model")
@@ -476,42 +503,46 @@ class CodexProvider(Provider):
         return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
-        """A notification no handle subscribed to: connection-wide, or for a thread without a handle
-        (yet). Notices go on the notice stream; connection-wide ones also to every live session,
-        thread ones are kept for that thread's handle (bounded); the rest is only logged."""
-        params = msg.params if isinstance(msg.params, dict) else {}
-        events = notice_events(msg.method, params)
-        thread_id = params.get("threadId")
-        if events is None:
-            if isinstance(thread_id, str):  # events of a thread nobody watches (a sub-agent, ...)
-                logger.debug("codex notification for thread %s without a handle: %s", thread_id, msg.method)
-                return
-            events = [UnknownEvent(raw={"method": msg.method, "params": msg.params})]
-        for event in events:
-            if isinstance(event, RateLimits):
-                if event == self._rate_limits:
-                    continue  # codex repeats the state after every model response: news only
-                self._rate_limits = event
-            self._board.post(event)
-            if isinstance(thread_id, str):
-                self._orphan(thread_id, event)
-            elif not isinstance(event, UnknownEvent):
-                for handle in self._sessions.handles():
-                    handle.notice(event)
+        self._notices.route(msg.method, msg.params)
 
-    def _orphan(self, thread_id: str, event: Event) -> None:
-        # The fallback may run after the thread's handle subscribed: then it is that handle's.
-        if thread_id in self._sessions:
-            for handle in self._sessions.handles():
-                if handle.session_id == thread_id:
-                    handle.notice(event)
-                    return
-        backlog = self._orphans.get(thread_id)
-        if backlog is None:
-            backlog = self._orphans[thread_id] = Backlog(_ORPHAN_LIMIT)
-            while len(self._orphans) > _ORPHAN_THREADS:
-                self._orphans.popitem(last=False)
-        backlog.add(event)
+    async def _on_global_request(self, msg: Request) -> None:
+        child = self._child
+        if child is None:
+            return
+        if msg.method == _requests.AUTH_REFRESH:
+            # The handler may take long (a browser login): answer from a task, never on the worker.
+            self._spawn_task(self._refresh_auth(child.conn, msg), f"auth-refresh:{msg.id}")
+        elif msg.method == _requests.CURRENT_TIME:
+            with contextlib.suppress(AgentFleetError):
+                await child.conn.respond(msg.id, _requests.current_time_response())
+        else:
+            with contextlib.suppress(AgentFleetError):
+                await child.conn.respond_error(
+                    msg.id, RPCError.METHOD_NOT_FOUND, f"agent-fleet does not handle {msg.method}"
+                )
+
+    async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
+        """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
+        every live turn with ``auth_failed`` (nothing can run until someone logs in again)."""
+        params = msg.params if isinstance(msg.params, dict) else {}
+        handler = self.options.auth_refresh_handler
+        problem = "no auth_refresh_handler is configured"
+        if handler is not None:
+            try:
+                tokens = await handler(params.get("previousAccountId"))
+                with contextlib.suppress(AgentFleetError):
+                    await conn.respond(msg.id, _requests.auth_tokens_response(tokens))
+                return
+            except Exception as exc:
+                problem = f"the auth_refresh_handler failed: {type(exc).__name__}: {exc}"
+        with contextlib.suppress(AgentFleetError):
+            await conn.respond_error(msg.id, -32603, f"cannot refresh ChatGPT tokens: {problem}")
+        message = (
+            f"codex's ChatGPT authentication must be refreshed ({problem}); "
+            "log in again (codex login) or give CodexOptions.auth_refresh_handler"
+        )
+        for handle in self._sessions.handles():
+            handle.end_turn(Error(code="auth_failed", message=message, data={"reason": params.get("reason")}))
 
 
 def _model_info(record: dict[str, Any]) -> ModelInfo:

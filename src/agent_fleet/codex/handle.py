@@ -11,7 +11,7 @@ Session states::
 
 Turn states (one ``_AppServerTurn`` at a time)::
 
-    RUNNING ──turn/completed | timeout | stop() | crash──> FINISHED
+    RUNNING ──turn/completed | timeout | idle timeout | stop() | crash──> FINISHED
 
 A turn is created *before* ``turn/start`` is sent, so no early notification is lost. Notifications
 carrying the id of an earlier turn (e.g. ``turn/completed`` of a turn we interrupted on timeout) are
@@ -19,7 +19,9 @@ dropped. Every way a turn can end calls ``EventStream.finish``: the first wins, 
 so ``stop()``, crash handling and the forwarder can race in any order.
 
 Approvals are server requests on the same worker: the policy decides at once; an ``approval_handler``
-runs on a task of its own so it may take as long as it likes.
+runs on a task of its own so it may take as long as it likes. So do ``Spec.tools`` calls
+(``item/tool/call``: policy, then the function) and questions / MCP elicitations (the
+``input_handler``, else canned answers or a decline). ``currentTime/read`` is answered at once.
 """
 
 from __future__ import annotations
@@ -30,19 +32,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.board import Backlog
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
+from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex import _approvals
+from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex.mapping import TurnMapper, token_usage
 from agent_fleet.codex.translate import turn_input
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+from agent_fleet.tools import by_name, failure
 
 if TYPE_CHECKING:
     from agent_fleet.codex.appserver import CodexProvider
@@ -55,7 +61,7 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 
 
 class _AppServerTurn:
-    __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id")
+    __slots__ = ("approvals", "interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
 
     def __init__(
         self, session_id: str, *, structured: bool, bound: int | None, baseline: TokenUsage | None
@@ -64,7 +70,16 @@ class _AppServerTurn:
         self.stream = EventStream(bound)
         self.turn_id: str | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.watchdog: IdleWatchdog | None = None
+        self.seen = False  # a notification arrived since the watchdog last looked
+        self.approvals = 0  # approval_handler calls in progress (a human may take minutes)
         self.interrupt: asyncio.Task[None] | None = None
+
+    def active(self) -> bool:
+        """For the idle watchdog: anything since it last asked, a command / file change running
+        (codex sends nothing during a long command) or an approval being decided."""
+        seen, self.seen = self.seen, False
+        return seen or self.approvals > 0 or self.mapper.tools_running
 
 
 class CodexHandle(StreamedHandle[_AppServerTurn]):
@@ -100,6 +115,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         self._baseline = baseline
         self._backlog = Backlog()
         self._idle = TurnMapper(thread_id)
+        self._tools = by_name(spec.tools)
         on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
         self._sub: Subscription = connection.subscribe(
             thread_id, on_notification=on_note, on_request=self._on_request
@@ -142,6 +158,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             raise UsageError("inject(): no turn is running")
         if turn.turn_id is None:
             raise UsageError("inject(): the turn has not started yet")
+        check_text(text, "the injected text")
         await self._conn.request(
             "turn/steer",
             {"threadId": self._thread_id, "expectedTurnId": turn.turn_id, "input": turn_input(text)},
@@ -212,16 +229,23 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if self._spec.timeout is not None and not turn.stream.done:
             loop = asyncio.get_running_loop()
             turn.timer = loop.call_later(self._spec.timeout, self._on_timeout, turn)
+        if self._spec.idle_timeout and not turn.stream.done:
+            turn.watchdog = IdleWatchdog(
+                self._spec.idle_timeout, lambda: self._on_idle(turn), busy=turn.active
+            )
 
     def crashed(self, message: str, data: dict[str, Any]) -> None:
-        """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent."""
+        """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent.
+
+        Retryable only with ``restart_on_crash``: then ``provider.resume`` can continue the thread.
+        """
         if self._closed:
             return
         self._closed = True
         if self._turn is not None:
-            self._finish(
-                self._turn, Error(code="app_server_crashed", message=message, retryable=True, data=data)
-            )
+            retryable = self._provider.options.restart_on_crash and not self._provider.closed
+            error = Error(code="app_server_crashed", message=message, retryable=retryable, data=data)
+            self._finish(self._turn, error)
         self._detach()
 
     # -- internals ---------------------------------------------------------------------------------------
@@ -236,6 +260,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if turn.timer is not None:
             turn.timer.cancel()
             turn.timer = None
+        if turn.watchdog is not None:
+            turn.watchdog.cancel()
         return True
 
     async def _control(self, method: str, params: dict[str, Any]) -> None:
@@ -247,7 +273,15 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     def _on_timeout(self, turn: _AppServerTurn) -> None:
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
-        if self._finish(turn, Error(code="timeout", message=message, retryable=True)) and turn.turn_id:
+        self._time_out(turn, Error(code="timeout", message=message, retryable=True))
+
+    def _on_idle(self, turn: _AppServerTurn) -> None:
+        limit = self._spec.idle_timeout
+        message = f"no event from the agent for {limit:g}s (idle timeout); the turn was interrupted"
+        self._time_out(turn, Error(code="timeout", message=message, data={"idle_timeout": limit}))
+
+    def _time_out(self, turn: _AppServerTurn, error: Error) -> None:
+        if self._finish(turn, error) and turn.turn_id:
             turn.interrupt = self._host.spawn_task(
                 self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
                 f"interrupt:{self._thread_id}",
@@ -328,6 +362,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             if turn is None:
                 self._between(msg.method, params)
                 return
+        turn.seen = True  # for the idle watchdog: one store, no branch
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
@@ -335,16 +370,19 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             else:
                 stream.push(event)
 
-    async def _on_notification_bounded(self, msg: Notification) -> None:
+    def _on_notification_bounded(self, msg: Notification) -> None:
+        # With CodexOptions.event_buffer: never waits (a wait would only move the backlog into the
+        # connection's queue for this thread); an unread turn's deltas are merged instead.
         turn = self._current_for(msg.method, msg.params)
         if turn is None:
             self._between(msg.method, msg.params)
             return
+        turn.seen = True
         for event in turn.mapper.feed(msg.method, msg.params):
             if type(event) in TERMINAL_TYPES:
                 self._finish(turn, event)  # type: ignore[arg-type]
             else:
-                await turn.stream.push_bounded(event)
+                turn.stream.push_coalescing(event)
 
     def _emit(self, event: Event) -> None:
         turn = self._turn
@@ -354,10 +392,23 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     # -- server requests -----------------------------------------------------------------------------
 
     async def _on_request(self, msg: Request) -> None:
-        if not _approvals.is_approval(msg.method):
-            self._emit(System(subtype="unhandled_server_request", data={"method": msg.method, "id": msg.id}))
-            await self._reply_error(msg, -32601, f"agent-fleet does not handle {msg.method}")
+        method = msg.method
+        if _approvals.is_approval(method):
+            await self._on_approval(msg)
             return
+        params = msg.params if isinstance(msg.params, dict) else {}
+        if method == _requests.TOOL_CALL:
+            # The caller's function may take long: run it on a task so this thread's events flow.
+            self._host.spawn_task(self._tool_call(msg, params), f"tool:{msg.id}")
+        elif method in _requests.INPUT_METHODS:
+            self._host.spawn_task(self._user_input(msg, params), f"input:{msg.id}")
+        elif method == _requests.CURRENT_TIME:
+            await self._reply(msg, _requests.current_time_response())
+        else:
+            self._emit(System(subtype="unhandled_server_request", data={"method": method, "id": msg.id}))
+            await self._reply_error(msg, -32601, f"agent-fleet does not handle {method}")
+
+    async def _on_approval(self, msg: Request) -> None:
         params = msg.params if isinstance(msg.params, dict) else {}
         turn = self._turn
         request = _approvals.to_request(
@@ -381,8 +432,16 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     async def _refine(
         self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
     ) -> None:
+        await self._answer(msg, params, request, await self._ask_handler(request, decision))
+
+    async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
+        """The ``approval_handler``'s refinement of ``decision`` (a decline when it fails)."""
         handler = self._provider.options.approval_handler
-        assert handler is not None
+        if handler is None or decision.action == "decline":
+            return decision
+        turn = self._turn
+        if turn is not None:
+            turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog
         try:
             refined = await handler(request, decision)
             if not isinstance(refined, Decision):
@@ -397,7 +456,53 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             refined = Decision(
                 action="decline", reason=f"approval handler failed: {exc}", rule="handler-error"
             )
-        await self._answer(msg, params, request, refined)
+        finally:
+            if turn is not None:
+                turn.approvals -= 1
+        return refined
+
+    async def _tool_call(self, msg: Request, params: dict[str, Any]) -> None:
+        """Answer ``item/tool/call``: the policy, then the ``Spec.tools`` function (``ToolUse`` and
+        ``ToolResult`` come from codex's own ``dynamicToolCall`` item)."""
+        name = str(params.get("tool") or "")
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            output = failure(f"unknown tool {name!r} (this session's tools: {known})")
+        else:
+            request = ApprovalRequest(kind="tool", tool=name, cwd=self._cwd)
+            decision = await self._ask_handler(request, self._policy.evaluate(request))
+            use_id = f"approval:{params.get('callId') or msg.id}"
+            for event in approval_events(use_id, _approvals.describe(request), decision):
+                self._emit(event)
+            if decision.accepted:
+                output = await tool.call(params.get("arguments"))
+            else:
+                rule = f" ({decision.rule})" if decision.rule else ""
+                output = failure(
+                    f"Declined by the agent-fleet approval policy{rule}: {decision.reason or decision.action}"
+                )
+                if decision.action == "cancel":
+                    self.end_turn(Error(code="cancelled", message=f"tool call {name!r} cancelled the turn"))
+        await self._reply(msg, _requests.tool_call_response(output))
+
+    async def _user_input(self, msg: Request, params: dict[str, Any]) -> None:
+        """Answer a question or an MCP elicitation: the ``input_handler``, else canned answers or a
+        decline the model can act on (``agent_fleet.user_input``)."""
+        options = self._provider.options
+        request = _requests.input_request(msg.method, params, self._thread_id)
+        canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
+        answer = await answer_input(request, options.input_handler, canned, self._emit)
+        await self._reply(msg, _requests.input_response(msg.method, request, answer))
+
+    def end_turn(self, error: Error) -> None:
+        """End the live turn with ``error`` and interrupt it on the server (the session stays open)."""
+        turn = self._turn
+        if turn is not None and self._finish(turn, error) and turn.turn_id:
+            turn.interrupt = self._host.spawn_task(
+                self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
+                f"interrupt:{self._thread_id}",
+            )
 
     async def _answer(
         self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
@@ -409,6 +514,12 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision))
         except AgentFleetError as exc:
             logger.debug("approval reply for thread %s failed: %s", self._thread_id, exc)
+
+    async def _reply(self, msg: Request, result: Any) -> None:
+        try:
+            await self._conn.respond(msg.id, result)
+        except AgentFleetError as exc:
+            logger.debug("reply to %s for thread %s failed: %s", msg.method, self._thread_id, exc)
 
     async def _reply_error(self, msg: Request, code: int, message: str) -> None:
         try:

@@ -13,10 +13,24 @@ from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:
     from agent_fleet.policy import ApprovalRequest, Decision
+    from agent_fleet.user_input import InputHandler
 
-__all__ = ["ApprovalHandler", "CodexOptions"]
+__all__ = ["ApprovalHandler", "AuthRefreshHandler", "AuthTokens", "CodexOptions"]
 
 ApprovalHandler = Callable[["ApprovalRequest", "Decision"], Awaitable["Decision"]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthTokens:
+    """Fresh ChatGPT credentials for codex (``account/chatgptAuthTokens/refresh``)."""
+
+    access_token: str
+    account_id: str
+    plan_type: str | None = None
+
+
+#: async ``(previous_account_id) -> AuthTokens``.
+AuthRefreshHandler = Callable[[str | None], Awaitable[AuthTokens]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,9 +45,17 @@ class CodexOptions:
     - ``codex_home``: ``CODEX_HOME`` for the child (resume needs the same home as the original run).
     - ``handshake_timeout`` / ``rpc_timeout``: seconds for initialize and for each request.
     - ``restart_on_crash``: start a new app-server when the child dies; old sessions can be resumed.
-    - ``event_buffer``: bound of each handle's event queue (``None``: unbounded). When full, only
-      that thread's dispatch waits; no event is dropped and other handles are never delayed.
+    - ``event_buffer``: bounds the memory of a handle nobody reads (``None``: unbounded, the
+      fastest path). Past that many queued events the handle merges text deltas of the same item
+      (and cumulative token counts) instead of queueing more, after a
+      ``System(subtype="events_coalesced")`` marker; no text and no other event is dropped, and
+      nothing waits, so no backlog moves into the connection and other handles are never delayed.
     - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision.
+    - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for the agent's questions and MCP
+      elicitations (``agent_fleet.user_input``); without one, ``canned_answers`` (question id, header
+      or text -> answer) answer what they can and the rest is declined with a message for the model.
+    - ``auth_refresh_handler``: async ``(previous_account_id) -> AuthTokens`` when codex's ChatGPT
+      token is rejected; without one every live turn ends with ``Error(code="auth_failed")``.
     - ``dangerously_bypass_approvals_and_sandbox``: exec provider only; off unless asked explicitly.
     - ``skip_git_repo_check``: exec provider only; run outside a git repository.
     """
@@ -49,6 +71,9 @@ class CodexOptions:
     restart_on_crash: bool = False
     event_buffer: int | None = None
     approval_handler: ApprovalHandler | None = None
+    input_handler: InputHandler | None = None
+    canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
+    auth_refresh_handler: AuthRefreshHandler | None = None
     dangerously_bypass_approvals_and_sandbox: bool = False
     skip_git_repo_check: bool = False
 
