@@ -37,10 +37,16 @@ def ask(tid, turn, n, answers):
     if n == len(scenario):
         item = {"type": "agentMessage", "id": "m1", "text": json.dumps(answers)}
         send({"method": "item/completed", "params": {"threadId": tid, "turnId": turn, "item": item}})
+        if notices:  # the session's token total grows by 50 a turn
+            total = {"totalTokens": 50 * turns_started[tid], "inputTokens": 50 * turns_started[tid]}
+            usage = {"threadId": tid, "turnId": turn, "tokenUsage": {"total": total, "last": {}}}
+            send({"method": "thread/tokenUsage/updated", "params": usage})
         done = {"id": turn, "status": "completed", "items": []}
         send({"method": "turn/completed", "params": {"threadId": tid, "turn": done}})
-        if notices:  # between turns: kept for the thread's next turn
+        if notices:  # between turns: kept for the thread's next turn; a late item of this one is not
             send({"method": "thread/name/updated", "params": {"threadId": tid, "threadName": "named"}})
+            late = {"type": "agentMessage", "id": "m2", "text": "late"}
+            send({"method": "item/completed", "params": {"threadId": tid, "turnId": turn, "item": late}})
         return
     req = scenario[n]
     p = dict(req["params"], threadId=tid, turnId=turn)

@@ -17,7 +17,7 @@ import pytest
 
 from agent_fleet import Error, PermissionConfig, Result, Spec, System, TextDelta, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
-from agent_fleet.events import Event, McpServerStatus, RateLimits
+from agent_fleet.events import AssistantMessage, Event, McpServerStatus, RateLimits
 from agent_fleet.policy import ApprovalRequest, Decision
 
 FAKE = Path(__file__).with_name("fake_app_server.py")
@@ -199,6 +199,12 @@ async def test_every_notice_reaches_someone(tmp_path: Path) -> None:
     # repeats the same state, which is not news
     assert sum(isinstance(e, RateLimits) for e in first + second) == 1
     assert isinstance(first[-1], Result)
+    # a late item of the finished turn is not news for the next one; usage has each turn's share
+    assert [e.text for e in second if isinstance(e, AssistantMessage)] == ["[]"]
+    for events in (first, second):
+        result = events[-1]
+        assert isinstance(result, Result) and result.usage is not None and result.usage.turn is not None
+        assert result.usage.turn.total_tokens == 50
     [named] = [e for e in second if isinstance(e, System) and e.subtype == "notice"]
     assert named.data == {
         "method": "thread/name/updated",

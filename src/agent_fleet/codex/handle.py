@@ -208,8 +208,9 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
                 await asyncio.wait([previous.interrupt])
             if previous.turn_id is not None:
                 self._old_turn_ids.add(previous.turn_id)
-            if previous.mapper.usage is not None:
-                self._baseline = previous.mapper.usage
+            usage, known = previous.mapper.usage, self._baseline
+            if usage is not None and (known is None or usage.total_tokens >= known.total_tokens):
+                self._baseline = usage  # (a usage update after the turn ended may be newer)
         turn = _AppServerTurn(
             self._thread_id, structured=structured, bound=self._bound, baseline=self._baseline
         )
