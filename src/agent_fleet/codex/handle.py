@@ -64,7 +64,12 @@ class _AppServerTurn:
     __slots__ = ("approvals", "interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
 
     def __init__(
-        self, session_id: str, *, structured: bool, bound: int | None, baseline: TokenUsage | None
+        self,
+        session_id: str,
+        *,
+        structured: bool,
+        bound: int | None,
+        baseline: TokenUsage | None = None,
     ) -> None:
         self.mapper = TurnMapper(session_id, structured=structured, baseline=baseline)
         self.stream = EventStream(bound)
