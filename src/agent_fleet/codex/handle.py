@@ -172,7 +172,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         )
 
     async def stop(self) -> None:
-        """Interrupt the running turn, unsubscribe, end the stream with ``Error(code="cancelled")``.
+        """Interrupt the running turn, end the commands it left running, unsubscribe, end the stream
+        with ``Error(code="cancelled")``.
 
         Idempotent and safe to race with crash handling; never raises for a dead connection.
         """
@@ -183,6 +184,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         cancelled = Error(code="cancelled", message="stopped by the caller")
         if turn is not None and self._finish(turn, cancelled) and turn.turn_id is not None:
             await self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id})
+        # Commands the session left running (codex keeps them as background terminals) end with it.
+        await self._control("thread/backgroundTerminals/clean", {"threadId": self._thread_id})
         await self._control("thread/unsubscribe", {"threadId": self._thread_id})
         self._detach()
 
