@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from agent_fleet.errors import Unsupported, UsageError
-from agent_fleet.events import Event, Result, TokenUsage
+from agent_fleet.events import Event, RateLimits, Result, TokenUsage
 
 if TYPE_CHECKING:
     from agent_fleet.tools import Tool
@@ -40,6 +40,7 @@ __all__ = [
     "ReviewResult",
     "ReviewTarget",
     "Sandbox",
+    "SessionInfo",
     "Spec",
     "Untranslated",
 ]
@@ -205,6 +206,21 @@ class ModelInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionInfo:
+    """A stored session: its id, a ``preview`` of its first prompt, where it ran, when it was created
+    and last updated (epoch seconds), the session it was forked from. ``raw`` is the provider's record."""
+
+    id: str
+    preview: str = ""
+    cwd: str | None = None
+    model: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    forked_from: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewTarget:
     """What a review looks at: one ``commit`` (``sha``), everything since ``base`` (a commit), or the
     ``uncommitted`` changes of the work tree."""
@@ -270,8 +286,28 @@ class Handle(abc.ABC):
         """Events of the current turn; ends right after exactly one terminal event."""
 
     @abc.abstractmethod
-    async def send(self, prompt: str) -> None:
-        """Start a follow-up turn on this session. The previous turn must have ended."""
+    async def send(
+        self,
+        prompt: str,
+        *,
+        images: Sequence[str | Path] = (),
+        output_schema: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Start a follow-up turn on this session. The previous turn must have ended.
+
+        ``images`` (paths or URLs) go with the prompt; ``output_schema`` asks for a structured answer
+        (``Result.structured``) as ``Spec.output_schema`` does for the first turn. Raises
+        ``Unsupported`` where the provider cannot carry one of them on a follow-up."""
+
+    async def fork(self) -> Handle:
+        """A new session that starts with a copy of this one's history; no turn runs until ``send()``.
+        Raises ``Unsupported`` where the provider cannot fork."""
+        raise Unsupported(f"{type(self).__name__} cannot fork a session")
+
+    async def compact(self) -> None:
+        """Compact the session's history (summarise it to free the context window) as a turn of its
+        own: read it with ``events()`` / ``wait()``. Raises ``Unsupported`` where impossible."""
+        raise Unsupported(f"{type(self).__name__} cannot compact a session")
 
     @abc.abstractmethod
     async def inject(self, text: str) -> None:
@@ -330,6 +366,29 @@ class Provider(abc.ABC):
         session's events. Cancelling it (e.g. ``asyncio.timeout``) interrupts the review. Raises
         ``Unsupported`` unless ``capabilities.supports_review``."""
         raise Unsupported(f"the {self.name} provider cannot review changes")
+
+    @property
+    def rate_limits(self) -> RateLimits | None:
+        """The latest rate-limit state the provider reported (None when it reported none)."""
+        return None
+
+    def notices(self) -> AsyncIterator[Event]:
+        """Provider-wide notices (warnings, account and configuration changes, rate limits, MCP
+        start-up) as events, starting with the most recent ones kept; ends at ``shutdown()``.
+        Raises ``Unsupported`` where the provider has none."""
+        raise Unsupported(f"the {self.name} provider has no notice stream")
+
+    async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
+        """Stored sessions, newest first. Raises ``Unsupported`` where the provider cannot list them."""
+        raise Unsupported(f"the {self.name} provider cannot list sessions")
+
+    async def read_session(self, session_id: str) -> SessionInfo:
+        """One stored session (with its turns in ``raw`` where the provider gives them)."""
+        raise Unsupported(f"the {self.name} provider cannot read sessions")
+
+    async def archive_session(self, session_id: str) -> None:
+        """Archive a stored session (it no longer appears in ``list_sessions()``)."""
+        raise Unsupported(f"the {self.name} provider cannot archive sessions")
 
     async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
         """The models this provider offers. Raises ``Unsupported`` where it cannot list them."""

@@ -35,21 +35,30 @@ from typing import Any, Final, Literal
 __all__ = [
     "ERROR_CODES",
     "AssistantMessage",
+    "Compaction",
     "Diff",
     "Error",
     "ErrorCode",
     "Event",
+    "ImageView",
+    "McpServerStatus",
     "Plan",
     "PlanStep",
+    "RateLimits",
     "Reasoning",
+    "ReasoningDelta",
     "Result",
+    "ReviewMode",
+    "SubAgent",
     "System",
     "TerminalEvent",
     "TextDelta",
     "TokenUsage",
+    "ToolProgress",
     "ToolResult",
     "ToolUse",
     "UnknownEvent",
+    "WebSearch",
     "is_terminal",
 ]
 
@@ -99,6 +108,14 @@ class Reasoning:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDelta:
+    """A streamed fragment of reasoning (thinking) text; the full text follows as ``Reasoning``."""
+
+    text: str
+    item_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolUse:
     """The agent invokes a tool. ``name`` is ``shell``, ``apply_patch``, ``mcp:<server>/<tool>``, ..."""
 
@@ -136,13 +153,19 @@ class Plan:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TokenUsage:
-    """Token counts; ``total`` is cumulative for the session where the provider reports it."""
+    """Token counts; cumulative for the session where the provider reports it.
+
+    ``turn`` is the current turn's share (the same counts, this turn only) where the provider can
+    tell; ``context_window`` is the model's context window in tokens where reported."""
 
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_output_tokens: int = 0
     total_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    turn: TokenUsage | None = None
+    context_window: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +186,85 @@ class Diff:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction:
+    """The session's context was compacted (history summarised to free the context window)."""
+
+    item_id: str | None = None
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebSearch:
+    """A web search the agent ran: the ``query``, what it did (``action``: search, open page, ...)
+    and the ``results`` where the provider reports them."""
+
+    item_id: str
+    query: str
+    action: dict[str, Any] | None = None
+    results: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageView:
+    """The agent looked at an image file."""
+
+    item_id: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubAgent:
+    """Sub-agent / collaboration activity: ``tool`` is what was done (spawn, send input, wait, ...),
+    ``agents`` the session ids it concerns with their state (``status``, ``message``)."""
+
+    item_id: str
+    tool: str
+    status: str | None = None
+    prompt: str | None = None
+    model: str | None = None
+    agents: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewMode:
+    """The session entered (``entered``) or left review mode; ``review`` is the target label on entry
+    and the review text on exit."""
+
+    entered: bool
+    review: str = ""
+    item_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolProgress:
+    """A progress message from a running tool (the ``ToolUse`` with the same ``id``)."""
+
+    id: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateLimits:
+    """The account's rate-limit state: ``used_percent`` of the fullest window, when it resets
+    (``resets_at``, epoch seconds) and whether a limit was reached. ``raw`` is the provider's record."""
+
+    used_percent: float | None = None
+    resets_at: float | None = None
+    reached: bool = False
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpServerStatus:
+    """An MCP server's start-up state (``starting``, ``ready``, ``failed``, ...) for a session."""
+
+    name: str
+    status: str
+    error: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """A wire message this version does not map, passed through untouched."""
 
@@ -171,13 +273,18 @@ class UnknownEvent:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
-    """Terminal: the turn completed. ``structured`` is the parsed output when an output schema was set."""
+    """Terminal: the turn completed. ``structured`` is the parsed output when an output schema was set;
+    ``cost_usd``, ``duration_ms`` and ``permission_denials`` (the tool uses the policy refused) are
+    set where the provider reports them."""
 
     session_id: str
     turn_id: str | None = None
     text: str = ""
     usage: TokenUsage | None = None
     structured: Any = None
+    cost_usd: float | None = None
+    duration_ms: int | None = None
+    permission_denials: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,12 +302,21 @@ Event = (
     TextDelta
     | AssistantMessage
     | Reasoning
+    | ReasoningDelta
     | ToolUse
     | ToolResult
     | Plan
     | TokenUsage
     | System
     | Diff
+    | Compaction
+    | WebSearch
+    | ImageView
+    | SubAgent
+    | ReviewMode
+    | ToolProgress
+    | RateLimits
+    | McpServerStatus
     | UnknownEvent
     | Result
     | Error

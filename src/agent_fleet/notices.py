@@ -50,12 +50,12 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         ),
         "unknown_approval_kind": "an approval kind agent-fleet does not know, decided by the policy default",
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
-        "mcp_config_unsupported": "this app-server cannot write MCP config; Spec.mcp_servers not applied",
+        "notice": "a codex account, configuration or thread-metadata notice (data: method and its params)",
+        "notices_dropped": "notices were dropped because nobody read them in time (data: count)",
         "review.entered": "a review turn entered review mode (data: target)",
         "review.exited": "a review turn left review mode (data: the review text)",
         # -- Claude --------------------------------------------------------------------------------------
         "init": "the Claude Code session started (data: session_id, model, cwd, tools, ...)",
-        "rate_limit": "Claude's rate-limit status (data: as reported)",
         "conversation_reset": "Claude Code reset the conversation (data: session_id)",
         "inject_late": "injected input reached Claude after the turn ended and was dropped (data: count)",
         "claude_system": "another Claude Code system message, passed through (data: subtype, data)",
@@ -67,6 +67,7 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "runner.review_started": "a code review of the task's changes started (data: number, target)",
         "runner.review": "a code review's findings (data: number, thread_id, findings, blocking)",
         "runner.review_skipped": "no review was run (data: reason)",
+        "runner.rate_limited": "a rate limit is near: the runner waits before a turn (data: used, wait)",
         "runner.retry": (
             "the runner runs a turn again after a retryable failure "
             "(data: attempt, max_attempts, delay, code, message)"

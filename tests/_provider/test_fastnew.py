@@ -20,7 +20,7 @@ from agent_fleet.events import AssistantMessage, Result, TextDelta
         ),
         (
             Result,
-            ("s", "t", "text", None, None),
+            ("s", "t", "text", None, None, None, None, ()),
             Result(session_id="s", turn_id="t", text="text", usage=None, structured=None),
         ),
     ],

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
 from agent_fleet.contract import Handle
-from agent_fleet.errors import TurnFailed, UsageError
+from agent_fleet.errors import TurnFailed, Unsupported, UsageError
 from agent_fleet.events import Error, Result, TextDelta
 
 
@@ -39,14 +40,16 @@ class _Handle(StreamedHandle[_Turn]):
         self._host: _Host = _Host()
         self._turn: _Turn | None = None
         self.prompts: list[str] = []
+        self.extras: list[tuple[tuple[Any, ...], Any]] = []
         self.stopped = 0
 
     @property
     def session_id(self) -> str:
         return "s1"
 
-    async def _follow_up(self, prompt: str) -> None:
+    async def _follow_up(self, prompt: str, *, images: tuple[Any, ...], output_schema: Any) -> None:
         self.prompts.append(prompt)
+        self.extras.append((images, output_schema))
         self._turn = _Turn()
 
     async def inject(self, text: str) -> None:
@@ -109,6 +112,20 @@ async def test_cancelling_the_reader_stops_the_session() -> None:
     assert stop.get_name() == "stop:s1"
     await stop
     assert handle.stopped == 1
+
+
+async def test_send_passes_images_and_an_output_schema() -> None:
+    handle = _Handle()
+    await handle.send("look", images=["a.png", Path("b.png")], output_schema={"type": "object"})
+    assert handle.extras == [(("a.png", Path("b.png")), {"type": "object"})]
+
+
+async def test_fork_and_compact_are_unsupported_by_default() -> None:
+    handle = _Handle()
+    with pytest.raises(Unsupported):
+        await handle.fork()
+    with pytest.raises(Unsupported):
+        await handle.compact()
 
 
 async def test_send_refuses_a_prompt_that_is_not_text() -> None:

@@ -22,8 +22,11 @@ from claude_agent_sdk import (
 
 from agent_fleet import (
     AssistantMessage,
+    Compaction,
     Error,
+    RateLimits,
     Reasoning,
+    ReasoningDelta,
     Result,
     System,
     TextDelta,
@@ -115,11 +118,37 @@ def test_success_result_with_usage_and_structured_output() -> None:
     mapper = TurnMapper("s", structured=True, prior_total=100)
     mapper.feed(_assistant(TextBlock(text='{"a": 1}')))
     usage = {"input_tokens": 10, "cache_read_input_tokens": 4, "output_tokens": 3}
-    events = mapper.feed(_result(usage=usage, result='{"a": 1}'))
-    expected_usage = TokenUsage(input_tokens=14, cached_input_tokens=4, output_tokens=3, total_tokens=117)
+    denial = {"tool_name": "Bash", "tool_use_id": "toolu_1", "tool_input": {"command": "rm -rf /"}}
+    events = mapper.feed(
+        _result(
+            usage=usage,
+            result='{"a": 1}',
+            total_cost_usd=0.0123,
+            duration_ms=4500,
+            permission_denials=[denial],
+            model_usage={"claude-x": {"contextWindow": 200000, "inputTokens": 10}},
+        )
+    )
+    turn = TokenUsage(input_tokens=14, cached_input_tokens=4, output_tokens=3, total_tokens=17)
+    expected_usage = TokenUsage(
+        input_tokens=14,
+        cached_input_tokens=4,
+        output_tokens=3,
+        total_tokens=117,
+        turn=turn,
+        context_window=200000,
+    )
     assert events == [
         expected_usage,
-        Result(session_id="s", text='{"a": 1}', usage=expected_usage, structured={"a": 1}),
+        Result(
+            session_id="s",
+            text='{"a": 1}',
+            usage=expected_usage,
+            structured={"a": 1},
+            cost_usd=0.0123,
+            duration_ms=4500,
+            permission_denials=(denial,),
+        ),
     ]
     assert mapper.total == 117
     structured = TurnMapper("s", structured=True).feed(_result(result="x", structured_output={"b": 2}))
@@ -170,17 +199,47 @@ def test_system_messages() -> None:
     init = SystemMessage(subtype="init", data={"session_id": "s", "model": "m", "cwd": "/w", "extra": 1})
     assert mapper.feed(init) == [System(subtype="init", data={"session_id": "s", "model": "m", "cwd": "/w"})]
     assert mapper.feed(SystemMessage(subtype="status", data={"status": "requesting"})) == []
-    assert mapper.feed(SystemMessage(subtype="compact_boundary", data={"x": 1})) == [
-        System(subtype="claude_system", data={"subtype": "compact_boundary", "data": {"x": 1}})
+    assert mapper.feed(SystemMessage(subtype="compact_boundary", data={"x": 1})) == [Compaction()]
+    assert mapper.feed(SystemMessage(subtype="api_retry", data={"x": 1})) == [
+        System(subtype="claude_system", data={"subtype": "api_retry", "data": {"x": 1}})
     ]
     limit = RateLimitEvent(
         rate_limit_info=RateLimitInfo(status="allowed", raw={"status": "allowed"}), uuid="u", session_id="s"
     )
-    assert mapper.feed(limit) == [System(subtype="rate_limit", data={"status": "allowed"})]
+    assert mapper.feed(limit) == [RateLimits(raw={"status": "allowed"})]
+    raw = {"status": "rejected", "resetsAt": 1700000000, "utilization": 1.0}
+    rejected = RateLimitEvent(
+        rate_limit_info=RateLimitInfo(status="rejected", resets_at=1700000000, utilization=1.0, raw=raw),
+        uuid="u",
+        session_id="s",
+    )
+    assert mapper.feed(rejected) == [
+        RateLimits(used_percent=100.0, resets_at=1700000000.0, reached=True, raw=raw)
+    ]
 
 
 def test_token_usage_tolerates_missing_fields() -> None:
-    assert token_usage(None) == TokenUsage()
+    assert token_usage(None) == TokenUsage(turn=TokenUsage())
+    turn = TokenUsage(output_tokens=5, reasoning_output_tokens=2, total_tokens=5)
     assert token_usage({"output_tokens_details": {"thinking_tokens": 2}, "output_tokens": 5}) == TokenUsage(
-        output_tokens=5, reasoning_output_tokens=2, total_tokens=5
+        output_tokens=5, reasoning_output_tokens=2, total_tokens=5, turn=turn
     )
+    written = token_usage({"input_tokens": 1, "cache_creation_input_tokens": 6}, prior_total=10)
+    assert written.cache_write_input_tokens == 6 and written.input_tokens == 7 and written.total_tokens == 17
+
+
+def test_thinking_deltas_stream_as_reasoning_deltas() -> None:
+    mapper = TurnMapper("s", structured=False)
+    mapper.feed(
+        StreamEvent(uuid="u", session_id="s", event={"type": "message_start", "message": {"id": "m"}})
+    )
+    delta = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "thinking_delta", "thinking": "hmm"},
+    }
+    assert mapper.feed(StreamEvent(uuid="u", session_id="s", event=delta)) == [
+        ReasoningDelta(text="hmm", item_id="m")
+    ]
+    sub = StreamEvent(uuid="u", session_id="s", event=delta, parent_tool_use_id="toolu_parent")
+    assert mapper.feed(sub) == []

@@ -9,7 +9,9 @@ import asyncio
 import os
 import re
 import signal
+import struct
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from agent_fleet import (
     Event,
     PermissionConfig,
     Reasoning,
+    ReasoningDelta,
     Result,
     Spec,
     System,
@@ -30,7 +33,7 @@ from agent_fleet import (
 )
 from agent_fleet.claude import ClaudeOptions, ClaudeProvider
 from agent_fleet.contract import Handle
-from agent_fleet.errors import TransportError, TurnFailed, UsageError
+from agent_fleet.errors import TransportError, TurnFailed, Unsupported, UsageError
 from agent_fleet.testing._anthropic import (
     AnthropicReply,
     AnthropicRequest,
@@ -97,6 +100,8 @@ async def test_text_turn_maps_to_events(
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello from scripted claude"
     assert [e.text for e in events if isinstance(e, AssistantMessage)] == ["hello from scripted claude"]
     assert [e.text for e in events if isinstance(e, Reasoning)] == ["pondering"]
+    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "pondering"
+    assert result.duration_ms is not None and result.duration_ms >= 0 and result.cost_usd is not None
     usage = [e for e in events if isinstance(e, TokenUsage)]
     assert usage and usage[-1] == result.usage
     assert result.usage is not None and result.usage.input_tokens == 35 and result.usage.output_tokens == 7
@@ -229,6 +234,29 @@ async def test_follow_up_turn_with_send(
     second = anthropic_server.agent_requests[-1]
     assert second.contains("first question") and second.contains("first answer")
     assert second.last_user_text.startswith("second question")
+
+
+async def test_follow_up_with_an_image(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    image = workspace / "shot.png"
+    ihdr = b"IHDR" + struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    idat = b"IDAT" + zlib.compress(b"\x00\xff\x00\x00")
+    chunks = b"".join(
+        struct.pack(">I", len(c) - 4) + c + struct.pack(">I", zlib.crc32(c)) for c in (ihdr, idat, b"IEND")
+    )
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + chunks)
+    anthropic_server.enqueue(AnthropicReply.text("first"), AnthropicReply.text("a red dot"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="hi", cwd=workspace))
+        await handle.wait()
+        with pytest.raises(Unsupported):  # the CLI takes its schema once, at start
+            await handle.send("as JSON", output_schema={"type": "object"})
+        await handle.send("what is in it?", images=[image])
+        result = await handle.wait()
+    assert result.text == "a red dot"
+    last = anthropic_server.agent_requests[-1].messages[-1]
+    assert [b.get("type") for b in last["content"] if isinstance(b, dict)][:2] == ["text", "image"]
 
 
 async def test_resume_continues_the_session_in_a_new_provider(

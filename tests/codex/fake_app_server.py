@@ -11,6 +11,7 @@ import sys
 
 scenario = json.loads(os.environ.get("FAKE_SCENARIO", "[]"))
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
+notices = os.environ.get("FAKE_NOTICES") == "1"  # connection-wide and between-turn notices too
 silent = bool(os.environ.get("FAKE_SILENT"))  # start turns, then never send anything for them
 threads = 0
 
@@ -27,6 +28,7 @@ def read():
     return json.loads(line)
 
 
+turns_started = {}  # thread id -> turns started
 turns = {}  # server-request id -> (thread id, turn id, next scenario index, answers)
 
 
@@ -35,8 +37,16 @@ def ask(tid, turn, n, answers):
     if n == len(scenario):
         item = {"type": "agentMessage", "id": "m1", "text": json.dumps(answers)}
         send({"method": "item/completed", "params": {"threadId": tid, "turnId": turn, "item": item}})
+        if notices:  # the session's token total grows by 50 a turn
+            total = {"totalTokens": 50 * turns_started[tid], "inputTokens": 50 * turns_started[tid]}
+            usage = {"threadId": tid, "turnId": turn, "tokenUsage": {"total": total, "last": {}}}
+            send({"method": "thread/tokenUsage/updated", "params": usage})
         done = {"id": turn, "status": "completed", "items": []}
         send({"method": "turn/completed", "params": {"threadId": tid, "turn": done}})
+        if notices:  # between turns: kept for the thread's next turn; a late item of this one is not
+            send({"method": "thread/name/updated", "params": {"threadId": tid, "threadName": "named"}})
+            late = {"type": "agentMessage", "id": "m2", "text": "late"}
+            send({"method": "item/completed", "params": {"threadId": tid, "turnId": turn, "item": late}})
         return
     req = scenario[n]
     p = dict(req["params"], threadId=tid, turnId=turn)
@@ -62,17 +72,26 @@ def main():
             ask(tid, turn, n + 1, answers)
         elif method == "initialize":
             send({"id": mid, "result": {"userAgent": "fake"}})
+            if notices:  # before any session: only the provider's notice stream has it
+                send({"method": "configWarning", "params": {"summary": "no bubblewrap", "details": None}})
         elif method == "initialized":
             pass
         elif method in ("thread/start", "thread/resume"):
             threads += 1
             tid = params.get("threadId") or f"thr-{threads}"
             send({"id": mid, "result": {"thread": {"id": tid, "environments": [{"cwd": os.getcwd()}]}}})
+            if notices:  # may reach the provider before the handle subscribes
+                status = {"threadId": tid, "name": "docs", "status": "ready", "error": None}
+                send({"method": "mcpServer/startupStatus/updated", "params": status})
         elif method == "turn/start":
             tid = params["threadId"]
-            turn = f"turn-{tid}"
+            turns_started[tid] = turns_started.get(tid, 0) + 1
+            turn = f"turn-{tid}" + (f"-{turns_started[tid]}" if turns_started[tid] > 1 else "")
             send({"id": mid, "result": {"turn": {"id": turn, "status": "inProgress", "items": []}}})
             send({"method": "turn/started", "params": {"threadId": tid, "turn": {"id": turn}}})
+            if notices:
+                window = {"usedPercent": 95, "resetsAt": 1700000000, "windowDurationMins": 300}
+                send({"method": "account/rateLimits/updated", "params": {"rateLimits": {"primary": window}}})
             delta = {"threadId": tid, "turnId": turn, "itemId": "m1", "delta": "x"}
             for _ in range(flood):
                 send({"method": "item/agentMessage/delta", "params": delta})

@@ -17,7 +17,7 @@ import pytest
 
 from agent_fleet import Error, PermissionConfig, Result, Spec, System, TextDelta, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
-from agent_fleet.events import Event
+from agent_fleet.events import AssistantMessage, Event, McpServerStatus, RateLimits
 from agent_fleet.policy import ApprovalRequest, Decision
 
 FAKE = Path(__file__).with_name("fake_app_server.py")
@@ -37,6 +37,10 @@ async def _run(options: CodexOptions, spec: Spec) -> tuple[list[Event], list[dic
     result = events[-1]
     assert isinstance(result, Result)
     return events, json.loads(result.text)
+
+
+async def _drain(handle: Any) -> list[Event]:
+    return [e async for e in handle.events()]
 
 
 def _cmd(command: str) -> dict[str, Any]:
@@ -180,13 +184,53 @@ async def test_slow_approval_handler_does_not_block_other_threads(tmp_path: Path
         await asyncio.wait_for(slow.wait(), 5)
 
 
-async def test_list_models_follows_pages_and_mcp_soft_failure(tmp_path: Path) -> None:
+async def test_list_models_follows_pages(tmp_path: Path) -> None:
     async with CodexProvider(_options(tmp_path, [])) as provider:
         assert [m.id for m in await provider.list_models()] == ["a", "b"]
-        handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path, mcp_servers={"docs": {"command": "x"}}))
-        events = [e async for e in handle.events()]
-    notices = [e for e in events if isinstance(e, System) and e.subtype == "mcp_config_unsupported"]
-    assert len(notices) == 1
+
+
+async def test_every_notice_reaches_someone(tmp_path: Path) -> None:
+    # Connection-wide notices reach the provider's stream and the live sessions; a thread's notices
+    # that arrive between turns come with its next turn; rate limits are an event and a property.
+    options = _options(tmp_path, [])
+    options = dataclasses.replace(options, env={**options.env, "FAKE_NOTICES": "1"})
+    async with CodexProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        first = await asyncio.wait_for(_drain(handle), 10)
+        await handle.send("again")
+        second = await asyncio.wait_for(_drain(handle), 10)
+        board: list[Event] = []
+        async with asyncio.timeout(10):
+            async for event in provider.notices():
+                board.append(event)
+                if isinstance(event, RateLimits):
+                    break
+    assert provider.rate_limits == RateLimits(
+        used_percent=95.0,
+        resets_at=1700000000.0,
+        raw={"primary": {"usedPercent": 95, "resetsAt": 1700000000, "windowDurationMins": 300}},
+    )
+    [status] = [e for e in first if isinstance(e, McpServerStatus)]
+    assert status == McpServerStatus(name="docs", status="ready", session_id=handle.session_id)
+    # connection-wide: delivered to the live session (or kept for its next turn), once: each turn
+    # repeats the same state, which is not news
+    assert sum(isinstance(e, RateLimits) for e in first + second) == 1
+    assert isinstance(first[-1], Result)
+    # a late item of the finished turn is not news for the next one; usage has each turn's share
+    assert [e.text for e in second if isinstance(e, AssistantMessage)] == ["[]"]
+    for events in (first, second):
+        result = events[-1]
+        assert isinstance(result, Result) and result.usage is not None and result.usage.turn is not None
+        assert result.usage.turn.total_tokens == 50
+    [named] = [e for e in second if isinstance(e, System) and e.subtype == "notice"]
+    assert named.data == {
+        "method": "thread/name/updated",
+        "threadId": handle.session_id,
+        "threadName": "named",
+    }
+    warning = board[0]
+    assert isinstance(warning, System) and warning.subtype == "warning"
+    assert warning.data["method"] == "configWarning" and warning.data["summary"] == "no bubblewrap"
 
 
 async def test_unsupported_spec_fields_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

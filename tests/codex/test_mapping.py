@@ -12,17 +12,25 @@ from hypothesis import strategies as st
 from agent_fleet.codex.mapping import TurnMapper, error_code_for
 from agent_fleet.events import (
     AssistantMessage,
+    Compaction,
     Error,
+    ImageView,
+    McpServerStatus,
     Plan,
     PlanStep,
+    RateLimits,
     Reasoning,
     Result,
+    ReviewMode,
+    SubAgent,
     System,
     TextDelta,
     TokenUsage,
+    ToolProgress,
     ToolResult,
     ToolUse,
     UnknownEvent,
+    WebSearch,
 )
 
 CMD = {"type": "commandExecution", "id": "c1", "command": "ls", "cwd": "/w"}
@@ -189,6 +197,218 @@ methods = st.sampled_from(
 @given(methods, json_values)
 def test_malformed_params_never_raise(method: str, params: Any) -> None:
     TurnMapper("s").feed(method, params)
+
+
+# -- typed events for what users read (issue 20) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "expected"),
+    [
+        (
+            "item/completed",
+            {"turnId": "t", "item": {"type": "contextCompaction", "id": "cc"}},
+            [Compaction(item_id="cc", turn_id="t")],
+        ),
+        ("thread/compacted", {"threadId": "s", "turnId": "t"}, []),  # deprecated twin of the item
+        (
+            "item/completed",
+            {
+                "item": {
+                    "type": "webSearch",
+                    "id": "w",
+                    "query": "asyncio",
+                    "action": {"type": "search", "query": "asyncio"},
+                    "results": [{"title": "docs", "url": "https://docs.python.org"}],
+                }
+            },
+            [
+                ToolUse(id="w", name="web_search", input={"query": "asyncio"}),
+                ToolResult(id="w", status="completed"),
+                WebSearch(
+                    item_id="w",
+                    query="asyncio",
+                    action={"type": "search", "query": "asyncio"},
+                    results=({"title": "docs", "url": "https://docs.python.org"},),
+                ),
+            ],
+        ),
+        (
+            "item/completed",
+            {"item": {"type": "imageView", "id": "i", "path": "/w/shot.png"}},
+            [ImageView(item_id="i", path="/w/shot.png")],
+        ),
+        (
+            "item/started",
+            {
+                "item": {
+                    "type": "collabAgentToolCall",
+                    "id": "c",
+                    "tool": "spawnAgent",
+                    "status": "inProgress",
+                    "senderThreadId": "s",
+                    "receiverThreadIds": ["s2"],
+                    "prompt": "look",
+                    "model": "gpt-5.5",
+                    "agentsStates": {},
+                }
+            },
+            [
+                SubAgent(
+                    item_id="c",
+                    tool="spawnAgent",
+                    status="inProgress",
+                    prompt="look",
+                    model="gpt-5.5",
+                    agents={"s2": {}},
+                )
+            ],
+        ),
+        (
+            "item/completed",
+            {
+                "item": {
+                    "type": "collabAgentToolCall",
+                    "id": "c",
+                    "tool": "wait",
+                    "status": "completed",
+                    "senderThreadId": "s",
+                    "receiverThreadIds": ["s2"],
+                    "agentsStates": {"s2": {"status": "completed", "message": "found it"}},
+                }
+            },
+            [
+                SubAgent(
+                    item_id="c",
+                    tool="wait",
+                    status="completed",
+                    agents={"s2": {"status": "completed", "message": "found it"}},
+                )
+            ],
+        ),
+        (
+            "item/completed",
+            {
+                "item": {
+                    "type": "subAgentActivity",
+                    "id": "a",
+                    "kind": "started",
+                    "agentThreadId": "s3",
+                    "agentPath": "/w",
+                    "model": None,
+                }
+            },
+            [SubAgent(item_id="a", tool="started", agents={"s3": {"path": "/w"}})],
+        ),
+        (
+            "item/completed",
+            {"item": {"type": "enteredReviewMode", "id": "r", "review": "commit 1a2b3c"}},
+            [ReviewMode(entered=True, review="commit 1a2b3c", item_id="r")],
+        ),
+        (
+            "item/completed",
+            {"item": {"type": "exitedReviewMode", "id": "r2", "review": "LGTM"}},
+            [ReviewMode(entered=False, review="LGTM", item_id="r2")],
+        ),
+        (
+            "item/mcpToolCall/progress",
+            {"threadId": "s", "turnId": "t", "itemId": "m", "message": "50%"},
+            [ToolProgress(id="m", message="50%")],
+        ),
+        (
+            "mcpServer/startupStatus/updated",
+            {"threadId": "s", "name": "docs", "status": "failed", "error": "no such file"},
+            [McpServerStatus(name="docs", status="failed", error="no such file", session_id="s")],
+        ),
+        (
+            "account/rateLimits/updated",
+            {
+                "rateLimits": {
+                    "primary": {"usedPercent": 40, "resetsAt": 100},
+                    "secondary": {"usedPercent": 91, "resetsAt": 200},
+                    "rateLimitReachedType": None,
+                }
+            },
+            [
+                RateLimits(
+                    used_percent=91.0,
+                    resets_at=200.0,
+                    reached=False,
+                    raw={
+                        "primary": {"usedPercent": 40, "resetsAt": 100},
+                        "secondary": {"usedPercent": 91, "resetsAt": 200},
+                        "rateLimitReachedType": None,
+                    },
+                )
+            ],
+        ),
+        (
+            "configWarning",
+            {"summary": "bad key", "details": None},
+            [
+                System(
+                    subtype="warning", data={"method": "configWarning", "summary": "bad key", "details": None}
+                )
+            ],
+        ),
+        (
+            "skills/changed",
+            {},
+            [System(subtype="notice", data={"method": "skills/changed"})],
+        ),
+        (
+            "thread/goal/updated",
+            {"threadId": "s", "turnId": "t", "goal": {}},
+            [
+                UnknownEvent(
+                    raw={
+                        "method": "thread/goal/updated",
+                        "params": {"threadId": "s", "turnId": "t", "goal": {}},
+                    }
+                )
+            ],
+        ),
+    ],
+)
+def test_typed_events(method: str, params: Any, expected: list[object]) -> None:
+    mapper = TurnMapper("s")
+    mapper.turn_id = "t"
+    assert mapper.feed(method, params) == expected
+
+
+def test_rate_limit_reached() -> None:
+    [limits] = TurnMapper("s").feed(
+        "account/rateLimits/updated", {"rateLimits": {"rateLimitReachedType": "rateLimitReached"}}
+    )
+    assert isinstance(limits, RateLimits) and limits.reached and limits.used_percent is None
+
+
+def test_token_usage_per_turn_and_context_window() -> None:
+    before = TokenUsage(input_tokens=100, output_tokens=10, total_tokens=110)
+    mapper = TurnMapper("s", baseline=before)
+    usage = {
+        "total": {"inputTokens": 150, "outputTokens": 30, "totalTokens": 180, "cacheWriteInputTokens": 7},
+        "last": {"inputTokens": 50, "outputTokens": 20, "totalTokens": 70},
+        "modelContextWindow": 272000,
+    }
+    [event] = mapper.feed("thread/tokenUsage/updated", {"tokenUsage": usage})
+    assert event == TokenUsage(
+        input_tokens=150,
+        output_tokens=30,
+        total_tokens=180,
+        cache_write_input_tokens=7,
+        turn=TokenUsage(input_tokens=50, output_tokens=20, total_tokens=70, cache_write_input_tokens=7),
+        context_window=272000,
+    )
+    completed = mapper.feed("turn/completed", {"turn": {"id": "t", "status": "completed"}})
+    assert completed == [Result(session_id="s", turn_id="t", usage=event)]
+
+
+def test_usage_without_a_baseline_has_no_turn_share() -> None:
+    [event] = TurnMapper("s").feed(
+        "thread/tokenUsage/updated", {"tokenUsage": {"total": {"totalTokens": 5}, "last": {}}}
+    )
+    assert isinstance(event, TokenUsage) and event.turn is None and event.context_window is None
 
 
 def test_tools_running_while_a_tool_or_reasoning_item_is_open() -> None:

@@ -52,9 +52,29 @@ def test_field_lands_where_expected(name: str) -> None:
         case ["local"]:
             assert name in plan.local
         case ["mcp"]:
-            assert plan.mcp_edits == [
-                {"keyPath": "mcp_servers.docs", "value": {"command": "docs-mcp"}, "mergeStrategy": "upsert"}
-            ]
+            assert plan.thread_params["config"] == {"mcp_servers": {"docs": {"command": "docs-mcp"}}}
+
+
+def test_mcp_servers_are_the_threads_own_config() -> None:
+    # Per-thread config: two sessions may define one server name differently (no shared user config).
+    a = plan_spawn(Spec(prompt="p", mcp_servers={"docs": {"command": "a"}}))
+    b = plan_spawn(Spec(prompt="p", mcp_servers={"docs": {"command": "b"}}))
+    assert a.thread_params["config"]["mcp_servers"]["docs"] == {"command": "a"}
+    assert b.thread_params["config"]["mcp_servers"]["docs"] == {"command": "b"}
+    merged = plan_spawn(
+        Spec(
+            prompt="p",
+            config={
+                "model_verbosity": "low",
+                "mcp_servers": {"x": {"command": "x"}, "docs": {"command": "old"}},
+            },
+            mcp_servers={"docs": {"command": "new"}},
+        )
+    )
+    assert merged.thread_params["config"] == {
+        "model_verbosity": "low",
+        "mcp_servers": {"x": {"command": "x"}, "docs": {"command": "new"}},
+    }
 
 
 def test_every_thread_asks_for_approval() -> None:

@@ -110,3 +110,13 @@ async def test_a_new_provider_plugs_in_through_the_registry(echo_entry: Provider
     target: Any = None
     with pytest.raises(Unsupported):
         await provider.review(target, cwd=".")
+    # ... no session store, no notice stream, no rate limits reported.
+    assert provider.rate_limits is None
+    with pytest.raises(Unsupported):
+        provider.notices()
+    with pytest.raises(Unsupported):
+        await provider.list_sessions()
+    with pytest.raises(Unsupported):
+        await provider.read_session("s")
+    with pytest.raises(Unsupported):
+        await provider.archive_session("s")

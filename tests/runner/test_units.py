@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_fleet.cli import describe, parse_config_overrides
 from agent_fleet.contract import Spec
 from agent_fleet.errors import UsageError
-from agent_fleet.events import System, ToolUse
+from agent_fleet.events import Compaction, McpServerStatus, System, ToolUse
 from agent_fleet.runner import Redactor, TaskEvent, TranscriptWriter, event_record
 from agent_fleet.runner.batch import parse_tasks
 from agent_fleet.runner.review import parse_priority
@@ -132,3 +133,15 @@ def test_describe_unwraps_shell_commands() -> None:
     assert (
         describe(TaskEvent(task_id="t", source="agent", event=denied)) == "declined: git reset --hard (r: no)"
     )
+
+
+def test_describe_rate_limits_mcp_failures_and_compaction() -> None:
+    def line(event: Any) -> str | None:
+        return describe(TaskEvent(task_id="t", source="agent", event=event))
+
+    waiting = System(subtype="runner.rate_limited", data={"used": 95.0, "wait": 12.5})
+    assert line(waiting) == "rate limit near (95.0% used): waiting 12.5s before the turn"
+    failed = McpServerStatus(name="docs", status="failed", error="No such file\nmore")
+    assert line(failed) == "MCP server docs failed to start: No such file"
+    assert line(McpServerStatus(name="docs", status="ready")) is None
+    assert line(Compaction()) == "context compacted"

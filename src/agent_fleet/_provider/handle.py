@@ -9,8 +9,9 @@ it was given (``self._host``) when the task reading ``events()`` is cancelled.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator
-from typing import Generic, Protocol, TypeVar
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
 
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream
@@ -47,14 +48,22 @@ class StreamedHandle(Handle, Generic[TurnT]):
         """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
         return await self._require_turn().stream.result()
 
-    async def send(self, prompt: str) -> None:
+    async def send(
+        self,
+        prompt: str,
+        *,
+        images: Sequence[str | Path] = (),
+        output_schema: Mapping[str, Any] | None = None,
+    ) -> None:
         """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
         if self.running:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
-        await self._follow_up(check_text(prompt))
+        await self._follow_up(check_text(prompt), images=tuple(images), output_schema=output_schema)
 
     @abc.abstractmethod
-    async def _follow_up(self, prompt: str) -> None:
+    async def _follow_up(
+        self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
+    ) -> None:
         """Start the next turn with ``prompt`` (the previous one has ended)."""
 
     def _stop_soon(self) -> None:

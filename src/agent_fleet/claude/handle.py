@@ -39,7 +39,8 @@ import itertools
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from claude_agent_sdk import (
@@ -71,10 +72,10 @@ from agent_fleet._provider.stream import EventStream  # the same one-reader, one
 from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.claude import _approvals, _questions, _tools
 from agent_fleet.claude.mapping import TurnMapper
-from agent_fleet.claude.translate import ClaudePlan
+from agent_fleet.claude.translate import ClaudePlan, user_content
 from agent_fleet.contract import Spec, check_text
-from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
-from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
+from agent_fleet.errors import ProviderUnavailable, TransportError, Unsupported, UsageError
+from agent_fleet.events import Error, Event, RateLimits, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
 from agent_fleet.tools import as_tools
 
@@ -184,8 +185,13 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         """The last lines the CLI wrote to stderr."""
         return "\n".join(self._stderr)
 
-    async def _follow_up(self, prompt: str) -> None:
-        await self.start_turn(prompt)
+    async def _follow_up(
+        self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
+    ) -> None:
+        if output_schema is not None and dict(output_schema) != dict(self._spec.output_schema or {}):
+            # the CLI takes its JSON schema once, at start (--json-schema)
+            raise Unsupported("Claude takes an output schema per session (Spec.output_schema), not per turn")
+        await self.start_turn(user_content(prompt, images) if images else prompt)
 
     async def inject(self, text: str) -> None:
         """Steer the running turn: the CLI shows ``text`` to Claude mid-turn (next model request).
@@ -424,6 +430,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
                     turn.tools.add(event.id)
                 elif isinstance(event, ToolResult):
                     turn.tools.discard(event.id)
+                elif type(event) is RateLimits:
+                    self._provider.observe_rate_limits(event)
                 turn.stream.push(event)
 
     def _check_injected(self, turn: _ClaudeTurn, message: ResultMessage) -> None:

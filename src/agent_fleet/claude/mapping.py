@@ -4,6 +4,7 @@
 SDK message                                    events
 =============================================  ====================================================
 ``StreamEvent`` ``text_delta`` (main thread)   ``TextDelta(item_id=<message id>)``
+``StreamEvent`` ``thinking_delta`` (main)      ``ReasoningDelta(item_id=<message id>)``
 ``AssistantMessage`` text / thinking blocks    ``AssistantMessage`` / ``Reasoning`` (main thread)
 ``AssistantMessage`` ``tool_use`` blocks        ``ToolUse`` (``Bash`` -> ``shell`` with
                                                ``{"command"}``; ``mcp__s__t`` -> ``mcp:s/t``;
@@ -12,11 +13,13 @@ SDK message                                    events
 ``UserMessage`` ``tool_result`` blocks          ``ToolResult`` (``status``: completed / failed /
                                                declined by the policy)
 ``SystemMessage`` ``init``                      ``System(subtype="init")``
+``SystemMessage`` ``compact_boundary``          ``Compaction``
 other ``SystemMessage`` (progress noise        ``System(subtype="claude_system")``: its
 excepted)                                      ``subtype`` and ``data``
-``RateLimitEvent``                             ``System(subtype="rate_limit")``
+``RateLimitEvent``                             ``RateLimits`` (``Provider.rate_limits``)
 ``ConversationResetMessage``                   ``System(subtype="conversation_reset")``
-``ResultMessage`` success                       ``TokenUsage`` then ``Result``
+``ResultMessage`` success                       ``TokenUsage`` then ``Result`` (cost, duration,
+                                               permission denials)
 ``ResultMessage`` error                         ``Error``: ``auth_failed`` (HTTP 401/403 or
                                                ``authentication_failed``), ``cancelled``
                                                (aborted), else by the SDK's error kind or the
@@ -59,10 +62,13 @@ from agent_fleet._provider.prompt import parse_structured
 from agent_fleet.claude._approvals import tool_input, tool_name
 from agent_fleet.events import (
     AssistantMessage,
+    Compaction,
     Error,
     ErrorCode,
     Event,
+    RateLimits,
     Reasoning,
+    ReasoningDelta,
     Result,
     System,
     TextDelta,
@@ -108,21 +114,33 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def token_usage(usage: dict[str, Any] | None, prior_total: int = 0) -> TokenUsage:
-    """``TokenUsage`` from a Messages API usage dict. ``input_tokens`` includes cache reads and writes
-    (Anthropic counts them apart); ``total_tokens`` adds ``prior_total`` (the session so far)."""
+def token_usage(
+    usage: dict[str, Any] | None, prior_total: int = 0, model_usage: dict[str, Any] | None = None
+) -> TokenUsage:
+    """``TokenUsage`` from a Messages API usage dict (one turn's). ``input_tokens`` includes cache reads
+    and writes (Anthropic counts them apart); ``total_tokens`` adds ``prior_total`` (the session so
+    far); ``turn`` is this turn alone; ``context_window`` comes from the CLI's ``modelUsage``."""
     u = usage or {}
     cached = _int(u.get("cache_read_input_tokens"))
-    inp = _int(u.get("input_tokens")) + cached + _int(u.get("cache_creation_input_tokens"))
+    written = _int(u.get("cache_creation_input_tokens"))
+    inp = _int(u.get("input_tokens")) + cached + written
     out = _int(u.get("output_tokens"))
     details = u.get("output_tokens_details")
     thinking = _int(details.get("thinking_tokens")) if isinstance(details, dict) else 0
-    return TokenUsage(
+    turn = TokenUsage(
         input_tokens=inp,
         cached_input_tokens=cached,
         output_tokens=out,
         reasoning_output_tokens=thinking,
+        total_tokens=inp + out,
+        cache_write_input_tokens=written,
+    )
+    windows = [_int(m.get("contextWindow")) for m in (model_usage or {}).values() if isinstance(m, dict)]
+    return dataclasses.replace(
+        turn,
         total_tokens=prior_total + inp + out,
+        turn=turn,
+        context_window=max(windows) if any(windows) else None,
     )
 
 
@@ -214,6 +232,8 @@ class TurnMapper:
             case SystemMessage(subtype="init"):
                 data: dict[str, Any] = {k: msg.data[k] for k in _INIT_KEYS if k in msg.data}
                 return [System(subtype="init", data=data)]
+            case SystemMessage(subtype="compact_boundary"):
+                return [Compaction()]
             case SystemMessage():
                 if msg.subtype in QUIET_SYSTEM_SUBTYPES:
                     return []
@@ -221,7 +241,15 @@ class TurnMapper:
                     System(subtype="claude_system", data={"subtype": msg.subtype, "data": dict(msg.data)})
                 ]
             case RateLimitEvent():
-                return [System(subtype="rate_limit", data=dict(msg.rate_limit_info.raw))]
+                info = msg.rate_limit_info
+                return [
+                    RateLimits(
+                        used_percent=info.utilization * 100 if info.utilization is not None else None,
+                        resets_at=float(info.resets_at) if info.resets_at is not None else None,
+                        reached=info.status == "rejected",
+                        raw=dict(info.raw),
+                    )
+                ]
             case ConversationResetMessage():
                 return [System(subtype="conversation_reset", data={"session_id": msg.session_id})]
             case _:
@@ -244,6 +272,10 @@ class TurnMapper:
                     text = delta.get("text")
                     if isinstance(text, str) and text:
                         return [TextDelta(text=text, item_id=self._message_id)]
+                if isinstance(delta, dict) and delta.get("type") == "thinking_delta":
+                    thinking = delta.get("thinking")
+                    if isinstance(thinking, str) and thinking:
+                        return [ReasoningDelta(text=thinking, item_id=self._message_id)]
         return []
 
     def _assistant(self, msg: SDKAssistantMessage) -> list[Event]:
@@ -291,7 +323,7 @@ class TurnMapper:
     def _result(self, msg: ResultMessage) -> list[Event]:
         if msg.is_error:
             return [result_error(msg, self._api_error)]
-        usage = token_usage(msg.usage, self.total)
+        usage = token_usage(msg.usage, self.total, msg.model_usage)
         self.total = usage.total_tokens
         text = msg.result if isinstance(msg.result, str) else self._last_text
         structured: Any = None
@@ -301,5 +333,14 @@ class TurnMapper:
             )
         return [
             usage,
-            Result(session_id=self.session_id, turn_id=None, text=text, usage=usage, structured=structured),
+            Result(
+                session_id=self.session_id,
+                turn_id=None,
+                text=text,
+                usage=usage,
+                structured=structured,
+                cost_usd=msg.total_cost_usd,
+                duration_ms=msg.duration_ms,
+                permission_denials=tuple(d for d in msg.permission_denials or () if isinstance(d, dict)),
+            ),
         ]

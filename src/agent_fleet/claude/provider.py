@@ -32,6 +32,7 @@ from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.claude.translate import plan_session
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import UsageError
+from agent_fleet.events import RateLimits
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
@@ -54,6 +55,16 @@ class ClaudeProvider(Provider):
         self.options = options or ClaudeOptions()
         self._sessions: Sessions[ClaudeHandle] = Sessions(logger)
         self._closed = False
+        self._rate_limits: RateLimits | None = None
+
+    @property
+    def rate_limits(self) -> RateLimits | None:
+        """The latest rate-limit state the CLI reported in any session (None before the first)."""
+        return self._rate_limits
+
+    def observe_rate_limits(self, limits: RateLimits) -> None:
+        """A session saw the account's rate-limit state (called by its handle)."""
+        self._rate_limits = limits
 
     @property
     def capabilities(self) -> Capabilities:

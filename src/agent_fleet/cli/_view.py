@@ -16,7 +16,16 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from agent_fleet.events import AssistantMessage, Error, Reasoning, System, ToolResult, ToolUse
+from agent_fleet.events import (
+    AssistantMessage,
+    Compaction,
+    Error,
+    McpServerStatus,
+    Reasoning,
+    System,
+    ToolResult,
+    ToolUse,
+)
 from agent_fleet.runner import BatchResult, Redactor, TaskCounters, TaskEvent, TaskResult, event_record
 from agent_fleet.runner._delta_redact import DeltaCoalescer
 
@@ -102,6 +111,12 @@ def describe(task_event: TaskEvent) -> str | None:
             return "\n".join(lines)
         case System(subtype="runner.review_skipped", data=data):
             return f"review skipped: {data.get('reason')}"
+        case System(subtype="runner.rate_limited", data=data):
+            return f"rate limit near ({data.get('used')}% used): waiting {data.get('wait')}s before the turn"
+        case McpServerStatus(status="failed", name=name, error=error):
+            return f"{prefix}MCP server {name} failed to start: {first_line(str(error))}"
+        case Compaction() if task_event.source == "agent":
+            return "context compacted"
         case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
             return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
     return None

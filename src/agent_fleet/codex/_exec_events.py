@@ -33,6 +33,7 @@ from agent_fleet.events import (
     PlanStep,
     Reasoning,
     Result,
+    SubAgent,
     System,
     TokenUsage,
     ToolResult,
@@ -121,6 +122,7 @@ def _usage(raw: Any) -> TokenUsage:
         output_tokens=out,
         reasoning_output_tokens=_int(u.get("reasoning_output_tokens")),
         total_tokens=_int(u.get("total_tokens")) or inp + out,
+        cache_write_input_tokens=_int(u.get("cache_write_input_tokens")),
     )
 
 
@@ -306,6 +308,22 @@ class ExecEventParser:
             case "error":
                 message = _str(item["message"])
                 return [System(subtype="error_item", data={"message": message})] if completed else []
+            case "collab_tool_call":  # sub-agents: spawn_agent, send_input, wait, close_agent
+                if kind == "item.updated":
+                    return []
+                states = item.get("agents_states")
+                agents: dict[str, Any] = dict(states) if isinstance(states, dict) else {}
+                for receiver in item.get("receiver_thread_ids") or []:
+                    agents.setdefault(str(receiver), {})
+                return [
+                    SubAgent(
+                        item_id=item_id,
+                        tool=_str(item.get("tool")),
+                        status=_opt_str(item.get("status")),
+                        prompt=_opt_str(item.get("prompt")),
+                        agents=agents,
+                    )
+                ]
             case str() if item_type in _TOOL_ITEMS:
                 events: list[Event] = []
                 if item_id not in self._started:

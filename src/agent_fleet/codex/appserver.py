@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
@@ -33,12 +33,21 @@ from agent_fleet._codex_toml import config_args
 from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.codex.translate import plan_spawn
-from agent_fleet.contract import Capabilities, ModelInfo, Provider, ReviewResult, ReviewTarget, Spec
+from agent_fleet.contract import (
+    Capabilities,
+    ModelInfo,
+    Provider,
+    ReviewResult,
+    ReviewTarget,
+    SessionInfo,
+    Spec,
+)
 from agent_fleet.errors import (
     AgentFleetError,
     ConnectionClosed,
@@ -46,7 +55,7 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import Error, Event, System
+from agent_fleet.events import Error, Event, RateLimits, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Request, StreamTransport
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
@@ -114,7 +123,7 @@ class CodexProvider(Provider):
         self._restarting: asyncio.Task[None] | None = None
         self._shutting_down = False
         self._closed = False
-        self._mcp_written: set[str] = set()
+        self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
         self.writable_roots: tuple[str, ...] = ()
         self.crashes = 0
 
@@ -129,7 +138,7 @@ class CodexProvider(Provider):
             supports_output_schema=True,
             supports_reasoning_effort=True,
             needs_permission_config=False,
-            emits_subagent_events=False,
+            emits_subagent_events=True,
             tool_permission_format="codex-approval",
             supports_review=True,
             supports_python_tools=True,  # dynamicTools + item/tool/call
@@ -229,6 +238,7 @@ class CodexProvider(Provider):
             await asyncio.gather(*(h.stop() for h in handles), return_exceptions=True)
         for h in self._sessions.handles():
             h.crashed("provider shut down", {})
+        self._notices.close()
         child, self._child = self._child, None
         if child is not None:
             await self._kill(child)
@@ -294,11 +304,11 @@ class CodexProvider(Provider):
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
+        notices = spec_unsupported(plan.untranslated)
         result = await child.conn.request_with_retry(
             "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
         )
-        return await self._open(child, result, spec, plan.turn_params, policy, notices)
+        return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage())
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
         """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
@@ -307,23 +317,82 @@ class CodexProvider(Provider):
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)
-        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
+        notices = spec_unsupported(plan.untranslated)
         # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)
         result = await child.conn.request_with_retry(
             "thread/resume", params, timeout=self.options.rpc_timeout
         )
-        return await self._open(child, result, spec, plan.turn_params, policy, notices)
+        return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
+
+    async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
+        """A new thread with a copy of thread ``session_id``'s history (``thread/fork``) and ``spec``'s
+        settings; no turn runs until ``send()`` (``spec.prompt`` is not sent)."""
+        child = await self._ready()
+        plan = plan_spawn(spec)
+        policy = ApprovalPolicy(spec.permission)
+        params = {**plan.thread_params, "threadId": session_id}
+        params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
+        result = await child.conn.request_with_retry("thread/fork", params, timeout=self.options.rpc_timeout)
+        return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
+
+    async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
+        """Stored threads, newest first (``thread/list``, following pages up to ``limit``)."""
+        child = await self._ready()
+        out: list[SessionInfo] = []
+        cursor: str | None = None
+        while limit is None or len(out) < limit:
+            params: dict[str, Any] = {"archived": archived}
+            if limit is not None:
+                params["limit"] = limit - len(out)
+            if cursor:
+                params["cursor"] = cursor
+            page = await child.conn.request_with_retry(
+                "thread/list", params, timeout=self.options.rpc_timeout
+            )
+            out += [_session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        return out if limit is None else out[:limit]
+
+    async def read_session(self, session_id: str) -> SessionInfo:
+        """Thread ``session_id`` with its turns in ``raw["turns"]`` (``thread/read``)."""
+        child = await self._ready()
+        result = await child.conn.request_with_retry(
+            "thread/read", {"threadId": session_id, "includeTurns": True}, timeout=self.options.rpc_timeout
+        )
+        thread = result.get("thread") if isinstance(result, dict) else None
+        if not isinstance(thread, dict):
+            raise RPCError(-32603, f"thread/read without a thread: {result!r}")
+        return _session_info(thread)
+
+    async def archive_session(self, session_id: str) -> None:
+        """Archive thread ``session_id`` (``thread/archive``)."""
+        child = await self._ready()
+        await child.conn.request("thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout)
+
+    @property
+    def rate_limits(self) -> RateLimits | None:
+        """The latest ``account/rateLimits/updated`` codex sent (None before the first)."""
+        return self._notices.rate_limits
+
+    def notices(self) -> AsyncIterator[Event]:
+        """Connection-wide notices (warnings, account and config changes, rate limits, MCP start-up,
+        notices for threads without a handle) as events: the last 256 kept, then each new one, until
+        ``shutdown()``. A reader that falls behind gets ``System(subtype="notices_dropped")``."""
+        return self._notices.follow()
 
     async def _open(
         self,
         child: _Child,
         result: Any,
         spec: Spec,
-        turn_params: dict[str, Any],
+        turn_params: dict[str, Any] | None,
         policy: ApprovalPolicy,
         notices: list[System],
+        baseline: TokenUsage | None,
     ) -> CodexHandle:
         thread = result.get("thread") if isinstance(result, dict) else None
         thread_id = thread.get("id") if isinstance(thread, dict) else None
@@ -336,8 +405,22 @@ class CodexProvider(Provider):
                 cwd = envs[0].get("cwd")
         if not isinstance(cwd, str):
             cwd = os.fspath(spec.cwd or self.options.cwd or os.getcwd())
-        handle = CodexHandle(self, self._sessions, child.conn, thread_id, spec, policy, cwd)
+        handle = CodexHandle(
+            self, self._sessions, child.conn, thread_id, spec, policy, cwd, baseline=baseline
+        )
         self._sessions.add(handle)
+        # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
+        for event in self._notices.adopt(thread_id):
+            handle.notice(event)
+        # The model the thread really runs (set by Spec.model, a -c override or the user's config).
+        model = result.get("model")
+        if isinstance(model, str) and model:
+            provider = result.get("modelProvider")
+            handle.notice(System(subtype="session", data={"model": model, "model_provider": provider}))
+        for notice in notices:
+            handle.notice(notice)
+        if turn_params is None:
+            return handle
         items = turn_params["input"]
         extra = {k: v for k, v in turn_params.items() if k != "input"}
         try:
@@ -345,31 +428,7 @@ class CodexProvider(Provider):
         except BaseException:
             await handle.stop()
             raise
-        # The model the thread really runs (set by Spec.model, a -c override or the user's config).
-        model = result.get("model")
-        if isinstance(model, str) and model:
-            provider = result.get("modelProvider")
-            handle._emit(System(subtype="session", data={"model": model, "model_provider": provider}))
-        for notice in notices:
-            handle._emit(notice)
         return handle
-
-    async def _write_mcp(self, child: _Child, edits: list[dict[str, Any]]) -> list[System]:
-        todo = [e for e in edits if e["keyPath"] not in self._mcp_written]
-        if not todo:
-            return []
-        try:
-            await child.conn.request_with_retry(
-                "config/batchWrite",
-                {"edits": todo, "reloadUserConfig": True},
-                timeout=self.options.rpc_timeout,
-            )
-        except RPCError as exc:
-            if exc.code == RPCError.METHOD_NOT_FOUND:
-                return [System(subtype="mcp_config_unsupported", data={"error": exc.message})]
-            raise
-        self._mcp_written.update(e["keyPath"] for e in todo)
-        return []
 
     async def review(
         self,
@@ -414,7 +473,7 @@ class CodexProvider(Provider):
         return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
-        logger.debug("codex notification without a live thread: %s", msg.method)
+        self._notices.route(msg.method, msg.params)
 
     async def _on_global_request(self, msg: Request) -> None:
         child = self._child
@@ -466,4 +525,22 @@ def _model_info(record: dict[str, Any]) -> ModelInfo:
         is_default=bool(record.get("isDefault")),
         hidden=bool(record.get("hidden")),
         raw=record,
+    )
+
+
+def _session_info(thread: dict[str, Any]) -> SessionInfo:
+    def _num(key: str) -> float | None:
+        value = thread.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    cwd = thread.get("cwd")
+    return SessionInfo(
+        id=str(thread.get("id")),
+        preview=str(thread.get("preview") or ""),
+        cwd=cwd if isinstance(cwd, str) else None,
+        model=thread.get("model") if isinstance(thread.get("model"), str) else None,
+        created_at=_num("createdAt"),
+        updated_at=_num("updatedAt"),
+        forked_from=thread.get("forkedFromId") if isinstance(thread.get("forkedFromId"), str) else None,
+        raw=thread,
     )

@@ -33,14 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from agent_fleet._codex_binary import codex_version_async, find_codex
 from agent_fleet._process import ChildProcess
@@ -66,7 +67,7 @@ CAPABILITIES: Final = Capabilities(
     supports_output_schema=True,  # --output-schema FILE
     supports_reasoning_effort=True,  # -c model_reasoning_effort=...
     needs_permission_config=False,  # approval policy is 'never': nothing to decide per command
-    emits_subagent_events=False,
+    emits_subagent_events=True,  # collab_tool_call items -> SubAgent
     tool_permission_format="codex-sandbox",
 )
 
@@ -329,13 +330,21 @@ class CodexExecHandle(StreamedHandle[_ExecTurn]):
         if self._turn is not None:
             self._turn.abort("cancelled", "the task consuming the turn was cancelled")
 
-    async def _follow_up(self, prompt: str) -> None:
+    async def _follow_up(
+        self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
+    ) -> None:
         if self._starting:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
         session_id = self.session_id
+        spec = self._spec
+        if images or output_schema is not None:
+            # exec resume takes --image and --output-schema like the first turn
+            spec = dataclasses.replace(
+                spec, images=images, output_schema=output_schema if output_schema else spec.output_schema
+            )
         self._starting = True
         try:
-            self._turn = await self._launch(self._spec, prompt=prompt, session_id=session_id, images=False)
+            self._turn = await self._launch(spec, prompt=prompt, session_id=session_id, images=bool(images))
         finally:
             self._starting = False
 

@@ -28,21 +28,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
+from agent_fleet._provider.board import Backlog
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
-from agent_fleet.codex.mapping import TurnMapper
+from agent_fleet.codex.mapping import TurnMapper, token_usage
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
-from agent_fleet.events import Error, Event, Result, System
+from agent_fleet.events import Error, Event, Result, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 from agent_fleet.policy.engine import STRICT_RULE
@@ -61,8 +64,15 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 class _AppServerTurn:
     __slots__ = ("approvals", "interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
 
-    def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
-        self.mapper = TurnMapper(session_id, structured=structured)
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        structured: bool,
+        bound: int | None,
+        baseline: TokenUsage | None = None,
+    ) -> None:
+        self.mapper = TurnMapper(session_id, structured=structured, baseline=baseline)
         self.stream = EventStream(bound)
         self.turn_id: str | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -92,6 +102,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         spec: Spec,
         policy: ApprovalPolicy,
         cwd: str,
+        *,
+        baseline: TokenUsage | None = None,
     ) -> None:
         self._provider = provider  # read for its options and writable roots only
         self._host = host
@@ -104,6 +116,11 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         self._turn: _AppServerTurn | None = None
         self._old_turn_ids: set[str] = set()
         self._closed = False
+        # Token totals of the session before the next turn (None: unknown, e.g. a resumed thread
+        # until codex replays its usage), and the notices that arrived while no turn ran.
+        self._baseline = baseline
+        self._backlog = Backlog()
+        self._idle = TurnMapper(thread_id)
         self._tools = by_name(spec.tools)
         on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
         self._sub: Subscription = connection.subscribe(
@@ -120,8 +137,25 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     def closed(self) -> bool:
         return self._closed
 
-    async def _follow_up(self, prompt: str) -> None:
-        await self.start_turn(turn_input(prompt))
+    async def _follow_up(
+        self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
+    ) -> None:
+        extra = {"outputSchema": dict(output_schema)} if output_schema is not None else None
+        await self.start_turn(turn_input(prompt, images), extra, structured=True if output_schema else None)
+
+    async def fork(self) -> CodexHandle:
+        """A new thread with a copy of this one's history (``thread/fork``); no turn runs until
+        ``send()``. The fork has this session's settings and approval policy."""
+        if self.running:
+            raise UsageError("fork(): wait for the current turn to end first")
+        return await self._provider.fork(self._thread_id, self._spec)
+
+    async def compact(self) -> None:
+        """Compact the thread's history (``thread/compact/start``) as a turn of its own: read it with
+        ``events()`` (a ``Compaction`` event, then ``Result``) or ``wait()``."""
+        if self.running:
+            raise UsageError("compact(): the current turn is still running; wait for it or stop() first")
+        await self._begin("thread/compact/start", {"threadId": self._thread_id}, structured=False)
 
     async def inject(self, text: str) -> None:
         """Steer the running turn with more input (``turn/steer``)."""
@@ -157,8 +191,23 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
 
     # -- provider-facing -----------------------------------------------------------------------------
 
-    async def start_turn(self, items: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> None:
-        """Send ``turn/start`` with ``items`` (+ ``extra`` params); the new turn is live before the send."""
+    async def start_turn(
+        self,
+        items: list[dict[str, Any]],
+        extra: dict[str, Any] | None = None,
+        *,
+        structured: bool | None = None,
+    ) -> None:
+        """Send ``turn/start`` with ``items`` (+ ``extra`` params); the new turn is live before the send.
+        ``structured`` (default: the spec has an output schema) parses the answer as JSON."""
+        params: dict[str, Any] = {"threadId": self._thread_id, "input": items}
+        if extra:
+            params.update(extra)
+        if structured is None:
+            structured = self._spec.output_schema is not None
+        await self._begin("turn/start", params, structured=structured)
+
+    async def _begin(self, method: str, params: dict[str, Any], *, structured: bool) -> None:
         if self._closed:
             raise UsageError("this session is stopped; use provider.resume() to continue it")
         previous = self._turn
@@ -168,20 +217,20 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
                 await asyncio.wait([previous.interrupt])
             if previous.turn_id is not None:
                 self._old_turn_ids.add(previous.turn_id)
+            usage, known = previous.mapper.usage, self._baseline
+            if usage is not None and (known is None or usage.total_tokens >= known.total_tokens):
+                self._baseline = usage  # (a usage update after the turn ended may be newer)
         turn = _AppServerTurn(
-            self._thread_id, structured=self._spec.output_schema is not None, bound=self._bound
+            self._thread_id, structured=structured, bound=self._bound, baseline=self._baseline
         )
         self._turn = turn
-        params: dict[str, Any] = {"threadId": self._thread_id, "input": items}
-        if extra:
-            params.update(extra)
+        for event in self._backlog.drain():  # what arrived between turns comes first
+            turn.stream.push(event)
         try:
             # Not retried: a duplicate turn/start would run the prompt twice.
-            result = await self._conn.request(
-                "turn/start", params, timeout=self._provider.options.rpc_timeout
-            )
+            result = await self._conn.request(method, params, timeout=self._provider.options.rpc_timeout)
         except AgentFleetError as exc:
-            self._finish(turn, Error(code="turn_failed", message=f"turn/start failed: {exc}"))
+            self._finish(turn, Error(code="turn_failed", message=f"{method} failed: {exc}"))
             raise
         turn_obj = result.get("turn") if isinstance(result, dict) else None
         if isinstance(turn_obj, dict) and isinstance(turn_obj.get("id"), str) and turn.turn_id is None:
@@ -274,6 +323,41 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
                     return None
         return turn
 
+    def _between(self, method: str, params: Any) -> None:
+        """A notification that belongs to no live turn: kept for the next turn when it is news (no
+        turn named, or a turn this handle never ran); the usage codex replays names the baseline."""
+        if type(params) is not dict:
+            return
+        turn = self._turn
+        turn_id = params.get("turnId")
+        if method == "thread/tokenUsage/updated":
+            usage = params.get("tokenUsage")
+            if isinstance(usage, dict) and turn_id not in self._old_turn_ids:
+                replayed = token_usage(usage, None)
+                if turn is None or turn.stream.done:
+                    self._baseline = replayed
+                elif turn.turn_id is None and turn.mapper.baseline is None:
+                    turn.mapper.baseline = replayed  # thread/resume replays the total before this turn
+            return
+        if turn is not None and not turn.stream.done:
+            return  # a live turn, and this names another: stale
+        if turn_id is not None and (
+            turn_id in self._old_turn_ids or turn_id == getattr(turn, "turn_id", None)
+        ):
+            return
+        for event in self._idle.feed(method, params):
+            if type(event) not in TERMINAL_TYPES:
+                self._backlog.add(event)
+
+    def notice(self, event: Event) -> None:
+        """A notice that concerns this session (from the provider): into the running turn, or kept
+        for the next one."""
+        turn = self._turn
+        if turn is not None and not turn.stream.done:
+            turn.stream.push(event)
+        elif not self._closed:
+            self._backlog.add(event)
+
     def _on_notification(self, msg: Notification) -> None:
         turn, params = self._turn, msg.params
         # Fast path, once per event: a notification naming the live turn's id is the live turn's (if
@@ -286,6 +370,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         ):
             turn = self._current_for(msg.method, params)
             if turn is None:
+                self._between(msg.method, params)
                 return
         turn.seen = True  # for the idle watchdog: one store, no branch
         stream = turn.stream
@@ -300,6 +385,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         # connection's queue for this thread); an unread turn's deltas are merged instead.
         turn = self._current_for(msg.method, msg.params)
         if turn is None:
+            self._between(msg.method, msg.params)
             return
         turn.seen = True
         for event in turn.mapper.feed(msg.method, msg.params):

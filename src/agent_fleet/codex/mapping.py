@@ -17,23 +17,39 @@ from agent_fleet._provider.fastnew import positional_new
 from agent_fleet._provider.prompt import parse_structured
 from agent_fleet.events import (
     AssistantMessage,
+    Compaction,
     Diff,
     Error,
     ErrorCode,
     Event,
+    ImageView,
+    McpServerStatus,
     Plan,
     PlanStep,
+    RateLimits,
     Reasoning,
     Result,
+    ReviewMode,
+    SubAgent,
     System,
     TextDelta,
     TokenUsage,
+    ToolProgress,
     ToolResult,
     ToolUse,
     UnknownEvent,
+    WebSearch,
 )
 
-__all__ = ["IGNORED", "OPT_OUT_NOTIFICATIONS", "TurnMapper", "error_code_for"]
+__all__ = [
+    "IGNORED",
+    "NOTICE_METHODS",
+    "OPT_OUT_NOTIFICATIONS",
+    "TurnMapper",
+    "error_code_for",
+    "notice_events",
+    "rate_limits",
+]
 
 # Notifications we never map: asked not to be sent at initialize (cheaper for a busy fleet).
 OPT_OUT_NOTIFICATIONS: Final[tuple[str, ...]] = (
@@ -43,7 +59,6 @@ OPT_OUT_NOTIFICATIONS: Final[tuple[str, ...]] = (
     "item/reasoning/summaryTextDelta",
     "item/reasoning/textDelta",
     "item/plan/delta",
-    "account/rateLimits/updated",
     "remoteControl/status/changed",
     "thread/readState/changed",
 )
@@ -54,10 +69,36 @@ IGNORED: Final[frozenset[str]] = frozenset(
         "thread/status/changed",
         "serverRequest/resolved",
         "thread/started",
+        "thread/compacted",  # deprecated duplicate of the contextCompaction item
         *OPT_OUT_NOTIFICATIONS,
     }
 )
 
+# Notices about the account, the configuration or the thread's metadata: a ``System(subtype="notice")``
+# with the method and its params, on the provider's notice stream and the sessions they concern.
+NOTICE_METHODS: Final[frozenset[str]] = frozenset(
+    {
+        "account/updated",
+        "account/login/completed",
+        "account/gatewayOAuth/changed",
+        "skills/changed",
+        "app/list/updated",
+        "mcpServer/oauthLogin/completed",
+        "modelProvider/authRecoveryStarted",
+        "modelProvider/authRecoveryCompleted",
+        "externalAgentConfig/import/completed",
+        "thread/archived",
+        "thread/unarchived",
+        "thread/deleted",
+        "thread/closed",
+        "thread/name/updated",
+        "thread/reverted",
+        "windows/worldWritableWarning",
+        "windowsSandbox/setupCompleted",
+        "autoApprovalReview/strictReviewRequired",
+    }
+)
+_WARNINGS: Final = frozenset({"warning", "configWarning", "deprecationNotice", "guardianWarning"})
 _DELTA: Final = "item/agentMessage/delta"
 _new_text_delta = positional_new(TextDelta)
 # codexErrorInfo (string variants) -> (code, retryable). Anything else codex adds later: turn_failed.
@@ -152,7 +193,76 @@ def _usage(breakdown: dict[str, Any]) -> TokenUsage:
         output_tokens=int(breakdown.get("outputTokens") or 0),
         reasoning_output_tokens=int(breakdown.get("reasoningOutputTokens") or 0),
         total_tokens=int(breakdown.get("totalTokens") or 0),
+        cache_write_input_tokens=int(breakdown.get("cacheWriteInputTokens") or 0),
     )
+
+
+def _minus(total: TokenUsage, before: TokenUsage) -> TokenUsage:
+    return TokenUsage(
+        input_tokens=total.input_tokens - before.input_tokens,
+        cached_input_tokens=total.cached_input_tokens - before.cached_input_tokens,
+        output_tokens=total.output_tokens - before.output_tokens,
+        reasoning_output_tokens=total.reasoning_output_tokens - before.reasoning_output_tokens,
+        total_tokens=total.total_tokens - before.total_tokens,
+        cache_write_input_tokens=total.cache_write_input_tokens - before.cache_write_input_tokens,
+    )
+
+
+def token_usage(usage: dict[str, Any], baseline: TokenUsage | None) -> TokenUsage:
+    """``TokenUsage`` from a codex ``ThreadTokenUsage``; ``turn`` is the total minus ``baseline`` (the
+    session's total before this turn) when that is known."""
+    total = _usage(usage.get("total") or {})
+    window = usage.get("modelContextWindow")
+    return TokenUsage(
+        input_tokens=total.input_tokens,
+        cached_input_tokens=total.cached_input_tokens,
+        output_tokens=total.output_tokens,
+        reasoning_output_tokens=total.reasoning_output_tokens,
+        total_tokens=total.total_tokens,
+        cache_write_input_tokens=total.cache_write_input_tokens,
+        turn=_minus(total, baseline) if baseline is not None else None,
+        context_window=int(window) if isinstance(window, int) else None,
+    )
+
+
+def rate_limits(params: dict[str, Any]) -> RateLimits:
+    """A ``RateLimits`` from ``account/rateLimits/updated`` params: the fullest of its windows."""
+    snapshot = params.get("rateLimits")
+    snapshot = snapshot if isinstance(snapshot, dict) else {}
+    used: float | None = None
+    resets: float | None = None
+    for key in ("primary", "secondary"):
+        window = snapshot.get(key)
+        percent = window.get("usedPercent") if isinstance(window, dict) else None
+        if isinstance(window, dict) and isinstance(percent, int | float) and (used is None or percent > used):
+            used = float(percent)
+            at = window.get("resetsAt")
+            resets = float(at) if isinstance(at, int | float) else None
+    reached = snapshot.get("rateLimitReachedType") is not None or bool(snapshot.get("spendControlReached"))
+    return RateLimits(used_percent=used, resets_at=resets, reached=reached, raw=snapshot)
+
+
+def notice_events(method: str, params: dict[str, Any]) -> list[Event] | None:
+    """The events for a notice that may arrive outside a turn (connection-wide or between turns), or
+    None when ``method`` is not one of those."""
+    if method in _WARNINGS:
+        return [System(subtype="warning", data={"method": method, **params})]
+    if method in NOTICE_METHODS:
+        return [System(subtype="notice", data={"method": method, **params})]
+    if method == "account/rateLimits/updated":
+        return [rate_limits(params)]
+    if method == "mcpServer/startupStatus/updated":
+        error = params.get("error")
+        thread = params.get("threadId")
+        return [
+            McpServerStatus(
+                name=str(params.get("name")),
+                status=str(params.get("status")),
+                error=error if isinstance(error, str) else None,
+                session_id=thread if isinstance(thread, str) else None,
+            )
+        ]
+    return None
 
 
 def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
@@ -173,8 +283,11 @@ def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
 class TurnMapper:
     """Maps one turn's notifications. ``structured`` turns on output-schema parsing of the final text."""
 
-    def __init__(self, session_id: str, *, structured: bool = False) -> None:
+    def __init__(
+        self, session_id: str, *, structured: bool = False, baseline: TokenUsage | None = None
+    ) -> None:
         self.session_id = session_id
+        self.baseline = baseline
         self.turn_id: str | None = None
         self.structured = structured
         self.final_text = ""
@@ -217,8 +330,7 @@ class TurnMapper:
                 steps = tuple(PlanStep(step=s["step"], status=s["status"]) for s in p.get("plan") or [])
                 return [Plan(steps=steps, explanation=p.get("explanation"))]
             case "thread/tokenUsage/updated":
-                usage = p["tokenUsage"]
-                self.usage = _usage(usage.get("total") or {})
+                self.usage = token_usage(p["tokenUsage"], self.baseline)
                 return [self.usage]
             case "error":
                 error = p.get("error") or {}
@@ -229,17 +341,18 @@ class TurnMapper:
                 return []
             case "turn/completed":
                 return [self._terminal(p["turn"])]
-            case "warning" | "configWarning" | "deprecationNotice" | "guardianWarning":
-                return [System(subtype="warning", data={"method": method, **p})]
             case "turn/diff/updated":
                 diff = p.get("diff")
                 return [Diff(diff=diff if isinstance(diff, str) else "", turn_id=p.get("turnId"))]
             case "model/rerouted":
                 return [System(subtype="model_rerouted", data=p)]
+            case "item/mcpToolCall/progress":
+                return [ToolProgress(id=p["itemId"], message=str(p.get("message") or ""))]
             case _ if method in IGNORED:
                 return []
             case _:
-                return [UnknownEvent(raw={"method": method, "params": p})]
+                notices = notice_events(method, p)
+                return notices if notices is not None else [UnknownEvent(raw={"method": method, "params": p})]
 
     def _item_started(self, item: dict[str, Any]) -> list[Event]:
         item_id = item["id"]
@@ -270,6 +383,8 @@ class TurnMapper:
                         id=item_id, name=str(item.get("tool")), input={"arguments": item.get("arguments")}
                     )
                 ]
+            case "collabAgentToolCall":
+                return [_collab(item)]
             case "reasoning":
                 self._reasoning.add(item_id)
                 return []
@@ -323,7 +438,41 @@ class TurnMapper:
                     ToolResult(id=item_id, output=output, is_error=error is not None, status=status)
                 )
             case "webSearch":
+                results = item.get("results")
+                action = item.get("action")
                 events.append(ToolResult(id=item_id, status="completed"))
+                events.append(
+                    WebSearch(
+                        item_id=item_id,
+                        query=str(item.get("query") or ""),
+                        action=action if isinstance(action, dict) else None,
+                        results=tuple(results) if isinstance(results, list) else (),
+                    )
+                )
+            case "imageView":
+                events.append(ImageView(item_id=item_id, path=str(item.get("path"))))
+            case "collabAgentToolCall":
+                events.append(_collab(item))
+            case "subAgentActivity":
+                thread = item.get("agentThreadId")
+                events.append(
+                    SubAgent(
+                        item_id=item_id,
+                        tool=str(item.get("kind")),
+                        model=item.get("model"),
+                        agents={str(thread): {"path": item.get("agentPath")}} if thread else {},
+                    )
+                )
+            case "enteredReviewMode" | "exitedReviewMode":
+                events.append(
+                    ReviewMode(
+                        entered=kind == "enteredReviewMode",
+                        review=str(item.get("review") or ""),
+                        item_id=item_id,
+                    )
+                )
+            case "contextCompaction":
+                events.append(Compaction(item_id=item_id, turn_id=self.turn_id))
             case "dynamicToolCall":
                 ok = bool(item.get("success"))
                 events.append(
@@ -334,7 +483,7 @@ class TurnMapper:
                         status=item.get("status"),
                     )
                 )
-            case "userMessage" | "contextCompaction" | "hookPrompt":
+            case "userMessage" | "hookPrompt":
                 pass
             case _:
                 events.append(UnknownEvent(raw={"method": "item/completed", "params": {"item": item}}))
@@ -365,3 +514,20 @@ class TurnMapper:
             retryable=retryable,
             data={"turn_id": self.turn_id, "codex_error_info": error.get("codexErrorInfo")},
         )
+
+
+def _collab(item: dict[str, Any]) -> SubAgent:
+    states = item.get("agentsStates")
+    agents: dict[str, Any] = dict(states) if isinstance(states, dict) else {}
+    for receiver in item.get("receiverThreadIds") or []:
+        agents.setdefault(str(receiver), {})
+    tool = item.get("tool")
+    status = item.get("status")
+    return SubAgent(
+        item_id=item["id"],
+        tool=str(tool),
+        status=status if isinstance(status, str) else None,
+        prompt=item.get("prompt"),
+        model=item.get("model"),
+        agents=agents,
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +28,12 @@ APPROVAL_POLICY = "untrusted"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SpawnPlan:
-    """What ``spawn``/``resume`` send: ``thread_params`` (thread/start; thread/resume adds threadId),
-    ``turn_params`` (turn/start without threadId), ``mcp_edits`` (config/batchWrite edits), the fields
-    the provider handles itself (``local``) and those it cannot honour (``untranslated``)."""
+    """What ``spawn``/``resume`` send: ``thread_params`` (thread/start; thread/resume and thread/fork
+    add threadId), ``turn_params`` (turn/start without threadId), the fields the provider handles
+    itself (``local``) and those it cannot honour (``untranslated``)."""
 
     thread_params: dict[str, Any]
     turn_params: dict[str, Any]
-    mcp_edits: list[dict[str, Any]] = field(default_factory=list)
     local: tuple[str, ...] = ()
     untranslated: tuple[Untranslated, ...] = ()
 
@@ -57,11 +56,16 @@ def turn_input(
     return items
 
 
-def _mcp_edits(servers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [
-        {"keyPath": f"mcp_servers.{name}", "value": dict(config), "mergeStrategy": "upsert"}
-        for name, config in servers.items()
-    ]
+def _thread_config(config: Mapping[str, Any], servers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The thread's own config overrides: ``Spec.config`` plus ``Spec.mcp_servers`` under
+    ``mcp_servers``. Per thread, so two sessions may define the same server name differently."""
+    out = dict(config)
+    if servers:
+        mine = out.get("mcp_servers")
+        merged = dict(mine) if isinstance(mine, Mapping) else {}
+        merged.update({name: dict(server) for name, server in servers.items()})
+        out["mcp_servers"] = merged
+    return out
 
 
 def dynamic_tool(tool: Tool) -> dict[str, Any]:
@@ -111,24 +115,25 @@ def plan_spawn(spec: Spec) -> SpawnPlan:
                 if value:
                     local.append(name)  # the handle answers questions with them
             case "mcp_servers":
-                pass  # config/batchWrite, below
+                pass  # the thread's config, below
             case "output_schema":
                 if value is not None:
                     turn["outputSchema"] = dict(value)
             case "config":
-                if value:
-                    thread["config"] = dict(value)
+                pass  # the thread's config, below
             case "tools":
                 if value:  # experimental; answered by the handle on item/tool/call
                     thread["dynamicTools"] = [dynamic_tool(tool) for tool in value]
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex app-server provider"))
 
+    config = _thread_config(spec.config, spec.mcp_servers)
+    if config:
+        thread["config"] = config
     turn["input"] = turn_input(apply_mode(spec.prompt, spec.mode), list(spec.images))
     return SpawnPlan(
         thread_params=thread,
         turn_params=turn,
-        mcp_edits=_mcp_edits(spec.mcp_servers),
         local=tuple(local),
         untranslated=tuple(untranslated),
     )

@@ -24,6 +24,7 @@ def add_usage(a: TokenUsage | None, b: TokenUsage | None) -> TokenUsage | None:
         output_tokens=a.output_tokens + b.output_tokens,
         reasoning_output_tokens=a.reasoning_output_tokens + b.reasoning_output_tokens,
         total_tokens=a.total_tokens + b.total_tokens,
+        cache_write_input_tokens=a.cache_write_input_tokens + b.cache_write_input_tokens,
     )
 
 

@@ -58,6 +58,7 @@ from agent_fleet.events import Error, Result, TextDelta, TokenUsage
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
+from agent_fleet.runner._pace import pause_before_turn
 from agent_fleet.runner._retry import retry_backoff, should_retry
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
@@ -443,7 +444,16 @@ class _TaskRun:
             case _:
                 self.finish("failed", message, code=error.code)
 
+    async def _pace(self, provider: Provider) -> None:
+        """Wait before a turn while the provider says a rate limit is near (see ``runner._pace``)."""
+        wait = pause_before_turn(provider.rate_limits, time.time())
+        if wait > 0:
+            limits = provider.rate_limits
+            self.note("rate_limited", used=limits.used_percent if limits else None, wait=round(wait, 3))
+            await asyncio.sleep(wait)
+
     async def _session(self, provider: Provider, review_provider: Provider | None) -> None:
+        await self._pace(provider)
         handle = await provider.spawn(self.task.spec)
         prompt = self.task.spec.prompt
         attempt = 1
@@ -469,6 +479,7 @@ class _TaskRun:
                 prompt = next_prompt
                 self.followups += 1
                 self.note("followup", number=self.followups, limit=self.task.max_followups, prompt=prompt)
+                await self._pace(provider)
                 await handle.send(prompt)
         finally:
             with contextlib.suppress(Exception):

@@ -18,6 +18,7 @@ from agent_fleet.events import (
     PlanStep,
     Reasoning,
     Result,
+    SubAgent,
     System,
     TokenUsage,
     ToolResult,
@@ -304,7 +305,7 @@ def test_non_json_and_non_object_lines_are_skipped() -> None:
 
 def test_unknown_types_become_unknown_events() -> None:
     future = '{"type":"thread.archived","thread_id":"x"}'
-    future_item = '{"type":"item.completed","item":{"id":"c","type":"collab_tool_call","tool":"wait"}}'
+    future_item = '{"type":"item.completed","item":{"id":"c","type":"image_generation","status":"x"}}'
     _, events = parse(future, future_item)
     assert events == [UnknownEvent(raw=json.loads(future)), UnknownEvent(raw=json.loads(future_item))]
 
@@ -468,3 +469,40 @@ def test_arbitrary_event_shapes_never_raise(objs: list[dict[str, Any]]) -> None:
 def test_arbitrary_lines_never_raise(line: str) -> None:
     ExecEventParser().feed_line(line)
     ExecEventParser().feed_line("{" + line)
+
+
+COLLAB_STARTED = (
+    '{"type":"item.started","item":{"id":"item_2","type":"collab_tool_call","tool":"spawn_agent",'
+    '"sender_thread_id":"t0","receiver_thread_ids":[],"prompt":"find the bug","agents_states":{},'
+    '"status":"in_progress"}}'
+)
+COLLAB_DONE = (
+    '{"type":"item.completed","item":{"id":"item_2","type":"collab_tool_call","tool":"spawn_agent",'
+    '"sender_thread_id":"t0","receiver_thread_ids":["t1"],"prompt":"find the bug",'
+    '"agents_states":{"t1":{"status":"running","message":null}},"status":"completed"}}'
+)
+
+
+def test_collab_tool_calls_are_sub_agent_events() -> None:
+    parser = ExecEventParser()
+    events = [e for line in (COLLAB_STARTED, COLLAB_DONE) for e in parser.feed_line(line)]
+    assert events == [
+        SubAgent(item_id="item_2", tool="spawn_agent", status="in_progress", prompt="find the bug"),
+        SubAgent(
+            item_id="item_2",
+            tool="spawn_agent",
+            status="completed",
+            prompt="find the bug",
+            agents={"t1": {"status": "running", "message": None}},
+        ),
+    ]
+
+
+def test_cache_write_tokens_are_counted() -> None:
+    parser = ExecEventParser()
+    line = (
+        '{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":4,'
+        '"cache_write_input_tokens":6,"output_tokens":3,"reasoning_output_tokens":1}}'
+    )
+    usage = next(e for e in parser.feed_line(line) if isinstance(e, TokenUsage))
+    assert usage.cache_write_input_tokens == 6 and usage.input_tokens == 10

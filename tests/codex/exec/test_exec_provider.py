@@ -422,3 +422,16 @@ async def test_untranslated_fields_are_reported(fake_codex: FakeCodex) -> None:
     notices = [e for e in events if isinstance(e, System) and e.subtype == "spec_unsupported"]
     assert [n.data["field"] for n in notices] == ["permission"]
     assert isinstance(events[-1], Result)
+
+
+async def test_follow_up_takes_images_and_an_output_schema(fake_codex: FakeCodex, tmp_path: Path) -> None:
+    options = fake_codex([THREAD, MESSAGE, COMPLETED])
+    image = _png(tmp_path / "shot.png")
+    async with CodexExecProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="first", cwd=tmp_path))
+        await handle.wait()
+        await handle.send("second", images=[image], output_schema={"type": "object"})
+        await handle.wait()
+    argv = json.loads((tmp_path / "fake-codex-record.json").read_text())["argv"]
+    assert argv[:4] == ["exec", "resume", "--json", f"--image={image}"]
+    assert argv[4] == "--output-schema" and argv[6:] == ["fake-thread-1", "-"]
