@@ -48,16 +48,24 @@ class PermissionConfig:
     ``disallow_patterns`` decline first; when ``allow_patterns`` is non-empty only commands matching
     one are accepted; otherwise ``default`` decides (``allow`` accepts for the session).
     Patterns are Python regular expressions searched in the command text.
+    ``allowed_hosts``: host patterns (``fnmatch``, case-insensitive, e.g. ``*.corp.example``; a pattern
+    with a ``:port`` also matches on the port) network access may go to; empty means no network.
+    ``mcp_tools``: MCP tool names (``fnmatch``, as ``server/tool`` or ``mcp__server__tool``) an agent may
+    call; empty means none. See docs/approvals.md for what each provider judges.
     """
 
     allow_patterns: tuple[str, ...] = ()
     disallow_patterns: tuple[str, ...] = ()
     default: Literal["allow", "deny"] = "allow"
+    allowed_hosts: tuple[str, ...] = ()
+    mcp_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
         object.__setattr__(self, "allow_patterns", tuple(self.allow_patterns))
         object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
+        object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
+        object.__setattr__(self, "mcp_tools", tuple(self.mcp_tools))
         if self.default not in ("allow", "deny"):
             raise ValueError(f"PermissionConfig.default must be 'allow' or 'deny', not {self.default!r}")
 
@@ -110,6 +118,9 @@ class Capabilities:
     needs_permission_config: bool
     emits_subagent_events: bool
     tool_permission_format: str
+    #: False when the provider cannot ask for approvals, so ``Spec.permission`` would not be enforced
+    #: (``codex exec``: codex's own sandbox is the only guard).
+    enforces_approvals: bool = True
 
 
 class Handle(abc.ABC):

@@ -18,11 +18,16 @@ matches any of them. An allow pattern set accepts only when *every* simple comma
 must match an allow pattern as a whole. A command request's ``cwd`` and ``writable_roots`` only help the
 built-in rules resolve relative targets (``rm -rf ../..``).
 
-``file_change``: every path must stay inside ``cwd`` or a writable root (``_paths``), else
-``path-escape``. User patterns do not apply (they describe commands); then the default decides. A
-file change with no paths has nothing to escape, so the default decides.
+``file_change``: a change naming no path is declined (``no-paths``: nothing to judge); every path
+must stay inside ``cwd`` or a writable root (``_paths``), else ``path-escape``. User patterns do not
+apply (they describe commands); then the default decides.
 
-``permissions`` and ``unknown``: the default decides.
+The other kinds are judged in ``_requests`` (see there): ``read`` (credential files, containment;
+a read that passes is accepted whatever the default, as codex's sandbox reads freely), ``network``
+(``allowed_hosts`` alone decides: an explicit list, so the default neither opens nor closes it),
+``permissions`` (contained write roots, network only with ``*``; then the default, and a grant is
+``allow_once``: for the turn, never the session), ``tool`` (MCP tools by ``mcp_tools``; then the
+default). ``unknown`` is always declined (``unknown-request``).
 
 A ``None`` configuration is the built-in rules plus default ``allow``. ``ApprovalPolicy`` compiles its
 patterns once, in the constructor (a bad pattern raises ``UsageError``, a ``ValueError``, naming it),
@@ -41,6 +46,13 @@ from typing import assert_never
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
 from agent_fleet.policy._paths import check_paths
+from agent_fleet.policy._requests import (
+    REQUEST_RULES,
+    judge_network,
+    judge_permissions,
+    judge_read,
+    judge_tool,
+)
 from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy._shell import UnparsableCommand, parse_script
 from agent_fleet.policy._types import ApprovalRequest, Decision
@@ -55,6 +67,10 @@ RULES: dict[str, str] = {
     "user-deny": "the command matches one of the configuration's disallow_patterns",
     "not-allowed": "allow_patterns are set and a command matches none of them",
     "default-deny": "nothing accepted the request and the configuration's default is deny",
+    **REQUEST_RULES,
+    "policy-error": "the policy (or the bridge feeding it) raised; the request was declined",
+    "malformed-request": "the request's fields are not what the tool or method defines",
+    "foreign-cwd": "the request names a working directory outside the session's workspace",
 }
 
 
@@ -81,13 +97,15 @@ def _allow(reason: str) -> Decision:
 class ApprovalPolicy:
     """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
 
-    __slots__ = ("_allow", "_config", "_default", "_disallow")
+    __slots__ = ("_allow", "_config", "_default", "_disallow", "_hosts", "_mcp_tools")
 
     def __init__(self, config: PermissionConfig | None = None) -> None:
         self._config = config
         self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
         self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
         self._default = config.default if config else "allow"
+        self._hosts = config.allowed_hosts if config else ()
+        self._mcp_tools = config.mcp_tools if config else ()
 
     @property
     def config(self) -> PermissionConfig | None:
@@ -103,8 +121,19 @@ class ApprovalPolicy:
                 return self._command(request)
             case "file_change":
                 return self._file_change(request)
-            case "permissions" | "unknown":
-                return self._by_default(f"{request.kind} request")
+            case "read":
+                return judge_read(request) or _allow("read inside the workspace")
+            case "network":
+                return judge_network(request, self._hosts) or _allow("host in allowed_hosts")
+            case "permissions":
+                verdict = judge_permissions(request, self._hosts) or self._by_default("permission request")
+                if verdict.action == "allow_for_session":  # wider rights: for the turn only
+                    return Decision(action="allow_once", reason=verdict.reason)
+                return verdict
+            case "tool":
+                return judge_tool(request, self._mcp_tools) or self._by_default(f"tool {request.tool}")
+            case "unknown":
+                return _decline("unknown-request", "a request the provider could not classify")
             case _:
                 assert_never(request.kind)
 
@@ -118,6 +147,8 @@ class ApprovalPolicy:
                 assert_never(self._default)
 
     def _file_change(self, request: ApprovalRequest) -> Decision:
+        if not request.paths:
+            return _decline("no-paths", "a file change that names no path")
         escaped = check_paths(request.paths, request.cwd, request.writable_roots)
         if escaped is not None:
             return escaped
