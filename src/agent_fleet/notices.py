@@ -35,7 +35,7 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),
-        "unknown_approval_kind": "an approval kind agent-fleet does not know, decided by the policy default",
+        "unknown_approval_kind": "an approval method agent-fleet does not know; declined (data: method)",
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
         "mcp_config_unsupported": "this app-server cannot write MCP config; Spec.mcp_servers not applied",
         "review.entered": "a review turn entered review mode (data: target)",

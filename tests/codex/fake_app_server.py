@@ -2,7 +2,8 @@
 
 On each turn/start it sends the server requests listed in $FAKE_SCENARIO (JSON list of
 {"method", "params"}; "threadId"/"conversationId" filled in), waits for every answer, then finishes
-the turn with an agent message whose text is the JSON list of the answers it received.
+the turn with an agent message whose text is the JSON list of the answers it received. An entry with
+"notify": true is sent as a notification (no answer awaited, none listed).
 """
 
 import json
@@ -39,6 +40,10 @@ def ask(tid, turn, n, answers):
         return
     req = scenario[n]
     p = dict(req["params"], threadId=tid, turnId=turn)
+    if req.get("notify"):  # a notification (e.g. item/started), sent without waiting for anything
+        send({"method": req["method"], "params": p})
+        ask(tid, turn, n + 1, answers)
+        return
     if req["method"] in ("execCommandApproval", "applyPatchApproval"):
         p = dict(req["params"], conversationId=tid)
     if isinstance(p.get("command"), str):

@@ -39,7 +39,7 @@ from agent_fleet.contract import Spec
 from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
-from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+from agent_fleet.policy import ApprovalPolicy, Decision
 
 if TYPE_CHECKING:
     from agent_fleet.codex.appserver import CodexProvider
@@ -278,55 +278,52 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             self._emit(System(subtype="unhandled_server_request", data={"method": msg.method, "id": msg.id}))
             await self._reply_error(msg, -32601, f"agent-fleet does not handle {msg.method}")
             return
-        params = msg.params if isinstance(msg.params, dict) else {}
         turn = self._turn
-        request = _approvals.to_request(
-            msg.method,
-            params,
-            cwd=self._cwd,
-            writable_roots=self._provider.writable_roots,
-            file_changes=turn.mapper.file_changes if turn is not None else None,
+        session = _approvals.Session(
+            workspace=self._cwd,
+            writable_roots=tuple(self._provider.writable_roots),
+            file_changes=turn.mapper.file_changes if turn is not None else {},
+            commands=turn.mapper.commands if turn is not None else {},
         )
-        decision = self._policy.evaluate(request)
-        unknown = msg.method not in _approvals.APPROVAL_METHODS
-        if unknown:
-            self._emit(System(subtype="unknown_approval_kind", data={"method": msg.method}))
+        judged = _approvals.judge(self._policy, msg.method, msg.params, session)
+        for notice in judged.notices:
+            self._emit(notice)
         handler = self._provider.options.approval_handler
-        if handler is not None and decision.action != "decline":
+        if handler is not None and judged.decision.action != "decline":
             # A human may take minutes: answer from a task so this thread's events keep flowing.
-            self._host.spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
+            self._host.spawn_task(self._refine(msg, judged), f"approval:{msg.id}")
             return
-        await self._answer(msg, params, request, decision)
+        await self._answer(msg, judged, judged.decision)
 
-    async def _refine(
-        self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
-    ) -> None:
+    async def _refine(self, msg: Request, judged: _approvals.Judged) -> None:
         handler = self._provider.options.approval_handler
         assert handler is not None
         try:
-            refined = await handler(request, decision)
+            refined = await handler(judged.request, judged.decision)
             if not isinstance(refined, Decision):
                 raise TypeError(f"approval_handler returned {type(refined).__name__}, not Decision")
         except Exception as exc:
             self._emit(
                 System(
                     subtype="approval_handler_failed",
-                    data={"error": f"{type(exc).__name__}: {exc}", **_approvals.describe(request)},
+                    data={"error": f"{type(exc).__name__}: {exc}", **_approvals.describe(judged.request)},
                 )
             )
             refined = Decision(
                 action="decline", reason=f"approval handler failed: {exc}", rule="handler-error"
             )
-        await self._answer(msg, params, request, refined)
+        await self._answer(msg, judged, refined)
 
-    async def _answer(
-        self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
-    ) -> None:
-        use_id = f"approval:{params.get('itemId') or params.get('callId') or msg.id}"
-        for event in approval_events(use_id, _approvals.describe(request), decision):
+    async def _answer(self, msg: Request, judged: _approvals.Judged, decision: Decision) -> None:
+        params = msg.params if isinstance(msg.params, dict) else {}
+        decision = _approvals.settle(msg.method, params, decision)  # only what codex offered
+        use_id = (
+            f"approval:{params.get('approvalId') or params.get('itemId') or params.get('callId') or msg.id}"
+        )
+        for event in approval_events(use_id, _approvals.describe(judged.request), decision):
             self._emit(event)
         try:
-            await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision))
+            await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision, judged.grant))
         except AgentFleetError as exc:
             logger.debug("approval reply for thread %s failed: %s", self._thread_id, exc)
 
