@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from agent_fleet.errors import UsageError
 
-__all__ = ["ClaudeOptions"]
+__all__ = ["SETTING_SOURCES", "ClaudeOptions"]
+
+SETTING_SOURCES = ("user", "project", "local")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,14 +24,27 @@ class ClaudeOptions:
       ``CLAUDE_CONFIG_DIR`` (and the same ``Spec.cwd``) as the session's first run.
     - ``model``: the model when ``Spec.model`` is not set.
     - ``extra_args``: further CLI flags, ``{"flag": "value"}`` or ``{"flag": None}`` for a switch.
+    - ``setting_sources``: which Claude Code settings files the CLI loads: any of ``"user"``
+      (``~/.claude/settings.json``), ``"project"`` (the repository's ``.claude/settings.json``, its
+      agents, commands and ``.mcp.json``), ``"local"`` (``.claude/settings.local.json``). Default: none,
+      so a repository cannot register hooks, permission rules or MCP servers that run outside the
+      approval policy (a ``SessionStart`` hook is a shell command). Name a source only for a trusted one.
     """
 
     cli_path: str | os.PathLike[str] | None = None
     env: Mapping[str, str] | None = None
     model: str | None = None
     extra_args: Mapping[str, str | None] | None = None
+    setting_sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "setting_sources", tuple(self.setting_sources))
+        bad_sources = [s for s in self.setting_sources if s not in SETTING_SOURCES]
+        if bad_sources:
+            raise UsageError(
+                f"ClaudeOptions.setting_sources: unknown {bad_sources!r}; "
+                f"choose from {', '.join(SETTING_SOURCES)}"
+            )
         if self.env is not None:
             bad = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
             if bad:
