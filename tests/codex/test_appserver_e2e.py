@@ -268,8 +268,8 @@ async def test_slow_consumers_do_not_delay_other_requests(
 async def test_list_models(codex_options: CodexOptions) -> None:
     async with CodexProvider(codex_options) as provider:
         models = await provider.list_models()
-    assert models and all("id" in m for m in models)
-    assert any(m["id"] == "gpt-5.5" or m.get("model") == "gpt-5.5" for m in models)
+    assert models and all("id" in m.raw for m in models)  # ModelInfo keeps codex's own record
+    assert any(m.id == "gpt-5.5" for m in models)
 
 
 async def test_missing_binary_is_provider_unavailable(tmp_path: Path) -> None:

@@ -157,7 +157,7 @@ async def test_slow_approval_handler_does_not_block_other_threads(tmp_path: Path
 
 async def test_list_models_follows_pages_and_mcp_soft_failure(tmp_path: Path) -> None:
     async with CodexProvider(_options(tmp_path, [])) as provider:
-        assert [m["id"] for m in await provider.list_models()] == ["a", "b"]
+        assert [m.id for m in await provider.list_models()] == ["a", "b"]
         handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path, mcp_servers={"docs": {"command": "x"}}))
         events = [e async for e in handle.events()]
     notices = [e for e in events if isinstance(e, System) and e.subtype == "mcp_config_unsupported"]

@@ -26,18 +26,19 @@ import logging
 import os
 import signal
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
 from agent_fleet._codex_binary import find_codex
 from agent_fleet._codex_toml import config_args
 from agent_fleet._provider.sessions import Sessions
+from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.codex.translate import plan_spawn
-from agent_fleet.contract import Capabilities, Provider, Spec
+from agent_fleet.contract import Capabilities, ModelInfo, Provider, ReviewResult, ReviewTarget, Spec
 from agent_fleet.errors import (
     AgentFleetError,
     ConnectionClosed,
@@ -45,7 +46,7 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import System
+from agent_fleet.events import Event, System
 from agent_fleet.jsonrpc import Connection, Notification, StreamTransport
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
@@ -129,6 +130,7 @@ class CodexProvider(Provider):
             needs_permission_config=False,
             emits_subagent_events=False,
             tool_permission_format="codex-approval",
+            supports_review=True,
         )
 
     @property
@@ -361,8 +363,30 @@ class CodexProvider(Provider):
         self._mcp_written.update(e["keyPath"] for e in todo)
         return []
 
-    async def list_models(self, *, include_hidden: bool = False) -> list[dict[str, Any]]:
-        """Every model from ``model/list``, following ``nextCursor`` pages."""
+    async def review(
+        self,
+        target: ReviewTarget,
+        *,
+        cwd: str | os.PathLike[str],
+        model: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> ReviewResult:
+        """A codex review of ``target`` in ``cwd`` on a fresh read-only thread (see ``codex._review``)."""
+        child = await self._ready()
+        session = ReviewSession(
+            child.conn,
+            rpc_timeout=self.options.rpc_timeout,
+            cwd=cwd,
+            model=model,
+            on_event=on_event,
+        )
+        return await session.run(target)
+
+    async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
+        """Every model from ``model/list`` (following ``nextCursor`` pages) as ``ModelInfo``."""
+        return [_model_info(m) for m in await self._model_records(include_hidden)]
+
+    async def _model_records(self, include_hidden: bool) -> list[dict[str, Any]]:
         child = await self._ready()
         models: list[dict[str, Any]] = []
         cursor: str | None = None
@@ -383,3 +407,16 @@ class CodexProvider(Provider):
 
     def _on_global_notification(self, msg: Notification) -> None:
         logger.debug("codex notification without a live thread: %s", msg.method)
+
+
+def _model_info(record: dict[str, Any]) -> ModelInfo:
+    effort = record.get("defaultReasoningEffort")
+    return ModelInfo(
+        id=str(record.get("model") or record.get("id")),
+        name=str(record.get("displayName") or ""),
+        description=str(record.get("description") or ""),
+        default_effort=str(effort) if effort else None,
+        is_default=bool(record.get("isDefault")),
+        hidden=bool(record.get("hidden")),
+        raw=record,
+    )

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
@@ -215,7 +214,7 @@ async def run_batch(
     worktrees: bool = False,
     provider: Provider | None = None,
     provider_name: str = "codex",
-    options: CodexOptions | None = None,
+    options: Any = None,
     cwd: str | os.PathLike[str] | None = None,
     on_event: EventSink | None = None,
     on_result: Callable[[BatchEntry], None] | None = None,
@@ -226,6 +225,7 @@ async def run_batch(
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
+    ``options`` is the options type of ``provider_name``'s registry entry (``runner.providers``).
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
     ``out_dir/summary.json``).
 
@@ -338,9 +338,8 @@ async def run_batch(
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
-    pid = getattr(provider, "pid", None)
-    if isinstance(pid, int):
-        state.pids.add(pid)
+    if provider.pid is not None:
+        state.pids.add(provider.pid)
 
 
 async def _watch(stop: asyncio.Event, state: _State) -> None:
