@@ -32,6 +32,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "warning": "a codex warning or deprecation notice (data: method and its params)",
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
+        "codex_refused": (
+            "codex itself refused a command: its sandbox stopped it (kind sandbox: item_id, command, "
+            "message) or it rejected an escalation (kind escalation: message)"
+        ),
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),
@@ -47,7 +51,9 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "inject_late": "injected input reached Claude after the turn ended and was dropped (data: count)",
         "claude_system": "another Claude Code system message, passed through (data: subtype, data)",
         # -- the task runner -----------------------------------------------------------------------------
-        "runner.started": "a task started (data: prompt, cwd, provider, model, max_followups)",
+        "runner.started": (
+            "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced)"
+        ),
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",
         "runner.gate_started": "the task's gate is running (data: require_commit, command)",
         "runner.gate": "the gate's verdict (data: passed, summary, checks)",

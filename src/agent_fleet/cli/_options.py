@@ -24,6 +24,7 @@ from agent_fleet.runner import (
     parse_priority,
     provider_entry,
 )
+from agent_fleet.runner.task import check_permission_enforced
 
 __all__ = [
     "Common",
@@ -114,6 +115,7 @@ class Common:
             mode=self.mode,  # type: ignore[arg-type]
             permission=_permission(self.allow, self.deny, self.default_approval),
         )
+        check_permission_enforced(spec, self.provider)  # exit 2 before any work
         return Task(
             id=task_id,
             spec=spec,

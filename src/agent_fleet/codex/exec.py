@@ -47,7 +47,7 @@ from agent_fleet._codex_binary import codex_version_async, find_codex
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
 from agent_fleet.codex._exec_argv import ExecCommand, build_command
-from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser
+from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser, StderrRefusals
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
@@ -67,6 +67,7 @@ CAPABILITIES: Final = Capabilities(
     needs_permission_config=False,  # approval policy is 'never': nothing to decide per command
     emits_subagent_events=False,
     tool_permission_format="codex-sandbox",
+    enforces_approvals=False,  # codex exec never asks: Spec.permission cannot be enforced
 )
 
 _READ_CHUNK: Final = 64 * 1024
@@ -327,7 +328,10 @@ class _ExecTurn:
                 self.session_known.set()
 
     async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
+        refusals = StderrRefusals()
         while chunk := await stream.read(_READ_CHUNK):
+            for event in refusals.feed(chunk):  # commands codex itself rejected (escalations)
+                self._emit(event)
             self._stderr += chunk
             if len(self._stderr) > self.stderr_limit:
                 del self._stderr[: len(self._stderr) - self.stderr_limit]
