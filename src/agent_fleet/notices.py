@@ -39,6 +39,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),
+        "declined_turn_continued": (
+            "codex offered no decline, so a refusal was sent as cancel; the turn goes on with a new codex "
+            "turn telling the agent what was declined (data: reason)"
+        ),
         "unknown_approval_kind": "an approval method agent-fleet does not know; declined (data: method)",
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
         "mcp_config_unsupported": "this app-server cannot write MCP config; Spec.mcp_servers not applied",

@@ -4,7 +4,7 @@ How codex 0.163 asks: with managed network requirements (``[experimental_network
 ``/etc/codex/requirements.toml``) a sandboxed command's traffic goes through codex's own proxy; a host
 not on that proxy's allow-list becomes an ``item/commandExecution/requestApproval`` carrying a
 ``networkApprovalContext`` (host, protocol) instead of a real command; no ``decline`` is offered, so the
-bridge's refusal is ``cancel``.
+bridge's refusal is ``cancel`` and the work goes on in a new codex turn that tells the agent why.
 
 The test gives codex those requirements without touching the machine: codex runs in a private mount
 namespace (``unshare -m``) whose ``/etc`` is an overlay holding the requirements file. The "internet"
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet import Error, PermissionConfig, Result, Spec, System, ToolResult, ToolUse
+from agent_fleet import PermissionConfig, Result, Spec, System, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider, find_codex
 from agent_fleet.events import Event
 from agent_fleet.testing import CodexTestEnv, FunctionCall, Reply, ScriptedModelServer
@@ -150,4 +150,8 @@ async def test_a_host_off_the_allow_list_is_refused_and_never_reached(
     denied = [e.data for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
     assert [d["rule"] for d in denied] == ["network-not-allowed"]
     assert upstream.seen == []
-    assert isinstance(events[-1], Error) and events[-1].code == "cancelled"
+    # the refusal did not end the work: the turn went on, the agent told why
+    assert any(isinstance(e, System) and e.subtype == "declined_turn_continued" for e in events)
+    assert isinstance(events[-1], Result) and events[-1].text == "could not fetch"
+    told = " ".join(scripted_model.requests[-1].user_texts())
+    assert "network access to evil.example.test" in told and "network-not-allowed" in told

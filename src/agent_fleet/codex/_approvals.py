@@ -22,7 +22,9 @@ to what codex offered, ``to_wire`` writes the reply. What is judged, method by m
 Wire formats of the policy's words (``allow_once``, ``allow_for_session``, ``decline``, ``cancel``):
 
 - v2 command / file change: ``{"decision": "accept" | "acceptForSession" | "decline" | "cancel"}``,
-  only ever one that ``availableDecisions`` offers (``settle``; amendments are never chosen);
+  only ever one that ``availableDecisions`` offers (``settle``; amendments are never chosen). codex
+  0.163 offers no ``decline`` for commands, so a refusal is sent as ``cancel`` (the handle then goes on
+  with a new turn telling the agent why);
 - permissions: ``{"permissions": <granted>, "scope": "turn" | "session"}``; a decline grants nothing;
 - legacy: ``{"decision": "approved" | "approved_for_session" | {"denied": {...}} | "abort"}``.
 """
@@ -315,3 +317,15 @@ def describe(request: ApprovalRequest) -> dict[str, Any]:
     if request.network:
         about["network"] = True
     return about
+
+
+def summary(request: ApprovalRequest) -> str:
+    """A short phrase naming what was asked, for the agent: ``the command `ls```, ``network access to x``."""
+    if request.kind == "network":
+        return f"network access to {request.host}"
+    if request.command is not None:
+        text = request.command if isinstance(request.command, str) else " ".join(request.command)
+        return f"the command `{text[:200]}`"
+    if request.paths:
+        return f"the {request.kind.replace('_', ' ')} of {', '.join(map(str, list(request.paths)[:5]))}"
+    return f"a {request.kind} request"

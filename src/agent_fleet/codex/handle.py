@@ -49,10 +49,11 @@ __all__ = ["CodexHandle"]
 logger = logging.getLogger("agent_fleet.codex")
 
 _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
+_MAX_CONTINUATIONS = 20  # refusals carried as "cancel" in one turn before the turn is left cancelled
 
 
 class _AppServerTurn:
-    __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id")
+    __slots__ = ("continuations", "interrupt", "mapper", "resume_after", "stream", "timer", "turn_id")
 
     def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
         self.mapper = TurnMapper(session_id, structured=structured)
@@ -60,6 +61,10 @@ class _AppServerTurn:
         self.turn_id: str | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.interrupt: asyncio.Task[None] | None = None
+        # A refusal codex let us send only as "cancel": once codex reports the turn interrupted, the
+        # turn goes on with a new codex turn telling the agent why (see _continue_declined).
+        self.resume_after: str | None = None
+        self.continuations = 0
 
 
 class CodexHandle(StreamedHandle[_AppServerTurn]):
@@ -252,7 +257,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
-                self._finish(turn, event)  # type: ignore[arg-type]
+                if not self._continue_declined(turn, event):
+                    self._finish(turn, event)  # type: ignore[arg-type]
             else:
                 stream.push(event)
 
@@ -262,7 +268,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             return
         for event in turn.mapper.feed(msg.method, msg.params):
             if type(event) in TERMINAL_TYPES:
-                self._finish(turn, event)  # type: ignore[arg-type]
+                if not self._continue_declined(turn, event):
+                    self._finish(turn, event)  # type: ignore[arg-type]
             else:
                 await turn.stream.push_bounded(event)
 
@@ -270,6 +277,43 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         turn = self._turn
         if turn is not None:
             turn.stream.push(event)
+
+    def _continue_declined(self, turn: _AppServerTurn, event: Event) -> bool:
+        """True when ``event`` (the turn's end) is codex interrupting the turn because a refusal could
+        only be sent as ``cancel``: the turn then goes on as a new codex turn on the same stream, whose
+        prompt tells the agent what was declined and why, so a refusal never ends the work by itself."""
+        note = turn.resume_after
+        if note is None or not isinstance(event, Error) or event.code != "cancelled" or self._closed:
+            return False
+        turn.resume_after = None
+        if turn.continuations >= _MAX_CONTINUATIONS:
+            return False
+        turn.continuations += 1
+        if turn.turn_id is not None:
+            self._old_turn_ids.add(turn.turn_id)
+        turn.turn_id = turn.mapper.turn_id = None
+        turn.stream.push(System(subtype="declined_turn_continued", data={"reason": note}))
+        self._host.spawn_task(self._resume_turn(turn, note), f"continue:{self._thread_id}")
+        return True
+
+    async def _resume_turn(self, turn: _AppServerTurn, note: str) -> None:
+        if turn.stream.done or self._closed:
+            return
+        text = (
+            f"[agent-fleet] {note} That request was not carried out. "
+            "Continue the task without it (a plainer command may be accepted)."
+        )
+        params = {"threadId": self._thread_id, "input": turn_input(text)}
+        try:
+            result = await self._conn.request(
+                "turn/start", params, timeout=self._provider.options.rpc_timeout
+            )
+        except AgentFleetError as exc:
+            self._finish(turn, Error(code="turn_failed", message=f"turn/start after a refusal failed: {exc}"))
+            return
+        turn_obj = result.get("turn") if isinstance(result, dict) else None
+        if isinstance(turn_obj, dict) and isinstance(turn_obj.get("id"), str) and turn.turn_id is None:
+            turn.turn_id = turn.mapper.turn_id = turn_obj["id"]
 
     # -- server requests -----------------------------------------------------------------------------
 
@@ -316,7 +360,12 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
 
     async def _answer(self, msg: Request, judged: _approvals.Judged, decision: Decision) -> None:
         params = msg.params if isinstance(msg.params, dict) else {}
-        decision = _approvals.settle(msg.method, params, decision)  # only what codex offered
+        verdict, decision = decision, _approvals.settle(msg.method, params, decision)  # only what is offered
+        turn = self._turn
+        if verdict.action == "decline" and decision.action == "cancel" and turn is not None:
+            turn.resume_after = f"The approval policy declined {_approvals.summary(judged.request)}" + (
+                f" (rule {verdict.rule}: {verdict.reason})." if verdict.rule else "."
+            )
         use_id = (
             f"approval:{params.get('approvalId') or params.get('itemId') or params.get('callId') or msg.id}"
         )
