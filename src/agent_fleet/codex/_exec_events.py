@@ -127,6 +127,8 @@ class ExecEventParser:
     ``session_id`` is the thread id known beforehand (resume); ``thread.started`` sets it otherwise.
     ``structured`` parses the final message as JSON into ``Result.structured`` (output schema set).
     ``max_line_bytes`` (``None``: unlimited) turns a longer line into ``Error(code="protocol_error")``.
+    ``sandboxed``: codex runs commands in its sandbox, so a failure that reads like a sandbox denial
+    gets a ``codex_refused`` notice (without a sandbox such output is an ordinary failure).
     """
 
     def __init__(
@@ -135,12 +137,14 @@ class ExecEventParser:
         session_id: str | None = None,
         structured: bool = False,
         max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
+        sandboxed: bool = True,
     ) -> None:
         if max_line_bytes is not None and max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be >= 1 or None, not {max_line_bytes!r}")
         self.thread_id = session_id
         self.structured = structured
         self.max_line_bytes = max_line_bytes
+        self.sandboxed = sandboxed
         self.final_text = ""
         self.usage: TokenUsage | None = None
         self.terminal: Result | Error | None = None
@@ -300,7 +304,7 @@ class ExecEventParser:
                 if completed:
                     result = self._tool_result(item_id, item_type, item)
                     events.append(result)
-                    if item_type == "command_execution" and result.is_error:
+                    if item_type == "command_execution" and result.is_error and self.sandboxed:
                         events += sandbox_refusal(item_id, _opt_str(item.get("command")), result.output)
                 return events
             case _:

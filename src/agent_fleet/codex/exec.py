@@ -523,6 +523,8 @@ class CodexExecProvider(Provider):
             session_id=session_id,
             structured=spec.output_schema is not None,
             max_line_bytes=self.max_line_bytes,
+            sandboxed=spec.sandbox != "danger-full-access"
+            and not self.options.dangerously_bypass_approvals_and_sandbox,
         )
         turn = _ExecTurn(
             command,

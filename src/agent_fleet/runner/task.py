@@ -195,7 +195,8 @@ def check_permission_enforced(
     able = [name for name in PROVIDER_NAMES if provider_entry(name).capabilities().enforces_approvals]
     raise UsageError(
         f"the {provider_name} provider cannot enforce approval rules (--allow, --deny, --default-approval, "
-        f"Spec.permission): it never asks before running a command, so only its sandbox guards the run; "
+        f"--allow-host, --allow-mcp, Spec.permission): it never asks before running a command, so only "
+        f"its sandbox guards the run; "
         f"use a provider that can: {', '.join(able)}"
     )
 

@@ -485,3 +485,10 @@ def test_stderr_rejections_become_refusal_events() -> None:
 def test_a_failure_that_is_not_the_sandbox_has_no_refusal_notice() -> None:
     assert sandbox_refusal("i", "false", "") == []
     assert sandbox_refusal("i", "cat x", "cat: x: No such file or directory\n") == []
+
+
+def test_without_a_sandbox_a_permission_error_is_not_a_refusal() -> None:
+    parser = ExecEventParser(sandboxed=False)
+    events = parser.feed_line(CMD_FAILED)
+    assert not any(isinstance(e, System) for e in events)
+    assert any(isinstance(e, System) for e in ExecEventParser().feed_line(CMD_FAILED))
