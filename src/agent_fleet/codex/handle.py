@@ -19,7 +19,11 @@ dropped. Every way a turn can end calls ``EventStream.finish``: the first wins, 
 so ``stop()``, crash handling and the forwarder can race in any order.
 
 Approvals are server requests on the same worker: the policy decides at once; an ``approval_handler``
-runs on a task of its own so it may take as long as it likes.
+runs on a task of its own so it may take as long as it likes. The reply is only ever a decision codex
+offered (``_approvals.settle``); codex offers no ``decline`` for commands, so a refusal goes out as
+``cancel`` and codex interrupts its turn. That end is not passed on: the same ``_AppServerTurn`` (same
+stream, same mapper) continues with a new codex turn telling the agent what was declined
+(``declined_turn_continued``), at most ``_MAX_CONTINUATIONS`` times.
 """
 
 from __future__ import annotations
