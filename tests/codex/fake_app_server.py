@@ -11,6 +11,11 @@ import os
 import sys
 
 scenario = json.loads(os.environ.get("FAKE_SCENARIO", "[]"))
+# Turns after a thread's first use $FAKE_LATER_SCENARIO when set; with $FAKE_INTERRUPT_ON_CANCEL a
+# "cancel" answer interrupts the turn (turn/completed, status interrupted), as codex does.
+later = json.loads(os.environ["FAKE_LATER_SCENARIO"]) if "FAKE_LATER_SCENARIO" in os.environ else None
+interrupt_on_cancel = bool(os.environ.get("FAKE_INTERRUPT_ON_CANCEL"))
+started = set()  # threads that had a turn
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
 threads = 0
 
@@ -30,7 +35,7 @@ def read():
 turns = {}  # server-request id -> (thread id, turn id, next scenario index, answers)
 
 
-def ask(tid, turn, n, answers):
+def ask(tid, turn, n, answers, scenario):
     """Send scenario request n for this turn, or finish the turn when none is left."""
     if n == len(scenario):
         item = {"type": "agentMessage", "id": "m1", "text": json.dumps(answers)}
@@ -42,14 +47,14 @@ def ask(tid, turn, n, answers):
     p = dict(req["params"], threadId=tid, turnId=turn)
     if req.get("notify"):  # a notification (e.g. item/started), sent without waiting for anything
         send({"method": req["method"], "params": p})
-        ask(tid, turn, n + 1, answers)
+        ask(tid, turn, n + 1, answers, scenario)
         return
     if req["method"] in ("execCommandApproval", "applyPatchApproval"):
         p = dict(req["params"], conversationId=tid)
     if isinstance(p.get("command"), str):
         p["command"] = p["command"].replace("${CMD}", "slow" if tid == "thr-1" else "fast")
     rid = f"srv-{tid}-{n}" if n % 2 == 0 else 1000 * len(tid) + n
-    turns[rid] = (tid, turn, n, answers)
+    turns[rid] = (tid, turn, n, answers, scenario)
     send({"id": rid, "method": req["method"], "params": p})
 
 
@@ -59,9 +64,13 @@ def main():
         msg = read()
         method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
         if method is None:  # an answer to one of our server requests
-            tid, turn, n, answers = turns.pop(mid)
+            tid, turn, n, answers, script = turns.pop(mid)
             answers.append({"id": mid, **{k: msg[k] for k in ("result", "error") if k in msg}})
-            ask(tid, turn, n + 1, answers)
+            if interrupt_on_cancel and (msg.get("result") or {}).get("decision") == "cancel":
+                done = {"id": turn, "status": "interrupted", "items": []}
+                send({"method": "turn/completed", "params": {"threadId": tid, "turn": done}})
+                continue
+            ask(tid, turn, n + 1, answers, script)
         elif method == "initialize":
             send({"id": mid, "result": {"userAgent": "fake"}})
         elif method == "initialized":
@@ -72,13 +81,15 @@ def main():
             send({"id": mid, "result": {"thread": {"id": tid, "environments": [{"cwd": os.getcwd()}]}}})
         elif method == "turn/start":
             tid = params["threadId"]
-            turn = f"turn-{tid}"
+            turn = f"turn-{tid}" if tid not in started else f"turn-{tid}-{mid}"
+            script = later if tid in started and later is not None else scenario
+            started.add(tid)
             send({"id": mid, "result": {"turn": {"id": turn, "status": "inProgress", "items": []}}})
             send({"method": "turn/started", "params": {"threadId": tid, "turn": {"id": turn}}})
             delta = {"threadId": tid, "turnId": turn, "itemId": "m1", "delta": "x"}
             for _ in range(flood):
                 send({"method": "item/agentMessage/delta", "params": delta})
-            ask(tid, turn, 0, [])
+            ask(tid, turn, 0, [], script)
         elif method == "model/list":
             if params.get("cursor"):
                 send({"id": mid, "result": {"data": [{"id": "b"}], "nextCursor": None}})

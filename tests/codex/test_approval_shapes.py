@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent_fleet import PermissionConfig, Result, Spec, System, ToolResult
+from agent_fleet import Error, PermissionConfig, Result, Spec, System, ToolResult
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
@@ -237,3 +237,56 @@ async def test_a_raising_policy_declines_with_policy_error(
     assert "bug in a rule" in answers[1]["decision"]["denied"]["rejection"]
     assert answers[2] == {"permissions": {}, "scope": "turn"}
     assert _denied(events) == ["policy-error"] * 3
+
+
+# -- a refusal codex only lets us send as cancel ------------------------------------------------------------
+
+
+async def _run_interrupting(
+    tmp_path: Path, first: list[dict[str, Any]], later: list[dict[str, Any]]
+) -> tuple[list[Event], int]:
+    wrapper = tmp_path / "fake-codex"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE}\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    env = {
+        "FAKE_SCENARIO": json.dumps(first),
+        "FAKE_LATER_SCENARIO": json.dumps(later),
+        "FAKE_INTERRUPT_ON_CANCEL": "1",
+    }
+    async with CodexProvider(CodexOptions(codex_bin=wrapper, env=env)) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        events = [e async for e in handle.events()]
+        return events, provider.connection.requests_sent["turn/start"]
+
+
+def _reset(available: list[str]) -> dict[str, Any]:
+    params = {"itemId": "c", "command": "git reset --hard", "availableDecisions": available}
+    return {"method": _CMD, "params": params}
+
+
+async def test_a_refusal_sent_as_cancel_continues_the_turn(tmp_path: Path) -> None:
+    events, turns = await _run_interrupting(tmp_path, [_reset(["accept", "cancel"])], later=[])
+    assert turns == 2  # the interrupted codex turn, then the one that carries on
+    continued = [e for e in events if isinstance(e, System) and e.subtype == "declined_turn_continued"]
+    assert len(continued) == 1
+    assert (
+        "git reset --hard" in continued[0].data["reason"] and "git-reset-hard" in continued[0].data["reason"]
+    )
+    assert _statuses(events) == ["cancel"]
+    result = events[-1]
+    assert isinstance(result, Result) and json.loads(result.text) == []  # the second turn's answers
+
+
+async def test_continuations_are_bounded(tmp_path: Path) -> None:
+    reset = _reset(["accept", "cancel"])
+    events, turns = await _run_interrupting(tmp_path, [reset], later=[reset])
+    assert turns == 21  # the first turn and 20 continuations
+    end = events[-1]
+    assert isinstance(end, Error) and end.code == "cancelled"
+
+
+async def test_an_offered_decline_does_not_interrupt(tmp_path: Path) -> None:
+    events, turns = await _run_interrupting(tmp_path, [_reset(["accept", "decline", "cancel"])], later=[])
+    assert turns == 1
+    assert not any(isinstance(e, System) and e.subtype == "declined_turn_continued" for e in events)
+    assert isinstance(events[-1], Result)
