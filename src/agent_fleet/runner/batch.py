@@ -26,6 +26,10 @@ A failed task does not stop the others. A fatal result (provider unavailable, cr
 app-server died) or ``stop`` being set stops the batch: running turns are interrupted, tasks not yet
 started are reported ``cancelled`` ("not started"), worktrees are cleaned up as above and
 ``summary.json`` is written. Cancelling ``run_batch`` does the same, then re-raises.
+
+Records: every task's events also go to a ``TaskRecorder`` (commands, declines, model, timeline) and to
+OpenTelemetry spans (no-ops unless an SDK is configured). At the end ``summary.json`` (see
+``_summary``; redacted) and ``report.html`` (``agent_fleet.runner.report``) are written to ``out_dir``.
 """
 
 from __future__ import annotations
@@ -45,10 +49,16 @@ from typing import Any
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
+from agent_fleet.runner._otel import BatchTelemetry
+from agent_fleet.runner._pricing import PriceTable
+from agent_fleet.runner._record import TaskRecorder
+from agent_fleet.runner._summary import build_summary, task_record
 from agent_fleet.runner._types import EventSink
+from agent_fleet.runner._watch import Watch, planned_model
 from agent_fleet.runner.providers import check_provider, make_provider
+from agent_fleet.runner.report import write_report
 from agent_fleet.runner.task import Task, TaskResult, run_task
-from agent_fleet.runner.transcript import TranscriptWriter
+from agent_fleet.runner.transcript import Redactor, TranscriptWriter
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -145,18 +155,36 @@ def load_tasks(path: str | os.PathLike[str]) -> list[BatchTask]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchEntry:
-    """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any)."""
+    """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any).
+
+    ``worktree_path`` is the worktree the task ran in (kept or removed); ``recorded`` what its
+    ``TaskRecorder`` saw; ``prompt``, ``model`` and ``provider`` what was planned for it; ``retries``
+    the attempts after the first (None where a backend does not retry)."""
 
     result: TaskResult
     branch: str | None = None
     worktree: Path | None = None
+    worktree_path: Path | None = None
+    recorded: dict[str, Any] | None = None
+    prompt: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    retries: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = self.result.to_dict()
-        out.pop("final_text", None)
-        out["branch"] = self.branch
-        out["worktree_kept"] = str(self.worktree) if self.worktree is not None else None
-        return out
+        """The task's record in ``summary.json`` (epoch times; ``build_summary`` normalises them)."""
+        where = self.worktree if self.worktree is not None else self.worktree_path
+        return task_record(
+            self.result,
+            recorded=self.recorded,
+            prompt=self.prompt,
+            model=self.model,
+            provider=self.provider,
+            branch=self.branch,
+            worktree=str(where) if where is not None else None,
+            worktree_kept=self.worktree is not None,
+            retries=self.retries,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,23 +195,28 @@ class BatchResult:
     fatal: bool = False
     summary_path: Path | None = None
     provider_pids: tuple[int, ...] = ()
+    started_at: float | None = None
+    prices: PriceTable | None = None
+    report_path: Path | None = None
 
     @property
     def ok(self) -> bool:
         return self.stopped is None and all(e.result.ok for e in self.entries)
 
     def to_dict(self) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        for e in self.entries:
-            counts[e.result.status] = counts.get(e.result.status, 0) + 1
-        return {
-            "tasks": [e.to_dict() for e in self.entries],
-            "counts": counts,
-            "duration": round(self.duration, 3),
-            "stopped": self.stopped,
-            "fatal": self.fatal,
-            "provider_pids": list(self.provider_pids),
-        }
+        """The summary document (docs/summary.schema.json), redacted: it holds prompts and outputs."""
+        summary = build_summary(
+            [e.to_dict() for e in self.entries],
+            started_at=self.started_at,
+            finished_at=self.started_at + self.duration if self.started_at is not None else None,
+            duration=self.duration,
+            stopped=self.stopped,
+            fatal=self.fatal,
+            provider_pids=self.provider_pids,
+            prices=self.prices,
+        )
+        redacted: dict[str, Any] = Redactor().value(summary)
+        return redacted
 
 
 @dataclass(slots=True)
@@ -193,6 +226,7 @@ class _State:
     fatal: bool = False
     pids: set[int] = field(default_factory=set)
     locks: dict[Path, asyncio.Lock] = field(default_factory=dict)
+    raw_deltas: bool = False
 
     def lock(self, repo: Path) -> asyncio.Lock:
         return self.locks.setdefault(repo, asyncio.Lock())
@@ -222,12 +256,15 @@ async def run_batch(
     backend: str = "local",
     ray_address: str | None = None,
     repo_url: str | None = None,
+    prices: PriceTable | None = None,
+    raw_deltas: bool = False,
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
     ``options`` is the options type of ``provider_name``'s registry entry (``runner.providers``).
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
-    ``out_dir/summary.json``).
+    ``out_dir/summary.json`` and ``out_dir/report.html``). ``prices`` adds a cost per task;
+    ``raw_deltas`` writes every streamed fragment to the transcripts (local backend).
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
     ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
@@ -237,7 +274,8 @@ async def run_batch(
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
         from agent_fleet.runner.ray_backend import run_batch_ray
 
-        return await run_batch_ray(
+        watch = Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(tasks)), on_event)
+        ray_result = await run_batch_ray(
             tasks,
             template=template,
             out_dir=out_dir,
@@ -246,12 +284,24 @@ async def run_batch(
             provider_name=provider_name,
             options=options,
             cwd=cwd,
-            on_event=on_event,
+            on_event=watch,
             on_result=on_result,
             stop=stop,
             ray_address=ray_address,
             repo_url=repo_url,
         )
+        # The ray backend writes its own summary.json: here it gains the records, prices and the page.
+        planned = planned_model(template, provider_name, options)
+        completed = tuple(
+            watch.complete(e, t, planned, provider_name)
+            for e, t in zip(ray_result.entries, tasks, strict=True)
+        )
+        ray_result = replace(
+            ray_result, entries=completed, prices=prices, report_path=Path(out_dir) / "report.html"
+        )
+        _write_records(ray_result, Path(out_dir))
+        watch.telemetry.end(ray_result.to_dict())
+        return ray_result
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
     if ray_address is not None or repo_url is not None:
@@ -289,8 +339,11 @@ async def run_batch(
         if own:
             await provider.shutdown()
         raise
-    state = _State(stop=asyncio.Event())
+    state = _State(stop=asyncio.Event(), raw_deltas=raw_deltas)
     started = time.monotonic()
+    started_at = time.time()
+    planned = planned_model(template, provider_name, options)
+    watch = Watch(BatchTelemetry(provider=provider.name, jobs=jobs, tasks=len(tasks)), on_event)
     entries: dict[str, BatchEntry] = {}
     wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
     watcher: asyncio.Task[None] | None = None
@@ -301,10 +354,21 @@ async def run_batch(
         semaphore = asyncio.Semaphore(jobs)
 
         async def one(t: BatchTask) -> None:
+            recorder = watch.recorder(t.id)
             async with semaphore:
                 entry = await _run_one(
-                    t, template, provider, resolved[t.id], repos.get(t.id), wt_root, out, state, on_event
+                    t,
+                    template,
+                    provider,
+                    resolved[t.id],
+                    repos.get(t.id),
+                    wt_root,
+                    out,
+                    state,
+                    watch,
+                    recorder,
                 )
+            entry = watch.complete(entry, t, planned, provider.name)
             entries[t.id] = entry
             _note_pid(state, provider)
             if entry.result.fatal and state.stopped is None:
@@ -333,7 +397,8 @@ async def run_batch(
         if wt_root is not None:
             with contextlib.suppress(OSError):
                 wt_root.rmdir()  # only when every worktree was removed
-        result = _result(tasks, entries, state, time.monotonic() - started, out)
+        result = _result(tasks, entries, state, time.monotonic() - started, out, started_at, prices)
+        watch.telemetry.end(result.to_dict())
     return result
 
 
@@ -350,14 +415,22 @@ async def _watch(stop: asyncio.Event, state: _State) -> None:
 
 
 def _result(
-    tasks: Sequence[BatchTask], entries: dict[str, BatchEntry], state: _State, duration: float, out: Path
+    tasks: Sequence[BatchTask],
+    entries: dict[str, BatchEntry],
+    state: _State,
+    duration: float,
+    out: Path,
+    started_at: float,
+    prices: PriceTable | None,
 ) -> BatchResult:
     ordered: list[BatchEntry] = []
     for t in tasks:
         entry = entries.get(t.id)
         if entry is None:
             reason = f"not started: {state.stopped or 'the batch stopped'}"
-            entry = BatchEntry(result=TaskResult(task_id=t.id, status="cancelled", reason=reason))
+            entry = BatchEntry(
+                result=TaskResult(task_id=t.id, status="cancelled", reason=reason), prompt=t.prompt
+            )
         ordered.append(entry)
     result = BatchResult(
         entries=tuple(ordered),
@@ -366,9 +439,19 @@ def _result(
         fatal=state.fatal,
         summary_path=out / "summary.json",
         provider_pids=tuple(sorted(state.pids)),
+        started_at=started_at,
+        prices=prices,
+        report_path=out / "report.html",
     )
-    (out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
+    _write_records(result, out)
     return result
+
+
+def _write_records(result: BatchResult, out: Path) -> None:
+    """``summary.json`` and ``report.html`` (``to_dict`` redacts)."""
+    summary = result.to_dict()
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    write_report(summary, out / "report.html")
 
 
 async def _run_one(
@@ -381,6 +464,7 @@ async def _run_one(
     out: Path,
     state: _State,
     on_event: EventSink | None,
+    recorder: TaskRecorder | None = None,
 ) -> BatchEntry:
     gate = template.gate
     if t.gate_cmd is not None or t.require_commit is not None:
@@ -412,14 +496,18 @@ async def _run_one(
     task = replace(template, id=t.id, spec=spec, gate=gate)
     kept: Path | None = None
     try:
-        with TranscriptWriter(out / f"{t.id}.jsonl") as writer:
+        with TranscriptWriter(out / f"{t.id}.jsonl", raw_deltas=state.raw_deltas) as writer:
             result = await run_task(
                 task, provider=provider, on_event=on_event, transcript=writer, stop=state.stop
             )
+        if recorder is not None and result.start_head is not None:
+            # The task's final diff (every turn's changes), read before its worktree is removed.
+            with contextlib.suppress(_git.GitError):
+                recorder.diff = await _git.final_diff(run_cwd, result.start_head)
     finally:
         if worktree is not None and repo is not None:
             kept = await asyncio.shield(_remove_worktree(repo, worktree, state))
-    return BatchEntry(result=result, branch=branch, worktree=kept)
+    return BatchEntry(result=result, branch=branch, worktree=kept, worktree_path=worktree)
 
 
 async def _remove_worktree(repo: Path, worktree: Path, state: _State) -> Path | None:
