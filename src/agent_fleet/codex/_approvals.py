@@ -269,11 +269,8 @@ def settle(method: str, params: Any, decision: Decision) -> Decision:
     if offered is None:
         return decision
     for action in _CARRIES[decision.action]:
-        if _V2[action] in offered:
-            if action == decision.action:
-                return decision
-            note = f" (codex offered no {_V2[decision.action]})"
-            return replace(decision, action=action, reason=(decision.reason or decision.action) + note)
+        if _V2[action] in offered:  # the reason stays the policy's; the action says what was sent
+            return decision if action == decision.action else replace(decision, action=action)
     refusal: Action = "decline" if "decline" in offered or "cancel" not in offered else "cancel"
     if decision.accepted:
         reason = f"{_V2[decision.action]} was accepted by the policy but codex offered only {sorted(offered)}"
