@@ -53,15 +53,19 @@ class PermissionConfig:
     ``disallow_patterns`` decline first; when ``allow_patterns`` is non-empty only commands matching
     one are accepted; otherwise ``default`` decides (``allow`` accepts for the session).
     Patterns are Python regular expressions searched in the command text.
-    ``allowed_hosts``: host patterns (``fnmatch``, case-insensitive, e.g. ``*.corp.example``; a pattern
-    with a ``:port`` also matches on the port) network access may go to; empty means no network.
-    ``mcp_tools``: MCP tool names (``fnmatch``, as ``server/tool`` or ``mcp__server__tool``) an agent may
-    call; empty means none. See docs/approvals.md for what each provider judges.
+    ``rule_packs``: paths of TOML rule packs of the user's own, added to the built-in ones (which can
+    never be removed; see docs/rule-packs.md). ``allowed_hosts``: host patterns (``fnmatch``, e.g.
+    ``*.corp.example``) installs may fetch from and uploads may go to, besides the package indexes;
+    they are also the only hosts a network request (a codex network approval, Claude's web tools) is
+    granted for: empty means no network (a pattern ``host:port`` matches on the port too).
+    ``mcp_tools``: MCP tool names (``fnmatch`` on ``server/tool``) an agent may call; empty means none.
+    See docs/approvals.md for what each provider judges.
     """
 
     allow_patterns: tuple[str, ...] = ()
     disallow_patterns: tuple[str, ...] = ()
     default: Literal["allow", "deny"] = "allow"
+    rule_packs: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     mcp_tools: tuple[str, ...] = ()
 
@@ -69,6 +73,7 @@ class PermissionConfig:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
         object.__setattr__(self, "allow_patterns", tuple(self.allow_patterns))
         object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
+        object.__setattr__(self, "rule_packs", tuple(str(path) for path in self.rule_packs))
         object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
         object.__setattr__(self, "mcp_tools", tuple(self.mcp_tools))
         if self.default not in ("allow", "deny"):

@@ -119,11 +119,11 @@ async def test_approval_handler_refines_but_cannot_override_builtin_declines(tmp
         seen.append(str(request.command))
         return Decision(action="allow_once")  # would accept anything, if asked
 
-    scenario = [_cmd("npm publish"), _cmd("rm -rf /")]
+    scenario = [_cmd("npm test"), _cmd("rm -rf /")]
     options = _options(tmp_path, scenario, approval_handler=handler)
     _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path))
     assert [a["result"]["decision"] for a in answers] == ["accept", "decline"]
-    assert seen == ["npm publish"]  # never consulted for a built-in decline
+    assert seen == ["npm test"]  # never consulted for a built-in decline
 
 
 async def test_approval_handler_that_raises_declines_and_reports(tmp_path: Path) -> None:
