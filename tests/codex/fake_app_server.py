@@ -17,6 +17,7 @@ later = json.loads(os.environ["FAKE_LATER_SCENARIO"]) if "FAKE_LATER_SCENARIO" i
 interrupt_on_cancel = bool(os.environ.get("FAKE_INTERRUPT_ON_CANCEL"))
 started = set()  # threads that had a turn
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
+silent = bool(os.environ.get("FAKE_SILENT"))  # start turns, then never send anything for them
 threads = 0
 
 
@@ -89,7 +90,8 @@ def main():
             delta = {"threadId": tid, "turnId": turn, "itemId": "m1", "delta": "x"}
             for _ in range(flood):
                 send({"method": "item/agentMessage/delta", "params": delta})
-            ask(tid, turn, 0, [], script)
+            if not silent:
+                ask(tid, turn, 0, [], script)
         elif method == "model/list":
             if params.get("cursor"):
                 send({"id": mid, "result": {"data": [{"id": "b"}], "nextCursor": None}})
