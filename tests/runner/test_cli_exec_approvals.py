@@ -91,14 +91,10 @@ def test_the_live_view_says_approvals_are_not_enforced(
 
 
 def test_host_and_mcp_flags_reach_the_permission_config(tmp_path: Path) -> None:
-    from agent_fleet.cli._options import Common
+    from agent_fleet.cli._options import pop_common
 
-    common = Common(
-        provider="codex", model=None, effort=None, sandbox=None, mode="build", allow=(), deny=(),
-        default_approval="allow", allow_host=("*.pypi.org",), allow_mcp=("docs/*",), config=(),
-        gate_cmd=None, require_commit=False, max_followups=0, timeout=None, json_output=False,
-        review=False, review_threshold="P1",
-    )  # fmt: skip
-    permission = common.template("p", tmp_path, "t").spec.permission
+    args = ["p", "--allow-host", "*.pypi.org", "--allow-mcp", "docs/*"]
+    params = cli.commands["run"].make_context("run", args).params
+    permission = pop_common(params).template("p", tmp_path, "t").spec.permission
     assert permission is not None
     assert permission.allowed_hosts == ("*.pypi.org",) and permission.mcp_tools == ("docs/*",)

@@ -25,7 +25,7 @@ from agent_fleet.runner import (
     parse_priority,
     provider_entry,
 )
-from agent_fleet.runner.task import check_permission_enforced
+from agent_fleet.runner.providers import check_permission_enforced
 
 __all__ = [
     "Common",

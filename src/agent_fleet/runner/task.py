@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_fleet._provider.fastnew import positional_new
-from agent_fleet.contract import Capabilities, Handle, Provider, Spec
+from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import (
     AgentFleetError,
     AuthenticationError,
@@ -61,7 +61,13 @@ from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._retry import retry_backoff, should_retry
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
-from agent_fleet.runner.providers import PROVIDER_NAMES, check_provider, make_provider, provider_entry
+from agent_fleet.runner.providers import (
+    approvals_enforced,
+    check_permission_enforced,
+    check_provider,
+    make_provider,
+    provider_entry,
+)
 from agent_fleet.runner.review import (
     PRIORITY_NAMES,
     ReviewResult,
@@ -204,26 +210,6 @@ def _resolve_cwd(cwd: str | os.PathLike[str] | None) -> Path:
     return path.resolve()
 
 
-def check_permission_enforced(
-    spec: Spec, provider_name: str, capabilities: Capabilities | None = None
-) -> None:
-    """``UsageError`` when ``spec`` carries approval rules the provider cannot enforce (it never asks for
-    approval, e.g. ``codex exec``), naming the providers that can. Rules nobody enforces must not look
-    like protection."""
-    if spec.permission is None:
-        return
-    caps = capabilities if capabilities is not None else provider_entry(provider_name).capabilities()
-    if caps.enforces_approvals:
-        return
-    able = [name for name in PROVIDER_NAMES if provider_entry(name).capabilities().enforces_approvals]
-    raise UsageError(
-        f"the {provider_name} provider cannot enforce approval rules (--allow, --deny, --default-approval, "
-        f"--allow-host, --allow-mcp, Spec.permission): it never asks before running a command, so only "
-        f"its sandbox guards the run; "
-        f"use a provider that can: {', '.join(able)}"
-    )
-
-
 async def validate_task(task: Task, *, provider_name: str | None = None) -> Task:
     """Check ``task`` before any work; return it with ``spec.cwd`` resolved. Raises ``UsageError``."""
     cwd = _resolve_cwd(task.spec.cwd)
@@ -341,7 +327,7 @@ class _TaskRun:
             provider=self.provider_name,
             model=spec.model,
             max_followups=self.task.max_followups,
-            approvals_enforced=self._approvals_enforced(),
+            approvals_enforced=approvals_enforced(self.provider_name, self.provider),
         )
         core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
         stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None
@@ -397,18 +383,6 @@ class _TaskRun:
         )
         self.note("finished", **{k: v for k, v in result.to_dict().items() if k != "final_text"})
         return result
-
-    def _approvals_enforced(self) -> bool | None:
-        """Whether the provider asks for approvals (None: unknown, e.g. its module is missing)."""
-        try:
-            caps = (
-                self.provider.capabilities
-                if self.provider
-                else provider_entry(self.provider_name).capabilities()
-            )
-        except AgentFleetError:
-            return None
-        return caps.enforces_approvals
 
     # -- core --------------------------------------------------------------------------------------
 
