@@ -99,3 +99,14 @@ def test_a_raising_policy_is_a_policy_error_decline(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(ApprovalPolicy, "evaluate", broken)
     assert _decide("Bash", {"command": "ls"}, str(tmp_path)) == ("decline", "policy-error")
+
+
+def test_spec_tools_are_tool_requests_named_plainly() -> None:
+    request = _approvals.to_request("mcp__agent_fleet__add", {"a": 1}, cwd="/w")
+    assert (request.kind, request.tool) == ("tool", "add")
+    assert _approvals.describe(request, "mcp__agent_fleet__add") == {"kind": "tool", "tool": "add"}
+    assert _approvals.tool_name("mcp__agent_fleet__add") == "add"
+    # another MCP server's tools are MCP tools, judged by mcp_tools (issue 16)
+    other = _approvals.to_request("mcp__docs__search", {}, cwd="/w")
+    assert (other.kind, other.tool) == ("tool", "mcp:docs/search")
+    assert _approvals.tool_name("mcp__docs__search") == "mcp:docs/search"

@@ -392,6 +392,6 @@ async def test_default_deny_declines_other_tools(
     assert isinstance(_one_terminal(events), Result)
     denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
     assert [d.data["rule"] for d in denied] == ["default-deny"]
-    assert denied[0].data["kind"] == "tool" and denied[0].data["tool"] == "Agent"
+    assert denied[0].data["kind"] == "tool" and denied[0].data["tool"] == "builtin:Agent"
     block = anthropic_server.agent_requests[-1].tool_results()[-1]
     assert "default-deny" in anthropic_server.agent_requests[-1].tool_result_text(block)

@@ -40,6 +40,11 @@ def test_setting_sources_are_opt_in_and_validated(tmp_path: Path) -> None:
         ClaudeOptions(setting_sources=("everything",))
 
 
+def _shout(text: str) -> str:
+    """Upper-case ``text``."""
+    return text.upper()
+
+
 def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     image = tmp_path / "pic.png"
     image.write_bytes(b"\x89PNG fake")
@@ -58,6 +63,8 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
         images=[image, "https://example.test/a.png"],
         config={"includeCoAuthoredBy": False},
         timeout=5.0,
+        tools=[_shout],
+        answers={"Database": "sqlite"},
     )
     options = ClaudeOptions(cli_path="/opt/claude", env={"A": "1"}, model="fallback", extra_args={"x": None})
     plan = plan_session(spec, options, session_id=SID, resume=True)
@@ -72,7 +79,8 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     assert (
         opts["cli_path"] == "/opt/claude" and opts["env"] == {"A": "1"} and opts["extra_args"] == {"x": None}
     )
-    assert set(plan.local) == {"permission", "timeout", "idle_timeout"}
+    # tools: an in-process MCP server; answers: the handle answers AskUserQuestion with them
+    assert set(plan.local) == {"permission", "timeout", "idle_timeout", "tools", "answers"}
     assert [u.field for u in plan.untranslated] == ["sandbox"]
     assert isinstance(plan.content, list)
     text, local, remote = plan.content
@@ -175,8 +183,8 @@ def test_bad_options_are_usage_errors() -> None:
             {"kind": "network", "host": "docs.python.org", "tool": "WebFetch"},
         ),
         ("WebSearch", {"query": "q"}, "network", {"kind": "network", "host": None, "tool": "WebSearch"}),
-        ("mcp__docs__search", {"q": "x"}, "tool", {"kind": "tool", "tool": "mcp__docs__search"}),
-        ("Task", {"prompt": "p", "description": "d"}, "tool", {"kind": "tool", "tool": "Task"}),
+        ("mcp__docs__search", {"q": "x"}, "tool", {"kind": "tool", "tool": "mcp:docs/search"}),
+        ("Task", {"prompt": "p", "description": "d"}, "tool", {"kind": "tool", "tool": "builtin:Task"}),
         ("Skill", {"skill": "x"}, "unknown", {"kind": "unknown", "tool": "Skill"}),
     ],
 )

@@ -1,9 +1,9 @@
 """A scripted stand-in for `codex app-server` (run as a child process by the tests).
 
 On each turn/start it sends the server requests listed in $FAKE_SCENARIO (JSON list of
-{"method", "params"}; "threadId"/"conversationId" filled in), waits for every answer, then finishes
-the turn with an agent message whose text is the JSON list of the answers it received. An entry with
-"notify": true is sent as a notification (no answer awaited, none listed).
+{"method", "params"}; "threadId"/"conversationId" filled in unless "global" is true), waits for every
+answer, then finishes the turn with an agent message whose text is the JSON list of the answers it received.
+An entry with "notify": true is sent as a notification (no answer awaited, none listed).
 """
 
 import json
@@ -50,6 +50,8 @@ def ask(tid, turn, n, answers, scenario):
         send({"method": req["method"], "params": p})
         ask(tid, turn, n + 1, answers, scenario)
         return
+    if req.get("global"):  # a connection-wide request (e.g. auth refresh): no thread to route by
+        p = dict(req["params"])
     if req["method"] in ("execCommandApproval", "applyPatchApproval"):
         p = dict(req["params"], conversationId=tid)
     if isinstance(p.get("command"), str):

@@ -11,11 +11,12 @@ decline, a failure of the policy a ``policy-error`` one):
   glob pattern): credential files and anything outside the workspace are declined;
 - ``WebFetch`` -> ``network`` to the URL's host; ``WebSearch`` -> ``network`` to any host (searches go
   wherever the search engine goes): both by ``PermissionConfig.allowed_hosts``;
-- ``mcp__server__tool`` -> ``tool`` named ``mcp:server/tool``, by ``PermissionConfig.mcp_tools``;
+- ``mcp__agent_fleet__<name>`` (a ``Spec.tools`` function) -> ``tool`` with ``tool=<name>``;
+- any other ``mcp__server__tool`` -> ``tool`` named ``mcp:server/tool``, by ``PermissionConfig.mcp_tools``;
 - ``Task`` / ``Agent`` (subagents; each tool call a subagent makes comes back through
   ``can_use_tool`` and is judged like any other), to-do and plan tools, the output and stop tools of
-  Claude's own background shells -> ``tool``: the default decides;
-- anything else -> ``unknown``: declined.
+  Claude's own background shells -> ``tool`` named ``builtin:<Name>``: the default decides;
+- anything else -> ``unknown``: declined. (``AskUserQuestion`` never gets here: the handle answers it.)
 
 The policy's answer goes back as the SDK's permission result (``to_permission``): either allow is an
 allow (Claude Code keeps no session grant of ours), ``decline`` a deny the model reads, ``cancel`` a deny
@@ -32,7 +33,17 @@ from urllib.parse import urlsplit
 
 from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
 
+from agent_fleet.claude.translate import TOOLS_SERVER
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+
+#: How Claude names a ``Spec.tools`` function: a tool of the session's own MCP server.
+_OWN_PREFIX: Final = f"mcp__{TOOLS_SERVER}__"
+
+
+def own_tool(claude_name: str) -> str | None:
+    """The ``Spec.tools`` name behind a Claude tool name, or None for any other tool."""
+    return claude_name.removeprefix(_OWN_PREFIX) if claude_name.startswith(_OWN_PREFIX) else None
+
 
 FILE_TOOLS: Final = {
     "Edit": "file_path",
@@ -106,6 +117,9 @@ def to_request(
     if not isinstance(tool_input, Mapping):
         raise MalformedInput(f"{tool_name}: the input is {type(tool_input).__name__}, not an object")
     roots = tuple(writable_roots)
+    own = own_tool(tool_name)
+    if own is not None:
+        return ApprovalRequest(kind="tool", tool=own, cwd=cwd, writable_roots=roots)
     if tool_name == "Bash":
         command = _text(tool_input, "command", tool_name)
         return ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots)
@@ -156,7 +170,7 @@ def to_request(
     if tool_name in SESSION_TOOLS:
         if tool_name in SUBAGENT_TOOLS:
             _text(tool_input, "prompt", tool_name)
-        return ApprovalRequest(kind="tool", tool=tool_name, cwd=cwd, writable_roots=roots)
+        return ApprovalRequest(kind="tool", tool=f"builtin:{tool_name}", cwd=cwd, writable_roots=roots)
     return ApprovalRequest(kind="unknown", tool=tool_name, cwd=cwd, writable_roots=roots)
 
 
@@ -202,6 +216,9 @@ def to_permission(decision: Decision) -> PermissionResultAllow | PermissionResul
 def describe(request: ApprovalRequest, tool_name: str) -> dict[str, Any]:
     """What a decision was about, for audit events: the command, paths or host (and the Claude tool)."""
     about: dict[str, Any] = {"kind": request.kind}
+    if request.tool is not None:
+        about["tool"] = request.tool
+        return about
     if request.command is not None:
         about["command"] = request.command if isinstance(request.command, str) else list(request.command)
     elif request.paths:
@@ -214,10 +231,11 @@ def describe(request: ApprovalRequest, tool_name: str) -> dict[str, Any]:
 
 
 def tool_name(name: str) -> str:
-    """Claude tool name -> agent-fleet name: ``Bash`` -> ``shell``, ``mcp__srv__tool`` -> ``mcp:srv/tool``."""
+    """Claude tool name -> agent-fleet name: ``Bash`` -> ``shell``, ``mcp__srv__tool`` -> ``mcp:srv/tool``,
+    a ``Spec.tools`` function -> its own name."""
     if name == "Bash":
         return "shell"
-    return _mcp_name(name) or name
+    return own_tool(name) or _mcp_name(name) or name
 
 
 def _mcp_name(name: str) -> str | None:

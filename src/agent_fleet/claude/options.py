@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agent_fleet.errors import UsageError
+
+if TYPE_CHECKING:
+    from agent_fleet.user_input import InputHandler
 
 __all__ = ["SETTING_SOURCES", "ClaudeOptions"]
 
@@ -29,6 +33,9 @@ class ClaudeOptions:
       agents, commands and ``.mcp.json``), ``"local"`` (``.claude/settings.local.json``). Default: none,
       so a repository cannot register hooks, permission rules or MCP servers that run outside the
       approval policy (a ``SessionStart`` hook is a shell command). Name a source only for a trusted one.
+    - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for Claude's ``AskUserQuestion``
+      (``agent_fleet.user_input``); without one, ``canned_answers`` (question header or text ->
+      answer) answer what they can and the rest is declined with a message for the model.
     """
 
     cli_path: str | os.PathLike[str] | None = None
@@ -36,6 +43,8 @@ class ClaudeOptions:
     model: str | None = None
     extra_args: Mapping[str, str | None] | None = None
     setting_sources: tuple[str, ...] = ()
+    input_handler: InputHandler | None = None
+    canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "setting_sources", tuple(self.setting_sources))

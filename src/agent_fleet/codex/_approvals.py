@@ -303,7 +303,9 @@ def to_wire(
 
 
 def describe(request: ApprovalRequest) -> dict[str, Any]:
-    """What a decision was about, for audit events: the command, the paths or the host."""
+    """What a decision was about, for audit events: the command, the paths, the host or the tool."""
+    if request.tool is not None:
+        return {"kind": request.kind, "tool": request.tool}
     about: dict[str, Any] = {"kind": request.kind}
     if request.command is not None:
         about["command"] = request.command if isinstance(request.command, str) else list(request.command)

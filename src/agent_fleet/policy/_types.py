@@ -11,8 +11,9 @@ __all__ = ["Action", "ApprovalRequest", "Decision", "RequestKind"]
 
 #: ``command`` (a shell command), ``file_change`` (files written, moved or deleted), ``read`` (files or
 #: directories read), ``network`` (a connection to ``host``), ``permissions`` (wider sandbox rights for a
-#: while: write ``paths`` and/or ``network``), ``tool`` (a named tool, e.g. ``mcp:server/tool``),
-#: ``unknown`` (anything a provider could not classify: always declined).
+#: while: write ``paths`` and/or ``network``), ``tool`` (a named tool: a caller's ``Spec.tools``
+#: function, ``mcp:server/tool`` of an MCP server, ``builtin:Name`` of the agent itself), ``unknown``
+#: (anything a provider could not classify: always declined).
 RequestKind = Literal["command", "file_change", "read", "network", "permissions", "tool", "unknown"]
 #: The policy's own words, translated to each provider's wire format in that provider's package:
 #: ``allow_once`` (this request only), ``allow_for_session`` (this and the same again in the session),
@@ -39,7 +40,8 @@ class ApprovalRequest:
     ``writable_roots``: further directories it may write (relative ones are taken from ``cwd``).
     ``host``/``port``/``protocol``: a ``network`` request's destination (``host=None``: any host, e.g. a
     web search). ``network``: a ``permissions`` request asks for network access (to any host).
-    ``tool``: a ``tool`` request's name. Path-likes are stored as ``str``.
+    ``tool``: a ``tool`` request's name: a caller-defined tool (``Spec.tools``), ``mcp:server/tool``, or
+    ``builtin:Name`` (the agent's own session tools). Path-likes are stored as ``str``.
     Raises ``ValueError`` for an unknown ``kind``.
     """
 

@@ -29,8 +29,13 @@ The other kinds are judged in ``_requests`` (see there): ``read`` (credential fi
 a read that passes is accepted whatever the default, as codex's sandbox reads freely), ``network``
 (``allowed_hosts`` alone decides: an explicit list, so the default neither opens nor closes it),
 ``permissions`` (contained write roots, network only with ``*``; then the default, and a grant is
-``allow_once``: for the turn, never the session), ``tool`` (MCP tools by ``mcp_tools``; then the
-default). ``unknown`` is always declined (``unknown-request``).
+``allow_once``: for the turn, never the session), ``tool`` named ``mcp:server/tool`` (MCP tools by
+``mcp_tools``; then the default) or ``builtin:Name`` (the agent's own session tools, e.g. subagents:
+the default). ``unknown`` is always declined (``unknown-request``), as is a tool with no name.
+
+``tool`` (a caller-defined ``Spec.tools`` function): ``tool_disallow_patterns`` searched in the tool
+name -> ``tool-deny``; when ``tool_allow_patterns`` are given and none matches -> ``tool-not-allowed``;
+otherwise allowed whatever ``default`` says (the caller wrote and passed the tool).
 
 A ``None`` configuration is the built-in rules plus default ``allow``. ``ApprovalPolicy`` compiles its
 patterns once, in the constructor (a bad pattern raises ``UsageError``, a ``ValueError``, naming it),
@@ -72,6 +77,8 @@ RULES: dict[str, str] = {
     "user-deny": "the command matches one of the configuration's disallow_patterns",
     "not-allowed": "allow_patterns are set and a command matches none of them",
     "default-deny": "nothing accepted the request and the configuration's default is deny",
+    "tool-deny": "the tool's name matches one of the configuration's tool_disallow_patterns",
+    "tool-not-allowed": "tool_allow_patterns are set and the tool's name matches none of them",
     **REQUEST_RULES,
     "policy-error": "the policy (or the bridge feeding it) raised; the request was declined",
     "malformed-request": "the request's fields are not what the tool or method defines",
@@ -103,12 +110,26 @@ def _allow(reason: str) -> Decision:
 class ApprovalPolicy:
     """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
 
-    __slots__ = ("_allow", "_config", "_default", "_disallow", "_hosts", "_mcp_tools", "_packs")
+    __slots__ = (
+        "_allow",
+        "_config",
+        "_default",
+        "_disallow",
+        "_hosts",
+        "_mcp_tools",
+        "_packs",
+        "_tool_allow",
+        "_tool_disallow",
+    )
 
     def __init__(self, config: PermissionConfig | None = None) -> None:
         self._config = config
         self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
         self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
+        self._tool_disallow = (
+            _compile(config.tool_disallow_patterns, "tool_disallow_patterns") if config else ()
+        )
+        self._tool_allow = _compile(config.tool_allow_patterns, "tool_allow_patterns") if config else ()
         self._default = config.default if config else "allow"
         self._packs = pack_set(config.rule_packs, config.allowed_hosts) if config else pack_set()
         self._hosts = config.allowed_hosts if config else ()
@@ -138,7 +159,10 @@ class ApprovalPolicy:
                     return Decision(action="allow_once", reason=verdict.reason)
                 return verdict
             case "tool":
-                return judge_tool(request, self._mcp_tools) or self._by_default(f"tool {request.tool}")
+                name = request.tool or ""
+                if not name or name.startswith(("mcp:", "builtin:")):  # not the caller's own tool
+                    return judge_tool(request, self._mcp_tools) or self._by_default(f"tool {name}")
+                return self._tool(name)
             case "unknown":
                 return _decline("unknown-request", "a request the provider could not classify")
             case _:
@@ -152,6 +176,14 @@ class ApprovalPolicy:
                 return _decline("default-deny", f"{what}: default deny")
             case _:
                 assert_never(self._default)
+
+    def _tool(self, name: str) -> Decision:
+        for pattern in self._tool_disallow:
+            if pattern.search(name):
+                return _decline("tool-deny", f"tool {name!r} matches disallowed pattern {pattern.pattern!r}")
+        if self._tool_allow and not any(pattern.search(name) for pattern in self._tool_allow):
+            return _decline("tool-not-allowed", f"tool {name!r} matches no allowed tool pattern")
+        return _allow(f"tool {name!r}: the caller's own tool")
 
     def _file_change(self, request: ApprovalRequest) -> Decision:
         if not request.paths:
