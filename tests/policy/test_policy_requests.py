@@ -90,7 +90,11 @@ def test_mcp_tools_need_a_matching_name_pattern() -> None:
     assert _decide(tool, mcp_tools=("docs/*",)) == ("decline", "mcp-not-allowed")
     assert _decide(tool, mcp_tools=("github/*",)) == ("allow_for_session", None)
     assert _decide(tool, mcp_tools=("github/*",), default="deny") == ("decline", "default-deny")
-    # other tools: the default decides
-    assert _decide(ApprovalRequest(kind="tool", tool="Task")) == ("allow_for_session", None)
-    assert _decide(ApprovalRequest(kind="tool", tool="Task"), default="deny") == ("decline", "default-deny")
+    # the agent's own session tools: the default decides
+    task = ApprovalRequest(kind="tool", tool="builtin:Task")
+    assert _decide(task) == ("allow_for_session", None)
+    assert _decide(task, default="deny") == ("decline", "default-deny")
+    # a tool with no name is not the caller's own tool
     assert _decide(ApprovalRequest(kind="tool")) == ("decline", "unknown-request")
+    # the caller's own Spec.tools function: its own patterns, not the default
+    assert _decide(ApprovalRequest(kind="tool", tool="add"), default="deny") == ("allow_for_session", None)
