@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def test_cancel_denies_and_interrupts() -> None:
 
 def _decide(tool: str, tool_input: object, cwd: str, **config: object) -> tuple[str, str | None]:
     policy = ApprovalPolicy(PermissionConfig(**config) if config else None)  # type: ignore[arg-type]
-    _, decision = _approvals.decide(policy, tool, tool_input, cwd=cwd)
+    _, decision = asyncio.run(_approvals.decide(policy, tool, tool_input, cwd=cwd))
     return decision.action, decision.rule
 
 

@@ -174,7 +174,7 @@ def to_request(
     return ApprovalRequest(kind="unknown", tool=tool_name, cwd=cwd, writable_roots=roots)
 
 
-def decide(
+async def decide(
     policy: ApprovalPolicy,
     tool_name: str,
     tool_input: Any,
@@ -192,7 +192,7 @@ def decide(
         request = ApprovalRequest(kind="unknown", tool=tool_name, cwd=cwd)
         return request, Decision(action="decline", rule="policy-error", reason=f"{type(exc).__name__}: {exc}")
     try:
-        decision = policy.evaluate(request)
+        decision = await policy.evaluate_async(request)  # a large command is judged off the loop
     except Exception as exc:  # the engine fails closed by design; this guards a bug in it
         decision = Decision(action="decline", reason=f"approval policy failed: {exc}", rule="policy-error")
     if request.kind == "unknown" and decision.rule == "unknown-request":

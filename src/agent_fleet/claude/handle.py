@@ -457,7 +457,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             return PermissionResultAllow()
         if tool_name == _questions.ASK_USER:
             return await self._ask_user(tool_input)
-        request, decision = _approvals.decide(self._policy, tool_name, tool_input, cwd=self._cwd)
+        request, decision = await _approvals.decide(self._policy, tool_name, tool_input, cwd=self._cwd)
         turn = self._live_turn()
         if turn is None:
             decision = Decision(action="decline", reason="the turn is no longer running", rule="turn-ended")

@@ -202,8 +202,8 @@ def _request(
             return ApprovalRequest(kind="unknown", cwd=cwd, writable_roots=roots), None
 
 
-def judge(policy: ApprovalPolicy, method: str, params: Any, session: Session) -> Judged:
-    """Decide one approval request. Never raises."""
+async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Session) -> Judged:
+    """Decide one approval request (a large command is judged off the event loop). Never raises."""
     notices: tuple[System, ...] = ()
     if method not in APPROVAL_METHODS:
         notices = (System(subtype="unknown_approval_kind", data={"method": method}),)
@@ -219,7 +219,7 @@ def judge(policy: ApprovalPolicy, method: str, params: Any, session: Session) ->
         elif request.kind == "permissions":  # judged part by part: the grant holds what passed
             grant, decision = grant_permissions(policy, params["permissions"], request)
         else:
-            decision = policy.evaluate(request)
+            decision = await policy.evaluate_async(request)
     except _Malformed as exc:
         return Judged(request=fallback, decision=_decline("malformed-request", str(exc)), notices=notices)
     except Exception as exc:  # a bug in the policy or here: decline, never an RPC error, never an accept

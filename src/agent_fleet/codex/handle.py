@@ -49,6 +49,7 @@ from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+from agent_fleet.policy.engine import STRICT_RULE
 from agent_fleet.tools import by_name, failure
 
 if TYPE_CHECKING:
@@ -157,7 +158,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         )
 
     async def stop(self) -> None:
-        """Interrupt the running turn, unsubscribe, end the stream with ``Error(code="cancelled")``.
+        """Interrupt the running turn, end the commands it left running, unsubscribe, end the stream
+        with ``Error(code="cancelled")``.
 
         Idempotent and safe to race with crash handling; never raises for a dead connection.
         """
@@ -168,6 +170,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         cancelled = Error(code="cancelled", message="stopped by the caller")
         if turn is not None and self._finish(turn, cancelled) and turn.turn_id is not None:
             await self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id})
+        # Commands the session left running (codex keeps them as background terminals) end with it.
+        await self._control("thread/backgroundTerminals/clean", {"threadId": self._thread_id})
         await self._control("thread/unsubscribe", {"threadId": self._thread_id})
         self._detach()
 
@@ -395,11 +399,12 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             file_changes=turn.mapper.file_changes if turn is not None else {},
             commands=turn.mapper.commands if turn is not None else {},
         )
-        judged = _approvals.judge(self._policy, msg.method, msg.params, session)
+        judged = await _approvals.judge(self._policy, msg.method, msg.params, session)
         for notice in judged.notices:
             self._emit(notice)
         handler = self._provider.options.approval_handler
-        if handler is not None and judged.decision.action != "decline":
+        decision = judged.decision
+        if handler is not None and (decision.action != "decline" or decision.rule == STRICT_RULE):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
             self._host.spawn_task(self._refine(msg, judged), f"approval:{msg.id}")
             return
@@ -411,8 +416,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         """The ``approval_handler``'s refinement of ``decision`` (a decline when it fails)."""
         handler = self._provider.options.approval_handler
-        if handler is None or decision.action == "decline":
-            return decision
+        if handler is None or (decision.action == "decline" and decision.rule != STRICT_RULE):
+            return decision  # other declines are final: a handler refines, never overrides
         turn = self._turn
         if turn is not None:
             turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog
