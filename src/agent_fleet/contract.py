@@ -77,7 +77,11 @@ class PermissionConfig:
     Patterns are Python regular expressions searched in the command text.
     ``rule_packs``: paths of TOML rule packs of the user's own, added to the built-in ones (which can
     never be removed; see docs/rule-packs.md). ``allowed_hosts``: host patterns (``fnmatch``, e.g.
-    ``*.corp.example``) installs may fetch from and uploads may go to, besides the package indexes.
+    ``*.corp.example``) installs may fetch from and uploads may go to, besides the package indexes;
+    they are also the only hosts a network request (a codex network approval, Claude's web tools) is
+    granted for: empty means no network (a pattern ``host:port`` matches on the port too).
+    ``mcp_tools``: tools of MCP servers (``fnmatch`` on ``server/tool``) an agent may call; empty means
+    none. See docs/approvals.md for what each provider judges.
 
     Calls of the caller's own ``Spec.tools`` have their own patterns, searched in the tool name:
     ``tool_disallow_patterns`` decline, a non-empty ``tool_allow_patterns`` accepts only the names
@@ -92,6 +96,7 @@ class PermissionConfig:
     default: Literal["allow", "deny"] = "allow"
     rule_packs: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    mcp_tools: tuple[str, ...] = ()
     tool_allow_patterns: tuple[str, ...] = ()
     tool_disallow_patterns: tuple[str, ...] = ()
     profile: Literal["default", "strict"] = "default"
@@ -102,6 +107,7 @@ class PermissionConfig:
         object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
         object.__setattr__(self, "rule_packs", tuple(str(path) for path in self.rule_packs))
         object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
+        object.__setattr__(self, "mcp_tools", tuple(self.mcp_tools))
         object.__setattr__(self, "tool_allow_patterns", tuple(self.tool_allow_patterns))
         object.__setattr__(self, "tool_disallow_patterns", tuple(self.tool_disallow_patterns))
         if self.default not in ("allow", "deny"):
@@ -190,6 +196,9 @@ class Capabilities:
     tool_permission_format: str
     supports_review: bool = False  # ``Provider.review`` works
     supports_python_tools: bool = False  # ``Spec.tools`` functions can be called by the model
+    #: False when the provider cannot ask for approvals, so ``Spec.permission`` would not be enforced
+    #: (``codex exec``: codex's own sandbox is the only guard).
+    enforces_approvals: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -45,10 +45,18 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "session": "the session's thread started or resumed (data: model, model_provider actually used)",
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
+        "codex_refused": (
+            "codex itself refused a command: its sandbox stopped it (kind sandbox: item_id, command, "
+            "message) or it rejected an escalation (kind escalation: message)"
+        ),
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),
-        "unknown_approval_kind": "an approval kind agent-fleet does not know, decided by the policy default",
+        "declined_turn_continued": (
+            "codex offered no decline, so a refusal was sent as cancel; the turn goes on with a new codex "
+            "turn telling the agent what was declined (data: reason)"
+        ),
+        "unknown_approval_kind": "an approval method agent-fleet does not know; declined (data: method)",
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
         "notice": "a codex account, configuration or thread-metadata notice (data: method and its params)",
         "notices_dropped": "notices were dropped because nobody read them in time (data: count)",
@@ -60,7 +68,9 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "inject_late": "injected input reached Claude after the turn ended and was dropped (data: count)",
         "claude_system": "another Claude Code system message, passed through (data: subtype, data)",
         # -- the task runner -----------------------------------------------------------------------------
-        "runner.started": "a task started (data: prompt, cwd, provider, model, max_followups)",
+        "runner.started": (
+            "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced)"
+        ),
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",
         "runner.gate_started": "the task's gate is running (data: require_commit, command)",
         "runner.gate": "the gate's verdict (data: passed, summary, checks)",

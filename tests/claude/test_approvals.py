@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
+import pytest
 from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
 
+from agent_fleet import PermissionConfig
 from agent_fleet.claude import _approvals
-from agent_fleet.policy import Decision
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 
 
 def test_both_allows_allow() -> None:
@@ -26,12 +31,83 @@ def test_cancel_denies_and_interrupts() -> None:
     assert result.message.endswith(": cancel")
 
 
+# -- deciding tool calls (issue 16) ----------------------------------------------------------------------
+
+
+def _decide(tool: str, tool_input: object, cwd: str, **config: object) -> tuple[str, str | None]:
+    policy = ApprovalPolicy(PermissionConfig(**config) if config else None)  # type: ignore[arg-type]
+    _, decision = asyncio.run(_approvals.decide(policy, tool, tool_input, cwd=cwd))
+    return decision.action, decision.rule
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [
+        ("Bash", None),
+        ("Bash", {"command": 7}),
+        ("Bash", {}),
+        ("Write", {"content": "x"}),
+        ("Read", {"file_path": ""}),
+        ("Grep", {"path": "."}),
+        ("WebFetch", {"url": "file:///etc/passwd"}),
+        ("WebFetch", {"url": "http://[::1"}),
+        ("Task", {"description": "no prompt"}),
+        ("mcp__broken", {}),
+    ],
+)
+def test_a_malformed_input_is_declined(tool: str, tool_input: object, tmp_path: Path) -> None:
+    assert _decide(tool, tool_input, str(tmp_path)) == ("decline", "malformed-request")
+
+
+def test_reads_secrets_and_containment(tmp_path: Path) -> None:
+    ws = str(tmp_path)
+    assert _decide("Read", {"file_path": "/root/.ssh/id_rsa"}, ws) == ("decline", "secret-read")
+    assert _decide("Read", {"file_path": f"{ws}/src/a.py"}, ws) == ("allow_for_session", None)
+    assert _decide("Grep", {"pattern": "key", "path": "/root"}, ws) == ("decline", "path-escape")
+    assert _decide("Grep", {"pattern": "key"}, ws) == ("allow_for_session", None)
+    assert _decide("Glob", {"pattern": "../../**/*"}, ws) == ("decline", "path-escape")
+    assert _decide("Glob", {"pattern": "**/*.py"}, ws) == ("allow_for_session", None)
+    assert _decide("LS", {"path": "/etc"}, ws) == ("decline", "path-escape")
+
+
+def test_web_tools_follow_the_host_allow_list(tmp_path: Path) -> None:
+    ws = str(tmp_path)
+    fetch = {"url": "https://docs.python.org/3/", "prompt": "p"}
+    assert _decide("WebFetch", fetch, ws) == ("decline", "network-not-allowed")
+    assert _decide("WebFetch", fetch, ws, allowed_hosts=("docs.python.org",)) == ("allow_for_session", None)
+    assert _decide("WebSearch", {"query": "q"}, ws, allowed_hosts=("docs.python.org",)) == (
+        "decline",
+        "network-not-allowed",
+    )
+    assert _decide("WebSearch", {"query": "q"}, ws, allowed_hosts=("*",)) == ("allow_for_session", None)
+
+
+def test_mcp_subagent_and_unknown_tools(tmp_path: Path) -> None:
+    ws = str(tmp_path)
+    assert _decide("mcp__github__create_issue", {}, ws) == ("decline", "mcp-not-allowed")
+    assert _decide("mcp__github__create_issue", {}, ws, mcp_tools=("github/*",)) == (
+        "allow_for_session",
+        None,
+    )
+    assert _decide("Task", {"prompt": "p", "description": "d"}, ws) == ("allow_for_session", None)
+    assert _decide("Task", {"prompt": "p"}, ws, default="deny") == ("decline", "default-deny")
+    assert _decide("SomethingNew", {}, ws) == ("decline", "unknown-request")
+
+
+def test_a_raising_policy_is_a_policy_error_decline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: ApprovalPolicy, request: ApprovalRequest) -> Decision:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(ApprovalPolicy, "evaluate", broken)
+    assert _decide("Bash", {"command": "ls"}, str(tmp_path)) == ("decline", "policy-error")
+
+
 def test_spec_tools_are_tool_requests_named_plainly() -> None:
     request = _approvals.to_request("mcp__agent_fleet__add", {"a": 1}, cwd="/w")
     assert (request.kind, request.tool) == ("tool", "add")
     assert _approvals.describe(request, "mcp__agent_fleet__add") == {"kind": "tool", "tool": "add"}
     assert _approvals.tool_name("mcp__agent_fleet__add") == "add"
-    # another MCP server's tools stay what they were
+    # another MCP server's tools are MCP tools, judged by mcp_tools (issue 16)
     other = _approvals.to_request("mcp__docs__search", {}, cwd="/w")
-    assert (other.kind, other.tool) == ("unknown", None)
+    assert (other.kind, other.tool) == ("tool", "mcp:docs/search")
     assert _approvals.tool_name("mcp__docs__search") == "mcp:docs/search"

@@ -408,18 +408,18 @@ async def test_output_schema_gives_structured_result(
 async def test_default_deny_declines_other_tools(
     claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
 ) -> None:
-    (workspace / "notes.txt").write_text("secret\n")
+    # Reads inside the workspace are judged on their own (issue 16); a subagent tool is left to the default.
     anthropic_server.enqueue(
-        AnthropicReply.tool_use("Read", {"file_path": str(workspace / "notes.txt")}),
-        AnthropicReply.text("could not read it"),
+        AnthropicReply.tool_use("Agent", {"description": "helper", "prompt": "look around"}),
+        AnthropicReply.text("could not delegate"),
     )
-    spec = Spec(prompt="read", cwd=workspace, permission=PermissionConfig(default="deny"))
+    spec = Spec(prompt="delegate", cwd=workspace, permission=PermissionConfig(default="deny"))
     async with ClaudeProvider(claude_options) as provider:
         handle = await provider.spawn(spec)
         events = await _collect(handle)
     assert isinstance(_one_terminal(events), Result)
     denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
     assert [d.data["rule"] for d in denied] == ["default-deny"]
-    assert denied[0].data["kind"] == "unknown" and denied[0].data["tool"] == "Read"
+    assert denied[0].data["kind"] == "tool" and denied[0].data["tool"] == "builtin:Agent"
     block = anthropic_server.agent_requests[-1].tool_results()[-1]
-    assert "secret" not in anthropic_server.agent_requests[-1].tool_result_text(block)
+    assert "default-deny" in anthropic_server.agent_requests[-1].tool_result_text(block)

@@ -173,7 +173,9 @@ async def test_mcp_elicitations_are_cancelled_by_claude_code_itself(
         AnthropicReply.text("noted"),
     )
     async with ClaudeProvider(options) as provider:
-        handle = await provider.spawn(Spec(prompt="ask", cwd=workspace, mcp_servers={"asker": server}))
+        allow_asker = PermissionConfig(mcp_tools=("asker/*",))  # MCP tools need a pattern (issue 16)
+        spec = Spec(prompt="ask", cwd=workspace, mcp_servers={"asker": server}, permission=allow_asker)
+        handle = await provider.spawn(spec)
         await handle.wait()
     text = anthropic_server.agent_requests[-1].tool_result_text(_result(anthropic_server, "toolu_el"))
     assert text == "cancel:-"  # the server's tool ran and its elicitation was answered "cancel"

@@ -25,10 +25,19 @@ def test_minimal_spec(tmp_path: Path) -> None:
         "cwd": str(tmp_path.resolve()),
         "permission_mode": "default",
         "include_partial_messages": True,
+        "setting_sources": [],  # no settings file unless the caller names its source
         "session_id": SID,
         "system_prompt": {"type": "preset", "preset": "claude_code"},
     }
     assert plan.untranslated == ()
+
+
+def test_setting_sources_are_opt_in_and_validated(tmp_path: Path) -> None:
+    options = ClaudeOptions(setting_sources=("project",))
+    plan = plan_session(Spec(prompt="hi", cwd=tmp_path), options, session_id=SID, resume=False)
+    assert plan.options["setting_sources"] == ["project"]
+    with pytest.raises(UsageError, match="everything"):
+        ClaudeOptions(setting_sources=("everything",))
 
 
 def _shout(text: str) -> str:
@@ -153,8 +162,30 @@ def test_bad_options_are_usage_errors() -> None:
             "file_change",
             {"kind": "file_change", "paths": ["n.ipynb"], "tool": "NotebookEdit"},
         ),
-        ("Read", {"file_path": "/etc/passwd"}, "unknown", {"kind": "unknown", "tool": "Read"}),
-        ("mcp__docs__search", {"q": "x"}, "unknown", {"kind": "unknown", "tool": "mcp__docs__search"}),
+        (
+            "Read",
+            {"file_path": "/etc/passwd"},
+            "read",
+            {"kind": "read", "paths": ["/etc/passwd"], "tool": "Read"},
+        ),
+        ("Grep", {"pattern": "x"}, "read", {"kind": "read", "paths": ["/w"], "tool": "Grep"}),
+        (
+            "Glob",
+            {"pattern": "/root/**/*.pem"},
+            "read",
+            {"kind": "read", "paths": ["/w", "/root/"], "tool": "Glob"},
+        ),
+        ("LS", {"path": "/root"}, "read", {"kind": "read", "paths": ["/root"], "tool": "LS"}),
+        (
+            "WebFetch",
+            {"url": "https://docs.python.org:8443/x", "prompt": "p"},
+            "network",
+            {"kind": "network", "host": "docs.python.org", "tool": "WebFetch"},
+        ),
+        ("WebSearch", {"query": "q"}, "network", {"kind": "network", "host": None, "tool": "WebSearch"}),
+        ("mcp__docs__search", {"q": "x"}, "tool", {"kind": "tool", "tool": "mcp:docs/search"}),
+        ("Task", {"prompt": "p", "description": "d"}, "tool", {"kind": "tool", "tool": "builtin:Task"}),
+        ("Skill", {"skill": "x"}, "unknown", {"kind": "unknown", "tool": "Skill"}),
     ],
 )
 def test_tool_calls_become_approval_requests(

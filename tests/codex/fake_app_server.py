@@ -3,6 +3,7 @@
 On each turn/start it sends the server requests listed in $FAKE_SCENARIO (JSON list of
 {"method", "params"}; "threadId"/"conversationId" filled in unless "global" is true), waits for every
 answer, then finishes the turn with an agent message whose text is the JSON list of the answers it received.
+An entry with "notify": true is sent as a notification (no answer awaited, none listed).
 """
 
 import json
@@ -10,6 +11,10 @@ import os
 import sys
 
 scenario = json.loads(os.environ.get("FAKE_SCENARIO", "[]"))
+# Turns after a thread's first use $FAKE_LATER_SCENARIO when set; with $FAKE_INTERRUPT_ON_CANCEL a
+# "cancel" answer interrupts the turn (turn/completed, status interrupted), as codex does.
+later = json.loads(os.environ["FAKE_LATER_SCENARIO"]) if "FAKE_LATER_SCENARIO" in os.environ else None
+interrupt_on_cancel = bool(os.environ.get("FAKE_INTERRUPT_ON_CANCEL"))
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
 notices = os.environ.get("FAKE_NOTICES") == "1"  # connection-wide and between-turn notices too
 silent = bool(os.environ.get("FAKE_SILENT"))  # start turns, then never send anything for them
@@ -32,7 +37,7 @@ turns_started = {}  # thread id -> turns started
 turns = {}  # server-request id -> (thread id, turn id, next scenario index, answers)
 
 
-def ask(tid, turn, n, answers):
+def ask(tid, turn, n, answers, scenario):
     """Send scenario request n for this turn, or finish the turn when none is left."""
     if n == len(scenario):
         item = {"type": "agentMessage", "id": "m1", "text": json.dumps(answers)}
@@ -50,6 +55,10 @@ def ask(tid, turn, n, answers):
         return
     req = scenario[n]
     p = dict(req["params"], threadId=tid, turnId=turn)
+    if req.get("notify"):  # a notification (e.g. item/started), sent without waiting for anything
+        send({"method": req["method"], "params": p})
+        ask(tid, turn, n + 1, answers, scenario)
+        return
     if req.get("global"):  # a connection-wide request (e.g. auth refresh): no thread to route by
         p = dict(req["params"])
     if req["method"] in ("execCommandApproval", "applyPatchApproval"):
@@ -57,7 +66,7 @@ def ask(tid, turn, n, answers):
     if isinstance(p.get("command"), str):
         p["command"] = p["command"].replace("${CMD}", "slow" if tid == "thr-1" else "fast")
     rid = f"srv-{tid}-{n}" if n % 2 == 0 else 1000 * len(tid) + n
-    turns[rid] = (tid, turn, n, answers)
+    turns[rid] = (tid, turn, n, answers, scenario)
     send({"id": rid, "method": req["method"], "params": p})
 
 
@@ -67,9 +76,13 @@ def main():
         msg = read()
         method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
         if method is None:  # an answer to one of our server requests
-            tid, turn, n, answers = turns.pop(mid)
+            tid, turn, n, answers, script = turns.pop(mid)
             answers.append({"id": mid, **{k: msg[k] for k in ("result", "error") if k in msg}})
-            ask(tid, turn, n + 1, answers)
+            if interrupt_on_cancel and (msg.get("result") or {}).get("decision") == "cancel":
+                done = {"id": turn, "status": "interrupted", "items": []}
+                send({"method": "turn/completed", "params": {"threadId": tid, "turn": done}})
+                continue
+            ask(tid, turn, n + 1, answers, script)
         elif method == "initialize":
             send({"id": mid, "result": {"userAgent": "fake"}})
             if notices:  # before any session: only the provider's notice stream has it
@@ -87,6 +100,7 @@ def main():
             tid = params["threadId"]
             turns_started[tid] = turns_started.get(tid, 0) + 1
             turn = f"turn-{tid}" + (f"-{turns_started[tid]}" if turns_started[tid] > 1 else "")
+            script = later if turns_started[tid] > 1 and later is not None else scenario
             send({"id": mid, "result": {"turn": {"id": turn, "status": "inProgress", "items": []}}})
             send({"method": "turn/started", "params": {"threadId": tid, "turn": {"id": turn}}})
             if notices:
@@ -96,7 +110,7 @@ def main():
             for _ in range(flood):
                 send({"method": "item/agentMessage/delta", "params": delta})
             if not silent:
-                ask(tid, turn, 0, [])
+                ask(tid, turn, 0, [], script)
         elif method == "model/list":
             if params.get("cursor"):
                 send({"id": mid, "result": {"data": [{"id": "b"}], "nextCursor": None}})

@@ -45,14 +45,18 @@ async def test_git_reset_hard_is_declined_and_the_change_survives(
     assert denied[0].data["rule"] == "git-reset-hard"
     assert "git reset --hard" in denied[0].data["command"]
     assert denied[0].data["reason"]
+    # codex 0.163 offers accept, an exec-policy amendment and cancel (no decline, no acceptForSession):
+    # the refusal goes as cancel and the turn continues as a new codex turn; the accept as accept.
     decisions = [e.status for e in events if isinstance(e, ToolResult) and e.synthetic]
-    assert decisions == ["decline", "allow_for_session"]
+    assert decisions == ["cancel", "allow_once"]
+    continued = [e for e in events if isinstance(e, System) and e.subtype == "declined_turn_continued"]
+    assert len(continued) == 1 and "git-reset-hard" in continued[0].data["reason"]
     assert [e.input["kind"] for e in events if isinstance(e, ToolUse) and e.synthetic] == [
         "command",
         "command",
     ]
     assert (repo / "proof.txt").read_text() == "harmless-ran\n"
     assert isinstance(events[-1], Result) and events[-1].text == "done"
-    # codex told the model the command was rejected, and the turn went on
-    [output] = scripted_model.requests[1].tool_outputs()
-    assert "rejected" in output["output"]
+    # the model was told the command was declined and why, and the work went on
+    told = " ".join(scripted_model.requests[1].user_texts())
+    assert "declined the command `" in told and "git reset --hard" in told and "git-reset-hard" in told

@@ -40,15 +40,21 @@ def test_decline_carries_the_reason_in_the_legacy_format() -> None:
 @pytest.mark.parametrize(
     ("action", "expected"),
     [
-        ("allow_once", {"permissions": {"network": True}, "scope": "turn"}),
-        ("allow_for_session", {"permissions": {"network": True}, "scope": "session"}),
+        ("allow_once", {"permissions": {"network": {"enabled": True}}, "scope": "turn"}),
+        ("allow_for_session", {"permissions": {"network": {"enabled": True}}, "scope": "session"}),
         ("decline", {"permissions": {}, "scope": "turn"}),
         ("cancel", {"permissions": {}, "scope": "turn"}),
     ],
 )
-def test_permission_grants_follow_the_action(action: Action, expected: dict[str, Any]) -> None:
-    params = {"permissions": {"network": True}}
-    assert _approvals.to_wire(_PERMS, params, Decision(action=action)) == expected
+def test_permission_replies_carry_the_grant_not_the_request(action: Action, expected: dict[str, Any]) -> None:
+    params = {"permissions": {"network": {"enabled": True}, "fileSystem": {"write": ["/"]}}}
+    grant = {"network": {"enabled": True}}
+    assert _approvals.to_wire(_PERMS, params, Decision(action=action), grant) == expected
+    # an accept with nothing granted grants nothing
+    assert _approvals.to_wire(_PERMS, params, Decision(action=action), {}) == {
+        "permissions": {},
+        "scope": "turn",
+    }
 
 
 def test_the_tables_cover_every_action() -> None:

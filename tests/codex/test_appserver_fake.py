@@ -72,8 +72,10 @@ async def test_default_deny_and_allow_patterns(tmp_path: Path) -> None:
 
 async def test_file_change_paths_come_from_the_started_item(tmp_path: Path) -> None:
     # v2 file-change approvals carry only the item id; the paths were announced at item/started.
+    item = {"type": "fileChange", "id": "fc1", "changes": [{"path": "src/a.py", "kind": {"type": "add"}}]}
     scenario = [
-        {"method": "item/fileChange/requestApproval", "params": {"itemId": "unknown-item"}},
+        {"method": "item/started", "params": {"item": item}, "notify": True},
+        {"method": "item/fileChange/requestApproval", "params": {"itemId": "fc1"}},
         {"method": "applyPatchApproval", "params": {"callId": "p1", "fileChanges": {"../../etc/passwd": {}}}},
         {"method": "applyPatchApproval", "params": {"callId": "p2", "fileChanges": {"src/ok.py": {}}}},
     ]
@@ -94,12 +96,13 @@ async def test_legacy_exec_approval_routed_by_conversation_id(tmp_path: Path) ->
 
 
 async def test_permissions_request_grants_or_withholds(tmp_path: Path) -> None:
-    asked = {"network": {"enabled": True}}
+    asked = {"network": {"enabled": True}, "fileSystem": {"write": ["build"]}}
     scenario = [
         {"method": "item/permissions/requestApproval", "params": {"itemId": "p", "permissions": asked}}
     ]
     _, allowed = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
-    assert allowed[0]["result"] == {"permissions": asked, "scope": "session"}
+    # network is not in the (empty) allow-list; the write root inside the workspace is, for the turn
+    assert allowed[0]["result"] == {"permissions": {"fileSystem": {"write": ["build"]}}, "scope": "turn"}
     deny = PermissionConfig(default="deny")
     _, denied = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=deny))
     assert denied[0]["result"] == {"permissions": {}, "scope": "turn"}
@@ -112,16 +115,6 @@ async def test_unhandled_server_request_gets_method_not_found(tmp_path: Path) ->
     assert answers[0]["error"]["code"] == -32601
     notices = [e for e in events if isinstance(e, System) and e.subtype == "unhandled_server_request"]
     assert notices and notices[0].data["method"] == "attestation/generate"
-
-
-async def test_unknown_approval_kind_accepted_unless_default_deny(tmp_path: Path) -> None:
-    scenario = [{"method": "item/newThing/requestApproval", "params": {"itemId": "n"}}]
-    events, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
-    assert answers[0]["result"] == {"decision": "acceptForSession"}
-    assert any(isinstance(e, System) and e.subtype == "unknown_approval_kind" for e in events)
-    deny = PermissionConfig(default="deny")
-    _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=deny))
-    assert answers[0]["result"] == {"decision": "decline"}
 
 
 async def test_approval_handler_refines_but_cannot_override_builtin_declines(tmp_path: Path) -> None:

@@ -88,9 +88,9 @@ def test_symlinked_cwd(tree: dict[str, Path]) -> None:
 def test_no_cwd(tree: dict[str, Path]) -> None:
     assert _decide(["src/a.py"], None) == ("decline", "path-escape")
     assert _decide([str(tree["extra"] / "x")], None, [str(tree["extra"])]) == ("allow_for_session", None)
-    # Nothing to contain: the default decides.
-    assert _decide([], None) == ("allow_for_session", None)
-    assert _decide([], None, default="deny") == ("decline", "default-deny")
+    # A file change naming no path cannot be judged: declined whatever the default (issue 16).
+    assert _decide([], None) == ("decline", "no-paths")
+    assert _decide([], None, default="deny") == ("decline", "no-paths")
 
 
 def test_default_deny_applies_after_containment(tree: dict[str, Path]) -> None:

@@ -82,7 +82,9 @@ def _prompts(request: RecordedRequest) -> list[int]:
         texts = (
             [c.get("text", "") for c in content if isinstance(c, dict)] if isinstance(content, list) else []
         )
-        if any(t and not t.lstrip().startswith("<") for t in texts):
+        # "[agent-fleet] ..." is the provider telling the agent a request was declined (the turn goes
+        # on after a refusal codex only let us send as cancel): part of the same scripted turn.
+        if any(t and not t.lstrip().startswith(("<", "[agent-fleet]")) for t in texts):
             out.append(i)
     return out
 

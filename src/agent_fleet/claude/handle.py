@@ -465,17 +465,10 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             return PermissionResultAllow()
         if tool_name == _questions.ASK_USER:
             return await self._ask_user(tool_input)
-        request = _approvals.to_request(tool_name, tool_input, cwd=self._cwd)
+        request, decision = await _approvals.decide(self._policy, tool_name, tool_input, cwd=self._cwd)
         turn = self._live_turn()
         if turn is None:
             decision = Decision(action="decline", reason="the turn is no longer running", rule="turn-ended")
-        else:
-            try:
-                decision = await self._policy.evaluate_async(request)
-            except Exception as exc:  # the engine fails closed by design; this guards a bug in it
-                decision = Decision(
-                    action="decline", reason=f"approval policy failed: {exc}", rule="policy-error"
-                )
         about = _approvals.describe(request, tool_name)
         use_id = f"approval:{context.tool_use_id or next(self._approvals)}"
         if turn is not None:

@@ -12,7 +12,9 @@ from agent_fleet.errors import UsageError
 if TYPE_CHECKING:
     from agent_fleet.user_input import InputHandler
 
-__all__ = ["ClaudeOptions"]
+__all__ = ["SETTING_SOURCES", "ClaudeOptions"]
+
+SETTING_SOURCES = ("user", "project", "local")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,6 +28,11 @@ class ClaudeOptions:
       ``CLAUDE_CONFIG_DIR`` (and the same ``Spec.cwd``) as the session's first run.
     - ``model``: the model when ``Spec.model`` is not set.
     - ``extra_args``: further CLI flags, ``{"flag": "value"}`` or ``{"flag": None}`` for a switch.
+    - ``setting_sources``: which Claude Code settings files the CLI loads: any of ``"user"``
+      (``~/.claude/settings.json``), ``"project"`` (the repository's ``.claude/settings.json``, its
+      agents, commands and ``.mcp.json``), ``"local"`` (``.claude/settings.local.json``). Default: none,
+      so a repository cannot register hooks, permission rules or MCP servers that run outside the
+      approval policy (a ``SessionStart`` hook is a shell command). Name a source only for a trusted one.
     - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for Claude's ``AskUserQuestion``
       (``agent_fleet.user_input``); without one, ``canned_answers`` (question header or text ->
       answer) answer what they can and the rest is declined with a message for the model.
@@ -35,10 +42,18 @@ class ClaudeOptions:
     env: Mapping[str, str] | None = None
     model: str | None = None
     extra_args: Mapping[str, str | None] | None = None
+    setting_sources: tuple[str, ...] = ()
     input_handler: InputHandler | None = None
     canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "setting_sources", tuple(self.setting_sources))
+        bad_sources = [s for s in self.setting_sources if s not in SETTING_SOURCES]
+        if bad_sources:
+            raise UsageError(
+                f"ClaudeOptions.setting_sources: unknown {bad_sources!r}; "
+                f"choose from {', '.join(SETTING_SOURCES)}"
+            )
         if self.env is not None:
             bad = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
             if bad:

@@ -23,6 +23,9 @@ Where the fields go:
 - ``tools`` -> local: an in-process MCP server named ``agent_fleet`` (``claude._tools``);
 - ``sandbox`` -> not translated: agent-fleet does not configure Claude Code's OS sandbox; every tool
   call still goes through the approval policy.
+
+``ClaudeOptions.setting_sources`` -> ``setting_sources`` (default ``[]``: the CLI loads no user,
+project or local settings file, so no repository hook, permission rule or MCP server applies).
 """
 
 from __future__ import annotations
@@ -108,6 +111,9 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
         "cwd": cwd,
         "permission_mode": PERMISSION_MODE,
         "include_partial_messages": True,  # TextDelta events
+        # No settings file is loaded unless the caller names its source (ClaudeOptions.setting_sources):
+        # a repository's .claude/settings.json could otherwise run hooks outside the approval policy.
+        "setting_sources": list(options.setting_sources),
     }
     if resume:
         opts["resume"] = session_id

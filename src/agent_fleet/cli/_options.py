@@ -25,6 +25,7 @@ from agent_fleet.runner import (
     parse_priority,
     provider_entry,
 )
+from agent_fleet.runner.providers import check_permission_enforced
 
 __all__ = [
     "Common",
@@ -71,13 +72,21 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
-def _permission(allow: Sequence[str], deny: Sequence[str], default: str) -> PermissionConfig | None:
-    if not allow and not deny and default == "allow":
+def _permission(
+    allow: Sequence[str],
+    deny: Sequence[str],
+    default: str,
+    hosts: Sequence[str] = (),
+    mcp: Sequence[str] = (),
+) -> PermissionConfig | None:
+    if not allow and not deny and default == "allow" and not hosts and not mcp:
         return None
     config = PermissionConfig(
         allow_patterns=tuple(allow),
         disallow_patterns=tuple(deny),
         default="deny" if default == "deny" else "allow",
+        allowed_hosts=tuple(hosts),
+        mcp_tools=tuple(mcp),
     )
     ApprovalPolicy(config)  # a bad regular expression is a UsageError naming it
     return config
@@ -95,6 +104,8 @@ class Common:
     allow: tuple[str, ...]
     deny: tuple[str, ...]
     default_approval: str
+    allow_host: tuple[str, ...]
+    allow_mcp: tuple[str, ...]
     config: tuple[str, ...]
     gate_cmd: str | None
     require_commit: bool
@@ -124,9 +135,12 @@ class Common:
             reasoning_effort=self.effort,
             sandbox=self.sandbox,  # type: ignore[arg-type]  # validated by click.Choice
             mode=self.mode,  # type: ignore[arg-type]
-            permission=_permission(self.allow, self.deny, self.default_approval),
+            permission=_permission(
+                self.allow, self.deny, self.default_approval, self.allow_host, self.allow_mcp
+            ),
             idle_timeout=self.idle_timeout or None,
         )
+        check_permission_enforced(spec, self.provider)  # exit 2 before any work
         return Task(
             id=task_id,
             spec=spec,
@@ -168,6 +182,18 @@ def common_options(fn: _F) -> _F:
             default="allow",
             show_default=True,
             help="Decision for commands no rule decides.",
+        ),
+        click.option(
+            "--allow-host",
+            multiple=True,
+            metavar="PATTERN",
+            help="Host the agent may reach (fnmatch, e.g. '*.pypi.org'; repeatable). Default: no network.",
+        ),
+        click.option(
+            "--allow-mcp",
+            multiple=True,
+            metavar="PATTERN",
+            help="MCP tool the agent may call, as server/tool (fnmatch; repeatable). Default: none.",
         ),
         click.option(
             "-c",

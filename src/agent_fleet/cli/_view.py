@@ -100,6 +100,13 @@ def describe(task_event: TaskEvent) -> str | None:
             return (
                 f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
             )
+        case System(subtype="codex_refused", data=data):
+            return f"{prefix}codex refused ({data.get('kind')}): {first_line(str(data.get('message')))}"
+        case System(subtype="runner.started", data=data) if data.get("approvals_enforced") is False:
+            return (
+                f"approvals: NOT enforced by the {data.get('provider')} provider "
+                "(it never asks; only its sandbox guards this run)"
+            )
         case System(subtype="runner.review_started", data=data):
             target = data.get("target") or {}
             what = target.get("sha") or target.get("base") or target.get("type")

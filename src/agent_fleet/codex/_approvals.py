@@ -1,22 +1,44 @@
-"""Codex approval requests <-> the policy engine: wire params in, wire decision out.
+"""Codex approval requests <-> the policy engine: wire params in, wire decision out. Fails closed.
 
-The policy answers in its own words (``allow_once``, ``allow_for_session``, ``decline``, ``cancel``);
-each approval method has its own wire format for them:
+``judge`` turns one server request into the engine's ``ApprovalRequest`` and decides it; it never
+raises (a bridge or policy failure is a decline with rule ``policy-error``). ``settle`` fits a decision
+to what codex offered, ``to_wire`` writes the reply. What is judged, method by method:
 
-- ``item/commandExecution/requestApproval``, ``item/fileChange/requestApproval``:
-  ``{"decision": "accept" | "acceptForSession" | "decline" | "cancel"}``
-- ``item/permissions/requestApproval``: ``{"permissions": <granted>, "scope": "turn" | "session"}``;
-  a decline grants nothing
-- legacy ``execCommandApproval`` / ``applyPatchApproval``:
-  ``{"decision": "approved" | "approved_for_session" | {"denied": {...}} | "abort"}``
+- ``item/commandExecution/requestApproval`` (and legacy ``execCommandApproval``): the ``command``;
+  with a ``networkApprovalContext`` (the sandbox blocked a connection; ``command`` may be null) the
+  host, port and protocol against ``allowed_hosts``; with ``kind: "writeStdin"`` the command the input
+  goes to (known from its ``item/started``; unknown -> declined). A ``cwd`` outside the session's
+  workspace and writable roots is declined (``foreign-cwd``); one inside is where relative targets
+  resolve, while containment stays the workspace.
+- ``item/fileChange/requestApproval``: every path of the item announced at ``item/started``, move
+  destinations and ``grantRoot`` included; an item never announced has no paths -> declined
+  (``no-paths``). Legacy ``applyPatchApproval``: the ``fileChanges`` keys and their ``move_path``.
+- ``item/permissions/requestApproval``: each write root is judged on its own (contained in the
+  workspace), network access is "any host" (``*`` in ``allowed_hosts``); the reply grants only what
+  passed (``grant``), for the turn unless the decision is ``allow_for_session``.
+- any other approval-shaped method: declined (``unknown-request``), announced by a
+  ``System(subtype="unknown_approval_kind")`` naming the method.
+
+Wire formats of the policy's words (``allow_once``, ``allow_for_session``, ``decline``, ``cancel``):
+
+- v2 command / file change: ``{"decision": "accept" | "acceptForSession" | "decline" | "cancel"}``,
+  only ever one that ``availableDecisions`` offers (``settle``; amendments are never chosen). codex
+  0.163 offers no ``decline`` for commands, so a refusal is sent as ``cancel`` (the handle then goes on
+  with a new turn telling the agent why);
+- permissions: ``{"permissions": <granted>, "scope": "turn" | "session"}``; a decline grants nothing;
+- legacy: ``{"decision": "approved" | "approved_for_session" | {"denied": {...}} | "abort"}``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from agent_fleet.policy import Action, ApprovalRequest, Decision
+from agent_fleet.codex._permissions import grant_permissions, requested_roots
+from agent_fleet.events import System
+from agent_fleet.policy import Action, ApprovalPolicy, ApprovalRequest, Decision, check_paths
 
 APPROVAL_METHODS: Final = frozenset(
     {
@@ -27,60 +49,188 @@ APPROVAL_METHODS: Final = frozenset(
         "applyPatchApproval",
     }
 )
+_NETWORK_PROTOCOLS: Final = frozenset({"http", "https", "socks5Tcp", "socks5Udp"})
 
 
 def is_approval(method: str) -> bool:
-    """True for every approval-shaped server request, including kinds we do not know yet."""
+    """True for every approval-shaped server request, including kinds we do not know (declined)."""
     return method in APPROVAL_METHODS or method.endswith("requestApproval") or method.endswith("Approval")
 
 
+class _Malformed(ValueError):
+    """The params are not what the method defines: declined with rule ``malformed-request``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    """What the bridge knows of the session: its workspace (the containment root), declared writable
+    roots, and the current turn's items (file changes and commands by item id)."""
+
+    workspace: str
+    writable_roots: tuple[str, ...] = ()
+    file_changes: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    commands: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judged:
+    """The engine's request and decision; ``grant`` is the permissions a permission request may get
+    (``None`` for other methods); ``notices`` go to the event stream before the decision."""
+
+    request: ApprovalRequest
+    decision: Decision
+    grant: dict[str, Any] | None = None
+    notices: tuple[System, ...] = ()
+
+
+def _decline(rule: str, reason: str) -> Decision:
+    return Decision(action="decline", rule=rule, reason=reason)
+
+
 def _command(value: Any) -> str | tuple[str, ...] | None:
+    if value is None:
+        return None
     if isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    return None
+    raise _Malformed(f"command must be a string or a list of strings, not {type(value).__name__}")
 
 
-def to_request(
-    method: str,
-    params: Mapping[str, Any],
-    *,
-    cwd: str | None,
-    writable_roots: Sequence[str] = (),
-    file_changes: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-) -> ApprovalRequest:
-    """Build the engine's request. ``file_changes`` maps item ids to the changes seen at item/started
-    (v2 file-change approvals carry only the item id)."""
-    req_cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else cwd
-    roots = tuple(writable_roots)
+def _base(params: Mapping[str, Any], session: Session) -> tuple[str, tuple[str, ...], Decision | None]:
+    """(cwd, writable roots) for the engine, or a ``foreign-cwd`` decline. A request ``cwd`` inside the
+    workspace is where relative paths resolve; the workspace stays a root, so containment is unchanged."""
+    roots = session.writable_roots
+    cwd = params.get("cwd")
+    if cwd is None:
+        return session.workspace, roots, None
+    if not isinstance(cwd, str) or not cwd:
+        raise _Malformed("cwd must be a non-empty string")
+    if not os.path.isabs(cwd):
+        cwd = os.path.join(session.workspace, cwd)
+    if check_paths([cwd], session.workspace, roots) is not None:
+        reason = f"the request's cwd {cwd!r} is outside the session's workspace {session.workspace!r}"
+        return session.workspace, roots, _decline("foreign-cwd", reason)
+    return cwd, (session.workspace, *roots), None
+
+
+def _change_paths(changes: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    paths: list[str] = []
+    for change in changes:
+        for key in ("path", "move_path"):
+            value = change.get(key)
+            if value is not None and not isinstance(value, str):
+                raise _Malformed(f"file change {key} must be a string")
+            if value:
+                paths.append(value)
+    return tuple(paths)
+
+
+def _grant_root(params: Mapping[str, Any]) -> tuple[str, ...]:
+    grant = params.get("grantRoot")
+    if grant is None:
+        return ()
+    if not isinstance(grant, str):
+        raise _Malformed("grantRoot must be a string")
+    return (grant,)
+
+
+def _network(params: Mapping[str, Any], cwd: str, roots: tuple[str, ...]) -> ApprovalRequest:
+    context = params["networkApprovalContext"]
+    if not isinstance(context, dict):
+        raise _Malformed("networkApprovalContext must be an object")
+    host, protocol, port = context.get("host"), context.get("protocol"), context.get("port")
+    if not isinstance(host, str) or not host.strip():
+        raise _Malformed("networkApprovalContext.host must be a non-empty string")
+    if protocol not in _NETWORK_PROTOCOLS:
+        raise _Malformed(f"networkApprovalContext.protocol {protocol!r} is not one codex defines")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536):
+        raise _Malformed("networkApprovalContext.port must be a port number")
+    return ApprovalRequest(
+        kind="network", host=host, port=port, protocol=protocol, cwd=cwd, writable_roots=roots
+    )
+
+
+def _request(
+    method: str, params: Mapping[str, Any], session: Session
+) -> tuple[ApprovalRequest, Decision | None]:
+    """The engine's request, and a decline the bridge itself makes (``foreign-cwd``) if any."""
+    cwd, roots, foreign = _base(params, session)
     match method:
         case "item/commandExecution/requestApproval" | "execCommandApproval":
-            return ApprovalRequest(
-                kind="command", command=_command(params.get("command")), cwd=req_cwd, writable_roots=roots
-            )
+            if params.get("networkApprovalContext") is not None:
+                return _network(params, cwd, roots), foreign
+            command = _command(params.get("command"))
+            kind = params.get("kind", "command")
+            if kind == "writeStdin":
+                target = session.commands.get(str(params.get("itemId")))
+                if target is None:
+                    request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots)
+                    return request, foreign or _decline(
+                        "malformed-request", "input for a command this turn never started"
+                    )
+                command = _command(target)
+            elif kind not in (None, "command"):
+                raise _Malformed(f"unknown command approval kind {kind!r}")
+            return ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots), foreign
         case "item/fileChange/requestApproval":
-            changes = (file_changes or {}).get(str(params.get("itemId")), ())
-            paths = tuple(str(c["path"]) for c in changes if c.get("path"))
-            grant = params.get("grantRoot")
-            if isinstance(grant, str):
-                paths += (grant,)
-            return ApprovalRequest(kind="file_change", paths=paths, cwd=req_cwd, writable_roots=roots)
+            changes = session.file_changes.get(str(params.get("itemId")), ())
+            paths = _change_paths(changes) + _grant_root(params)
+            return ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots), foreign
         case "applyPatchApproval":
             file_map = params.get("fileChanges")
-            paths = tuple(file_map) if isinstance(file_map, dict) else ()
-            for change in file_map.values() if isinstance(file_map, dict) else ():
-                if isinstance(change, dict) and isinstance(change.get("move_path"), str):
-                    paths += (change["move_path"],)
-            grant = params.get("grantRoot")
-            if isinstance(grant, str):
-                paths += (grant,)
-            return ApprovalRequest(kind="file_change", paths=paths, cwd=req_cwd, writable_roots=roots)
+            if file_map is not None and not isinstance(file_map, dict):
+                raise _Malformed("fileChanges must be an object")
+            listed = [
+                {"path": path, **(c if isinstance(c, dict) else {})} for path, c in (file_map or {}).items()
+            ]
+            paths = _change_paths(listed) + _grant_root(params)
+            return ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots), foreign
         case "item/permissions/requestApproval":
-            return ApprovalRequest(kind="permissions", cwd=req_cwd, writable_roots=roots)
+            asked = params.get("permissions")
+            if not isinstance(asked, dict):
+                raise _Malformed("permissions must be an object")
+            try:
+                write, network = requested_roots(asked)
+            except ValueError as exc:
+                raise _Malformed(str(exc)) from exc
+            request = ApprovalRequest(
+                kind="permissions", paths=write, network=network, cwd=cwd, writable_roots=roots
+            )
+            return request, foreign
         case _:
-            return ApprovalRequest(kind="unknown", cwd=req_cwd, writable_roots=roots)
+            return ApprovalRequest(kind="unknown", cwd=cwd, writable_roots=roots), None
 
+
+async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Session) -> Judged:
+    """Decide one approval request (a large command is judged off the event loop). Never raises."""
+    notices: tuple[System, ...] = ()
+    if method not in APPROVAL_METHODS:
+        notices = (System(subtype="unknown_approval_kind", data={"method": method}),)
+    fallback = ApprovalRequest(kind="unknown", cwd=session.workspace, writable_roots=session.writable_roots)
+    if not isinstance(params, dict):
+        decision = _decline("malformed-request", f"{method} params are not an object")
+        return Judged(request=fallback, decision=decision, notices=notices)
+    try:
+        request, bridge_decline = _request(method, params, session)
+        grant = None
+        if bridge_decline is not None:
+            decision = bridge_decline
+        elif request.kind == "permissions":  # judged part by part: the grant holds what passed
+            grant, decision = grant_permissions(policy, params["permissions"], request)
+        else:
+            decision = await policy.evaluate_async(request)
+    except _Malformed as exc:
+        return Judged(request=fallback, decision=_decline("malformed-request", str(exc)), notices=notices)
+    except Exception as exc:  # a bug in the policy or here: decline, never an RPC error, never an accept
+        decision = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
+        return Judged(request=fallback, decision=decision, notices=notices)
+    if request.kind == "unknown":
+        decision = _decline("unknown-request", f"agent-fleet does not know the approval method {method}")
+    return Judged(request=request, decision=decision, grant=grant, notices=notices)
+
+
+# -- replies ------------------------------------------------------------------------------------------
 
 _V2: Final[dict[Action, str]] = {
     "allow_once": "accept",
@@ -93,10 +243,45 @@ _LEGACY: Final[dict[Action, str]] = {
     "allow_for_session": "approved_for_session",
     "cancel": "abort",
 }
+#: For each verdict, the words that carry it out, narrowest first. An accept nobody offered falls back
+#: to a refusal; amendments (persistent exec-policy or network rules) are never chosen.
+_CARRIES: Final[dict[Action, tuple[Action, ...]]] = {
+    "allow_once": ("allow_once",),
+    "allow_for_session": ("allow_for_session", "allow_once"),
+    "decline": ("decline", "cancel"),
+    "cancel": ("cancel", "decline"),
+}
 
 
-def to_wire(method: str, params: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
-    """The response body codex expects for ``method`` given the engine's ``decision``."""
+def _offered(params: Mapping[str, Any]) -> set[str] | None:
+    available = params.get("availableDecisions")
+    if not isinstance(available, list):
+        return None
+    return {d for d in available if isinstance(d, str)}
+
+
+def settle(method: str, params: Any, decision: Decision) -> Decision:
+    """``decision`` narrowed to what codex offers in ``availableDecisions`` (v2 command approvals).
+    An accept that cannot be expressed becomes a decline (rule ``not-offered``)."""
+    if method != "item/commandExecution/requestApproval" or not isinstance(params, dict):
+        return decision
+    offered = _offered(params)
+    if offered is None:
+        return decision
+    for action in _CARRIES[decision.action]:
+        if _V2[action] in offered:  # the reason stays the policy's; the action says what was sent
+            return decision if action == decision.action else replace(decision, action=action)
+    refusal: Action = "decline" if "decline" in offered or "cancel" not in offered else "cancel"
+    if decision.accepted:
+        reason = f"{_V2[decision.action]} was accepted by the policy but codex offered only {sorted(offered)}"
+        return Decision(action=refusal, rule="not-offered", reason=reason)
+    return replace(decision, action=refusal)
+
+
+def to_wire(
+    method: str, params: Any, decision: Decision, grant: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The response body codex expects for ``method`` given the (settled) ``decision``."""
     action = decision.action
     match method:
         case "execCommandApproval" | "applyPatchApproval":
@@ -105,22 +290,41 @@ def to_wire(method: str, params: Mapping[str, Any], decision: Decision) -> dict[
                 return {"decision": {"denied": {"rejection": reason}}}
             return {"decision": _LEGACY[action]}
         case "item/permissions/requestApproval":
-            if not decision.accepted:
+            if not decision.accepted or not grant:
                 return {"permissions": {}, "scope": "turn"}
-            requested = params.get("permissions")
-            granted = dict(requested) if isinstance(requested, dict) else {}
-            return {"permissions": granted, "scope": "session" if action == "allow_for_session" else "turn"}
+            return {
+                "permissions": dict(grant),
+                "scope": "session" if action == "allow_for_session" else "turn",
+            }
+        case _ if "/" not in method and decision.action == "decline":  # an unknown legacy-style method
+            return {"decision": {"denied": {"rejection": decision.reason or "declined"}}}
         case _:
             return {"decision": _V2[action]}
 
 
 def describe(request: ApprovalRequest) -> dict[str, Any]:
-    """What a decision was about, for audit events: the command, the paths or the tool."""
+    """What a decision was about, for audit events: the command, the paths, the host or the tool."""
     if request.tool is not None:
         return {"kind": request.kind, "tool": request.tool}
+    about: dict[str, Any] = {"kind": request.kind}
     if request.command is not None:
-        command = request.command if isinstance(request.command, str) else list(request.command)
-        return {"kind": request.kind, "command": command}
+        about["command"] = request.command if isinstance(request.command, str) else list(request.command)
     if request.paths:
-        return {"kind": request.kind, "paths": list(request.paths)}
-    return {"kind": request.kind}
+        about["paths"] = list(request.paths)
+    if request.kind == "network":
+        about.update(host=request.host, port=request.port, protocol=request.protocol)
+    if request.network:
+        about["network"] = True
+    return about
+
+
+def summary(request: ApprovalRequest) -> str:
+    """A short phrase naming what was asked, for the agent: ``the command `ls```, ``network access to x``."""
+    if request.kind == "network":
+        return f"network access to {request.host}"
+    if request.command is not None:
+        text = request.command if isinstance(request.command, str) else " ".join(request.command)
+        return f"the command `{text[:200]}`"
+    if request.paths:
+        return f"the {request.kind.replace('_', ' ')} of {', '.join(map(str, list(request.paths)[:5]))}"
+    return f"a {request.kind} request"

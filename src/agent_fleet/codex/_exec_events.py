@@ -44,8 +44,10 @@ from agent_fleet.events import (
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "ExecEventParser",
+    "StderrRefusals",
     "classify_failure",
     "is_auth_failure",
+    "sandbox_refusal",
 ]
 
 DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024 * 1024
@@ -143,6 +145,8 @@ class ExecEventParser:
     ``session_id`` is the thread id known beforehand (resume); ``thread.started`` sets it otherwise.
     ``structured`` parses the final message as JSON into ``Result.structured`` (output schema set).
     ``max_line_bytes`` (``None``: unlimited) turns a longer line into ``Error(code="protocol_error")``.
+    ``sandboxed``: codex runs commands in its sandbox, so a failure that reads like a sandbox denial
+    gets a ``codex_refused`` notice (without a sandbox such output is an ordinary failure).
     """
 
     def __init__(
@@ -151,12 +155,14 @@ class ExecEventParser:
         session_id: str | None = None,
         structured: bool = False,
         max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
+        sandboxed: bool = True,
     ) -> None:
         if max_line_bytes is not None and max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be >= 1 or None, not {max_line_bytes!r}")
         self.thread_id = session_id
         self.structured = structured
         self.max_line_bytes = max_line_bytes
+        self.sandboxed = sandboxed
         self.final_text = ""
         self.usage: TokenUsage | None = None
         self.terminal: Result | Error | None = None
@@ -330,7 +336,10 @@ class ExecEventParser:
                     self._started.add(item_id)
                     events.append(self._tool_use(item_id, item_type, item))
                 if completed:
-                    events.append(self._tool_result(item_id, item_type, item))
+                    result = self._tool_result(item_id, item_type, item)
+                    events.append(result)
+                    if item_type == "command_execution" and result.is_error and self.sandboxed:
+                        events += sandbox_refusal(item_id, _opt_str(item.get("command")), result.output)
                 return events
             case _:
                 return [UnknownEvent(raw=obj)]
@@ -408,6 +417,58 @@ class ExecEventParser:
                 )
         self.terminal = terminal
         return terminal
+
+
+# What a command sees when codex's sandbox stops it: writes outside the writable roots fail with EROFS
+# (read-only bind mounts), network sockets and blocked syscalls with EPERM (seccomp). "Permission
+# denied" (EACCES) is left out: ordinary file modes give it too.
+_SANDBOX_DENIAL: Final = re.compile(r"Read-only file system|Operation not permitted|\bEROFS\b|\bEPERM\b")
+# codex exec runs with approval policy "never": a command asking for escalated permissions is rejected
+# before it runs, and the only trace is this log line on stderr (no item on stdout).
+_REJECTED: Final = re.compile(
+    r"codex_core::tools::router: error=(?P<message>.*(?:reject|approval policy).*)$"
+)
+
+
+def sandbox_refusal(item_id: str, command: str | None, output: str) -> list[Event]:
+    """A ``codex_refused`` notice when a failed command's output shows codex's sandbox stopped it."""
+    match = _SANDBOX_DENIAL.search(output)
+    if match is None:
+        return []
+    line = next((ln for ln in output.splitlines() if match.group(0) in ln), match.group(0)).strip()
+    data = {"kind": "sandbox", "item_id": item_id, "command": command, "message": line[:500]}
+    return [System(subtype="codex_refused", data=data)]
+
+
+class StderrRefusals:
+    """Turns codex's stderr log lines about rejected commands into events (sans-I/O, like the parser):
+    a synthetic ``approval`` ``ToolUse``/``ToolResult`` pair (status ``decline``, the refusal as output)
+    and ``System(subtype="codex_refused", data={"kind": "escalation", ...})``."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._count = 0
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        self._buffer += chunk
+        *lines, rest = bytes(self._buffer).split(b"\n")
+        self._buffer = bytearray(rest[-65536:])
+        events: list[Event] = []
+        for raw in lines:
+            match = _REJECTED.search(raw.decode("utf-8", "replace").strip())
+            if match is not None:
+                events += self._refused(match.group("message").strip())
+        return events
+
+    def _refused(self, message: str) -> list[Event]:
+        self._count += 1
+        use_id = f"codex-refusal:{self._count}"
+        about = {"kind": "escalation", "by": "codex"}
+        return [
+            ToolUse(id=use_id, name="approval", input=about, synthetic=True),
+            ToolResult(id=use_id, output=message, is_error=True, status="decline", synthetic=True),
+            System(subtype="codex_refused", data={"kind": "escalation", "message": message[:500]}),
+        ]
 
 
 def _summary_line(text: str) -> str:

@@ -81,6 +81,11 @@ def _route(method: str, params: Any) -> str | None:
     return None
 
 
+def _workspace(spec: Spec, options: CodexOptions) -> str:
+    """The approval bridge's containment root: the workspace we asked for, never a cwd codex reports."""
+    return os.path.realpath(os.path.expanduser(os.fspath(spec.cwd or options.cwd or os.getcwd())))
+
+
 def _stderr_reason(tail: str) -> str | None:
     """codex's own reason for exiting at startup (e.g. a bad ``-c`` value): its ``Error: ...`` block.
 
@@ -398,13 +403,7 @@ class CodexProvider(Provider):
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str):
             raise RPCError(-32603, f"thread response without a thread id: {result!r}")
-        cwd = result.get("cwd") if isinstance(result.get("cwd"), str) else None
-        if cwd is None:
-            envs = thread.get("environments") if isinstance(thread, dict) else None
-            if isinstance(envs, list) and envs and isinstance(envs[0], dict):
-                cwd = envs[0].get("cwd")
-        if not isinstance(cwd, str):
-            cwd = os.fspath(spec.cwd or self.options.cwd or os.getcwd())
+        cwd = _workspace(spec, self.options)
         handle = CodexHandle(
             self, self._sessions, child.conn, thread_id, spec, policy, cwd, baseline=baseline
         )

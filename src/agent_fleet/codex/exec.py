@@ -49,7 +49,7 @@ from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex._exec_argv import ExecCommand, build_command
-from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser
+from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser, StderrRefusals
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
@@ -69,6 +69,7 @@ CAPABILITIES: Final = Capabilities(
     needs_permission_config=False,  # approval policy is 'never': nothing to decide per command
     emits_subagent_events=True,  # collab_tool_call items -> SubAgent
     tool_permission_format="codex-sandbox",
+    enforces_approvals=False,  # codex exec never asks: Spec.permission cannot be enforced
 )
 
 _READ_CHUNK: Final = 64 * 1024
@@ -209,6 +210,9 @@ class _ExecTurn:
             if not reader.cancelled() and (exc := reader.exception()) is not None:
                 raise exc
             for event in self.parser.close():
+                self._emit(event)
+            # Escalations codex rejected leave no item on stdout, only a log line on stderr.
+            for event in StderrRefusals().feed(proc.stderr_tail().encode() + b"\n"):
                 self._emit(event)
             terminal = self._decide(proc.returncode)
         except asyncio.CancelledError:
@@ -469,6 +473,8 @@ class CodexExecProvider(Provider):
             session_id=session_id,
             structured=spec.output_schema is not None,
             max_line_bytes=self.max_line_bytes,
+            sandboxed=spec.sandbox != "danger-full-access"
+            and not self.options.dangerously_bypass_approvals_and_sandbox,
         )
         turn = _ExecTurn(
             command,

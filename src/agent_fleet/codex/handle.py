@@ -22,6 +22,10 @@ Approvals are server requests on the same worker: the policy decides at once; an
 runs on a task of its own so it may take as long as it likes. So do ``Spec.tools`` calls
 (``item/tool/call``: policy, then the function) and questions / MCP elicitations (the
 ``input_handler``, else canned answers or a decline). ``currentTime/read`` is answered at once.
+An approval's reply is only ever a decision codex offered (``_approvals.settle``); codex offers no
+``decline`` for commands, so a refusal goes out as ``cancel`` and codex interrupts its turn. That end is
+not passed on: the same ``_AppServerTurn`` (same stream, same mapper) continues with a new codex turn
+telling the agent what was declined (``declined_turn_continued``), at most ``_MAX_CONTINUATIONS`` times.
 """
 
 from __future__ import annotations
@@ -59,10 +63,22 @@ __all__ = ["CodexHandle"]
 logger = logging.getLogger("agent_fleet.codex")
 
 _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
+_MAX_CONTINUATIONS = 20  # refusals carried as "cancel" in one turn before the turn is left cancelled
 
 
 class _AppServerTurn:
-    __slots__ = ("approvals", "interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
+    __slots__ = (
+        "approvals",
+        "continuations",
+        "interrupt",
+        "mapper",
+        "resume_after",
+        "seen",
+        "stream",
+        "timer",
+        "turn_id",
+        "watchdog",
+    )
 
     def __init__(
         self,
@@ -80,6 +96,10 @@ class _AppServerTurn:
         self.seen = False  # a notification arrived since the watchdog last looked
         self.approvals = 0  # approval_handler calls in progress (a human may take minutes)
         self.interrupt: asyncio.Task[None] | None = None
+        # A refusal codex let us send only as "cancel": once codex reports the turn interrupted, the
+        # turn goes on with a new codex turn telling the agent why (see _continue_declined).
+        self.resume_after: str | None = None
+        self.continuations = 0
 
     def active(self) -> bool:
         """For the idle watchdog: anything since it last asked, a command / file change running
@@ -376,7 +396,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
-                self._finish(turn, event)  # type: ignore[arg-type]
+                if not self._continue_declined(turn, event):
+                    self._finish(turn, event)  # type: ignore[arg-type]
             else:
                 stream.push(event)
 
@@ -390,7 +411,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         turn.seen = True
         for event in turn.mapper.feed(msg.method, msg.params):
             if type(event) in TERMINAL_TYPES:
-                self._finish(turn, event)  # type: ignore[arg-type]
+                if not self._continue_declined(turn, event):
+                    self._finish(turn, event)  # type: ignore[arg-type]
             else:
                 turn.stream.push_coalescing(event)
 
@@ -398,6 +420,43 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         turn = self._turn
         if turn is not None:
             turn.stream.push(event)
+
+    def _continue_declined(self, turn: _AppServerTurn, event: Event) -> bool:
+        """True when ``event`` (the turn's end) is codex interrupting the turn because a refusal could
+        only be sent as ``cancel``: the turn then goes on as a new codex turn on the same stream, whose
+        prompt tells the agent what was declined and why, so a refusal never ends the work by itself."""
+        note = turn.resume_after
+        if note is None or not isinstance(event, Error) or event.code != "cancelled" or self._closed:
+            return False
+        turn.resume_after = None
+        if turn.continuations >= _MAX_CONTINUATIONS:
+            return False
+        turn.continuations += 1
+        if turn.turn_id is not None:
+            self._old_turn_ids.add(turn.turn_id)
+        turn.turn_id = turn.mapper.turn_id = None
+        turn.stream.push(System(subtype="declined_turn_continued", data={"reason": note}))
+        self._host.spawn_task(self._resume_turn(turn, note), f"continue:{self._thread_id}")
+        return True
+
+    async def _resume_turn(self, turn: _AppServerTurn, note: str) -> None:
+        if turn.stream.done or self._closed:
+            return
+        text = (
+            f"[agent-fleet] {note} That request was not carried out. "
+            "Continue the task without it (a plainer command may be accepted)."
+        )
+        params = {"threadId": self._thread_id, "input": turn_input(text)}
+        try:
+            result = await self._conn.request(
+                "turn/start", params, timeout=self._provider.options.rpc_timeout
+            )
+        except AgentFleetError as exc:
+            self._finish(turn, Error(code="turn_failed", message=f"turn/start after a refusal failed: {exc}"))
+            return
+        turn_obj = result.get("turn") if isinstance(result, dict) else None
+        if isinstance(turn_obj, dict) and isinstance(turn_obj.get("id"), str) and turn.turn_id is None:
+            turn.turn_id = turn.mapper.turn_id = turn_obj["id"]
 
     # -- server requests -----------------------------------------------------------------------------
 
@@ -419,30 +478,26 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             await self._reply_error(msg, -32601, f"agent-fleet does not handle {method}")
 
     async def _on_approval(self, msg: Request) -> None:
-        params = msg.params if isinstance(msg.params, dict) else {}
         turn = self._turn
-        request = _approvals.to_request(
-            msg.method,
-            params,
-            cwd=self._cwd,
-            writable_roots=self._provider.writable_roots,
-            file_changes=turn.mapper.file_changes if turn is not None else None,
+        session = _approvals.Session(
+            workspace=self._cwd,
+            writable_roots=tuple(self._provider.writable_roots),
+            file_changes=turn.mapper.file_changes if turn is not None else {},
+            commands=turn.mapper.commands if turn is not None else {},
         )
-        decision = await self._policy.evaluate_async(request)
-        unknown = msg.method not in _approvals.APPROVAL_METHODS
-        if unknown:
-            self._emit(System(subtype="unknown_approval_kind", data={"method": msg.method}))
+        judged = await _approvals.judge(self._policy, msg.method, msg.params, session)
+        for notice in judged.notices:
+            self._emit(notice)
         handler = self._provider.options.approval_handler
+        decision = judged.decision
         if handler is not None and (decision.action != "decline" or decision.rule == STRICT_RULE):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
-            self._host.spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
+            self._host.spawn_task(self._refine(msg, judged), f"approval:{msg.id}")
             return
-        await self._answer(msg, params, request, decision)
+        await self._answer(msg, judged, judged.decision)
 
-    async def _refine(
-        self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
-    ) -> None:
-        await self._answer(msg, params, request, await self._ask_handler(request, decision))
+    async def _refine(self, msg: Request, judged: _approvals.Judged) -> None:
+        await self._answer(msg, judged, await self._ask_handler(judged.request, judged.decision))
 
     async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         """The ``approval_handler``'s refinement of ``decision`` (a decline when it fails)."""
@@ -514,14 +569,21 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
                 f"interrupt:{self._thread_id}",
             )
 
-    async def _answer(
-        self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
-    ) -> None:
-        use_id = f"approval:{params.get('itemId') or params.get('callId') or msg.id}"
-        for event in approval_events(use_id, _approvals.describe(request), decision):
+    async def _answer(self, msg: Request, judged: _approvals.Judged, decision: Decision) -> None:
+        params = msg.params if isinstance(msg.params, dict) else {}
+        verdict, decision = decision, _approvals.settle(msg.method, params, decision)  # only what is offered
+        turn = self._turn
+        if verdict.action == "decline" and decision.action == "cancel" and turn is not None:
+            turn.resume_after = f"The approval policy declined {_approvals.summary(judged.request)}" + (
+                f" (rule {verdict.rule}: {verdict.reason})." if verdict.rule else "."
+            )
+        use_id = (
+            f"approval:{params.get('approvalId') or params.get('itemId') or params.get('callId') or msg.id}"
+        )
+        for event in approval_events(use_id, _approvals.describe(judged.request), decision):
             self._emit(event)
         try:
-            await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision))
+            await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision, judged.grant))
         except AgentFleetError as exc:
             logger.debug("approval reply for thread %s failed: %s", self._thread_id, exc)
 

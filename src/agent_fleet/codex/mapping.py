@@ -270,13 +270,14 @@ def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
     for change in item.get("changes") or []:
         if isinstance(change, dict):
             kind = change.get("kind")
-            out.append(
-                {
-                    "path": change.get("path"),
-                    "kind": kind.get("type") if isinstance(kind, dict) else kind,
-                    "diff": change.get("diff"),
-                }
-            )
+            entry = {
+                "path": change.get("path"),
+                "kind": kind.get("type") if isinstance(kind, dict) else kind,
+                "diff": change.get("diff"),
+            }
+            if isinstance(kind, dict) and kind.get("move_path"):  # a rename: where the file goes
+                entry["move_path"] = kind["move_path"]
+            out.append(entry)
     return out
 
 
@@ -294,6 +295,7 @@ class TurnMapper:
         self.usage: TokenUsage | None = None
         self.last_error: dict[str, Any] | None = None
         self.file_changes: dict[str, list[dict[str, Any]]] = {}
+        self.commands: dict[str, Any] = {}  # item id -> command, for approvals of writes to its stdin
         self._started_items: set[str] = set()
         self._reasoning: set[str] = set()
 
@@ -359,6 +361,7 @@ class TurnMapper:
         match item.get("type"):
             case "commandExecution":
                 self._started_items.add(item_id)
+                self.commands[item_id] = item["command"]
                 return [
                     ToolUse(
                         id=item_id, name="shell", input={"command": item["command"], "cwd": item.get("cwd")}

@@ -9,7 +9,12 @@ from typing import Literal, get_args
 
 __all__ = ["Action", "ApprovalRequest", "Decision", "RequestKind"]
 
-RequestKind = Literal["command", "file_change", "permissions", "tool", "unknown"]
+#: ``command`` (a shell command), ``file_change`` (files written, moved or deleted), ``read`` (files or
+#: directories read), ``network`` (a connection to ``host``), ``permissions`` (wider sandbox rights for a
+#: while: write ``paths`` and/or ``network``), ``tool`` (a named tool: a caller's ``Spec.tools``
+#: function, ``mcp:server/tool`` of an MCP server, ``builtin:Name`` of the agent itself), ``unknown``
+#: (anything a provider could not classify: always declined).
+RequestKind = Literal["command", "file_change", "read", "network", "permissions", "tool", "unknown"]
 #: The policy's own words, translated to each provider's wire format in that provider's package:
 #: ``allow_once`` (this request only), ``allow_for_session`` (this and the same again in the session),
 #: ``decline`` (refuse; the agent may try something else), ``cancel`` (refuse and stop the turn).
@@ -30,9 +35,13 @@ class ApprovalRequest:
 
     ``command``: shell text, or an argv list (codex sends both; ``["bash", "-lc", "..."]`` is common);
     stored as ``str`` or ``tuple[str, ...]``. ``paths``: the files a ``file_change`` touches, relative to
-    ``cwd`` or absolute. ``cwd``: where the agent works. ``writable_roots``: further directories it may
-    write (relative ones are taken from ``cwd``). Path-likes are stored as ``str``. ``tool``: the name
-    of a caller-defined tool (``Spec.tools``) a ``kind="tool"`` request calls.
+    ``cwd`` or absolute; for ``read`` what is read, for ``permissions`` the write roots asked for.
+    ``cwd``: where the agent works (the session's workspace, never a directory the peer chose).
+    ``writable_roots``: further directories it may write (relative ones are taken from ``cwd``).
+    ``host``/``port``/``protocol``: a ``network`` request's destination (``host=None``: any host, e.g. a
+    web search). ``network``: a ``permissions`` request asks for network access (to any host).
+    ``tool``: a ``tool`` request's name: a caller-defined tool (``Spec.tools``), ``mcp:server/tool``, or
+    ``builtin:Name`` (the agent's own session tools). Path-likes are stored as ``str``.
     Raises ``ValueError`` for an unknown ``kind``.
     """
 
@@ -41,6 +50,10 @@ class ApprovalRequest:
     paths: Sequence[str | os.PathLike[str]] = ()
     cwd: str | os.PathLike[str] | None = None
     writable_roots: Sequence[str | os.PathLike[str]] = ()
+    host: str | None = None
+    port: int | None = None
+    protocol: str | None = None
+    network: bool = False
     tool: str | None = None
 
     def __post_init__(self) -> None:

@@ -30,11 +30,17 @@ must match an allow pattern as a whole. A command request's ``cwd`` and ``writab
 built-in rules resolve relative targets (``rm -rf ../..``) and let the packs read a few regular files
 (the repository's remote, SQL or requirements files a command names, the project's registry settings).
 
-``file_change``: every path must stay inside ``cwd`` or a writable root (``_paths``), else
-``path-escape``. User patterns do not apply (they describe commands); then the default decides. A
-file change with no paths has nothing to escape, so the default decides.
+``file_change``: a change naming no path is declined (``no-paths``: nothing to judge); every path
+must stay inside ``cwd`` or a writable root (``_paths``), else ``path-escape``. User patterns do not
+apply (they describe commands); then the default decides.
 
-``permissions`` and ``unknown``: the default decides.
+The other kinds are judged in ``_requests`` (see there): ``read`` (credential files, containment;
+a read that passes is accepted whatever the default, as codex's sandbox reads freely), ``network``
+(``allowed_hosts`` alone decides: an explicit list, so the default neither opens nor closes it),
+``permissions`` (contained write roots, network only with ``*``; then the default, and a grant is
+``allow_once``: for the turn, never the session), ``tool`` named ``mcp:server/tool`` (MCP tools by
+``mcp_tools``; then the default) or ``builtin:Name`` (the agent's own session tools, e.g. subagents:
+the default). ``unknown`` is always declined (``unknown-request``), as is a tool with no name.
 
 ``tool`` (a caller-defined ``Spec.tools`` function): ``tool_disallow_patterns`` searched in the tool
 name -> ``tool-deny``; when ``tool_allow_patterns`` are given and none matches -> ``tool-not-allowed``;
@@ -60,6 +66,13 @@ from agent_fleet.errors import UsageError
 from agent_fleet.policy._commands import CommandTooLarge
 from agent_fleet.policy._packs import PACK_RULES, pack_set
 from agent_fleet.policy._paths import check_paths
+from agent_fleet.policy._requests import (
+    REQUEST_RULES,
+    judge_network,
+    judge_permissions,
+    judge_read,
+    judge_tool,
+)
 from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy._shell import ParsedScript, UnparsableCommand, parse_script
 from agent_fleet.policy._strict import STRICT_RULE, strict_violation
@@ -90,6 +103,10 @@ RULES: dict[str, str] = {
     "default-deny": "nothing accepted the request and the configuration's default is deny",
     "tool-deny": "the tool's name matches one of the configuration's tool_disallow_patterns",
     "tool-not-allowed": "tool_allow_patterns are set and the tool's name matches none of them",
+    **REQUEST_RULES,
+    "malformed-request": "the request's fields are not what the tool or method defines",
+    "foreign-cwd": "the request names a working directory outside the session's workspace",
+    "not-offered": "the policy accepted, but the provider offered no decision that carries out an accept",
 }
 
 
@@ -121,6 +138,8 @@ class ApprovalPolicy:
         "_config",
         "_default",
         "_disallow",
+        "_hosts",
+        "_mcp_tools",
         "_packs",
         "_strict",
         "_tool_allow",
@@ -138,6 +157,8 @@ class ApprovalPolicy:
         self._default = config.default if config else "allow"
         self._packs = pack_set(config.rule_packs, config.allowed_hosts) if config else pack_set()
         self._strict = config is not None and config.profile == "strict"
+        self._hosts = config.allowed_hosts if config else ()
+        self._mcp_tools = config.mcp_tools if config else ()
 
     @property
     def config(self) -> PermissionConfig | None:
@@ -167,10 +188,22 @@ class ApprovalPolicy:
                 return self._command(request)
             case "file_change":
                 return self._file_change(request)
+            case "read":
+                return judge_read(request) or _allow("read inside the workspace")
+            case "network":
+                return judge_network(request, self._hosts) or _allow("host in allowed_hosts")
+            case "permissions":
+                verdict = judge_permissions(request, self._hosts) or self._by_default("permission request")
+                if verdict.action == "allow_for_session":  # wider rights: for the turn only
+                    return Decision(action="allow_once", reason=verdict.reason)
+                return verdict
             case "tool":
-                return self._tool(request.tool or "")
-            case "permissions" | "unknown":
-                return self._by_default(f"{request.kind} request")
+                name = request.tool or ""
+                if not name or name.startswith(("mcp:", "builtin:")):  # not the caller's own tool
+                    return judge_tool(request, self._mcp_tools) or self._by_default(f"tool {name}")
+                return self._tool(name)
+            case "unknown":
+                return _decline("unknown-request", "a request the provider could not classify")
             case _:
                 assert_never(request.kind)
 
@@ -192,6 +225,8 @@ class ApprovalPolicy:
         return _allow(f"tool {name!r}: the caller's own tool")
 
     def _file_change(self, request: ApprovalRequest) -> Decision:
+        if not request.paths:
+            return _decline("no-paths", "a file change that names no path")
         escaped = check_paths(request.paths, request.cwd, request.writable_roots)
         if escaped is not None:
             return escaped

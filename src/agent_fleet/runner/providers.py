@@ -21,13 +21,15 @@ from typing import Any, Final, Literal, cast
 
 from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.codex import CodexOptions, credential_sources, find_codex
-from agent_fleet.contract import Capabilities, Provider
-from agent_fleet.errors import AuthenticationError, ProviderUnavailable, UsageError
+from agent_fleet.contract import Capabilities, Provider, Spec
+from agent_fleet.errors import AgentFleetError, AuthenticationError, ProviderUnavailable, UsageError
 
 __all__ = [
     "PROVIDER_NAMES",
     "ProviderEntry",
     "ProviderName",
+    "approvals_enforced",
+    "check_permission_enforced",
     "check_provider",
     "make_provider",
     "provider_entry",
@@ -163,6 +165,34 @@ def default_model(name: str, options: Any) -> str | None:
 def _codex_model(options: CodexOptions) -> str | None:
     model = options.config.get("model")  # a `-c model=...` override
     return model if isinstance(model, str) else None
+
+
+def check_permission_enforced(
+    spec: Spec, provider_name: str, capabilities: Capabilities | None = None
+) -> None:
+    """``UsageError`` when ``spec`` carries approval rules the provider cannot enforce (it never asks for
+    approval, e.g. ``codex exec``), naming the providers that can. Rules nobody enforces must not look
+    like protection."""
+    if spec.permission is None:
+        return
+    caps = capabilities if capabilities is not None else provider_entry(provider_name).capabilities()
+    if caps.enforces_approvals:
+        return
+    able = [name for name, entry in _REGISTRY.items() if entry.capabilities().enforces_approvals]
+    raise UsageError(
+        f"the {provider_name} provider cannot enforce approval rules (--allow, --deny, --default-approval, "
+        f"--allow-host, --allow-mcp, Spec.permission): it never asks before running a command, so only "
+        f"its sandbox guards the run; use a provider that can: {', '.join(able)}"
+    )
+
+
+def approvals_enforced(name: str, provider: Provider | None = None) -> bool | None:
+    """Whether ``provider`` (else the entry ``name``) asks for approvals; None when unknown."""
+    try:
+        caps = provider.capabilities if provider is not None else provider_entry(name).capabilities()
+    except AgentFleetError:
+        return None
+    return caps.enforces_approvals
 
 
 def _env_note(options: ClaudeOptions) -> str:

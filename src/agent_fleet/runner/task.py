@@ -37,15 +37,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from agent_fleet._provider.fastnew import positional_new
-from agent_fleet.contract import Handle, Provider, Spec
+from agent_fleet.contract import Handle, Provider
 from agent_fleet.errors import (
     AgentFleetError,
     AuthenticationError,
@@ -54,15 +53,22 @@ from agent_fleet.errors import (
     TurnFailed,
     UsageError,
 )
-from agent_fleet.events import Error, Result, TextDelta, TokenUsage
+from agent_fleet.events import Error, Result, TextDelta
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._pace import pause_before_turn
 from agent_fleet.runner._retry import retry_backoff, should_retry
+from agent_fleet.runner._task_types import ReviewConfig, Task, TaskResult, TaskStatus
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
-from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
-from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
+from agent_fleet.runner.gate import GateResult, run_gate
+from agent_fleet.runner.providers import (
+    approvals_enforced,
+    check_permission_enforced,
+    check_provider,
+    make_provider,
+    provider_entry,
+)
 from agent_fleet.runner.review import (
     PRIORITY_NAMES,
     ReviewResult,
@@ -70,134 +76,12 @@ from agent_fleet.runner.review import (
     followup_prompt,
     review_target,
 )
-from agent_fleet.runner.transcript import Redactor, TranscriptWriter
+from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
 
-TaskStatus = Literal["succeeded", "failed", "timeout", "cancelled", "error"]
 # One TaskEvent per streamed event: built without the frozen __init__ (see _fastnew).
 _new_task_event = positional_new(TaskEvent)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewConfig:
-    """A review (the provider's, see ``Provider.review``) after the gate passes. ``threshold``: 0 (P0)
-    .. 3 (P3); findings at or above it (numerically <=) go back to the agent. ``model``: the reviewer's
-    model (default: the task's)."""
-
-    threshold: int = 1
-    model: str | None = None
-    timeout: float | None = 900.0
-
-    def __post_init__(self) -> None:
-        if self.threshold not in (0, 1, 2, 3):
-            raise UsageError(f"review threshold must be 0..3 (P0..P3), not {self.threshold!r}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Task:
-    """One task: the session's ``spec`` plus what decides that it is done.
-
-    ``timeout`` bounds the whole task (turns, gates, reviews); ``spec.timeout`` bounds each turn.
-    ``max_followups`` bounds the follow-up turns (gate failures and review findings share it).
-    ``retries`` bounds the retries of one turn that failed retryably; ``retry_delay`` is the first
-    backoff in seconds (doubling, capped at ``retry_max_delay``).
-    """
-
-    spec: Spec
-    id: str = "task"
-    gate: GateConfig = field(default_factory=GateConfig)
-    review: ReviewConfig | None = None
-    max_followups: int = 2
-    timeout: float | None = None
-    retries: int = 2
-    retry_delay: float = 5.0
-    retry_max_delay: float = 120.0
-
-    def __post_init__(self) -> None:
-        if self.max_followups < 0:
-            raise UsageError(f"max_followups must be >= 0, not {self.max_followups!r}")
-        if self.retries < 0:
-            raise UsageError(f"retries must be >= 0, not {self.retries!r}")
-        for name in ("retry_delay", "retry_max_delay"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise UsageError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
-        if not self.id:
-            raise UsageError("the task id is empty")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskResult:
-    """What happened. ``reason`` is one line saying why (and, on failure, what to do)."""
-
-    task_id: str
-    status: TaskStatus
-    reason: str
-    followups: int = 0
-    retries: int = 0
-    duration: float = 0.0
-    usage: TokenUsage | None = None
-    session_id: str | None = None
-    cwd: str | None = None
-    gate: GateResult | None = None
-    review: ReviewResult | None = None
-    reviews: int = 0
-    final_text: str = ""
-    start_head: str | None = None
-    end_head: str | None = None
-    commands: int = 0
-    declined: int = 0
-    error_code: str | None = None
-    fatal: bool = False
-    transcript: Path | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "succeeded"
-
-    @property
-    def tokens(self) -> int:
-        return self.usage.total_tokens if self.usage is not None else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (no event payloads), secrets redacted (reasons, commands, gate output)."""
-        out = {
-            "task_id": self.task_id,
-            "status": self.status,
-            "reason": self.reason,
-            "followups": self.followups,
-            "retries": self.retries,
-            "duration": round(self.duration, 3),
-            "tokens": self.tokens,
-            "session_id": self.session_id,
-            "cwd": self.cwd,
-            "gate": self.gate.summary if self.gate is not None else None,
-            "review": (
-                {
-                    "findings": [
-                        {"title": f.title, "priority": f.priority, "location": f.location}
-                        for f in self.review.findings
-                    ],
-                    "explanation": self.review.explanation,
-                }
-                if self.review is not None
-                else None
-            ),
-            "reviews": self.reviews,
-            "start_head": self.start_head,
-            "end_head": self.end_head,
-            "commands": self.commands,
-            "declined": self.declined,
-            "error_code": self.error_code,
-            "fatal": self.fatal,
-            "transcript": str(self.transcript) if self.transcript is not None else None,
-            "final_text": self.final_text,
-        }
-        redacted: dict[str, Any] = Redactor().value(out)
-        return redacted
 
 
 def _resolve_cwd(cwd: str | os.PathLike[str] | None) -> Path:
@@ -211,6 +95,8 @@ async def validate_task(task: Task, *, provider_name: str | None = None) -> Task
     """Check ``task`` before any work; return it with ``spec.cwd`` resolved. Raises ``UsageError``."""
     cwd = _resolve_cwd(task.spec.cwd)
     ApprovalPolicy(task.spec.permission)  # a bad --allow/--deny regex is a UsageError naming it
+    if provider_name is not None:
+        check_permission_enforced(task.spec, provider_name)
     if task.review is not None and provider_name is not None and _reviewer(provider_name) is None:
         raise UsageError(
             f"review needs a provider that can review; {provider_name} cannot (use codex or codex-exec)"
@@ -241,6 +127,8 @@ async def run_task(
     name = provider.name if provider is not None else provider_name
     reviews_itself = provider is not None and provider.capabilities.supports_review
     task = await validate_task(task, provider_name=None if reviews_itself else name)
+    if provider is not None:
+        check_permission_enforced(task.spec, name, provider.capabilities)
     writer: TranscriptWriter | None
     own_writer = False
     if transcript is None or isinstance(transcript, TranscriptWriter):
@@ -320,6 +208,7 @@ class _TaskRun:
             provider=self.provider_name,
             model=spec.model,
             max_followups=self.task.max_followups,
+            approvals_enforced=approvals_enforced(self.provider_name, self.provider),
         )
         core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
         stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_fleet.codex._exec_events import ExecEventParser, classify_failure
+from agent_fleet.codex._exec_events import ExecEventParser, StderrRefusals, classify_failure, sandbox_refusal
 from agent_fleet.events import (
     AssistantMessage,
     Error,
@@ -140,6 +140,16 @@ def parse(*lines: str, **kw: Any) -> tuple[ExecEventParser, list[Event]]:
                     exit_code=1,
                     is_error=True,
                     status="failed",
+                ),
+                # codex's sandbox stopped it: a notice says so (issue 16)
+                System(
+                    subtype="codex_refused",
+                    data={
+                        "kind": "sandbox",
+                        "item_id": "item_0",
+                        "command": "/bin/bash -lc 'touch f.txt && echo ok'",
+                        "message": "touch: cannot touch 'f.txt': Read-only file system",
+                    },
                 ),
             ],
             id="command-completed-only",
@@ -506,3 +516,31 @@ def test_cache_write_tokens_are_counted() -> None:
     )
     usage = next(e for e in parser.feed_line(line) if isinstance(e, TokenUsage))
     assert usage.cache_write_input_tokens == 6 and usage.input_tokens == 10
+
+
+def test_stderr_rejections_become_refusal_events() -> None:
+    # codex exec (approval policy "never") logs a rejected escalation on stderr only; lines may split.
+    line = (
+        b"2026-11-23T08:37:24Z ERROR codex_core::tools::router: error=approval policy is Never; "
+        b"reject command \xe2\x80\x94 you cannot ask for escalated permissions\n"
+    )
+    refusals = StderrRefusals()
+    assert refusals.feed(b"WARNING: unrelated\n" + line[:30]) == []
+    use, result, notice = refusals.feed(line[30:])
+    assert isinstance(use, ToolUse) and use.synthetic and use.name == "approval"
+    assert isinstance(result, ToolResult) and result.id == use.id and result.is_error
+    assert result.status == "decline" and "escalated permissions" in result.output
+    assert notice == System(subtype="codex_refused", data={"kind": "escalation", "message": result.output})
+    assert refusals.feed(b"ERROR codex_core::tools::router: error=unrelated failure\n") == []
+
+
+def test_a_failure_that_is_not_the_sandbox_has_no_refusal_notice() -> None:
+    assert sandbox_refusal("i", "false", "") == []
+    assert sandbox_refusal("i", "cat x", "cat: x: No such file or directory\n") == []
+
+
+def test_without_a_sandbox_a_permission_error_is_not_a_refusal() -> None:
+    parser = ExecEventParser(sandboxed=False)
+    events = parser.feed_line(CMD_FAILED)
+    assert not any(isinstance(e, System) for e in events)
+    assert any(isinstance(e, System) for e in ExecEventParser().feed_line(CMD_FAILED))

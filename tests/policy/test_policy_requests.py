@@ -1,0 +1,100 @@
+"""The request kinds that are not shell commands: read, network, permissions, tool (issue 16)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_fleet import PermissionConfig
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest
+
+
+def _decide(request: ApprovalRequest, **config: object) -> tuple[str, str | None]:
+    decision = ApprovalPolicy(PermissionConfig(**config) if config else None).evaluate(request)  # type: ignore[arg-type]
+    return decision.action, decision.rule
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("src/a.py", ("allow_for_session", None)),
+        (".", ("allow_for_session", None)),
+        ("/root/.ssh/id_rsa", ("decline", "secret-read")),
+        ("~/.aws/credentials", ("decline", "secret-read")),
+        (".env", ("decline", "secret-read")),
+        ("deploy/server.pem", ("decline", "secret-read")),
+        (".env.example", ("allow_for_session", None)),
+        ("keys/id_ed25519.pub", ("allow_for_session", None)),
+        ("/etc/passwd", ("decline", "path-escape")),
+        ("../other", ("decline", "path-escape")),
+    ],
+)
+def test_reads_are_judged_for_secrets_and_containment(
+    tmp_path: Path, path: str, expected: tuple[str, str]
+) -> None:
+    request = ApprovalRequest(kind="read", paths=(path,), cwd=tmp_path)
+    assert _decide(request) == expected
+    # a read that passes is accepted under default deny too (codex reads freely in its sandbox)
+    if expected[0] != "decline":
+        assert _decide(request, default="deny") == expected
+
+
+def test_a_workspace_that_is_the_home_still_hides_credentials(tmp_path: Path) -> None:
+    (tmp_path / ".ssh").mkdir()
+    request = ApprovalRequest(kind="read", paths=(".ssh/config",), cwd=tmp_path)
+    assert _decide(request) == ("decline", "secret-read")
+    assert _decide(ApprovalRequest(kind="read", cwd=tmp_path)) == ("decline", "no-paths")
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "allowed", "expected"),
+    [
+        ("pypi.org", 443, (), ("decline", "network-not-allowed")),
+        ("pypi.org", 443, ("pypi.org",), ("allow_for_session", None)),
+        ("PyPI.org.", 443, ("pypi.org",), ("allow_for_session", None)),
+        ("evil.pypi.org.evil", 443, ("*.pypi.org",), ("decline", "network-not-allowed")),
+        ("files.pypi.org", 443, ("*.pypi.org",), ("allow_for_session", None)),
+        ("127.0.0.1", 8080, ("127.0.0.1:8080",), ("allow_for_session", None)),
+        ("127.0.0.1", 22, ("127.0.0.1:8080",), ("decline", "network-not-allowed")),
+        ("127.0.0.1", None, ("127.0.0.1:8080",), ("decline", "network-not-allowed")),
+        (None, None, ("pypi.org",), ("decline", "network-not-allowed")),
+        (None, None, ("*",), ("allow_for_session", None)),
+    ],
+)
+def test_network_is_the_allow_list_alone(
+    host: str | None, port: int | None, allowed: tuple[str, ...], expected: tuple[str, str]
+) -> None:
+    request = ApprovalRequest(kind="network", host=host, port=port, protocol="https")
+    assert _decide(request, allowed_hosts=allowed) == expected
+    # the default neither opens nor closes the network
+    assert _decide(request, allowed_hosts=allowed, default="deny") == expected
+
+
+def test_permissions_are_granted_for_the_turn_only(tmp_path: Path) -> None:
+    inside = ApprovalRequest(kind="permissions", paths=("build",), cwd=tmp_path)
+    assert _decide(inside) == ("allow_once", None)
+    assert _decide(inside, default="deny") == ("decline", "default-deny")
+    outside = ApprovalRequest(kind="permissions", paths=("/",), cwd=tmp_path)
+    assert _decide(outside) == ("decline", "path-escape")
+    network = ApprovalRequest(kind="permissions", network=True, cwd=tmp_path)
+    assert _decide(network) == ("decline", "network-not-allowed")
+    assert _decide(network, allowed_hosts=("pypi.org",)) == ("decline", "network-not-allowed")
+    assert _decide(network, allowed_hosts=("*",)) == ("allow_once", None)
+    assert _decide(ApprovalRequest(kind="permissions", cwd=tmp_path)) == ("decline", "no-paths")
+
+
+def test_mcp_tools_need_a_matching_name_pattern() -> None:
+    tool = ApprovalRequest(kind="tool", tool="mcp:github/create_issue")
+    assert _decide(tool) == ("decline", "mcp-not-allowed")
+    assert _decide(tool, mcp_tools=("docs/*",)) == ("decline", "mcp-not-allowed")
+    assert _decide(tool, mcp_tools=("github/*",)) == ("allow_for_session", None)
+    assert _decide(tool, mcp_tools=("github/*",), default="deny") == ("decline", "default-deny")
+    # the agent's own session tools: the default decides
+    task = ApprovalRequest(kind="tool", tool="builtin:Task")
+    assert _decide(task) == ("allow_for_session", None)
+    assert _decide(task, default="deny") == ("decline", "default-deny")
+    # a tool with no name is not the caller's own tool
+    assert _decide(ApprovalRequest(kind="tool")) == ("decline", "unknown-request")
+    # the caller's own Spec.tools function: its own patterns, not the default
+    assert _decide(ApprovalRequest(kind="tool", tool="add"), default="deny") == ("allow_for_session", None)
