@@ -1,54 +1,70 @@
 """``run_batch``: many tasks on ONE provider (one codex app-server child), ``jobs`` at a time.
 
-Tasks file (JSON Lines, one object a line; blank lines and lines starting with ``#`` are skipped)::
+The tasks file is JSON Lines, one task a line (``agent_fleet.runner._tasks_file`` lists every key)::
 
     {"id": "fix-1", "prompt": "...", "cwd": "repo", "gate_cmd": "pytest -q", "require_commit": true,
-     "model": "gpt-5.5"}
+     "model": "gpt-5.5", "timeout": 600, "review": "P1", "env": {"CI": "1"}}
 
-``id`` and ``prompt`` are required; ``id`` must be unique and made of letters, digits, ``.``, ``_``
-and ``-`` (it names the transcript and the branch). A relative ``cwd`` is relative to the tasks file's
-directory. ``load_tasks`` raises ``UsageError`` naming the line of the first bad entry.
+``load_tasks`` raises ``UsageError`` naming the line of the first bad entry.
 
 Theory of operation
 -------------------
-Before any work: every task's directory exists (and is in a git repository with a commit when
-``worktrees`` is on), the provider check passes and the provider starts; a failure there raises
-(``UsageError``, ``ProviderUnavailable``, ``AuthenticationError``) and nothing was changed.
+Before any work: every distinct task directory exists (and is in a git repository with a commit when
+``worktrees`` is on; one ``git`` call per distinct directory, run concurrently), ``out_dir`` can be made
+and holds no batch yet (unless ``resume``), the providers pass their check and start; a failure there
+raises (``UsageError``, ``ProviderUnavailable``, ``AuthenticationError``) and nothing was written.
 
-Each task then runs ``run_task`` on the shared provider, its transcript in ``out_dir/<id>.jsonl``.
+The batch's record is the ledger in ``out_dir/batch.db`` (``agent_fleet.runner.ledger``): every task's
+state is written there as it changes, and ``summary.json`` is derived from it at the end (and by the
+CLI when it must leave by force). ``jobs`` workers take the tasks in order; nothing is kept per queued
+task beyond its parsed line, so a batch of 10,000 starts at once and stops at once.
+
+Each task runs ``run_task`` on the shared provider, its transcript appended to ``out_dir/<id>.jsonl``.
 With ``worktrees`` a task runs in its own ``git worktree`` on a new branch ``agent-fleet/<id>``
 created from the repository's HEAD; afterwards the worktree is removed and the branch stays for
 review. A worktree with uncommitted changes is kept (its path is in the summary), so no work is lost.
-Worktree creation and removal are serialised per repository (git's own locks are not made for
-concurrent ``worktree add``).
 
 A failed task does not stop the others. A fatal result (provider unavailable, credential refused,
-app-server died) or ``stop`` being set stops the batch: running turns are interrupted, tasks not yet
-started are reported ``cancelled`` ("not started"), worktrees are cleaned up as above and
-``summary.json`` is written. Cancelling ``run_batch`` does the same, then re-raises.
+app-server died) or ``stop`` being set stops the batch: workers start nothing more, running turns are
+interrupted (their tasks are recorded ``interrupted``, with their session), worktrees are cleaned up as
+above and ``summary.json`` is written. Cancelling ``run_batch`` does the same, then re-raises.
+
+``resume=True`` continues the batch recorded in ``out_dir``: succeeded and failed tasks are kept,
+interrupted ones (and ones left ``running`` by a process that died) resume their session with a
+follow-up saying the run was interrupted, queued ones start; a resumed task reuses its branch and
+worktree. ``rerun_failed=True`` also runs the failed ones again, afresh, on their branch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import re
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import _git
-from agent_fleet.runner._types import EventSink
+from agent_fleet.events import System, TokenUsage
+from agent_fleet.runner import _git, _worktrees
+from agent_fleet.runner._tasks_file import (
+    BatchTask,
+    build_task,
+    entry_object,
+    idle_timeout_supported,
+    load_tasks,
+    parse_task,
+    parse_tasks,
+)
+from agent_fleet.runner._types import EventSink, TaskEvent
+from agent_fleet.runner.ledger import Ledger, LedgerRow, holds_batch, summary_payload, write_summary
 from agent_fleet.runner.providers import check_provider, make_provider
-from agent_fleet.runner.task import Task, TaskResult, run_task
+from agent_fleet.runner.task import Task, TaskResult, TaskStatus, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = [
@@ -56,101 +72,27 @@ __all__ = [
     "BatchEntry",
     "BatchResult",
     "BatchTask",
+    "ledger_tasks",
     "load_tasks",
     "parse_tasks",
     "run_batch",
 ]
 
 BRANCH_PREFIX = "agent-fleet/"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_KEYS = frozenset({"id", "prompt", "cwd", "gate_cmd", "require_commit", "model"})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BatchTask:
-    """One line of a tasks file. ``None`` fields fall back to the batch's template task."""
-
-    id: str
-    prompt: str
-    cwd: Path | None = None
-    gate_cmd: str | None = None
-    require_commit: bool | None = None
-    model: str | None = None
-    line: int = 0
-
-
-def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, kind):
-        raise UsageError(f"{where}: {key!r} must be a {kind.__name__}, not {type(value).__name__}")
-    return value
-
-
-def parse_tasks(text: str, *, base_dir: Path, source: str = "tasks") -> list[BatchTask]:
-    """Parse JSON Lines task entries (see the module docstring). Raises ``UsageError`` with the line."""
-    tasks: list[BatchTask] = []
-    seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        where = f"{source} line {number}"
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise UsageError(f"{where}: not valid JSON ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise UsageError(f"{where}: expected a JSON object")
-        unknown = sorted(set(obj) - _KEYS)
-        if unknown:
-            raise UsageError(
-                f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_KEYS))}"
-            )
-        task_id = _field(obj, "id", str, where)
-        prompt = _field(obj, "prompt", str, where)
-        if not task_id:
-            raise UsageError(f"{where}: 'id' is required")
-        if not _ID.match(task_id):
-            raise UsageError(f"{where}: id {task_id!r} may only use letters, digits, '.', '_' and '-'")
-        if task_id in seen:
-            raise UsageError(f"{where}: id {task_id!r} already used on line {seen[task_id]}")
-        if not prompt or not prompt.strip():
-            raise UsageError(f"{where}: 'prompt' is required")
-        seen[task_id] = number
-        cwd = _field(obj, "cwd", str, where)
-        tasks.append(
-            BatchTask(
-                id=task_id,
-                prompt=prompt,
-                cwd=(base_dir / cwd) if cwd else None,
-                gate_cmd=_field(obj, "gate_cmd", str, where),
-                require_commit=_field(obj, "require_commit", bool, where),
-                model=_field(obj, "model", str, where),
-                line=number,
-            )
-        )
-    if not tasks:
-        raise UsageError(f"{source}: no tasks")
-    return tasks
-
-
-def load_tasks(path: str | os.PathLike[str]) -> list[BatchTask]:
-    """Read and parse a tasks file. Raises ``UsageError`` (unreadable file, bad line)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the tasks file {str(p)!r}: {exc}") from exc
-    return parse_tasks(text, base_dir=p.resolve().parent, source=p.name)
+_PROVIDER_SHUTDOWN_LIMIT = 10.0  # seconds; a provider that does not stop by then is left to its own kill
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchEntry:
-    """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any)."""
+    """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any).
+
+    ``state`` is the ledger's (``queued``, ``running``, ``interrupted``, ``finished``)."""
 
     result: TaskResult
     branch: str | None = None
     worktree: Path | None = None
+    state: str = "finished"
+    runs: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         out = self.result.to_dict()
@@ -168,12 +110,16 @@ class BatchResult:
     fatal: bool = False
     summary_path: Path | None = None
     provider_pids: tuple[int, ...] = ()
+    #: ``summary.json`` as written (derived from the ledger)
+    summary: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
         return self.stopped is None and all(e.result.ok for e in self.entries)
 
     def to_dict(self) -> dict[str, Any]:
+        if self.summary is not None:
+            return dict(self.summary)
         counts: dict[str, int] = {}
         for e in self.entries:
             counts[e.result.status] = counts.get(e.result.status, 0) + 1
@@ -190,6 +136,7 @@ class BatchResult:
 @dataclass(slots=True)
 class _State:
     stop: asyncio.Event
+    ledger: Ledger | None = None
     stopped: str | None = None
     fatal: bool = False
     pids: set[int] = field(default_factory=set)
@@ -199,11 +146,87 @@ class _State:
         return self.locks.setdefault(repo, asyncio.Lock())
 
 
-def _resolve(task: BatchTask, default_cwd: Path) -> Path:
-    cwd = (task.cwd or default_cwd).expanduser()
-    if not cwd.is_dir():
-        raise UsageError(f"task {task.id!r} (line {task.line}): directory {str(cwd)!r} does not exist")
-    return cwd.resolve()
+@dataclass(slots=True)
+class _Where:
+    """Where a task runs: its directory and, when it is in one, its repository's top level."""
+
+    cwd: Path
+    repo: Path | None
+
+
+async def _locate(
+    tasks: Sequence[BatchTask], template_needs_commit: bool, worktrees: bool, default_cwd: Path
+) -> dict[str | None, _Where]:
+    """Check every distinct task directory once (concurrently): exists, in git when it must be."""
+    first: dict[str | None, BatchTask] = {}
+    needs_git: dict[str | None, bool] = {}
+    for t in tasks:
+        key = str(t.cwd) if t.cwd is not None else None
+        first.setdefault(key, t)
+        commit = t.require_commit if t.require_commit is not None else template_needs_commit
+        needs_git[key] = needs_git.get(key, False) or worktrees or commit
+    limit = asyncio.Semaphore(8)
+    heads: dict[Path, asyncio.Task[str | None]] = {}
+
+    async def one(key: str | None) -> tuple[str | None, _Where]:
+        t = first[key]
+        cwd = (t.cwd or default_cwd).expanduser()
+        if not cwd.is_dir():
+            raise UsageError(f"task {t.id!r} (line {t.line}): directory {str(cwd)!r} does not exist")
+        cwd = cwd.resolve()
+        async with limit:
+            top = await _git.toplevel(cwd)
+        if top is None and needs_git[key]:
+            raise UsageError(f"task {t.id!r} (line {t.line}): {str(cwd)!r} is not in a git repository")
+        if top is not None and worktrees:
+            if top not in heads:
+                heads[top] = asyncio.ensure_future(_git.head(top))
+            if await heads[top] is None:
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): the repository {str(top)!r} has no commit yet"
+                )
+        return key, _Where(cwd=cwd, repo=top)
+
+    return dict(await asyncio.gather(*(one(k) for k in first)))
+
+
+def _make_out(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"the output directory {str(out)!r} is not writable")
+
+
+class _Providers:
+    """The batch's providers by name: the default one and any a task's ``provider`` asks for."""
+
+    def __init__(self, given: Provider | None, default_name: str, options: CodexOptions | None) -> None:
+        self.default_name = given.name if given is not None else default_name
+        self.options = options
+        self.given = given
+        self.running: dict[str, Provider] = {}
+
+    async def start(self, names: set[str]) -> None:
+        for name in sorted(names):
+            if self.given is not None and name == self.default_name:
+                await self.given.start()
+                self.running[name] = self.given
+                continue
+            check_provider(name, self.options)
+            provider = make_provider(name, self.options)
+            self.running[name] = provider
+            await provider.start()
+
+    def get(self, name: str | None) -> Provider:
+        return self.running[name or self.default_name]
+
+    async def shutdown(self) -> None:
+        for provider in self.running.values():
+            if provider is not self.given:
+                with contextlib.suppress(Exception, TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(provider.shutdown()), _PROVIDER_SHUTDOWN_LIMIT)
 
 
 async def run_batch(
@@ -223,18 +246,30 @@ async def run_batch(
     backend: str = "local",
     ray_address: str | None = None,
     repo_url: str | None = None,
+    resume: bool = False,
+    rerun_failed: bool = False,
+    meta: Mapping[str, Any] | None = None,
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
-    ``out_dir/summary.json``).
+    ``out_dir/summary.json``). ``out_dir`` must not hold a batch already, unless ``resume`` (then
+    ``tasks`` are the batch's own, see ``ledger_tasks``); ``meta`` is kept in the new ledger (the CLI
+    keeps its settings there).
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
     ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
     """
+    out = Path(out_dir)
+    if rerun_failed and not resume:
+        raise UsageError("rerun_failed needs resume (`--rerun failed` goes with `--resume OUT`)")
+    if not resume and holds_batch(out):
+        Ledger.create(out, [])  # raises the UsageError that says how to continue it
     if backend == "ray":
         if provider is not None:
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
+        if resume:
+            raise UsageError("--resume is not supported with --backend ray yet: resume with --backend local")
         from agent_fleet.runner.ray_backend import run_batch_ray
 
         return await run_batch_ray(
@@ -258,89 +293,92 @@ async def run_batch(
         raise UsageError("ray_address and repo_url need backend='ray'")
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
-    default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
-    resolved = {t.id: _resolve(t, default_cwd) for t in tasks}
-    repos: dict[str, Path] = {}
-    for t in tasks:
-        top = await _git.toplevel(resolved[t.id])
-        needs_git = (
-            worktrees or t.require_commit or (t.require_commit is None and template.gate.require_commit)
+    if not idle_timeout_supported() and any(t.idle_timeout is not None for t in tasks):
+        t = next(t for t in tasks if t.idle_timeout is not None)
+        raise UsageError(
+            f"task {t.id!r} (line {t.line}): 'idle_timeout' needs a runner with an idle watchdog"
         )
-        if top is None and needs_git:
-            raise UsageError(
-                f"task {t.id!r} (line {t.line}): {str(resolved[t.id])!r} is not in a git repository"
-            )
-        if top is not None:
-            repos[t.id] = top
-            if worktrees and await _git.head(top) is None:
-                raise UsageError(
-                    f"task {t.id!r} (line {t.line}): the repository {str(top)!r} has no commit yet"
-                )
-    out = Path(out_dir)
-    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
+    where = await _locate(tasks, template.gate.require_commit, worktrees, default_cwd)
+    _make_out(out)
+    ledger = Ledger.open(out) if resume else None
+    if ledger is not None:
+        known = {row.id for row in ledger.rows()}
+        if known != {t.id for t in tasks}:
+            ledger.close()
+            raise UsageError(f"the tasks given are not the tasks of the batch in {str(out)!r}")
 
-    own = provider is None
-    if provider is None:
-        check_provider(provider_name, options)
-        provider = make_provider(provider_name, options)
+    providers = _Providers(provider, provider_name, options)
     try:
-        await provider.start()
+        await providers.start({t.provider or providers.default_name for t in tasks})
     except BaseException:
-        if own:
-            await provider.shutdown()
+        await providers.shutdown()
+        if ledger is not None:
+            ledger.close()
         raise
     state = _State(stop=asyncio.Event())
     started = time.monotonic()
-    entries: dict[str, BatchEntry] = {}
     wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
     watcher: asyncio.Task[None] | None = None
     try:
-        _note_pid(state, provider)
+        if ledger is None:
+            ledger = Ledger.create(out, [(t.id, t.line, entry_object(t)) for t in tasks], meta=meta)
+        else:
+            ledger.prepare_resume(rerun_failed=rerun_failed)
+        state.ledger = ledger
+        for p in providers.running.values():
+            _note_pid(state, p)
         if stop is not None:
             watcher = asyncio.get_running_loop().create_task(_watch(stop, state))
-        semaphore = asyncio.Semaphore(jobs)
+        runnable = {row.id for row in ledger.rows(states=("queued", "running", "interrupted"))}
+        pending: Iterator[BatchTask] = (t for t in tasks if t.id in runnable)
 
-        async def one(t: BatchTask) -> None:
-            async with semaphore:
-                entry = await _run_one(
-                    t, template, provider, resolved[t.id], repos.get(t.id), wt_root, out, state, on_event
-                )
-            entries[t.id] = entry
-            _note_pid(state, provider)
-            if entry.result.fatal and state.stopped is None:
-                state.stopped = f"fatal error in task {t.id}: {entry.result.reason}"
-                state.fatal = True
-                state.stop.set()
-            if on_result is not None:
-                on_result(entry)
+        async def worker() -> None:
+            for t in pending:  # one shared iterator: each task is taken by one worker
+                if state.stop.is_set():
+                    return
+                assert state.ledger is not None
+                row = state.ledger.get(t.id)
+                here = where[str(t.cwd) if t.cwd is not None else None]
+                entry = await _run_one(t, row, template, providers, here, wt_root, out, state, on_event)
+                _note_pid(state, providers.get(t.provider))
+                if entry.result.fatal and state.stopped is None:
+                    state.stopped = f"fatal error in task {t.id}: {entry.result.reason}"
+                    state.fatal = True
+                    state.stop.set()
+                if on_result is not None:
+                    on_result(entry)
 
-        runners = [asyncio.get_running_loop().create_task(one(t), name=f"batch:{t.id}") for t in tasks]
+        workers = [
+            asyncio.get_running_loop().create_task(worker(), name=f"batch:worker{i}")
+            for i in range(min(jobs, max(1, len(runnable))))
+        ]
         try:
-            await asyncio.gather(*runners)
+            await asyncio.gather(*workers)
         except BaseException:
             state.stopped = state.stopped or "cancelled"
             state.stop.set()
-            for r in runners:
-                r.cancel()
-            await asyncio.gather(*runners, return_exceptions=True)
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
             raise
     finally:
         if watcher is not None:
             watcher.cancel()
-        if own:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(provider.shutdown())
+        await providers.shutdown()
         if wt_root is not None:
             with contextlib.suppress(OSError):
                 wt_root.rmdir()  # only when every worktree was removed
-        result = _result(tasks, entries, state, time.monotonic() - started, out)
+        result = _result(state, time.monotonic() - started, out)
     return result
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
     pid = getattr(provider, "pid", None)
-    if isinstance(pid, int):
+    if isinstance(pid, int) and pid not in state.pids:
         state.pids.add(pid)
+        if state.ledger is not None:
+            state.ledger.note_pid(pid)
 
 
 async def _watch(stop: asyncio.Event, state: _State) -> None:
@@ -350,86 +388,162 @@ async def _watch(stop: asyncio.Event, state: _State) -> None:
     state.stop.set()
 
 
-def _result(
-    tasks: Sequence[BatchTask], entries: dict[str, BatchEntry], state: _State, duration: float, out: Path
-) -> BatchResult:
-    ordered: list[BatchEntry] = []
-    for t in tasks:
-        entry = entries.get(t.id)
-        if entry is None:
-            reason = f"not started: {state.stopped or 'the batch stopped'}"
-            entry = BatchEntry(result=TaskResult(task_id=t.id, status="cancelled", reason=reason))
-        ordered.append(entry)
-    result = BatchResult(
-        entries=tuple(ordered),
+def _result(state: _State, duration: float, out: Path) -> BatchResult:
+    ledger = state.ledger
+    if ledger is None:  # stopped before the ledger existed: nothing ran
+        return BatchResult(entries=(), duration=duration, stopped=state.stopped, fatal=state.fatal)
+    try:
+        extra = {
+            "duration": round(duration, 3),
+            "stopped": state.stopped,
+            "fatal": state.fatal,
+            "provider_pids": sorted(state.pids),
+        }
+        path = write_summary(ledger, extra)
+        payload = summary_payload(ledger, extra)
+    finally:
+        ledger.close()
+    return BatchResult(
+        entries=tuple(_entry(t) for t in payload["tasks"]),
         duration=duration,
         stopped=state.stopped,
         fatal=state.fatal,
-        summary_path=out / "summary.json",
+        summary_path=path,
         provider_pids=tuple(sorted(state.pids)),
+        summary=payload,
     )
-    (out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return result
+
+
+def _entry(t: Mapping[str, Any]) -> BatchEntry:
+    """A summary entry back as a ``BatchEntry`` (the gate and review details stay in the summary)."""
+    tokens = int(t.get("tokens") or 0)
+    status: TaskStatus = t.get("status", "cancelled")
+    result = TaskResult(
+        task_id=str(t["task_id"]),
+        status=status,
+        reason=str(t.get("reason") or ""),
+        followups=int(t.get("followups") or 0),
+        duration=float(t.get("duration") or 0.0),
+        usage=TokenUsage(total_tokens=tokens) if tokens else None,
+        session_id=t.get("session_id"),
+        cwd=t.get("cwd"),
+        reviews=int(t.get("reviews") or 0),
+        start_head=t.get("start_head"),
+        end_head=t.get("end_head"),
+        commands=int(t.get("commands") or 0),
+        declined=int(t.get("declined") or 0),
+        error_code=t.get("error_code"),
+        fatal=bool(t.get("fatal")),
+        transcript=Path(t["transcript"]) if t.get("transcript") else None,
+    )
+    kept = t.get("worktree_kept")
+    return BatchEntry(
+        result=result,
+        branch=t.get("branch"),
+        worktree=Path(kept) if kept else None,
+        state=str(t.get("state") or "finished"),
+        runs=int(t.get("runs") or 0),
+    )
 
 
 async def _run_one(
     t: BatchTask,
+    row: LedgerRow,
     template: Task,
-    provider: Provider,
-    cwd: Path,
-    repo: Path | None,
+    providers: _Providers,
+    here: _Where,
     wt_root: Path | None,
     out: Path,
     state: _State,
     on_event: EventSink | None,
 ) -> BatchEntry:
-    gate = template.gate
-    if t.gate_cmd is not None or t.require_commit is not None:
-        gate = replace(
-            gate,
-            command=t.gate_cmd if t.gate_cmd is not None else gate.command,
-            require_commit=t.require_commit if t.require_commit is not None else gate.require_commit,
-        )
-    if state.stop.is_set():
-        reason = f"not started: {state.stopped or 'the batch stopped'}"
-        return BatchEntry(result=TaskResult(task_id=t.id, status="cancelled", reason=reason))
+    ledger = state.ledger
+    assert ledger is not None
     branch: str | None = None
     worktree: Path | None = None
-    run_cwd = cwd
+    run_cwd = here.cwd
+    repo = here.repo
     if wt_root is not None and repo is not None:
-        branch = BRANCH_PREFIX + t.id
-        worktree = wt_root / t.id
+        branch = row.branch or BRANCH_PREFIX + t.id
+        previous = row.worktree_kept or row.worktree
         try:
-            async with state.lock(repo):
-                await _git.git(repo, "worktree", "add", "--quiet", "-b", branch, str(worktree), "HEAD")
+            worktree = await _worktrees.prepare(
+                repo,
+                branch,
+                wt_root / t.id,
+                previous=Path(previous) if previous else None,
+                reuse=row.runs > 0,
+                lock=state.lock(repo),
+            )
         except _git.GitError as exc:
             reason = (
                 f"cannot create the worktree for branch {branch}: {exc} "
                 "(delete the branch or rename the task)"
             )
-            return BatchEntry(result=TaskResult(task_id=t.id, status="failed", reason=reason))
-        run_cwd = worktree / cwd.relative_to(repo)
-    spec = replace(template.spec, prompt=t.prompt, cwd=str(run_cwd), model=t.model or template.spec.model)
-    task = replace(template, id=t.id, spec=spec, gate=gate)
+            failed = TaskResult(task_id=t.id, status="failed", reason=reason, error_code="worktree")
+            ledger.start(t.id, branch=None, worktree=None, transcript=str(out / f"{t.id}.jsonl"))
+            entry = BatchEntry(result=failed)
+            ledger.finish(t.id, result=entry.to_dict(), attempts=0, worktree_kept=None)
+            return entry
+        run_cwd = worktree / here.cwd.relative_to(repo)
+    transcript = out / f"{t.id}.jsonl"
+    ledger.start(
+        t.id, branch=branch, worktree=str(worktree) if worktree else None, transcript=str(transcript)
+    )
+    task = build_task(t, template, run_cwd)
+    resume_session = row.session_id if row.resumable and not row.fresh else None
+
+    def sink(task_event: TaskEvent) -> None:
+        event = task_event.event
+        if isinstance(event, System) and event.subtype == "runner.session":
+            session_id = event.data.get("session_id")
+            if isinstance(session_id, str):
+                ledger.session(t.id, session_id)
+        if on_event is not None:
+            on_event(task_event)
+
     kept: Path | None = None
+    result: TaskResult | None = None
     try:
-        with TranscriptWriter(out / f"{t.id}.jsonl") as writer:
+        with TranscriptWriter(transcript) as writer:
             result = await run_task(
-                task, provider=provider, on_event=on_event, transcript=writer, stop=state.stop
+                task,
+                provider=providers.get(t.provider),
+                on_event=sink,
+                transcript=writer,
+                stop=state.stop,
+                resume_session=resume_session,
             )
     finally:
         if worktree is not None and repo is not None:
-            kept = await asyncio.shield(_remove_worktree(repo, worktree, state))
-    return BatchEntry(result=result, branch=branch, worktree=kept)
+            kept = await asyncio.shield(_worktrees.remove_if_clean(repo, worktree, state.lock(repo)))
+        if result is None:  # cancelled (a forced stop): the run is interrupted, its session kept
+            result = TaskResult(
+                task_id=t.id,
+                status="cancelled",
+                reason="cancelled before it finished",
+                error_code="cancelled",
+                cwd=str(run_cwd),
+                transcript=transcript,
+            )
+        entry = BatchEntry(result=result, branch=branch, worktree=kept, runs=row.runs + 1)
+        ledger.finish(
+            t.id,
+            result=entry.to_dict(),
+            attempts=int(getattr(result, "attempts", 1)),
+            worktree_kept=str(kept) if kept is not None else None,
+        )
+    return entry
 
 
-async def _remove_worktree(repo: Path, worktree: Path, state: _State) -> Path | None:
-    """Remove a clean worktree (the branch stays); keep a dirty one and return its path."""
+def ledger_tasks(out: str | os.PathLike[str]) -> tuple[list[BatchTask], dict[str, Any]]:
+    """The tasks and the ``meta`` of the batch recorded in ``out`` (for ``run_batch(resume=True)``)."""
+    ledger = Ledger.open(Path(out))
     try:
-        if await _git.is_dirty(worktree):
-            return worktree
-        async with state.lock(repo):
-            await _git.git(repo, "worktree", "remove", str(worktree))
-    except _git.GitError:
-        return worktree
-    return None
+        tasks = [
+            parse_task(row.spec, line=row.line, base_dir=Path(out), where=f"{ledger.path} task {row.id}")
+            for row in ledger.rows()
+        ]
+        return tasks, ledger.meta()
+    finally:
+        ledger.close()

@@ -44,6 +44,7 @@ from agent_fleet.errors import (
     AgentFleetError,
     AuthenticationError,
     ProviderUnavailable,
+    RPCError,
     TransportError,
     TurnFailed,
     UsageError,
@@ -57,7 +58,21 @@ from agent_fleet.runner.providers import check_provider, make_provider
 from agent_fleet.runner.review import PRIORITY_NAMES, ReviewResult, ReviewSession, review_target
 from agent_fleet.runner.transcript import TranscriptWriter
 
-__all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
+__all__ = [
+    "INTERRUPTED_FOLLOWUP",
+    "ReviewConfig",
+    "Task",
+    "TaskResult",
+    "TaskStatus",
+    "run_task",
+    "validate_task",
+]
+
+#: The prompt of the turn that resumes an interrupted session (``run_task(resume_session=...)``).
+INTERRUPTED_FOLLOWUP = (
+    "Your previous run on this task was interrupted before it finished (the batch running it was stopped). "
+    "Look at the current state of the work, then continue the task from where you left off."
+)
 
 TaskStatus = Literal["succeeded", "failed", "timeout", "cancelled", "error"]
 
@@ -207,8 +222,13 @@ async def run_task(
     on_event: EventSink | None = None,
     transcript: str | os.PathLike[str] | TranscriptWriter | None = None,
     stop: asyncio.Event | None = None,
+    resume_session: str | None = None,
 ) -> TaskResult:
     """Run ``task`` to a ``TaskResult`` (see the module docstring).
+
+    ``resume_session``: continue that session (``Provider.resume``) with ``INTERRUPTED_FOLLOWUP`` instead
+    of starting one with the task's prompt; when the provider cannot resume it (a notice
+    ``runner.resume_failed`` says why) a new session starts with the prompt.
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
     provider called ``provider_name`` is made from ``options`` (checked first, see ``check_provider``)
@@ -225,6 +245,7 @@ async def run_task(
         writer = TranscriptWriter(transcript)
         own_writer = True
     run = _TaskRun(task, provider, name, options, on_event, writer)
+    run.resume_session = resume_session
     try:
         return await run.run(stop)
     finally:
@@ -266,6 +287,7 @@ class _TaskRun:
         self.commands = 0
         self.declined = 0
         self._end_head: str | None = None
+        self.resume_session: str | None = None
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -428,10 +450,11 @@ class _TaskRun:
                 self.finish("failed", message, code=error.code)
 
     async def _session(self, provider: Provider, review_provider: CodexProvider | None) -> None:
-        handle = await provider.spawn(self.task.spec)
+        handle = await self._open(provider)
         try:
             with contextlib.suppress(AgentFleetError):
                 self.session_id = handle.session_id
+                self.note("session", session_id=self.session_id, resumed=self.resume_session is not None)
             while True:
                 terminal = await self._turn(handle)
                 if isinstance(terminal, Error):
@@ -449,6 +472,16 @@ class _TaskRun:
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(handle.stop())
+
+    async def _open(self, provider: Provider) -> Handle:
+        if self.resume_session is not None:
+            spec = replace(self.task.spec, prompt=INTERRUPTED_FOLLOWUP)
+            try:
+                return await provider.resume(self.resume_session, spec)
+            except (RPCError, UsageError) as exc:  # an unknown thread, or a provider that cannot resume
+                self.note("resume_failed", session_id=self.resume_session, reason=str(exc))
+                self.resume_session = None
+        return await provider.spawn(self.task.spec)
 
     async def _turn(self, handle: Handle) -> Result | Error:
         async for event in handle.events():
