@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
@@ -116,6 +117,12 @@ class Common:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of seconds", ctx=ctx, param=param)
+    return value
+
+
 def common_options(fn: _F) -> _F:
     options = [
         click.option(
@@ -164,6 +171,7 @@ def common_options(fn: _F) -> _F:
         click.option(
             "--timeout",
             type=click.FloatRange(min=0, min_open=True),
+            callback=_finite,
             metavar="SECONDS",
             help="Time limit for a whole task (turns, gates, reviews).",
         ),

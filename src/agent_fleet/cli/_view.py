@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -136,6 +137,13 @@ class Progress:
         self.redactor = Redactor()
         self.live: Live | None = None
         self.started = time.monotonic()
+        self.total = 0
+        self.done: dict[str, int] = {}
+
+    def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
+        """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
+        self.total = total
+        self.done = dict(done or {})
 
     def __enter__(self) -> Progress:
         if self.live_mode:
@@ -186,6 +194,8 @@ class Progress:
                 row.status = str(data.get("status"))
                 row.step = first_line(str(data.get("reason")), 80)
                 row.ended = time.monotonic()
+                if self.batch:
+                    row.commands.clear()  # a fleet's finished rows stay small
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
         if line and not self.live_mode:
@@ -193,25 +203,80 @@ class Progress:
             for part in line.splitlines():
                 self.console.print(Text(tag + part), highlight=False, soft_wrap=True)
 
+    def counts(self) -> dict[str, int]:
+        """Tasks by status: ``running``, ``queued``, and the final statuses (this run's and earlier)."""
+        counts = dict(self.done)
+        for row in self.rows.values():
+            counts[row.status] = counts.get(row.status, 0) + 1
+        seen = sum(counts.values())
+        counts.setdefault("running", 0)
+        counts["queued"] = max(0, self.total - seen) if self.total else 0
+        return counts
+
+    def header(self) -> Text:
+        counts = self.counts()
+        failed = sum(counts.get(s, 0) for s in _FAILED)
+        tokens = sum(r.tokens + r.review_tokens for r in self.rows.values())
+        text = Text()
+        for label, n, style in (
+            ("running", counts["running"], "cyan"),
+            ("queued", counts["queued"], ""),
+            ("succeeded", counts.get("succeeded", 0), "green"),
+            ("failed", failed, "red" if failed else ""),
+            ("cancelled", counts.get("cancelled", 0), "yellow"),
+        ):
+            if label == "cancelled" and not n:
+                continue
+            text.append(f"{label} {n:,}", style=style)
+            text.append("  ")
+        text.append(f"tokens {tokens:,}  elapsed {time.monotonic() - self.started:.0f}s")
+        return text
+
+    def _batch_view(self) -> RenderableType:
+        """Header, then running and failed tasks pinned, then the latest others: fits the terminal."""
+        height = self.console.size.height
+        declined = [f"[{r.task_id}] {d}" for r in self.rows.values() for d in r.declined][-3:]
+        room = max(1, height - 3 - (len(declined) + 1 if declined else 0))  # header, column names, margin
+        running = [r for r in self.rows.values() if r.status == "running"]
+        failed = [r for r in self.rows.values() if r.status in _FAILED]
+        others = [r for r in self.rows.values() if r.status != "running" and r.status not in _FAILED]
+        running.sort(key=lambda r: r.started)
+        failed.sort(key=lambda r: r.ended or r.started, reverse=True)
+        others.sort(key=lambda r: r.ended or r.started, reverse=True)
+        pinned = running + failed
+        if len(pinned) > room:
+            shown = pinned[: room - 1]  # the last line says what is left out
+            hidden = {
+                "running": len(running) - min(len(running), len(shown)),
+                "failed": len(failed) - max(0, len(shown) - len(running)),
+            }
+        else:
+            shown = pinned + others[: room - len(pinned)]
+            hidden = {}
+        table = Table(box=None, pad_edge=False)
+        for name in ("task", "status", "step", "follow-ups", "elapsed", "tokens"):
+            table.add_column(name, no_wrap=True, overflow="ellipsis")
+        styles = {"running": "cyan", "succeeded": "green", **{s: "red" for s in _FAILED}}
+        for row in shown:
+            table.add_row(
+                row.task_id,
+                Text(row.status, style=styles.get(row.status, "yellow")),
+                row.step,
+                str(row.followups),
+                f"{row.elapsed():.0f}s",
+                f"{row.tokens + row.review_tokens:,}",
+            )
+        parts: list[RenderableType] = [self.header(), table]
+        if hidden:
+            more = ", ".join(f"{n:,} more {label}" for label, n in hidden.items() if n)
+            parts.append(Text(f"… {more} (the terminal is too short to show them)", style="dim"))
+        if declined:
+            parts.append(Text("declined:\n" + "\n".join(declined), style="yellow"))
+        return Group(*parts)
+
     def render(self) -> RenderableType:
         if self.batch:
-            table = Table(box=None, pad_edge=False)
-            for name in ("task", "status", "step", "follow-ups", "elapsed", "tokens"):
-                table.add_column(name)
-            for row in self.rows.values():
-                table.add_row(
-                    row.task_id,
-                    row.status,
-                    row.step,
-                    str(row.followups),
-                    f"{row.elapsed():.0f}s",
-                    f"{row.tokens + row.review_tokens:,}",
-                )
-            declined = [f"[{r.task_id}] {d}" for r in self.rows.values() for d in r.declined][-5:]
-            parts: list[RenderableType] = [table]
-            if declined:
-                parts.append(Text("declined:\n" + "\n".join(declined), style="yellow"))
-            return Group(*parts)
+            return self._batch_view()
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()
@@ -232,6 +297,8 @@ class Progress:
             self.out.write(json.dumps({"type": "summary", **payload}, default=str) + "\n")
             self.out.flush()
 
+
+_FAILED = ("failed", "error", "timeout")
 
 _HINTS = {
     "gate_failed": "fix the gate by hand, or allow more --max-followups",
@@ -259,20 +326,42 @@ def consoles(json_output: bool) -> tuple[Console, Console]:
     return out, out
 
 
-def summary_table(result: BatchResult) -> Table:
+#: the final table lists every task up to this many; beyond, only the ones that did not succeed
+SUMMARY_ROWS = 200
+
+
+def summary_table(result: BatchResult) -> RenderableType:
+    """The batch's final table; reasons wrap (the full reason is also in summary.json)."""
+    entries = list(result.entries)
+    note: Text | None = None
+    if len(entries) > SUMMARY_ROWS:
+        others = [e for e in entries if not e.result.ok]
+        note = Text(
+            f"{len(entries) - len(others):,} succeeded task(s) not listed; "
+            + (
+                f"the first {SUMMARY_ROWS} of {len(others):,} others shown; "
+                if len(others) > SUMMARY_ROWS
+                else ""
+            )
+            + "every task is in summary.json",
+            style="dim",
+        )
+        entries = others[:SUMMARY_ROWS]
     table = Table(title="agent-fleet batch")
-    for name in ("task", "status", "follow-ups", "duration", "tokens", "branch", "reason"):
+    for name in ("task", "status", "follow-ups", "duration", "tokens", "branch"):
         table.add_column(name, overflow="fold")
-    styles = {"succeeded": "green", "failed": "red", "error": "red"}
-    for entry in result.entries:
+    table.add_column("reason", overflow="fold", ratio=1, min_width=20)
+    styles = {"succeeded": "green", **{s: "red" for s in _FAILED}}
+    for entry in entries:
         r = entry.result
+        status = r.status if entry.state != "interrupted" else "interrupted"
         table.add_row(
             r.task_id,
-            Text(r.status, style=styles.get(r.status, "yellow")),
+            Text(status, style=styles.get(r.status, "yellow")),
             str(r.followups),
             f"{r.duration:.1f}s",
             f"{r.tokens:,}",
             entry.branch or "",
-            first_line(r.reason, 80) + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
+            r.reason.strip() + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
         )
-    return table
+    return table if note is None else Group(table, note)

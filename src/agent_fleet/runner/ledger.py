@@ -46,7 +46,7 @@ __all__ = [
     "LedgerRow",
     "TaskState",
     "holds_batch",
-    "read_summary",
+    "record_forced_stop",
     "write_summary",
 ]
 
@@ -88,7 +88,8 @@ CREATE TABLE IF NOT EXISTS history (
     state TEXT NOT NULL,
     detail TEXT
 );
-CREATE TABLE IF NOT EXISTS pids (pid INTEGER PRIMARY KEY, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS pids (pid INTEGER NOT NULL, owner INTEGER NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (pid, owner));
 """
 
 
@@ -344,11 +345,15 @@ class Ledger:
             self._history(task_id, now, state, {"status": status, "reason": result.get("reason")})
 
     def note_pid(self, pid: int) -> None:
-        """A provider process of this run (the CLI's forced exit ends its process group)."""
-        self._db.execute("INSERT OR REPLACE INTO pids (pid, at) VALUES (?, ?)", (pid, time.time()))
+        """A provider process started by this process (the CLI's forced exit ends its process group)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO pids (pid, owner, at) VALUES (?, ?, ?)", (pid, os.getpid(), time.time())
+        )
 
-    def pids(self) -> list[int]:
-        return [r[0] for r in self._db.execute("SELECT pid FROM pids ORDER BY pid")]
+    def pids(self, *, owner: int | None = None) -> list[int]:
+        """Provider processes noted by ``owner`` (a process id; default: this process)."""
+        owner = os.getpid() if owner is None else owner
+        return [r[0] for r in self._db.execute("SELECT pid FROM pids WHERE owner = ? ORDER BY pid", (owner,))]
 
     def _history(self, task_id: str, at: float, state: str, detail: Mapping[str, Any]) -> None:
         self._db.execute(
@@ -466,10 +471,13 @@ def write_summary(ledger: Ledger, extra: Mapping[str, Any]) -> Path:
     return path
 
 
-def read_summary(out: Path, extra: Mapping[str, Any]) -> Path:
-    """``write_summary`` through a connection of its own (safe from another thread while the batch runs)."""
+def record_forced_stop(out: Path, stopped: str) -> list[int]:
+    """For a process about to leave by force: write ``summary.json`` from the ledger (through a connection
+    of its own, so any thread may call this while the batch writes) and return the provider processes
+    this process started (for the caller to end). Tasks still ``running`` are reported interrupted."""
     ledger = Ledger.open(out)
     try:
-        return write_summary(ledger, extra)
+        write_summary(ledger, {"stopped": stopped, "fatal": False, "forced": True})
+        return ledger.pids()
     finally:
         ledger.close()
