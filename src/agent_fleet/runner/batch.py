@@ -80,6 +80,7 @@ __all__ = [
 
 BRANCH_PREFIX = "agent-fleet/"
 _PROVIDER_SHUTDOWN_LIMIT = 10.0  # seconds; a provider that does not stop by then is left to its own kill
+_CLEANUP_LIMIT = 1.0  # seconds a cancelled task still waits for its worktree's removal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -515,8 +516,9 @@ async def _run_one(
                 resume_session=resume_session,
             )
     finally:
+        cancelled_again = False
         if worktree is not None and repo is not None:
-            kept = await asyncio.shield(_worktrees.remove_if_clean(repo, worktree, state.lock(repo)))
+            kept, cancelled_again = await _settle_worktree(repo, worktree, state.lock(repo))
         if result is None:  # cancelled (a forced stop): the run is interrupted, its session kept
             result = TaskResult(
                 task_id=t.id,
@@ -533,7 +535,30 @@ async def _run_one(
             attempts=int(getattr(result, "attempts", 1)),
             worktree_kept=str(kept) if kept is not None else None,
         )
+        if cancelled_again:
+            raise asyncio.CancelledError
     return entry
+
+
+async def _settle_worktree(repo: Path, worktree: Path, lock: asyncio.Lock) -> tuple[Path | None, bool]:
+    """Remove the task's worktree when it is clean; return (the worktree if kept, cancelled meanwhile).
+
+    The removal is not cancelled half-way (git would be left with a half-removed worktree): a
+    cancellation meanwhile waits up to ``_CLEANUP_LIMIT`` for it, so that what is recorded is true."""
+    cleanup = asyncio.ensure_future(_worktrees.remove_if_clean(repo, worktree, lock))
+    cancelled = False
+    deadline = time.monotonic() + _CLEANUP_LIMIT
+    while not cleanup.done():
+        left = deadline - time.monotonic()
+        if cancelled and left <= 0:
+            return worktree, True  # still being removed when we must leave: it may be there
+        try:
+            await asyncio.wait([cleanup], timeout=left if cancelled else None)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cleanup.cancelled() or cleanup.exception() is not None:
+        return worktree, cancelled
+    return cleanup.result(), cancelled
 
 
 def ledger_tasks(out: str | os.PathLike[str]) -> tuple[list[BatchTask], dict[str, Any]]:

@@ -445,6 +445,7 @@ def summary_entry(row: LedgerRow, stopped: str | None) -> dict[str, Any]:
     else:
         entry = dict(row.result or {})
     entry["state"] = row.state
+    entry["session_id"] = row.session_id or entry.get("session_id")  # recorded as soon as it existed
     entry["runs"] = row.runs
     entry["attempts"] = row.attempts
     entry["transcript"] = entry.get("transcript") or row.transcript
