@@ -171,7 +171,18 @@ def test_rerun_failed_runs_only_the_failed_tasks_again(
     out = tmp_path / "out"
     first = CliRunner().invoke(
         cli,
-        ["batch", str(tasks), "--out", str(out), "--cwd", str(repo), "--max-followups", "0", *cli_env],
+        [
+            "batch",
+            str(tasks),
+            "--out",
+            str(out),
+            "--cwd",
+            str(repo),
+            "--worktrees",
+            "--max-followups",
+            "0",
+            *cli_env,
+        ],
         catch_exceptions=False,
     )
     assert first.exit_code == 1, first.output
@@ -192,6 +203,7 @@ def test_rerun_failed_runs_only_the_failed_tasks_again(
     by_id = {t["task_id"]: t for t in json.loads((out / "summary.json").read_text())["tasks"]}
     assert by_id["bad"]["status"] == "succeeded" and by_id["bad"]["runs"] == 2
     assert by_id["ok"]["runs"] == 1
+    assert git(repo, "log", "-1", "--format=%s", "agent-fleet/bad") == "bad fixed", "re-run on its branch"
     assert all("[task:bad]" in json.dumps(r.body) for r in scripted_model.requests[before:])
 
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from click.core import ParameterSource
 
 from agent_fleet.cli._options import Common, pop_common
 from agent_fleet.errors import UsageError
-from agent_fleet.runner.batch import BatchTask, ledger_tasks, load_tasks
+from agent_fleet.runner.batch import BatchTask, iter_tasks
 from agent_fleet.runner.ledger import Ledger, record_forced_stop
 
 __all__ = ["BatchSettings", "force_stop", "settings_for"]
@@ -33,7 +33,11 @@ _TUPLES = frozenset({"allow", "deny"})
 
 @dataclass(slots=True, kw_only=True)
 class BatchSettings:
-    tasks: list[BatchTask]
+    #: a new batch's tasks (read from the file as the batch takes them); None to resume a recorded one
+    tasks: Iterable[BatchTask] | None
+    total: int
+    #: the providers the tasks ask for besides the default
+    providers: set[str]
     common: Common
     out: Path
     jobs: int
@@ -47,10 +51,6 @@ class BatchSettings:
     meta: dict[str, Any] = field(default_factory=dict)
     #: tasks a resumed batch will not run again, by status (for the live view's counts)
     done: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return len(self.tasks)
 
 
 def _recorded(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,16 +73,29 @@ def _restore(ctx: click.Context, kwargs: dict[str, Any], recorded: Mapping[str, 
         kwargs[name] = value
 
 
-def _done_counts(out: Path, rerun_failed: bool) -> dict[str, int]:
+def _recorded_batch(out: Path, rerun_failed: bool) -> tuple[dict[str, Any], int, dict[str, int]]:
+    """The recorded batch's meta, its number of tasks, and those a resume will not run (by status)."""
     ledger = Ledger.open(out)
     try:
-        counts = ledger.counts()
+        meta, counts = ledger.meta(), ledger.counts()
     finally:
         ledger.close()
+    total = sum(n for k, n in counts.items() if ":" not in k)
     done = {k.removeprefix("finished:"): n for k, n in counts.items() if k.startswith("finished:")}
     if rerun_failed:
         done = {k: n for k, n in done.items() if k == "succeeded"}
-    return done
+    return meta, total, done
+
+
+def _scan(tasks_file: Path) -> tuple[int, set[str]]:
+    """Check the whole tasks file before anything starts; keep only its size and the providers named."""
+    total = 0
+    providers: set[str] = set()
+    for t in iter_tasks(tasks_file):
+        total += 1
+        if t.provider is not None:
+            providers.add(t.provider)
+    return total, providers
 
 
 def settings_for(
@@ -103,18 +116,20 @@ def settings_for(
         out_dir = kwargs.get("out_dir")
         if out_dir is not None and Path(out_dir).resolve() != resume_dir.resolve():
             raise UsageError("--resume OUT continues the batch in OUT: leave out --out (or give the same)")
-        tasks, recorded_meta = ledger_tasks(resume_dir)
+        recorded_meta, total, done = _recorded_batch(resume_dir, rerun == "failed")
         recorded = recorded_meta.get("cli")
         if isinstance(recorded, dict):
             _restore(ctx, kwargs, recorded)
         out = resume_dir
-        done = _done_counts(out, rerun == "failed")
+        tasks: Iterable[BatchTask] | None = None
+        providers: set[str] = set()
     else:
         if tasks_file is None:
             raise UsageError("missing TASKS.jsonl (or --resume OUT to continue a batch)")
         if rerun is not None:
             raise UsageError("--rerun goes with --resume OUT (it re-runs tasks of a recorded batch)")
-        tasks = load_tasks(tasks_file)
+        total, providers = _scan(tasks_file)
+        tasks = iter_tasks(tasks_file)
         meta = {"cli": _recorded(kwargs), "tasks_file": str(tasks_file.resolve())}
         out = kwargs.get("out_dir") or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
     kwargs.pop("out_dir", None)
@@ -127,6 +142,8 @@ def settings_for(
         raise UsageError("--ray-address and --repo-url need --backend ray")
     return BatchSettings(
         tasks=tasks,
+        total=total,
+        providers=providers,
         common=common,
         out=Path(out),
         jobs=int(kwargs["jobs"]),

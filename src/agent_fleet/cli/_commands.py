@@ -161,7 +161,7 @@ def batch_command(
         options = common.options()
         template = common.template("(per task)", settings.cwd, "batch")
         if settings.backend == "local":  # with ray each node checks its own binary and credential
-            for name in sorted({t.provider or common.provider for t in settings.tasks}):
+            for name in sorted({common.provider, *settings.providers}):
                 preflight(name, options)
         progress_console, console = consoles(common.json_output)
         progress = Progress(progress_console, json_output=common.json_output, batch=True)

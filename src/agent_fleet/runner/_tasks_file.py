@@ -26,7 +26,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ __all__ = [
     "build_task",
     "entry_object",
     "idle_timeout_supported",
+    "iter_tasks",
     "load_tasks",
     "parse_task",
     "parse_tasks",
@@ -229,11 +230,9 @@ def parse_task(obj: Any, *, line: int, base_dir: Path, where: str) -> BatchTask:
     )
 
 
-def parse_tasks(text: str, *, base_dir: Path, source: str = "tasks") -> list[BatchTask]:
-    """Parse JSON Lines task entries (see the module docstring). Raises ``UsageError`` with the line."""
-    tasks: list[BatchTask] = []
+def _parse_lines(lines: Iterable[str], *, base_dir: Path, source: str) -> Iterator[BatchTask]:
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(lines, start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -246,20 +245,30 @@ def parse_tasks(text: str, *, base_dir: Path, source: str = "tasks") -> list[Bat
         if task.id in seen:
             raise UsageError(f"{where}: id {task.id!r} already used on line {seen[task.id]}")
         seen[task.id] = number
-        tasks.append(task)
-    if not tasks:
+        yield task
+    if not seen:
         raise UsageError(f"{source}: no tasks")
-    return tasks
+
+
+def parse_tasks(text: str, *, base_dir: Path, source: str = "tasks") -> list[BatchTask]:
+    """Parse JSON Lines task entries (see the module docstring). Raises ``UsageError`` with the line."""
+    return list(_parse_lines(text.splitlines(), base_dir=base_dir, source=source))
+
+
+def iter_tasks(path: str | os.PathLike[str]) -> Iterator[BatchTask]:
+    """Read a tasks file one line at a time (memory stays flat in its size: only the ids seen are kept,
+    to refuse a duplicate). Raises ``UsageError`` (unreadable file, bad line) as it reaches it."""
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8") as f:
+            yield from _parse_lines(f, base_dir=p.resolve().parent, source=p.name)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the tasks file {str(p)!r}: {exc}") from exc
 
 
 def load_tasks(path: str | os.PathLike[str]) -> list[BatchTask]:
     """Read and parse a tasks file. Raises ``UsageError`` (unreadable file, bad line)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the tasks file {str(p)!r}: {exc}") from exc
-    return parse_tasks(text, base_dir=p.resolve().parent, source=p.name)
+    return list(iter_tasks(path))
 
 
 def entry_object(task: BatchTask) -> dict[str, Any]:

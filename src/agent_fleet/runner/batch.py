@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,20 @@ from agent_fleet.runner._tasks_file import (
     build_task,
     entry_object,
     idle_timeout_supported,
+    iter_tasks,
     load_tasks,
     parse_task,
     parse_tasks,
 )
 from agent_fleet.runner._types import EventSink, TaskEvent
-from agent_fleet.runner.ledger import Ledger, LedgerRow, holds_batch, summary_payload, write_summary
+from agent_fleet.runner.ledger import (
+    LEDGER_FILE,
+    Ledger,
+    LedgerRow,
+    dump_summary,
+    holds_batch,
+    summary_payload,
+)
 from agent_fleet.runner.providers import check_provider, make_provider
 from agent_fleet.runner.task import Task, TaskResult, TaskStatus, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
@@ -72,7 +81,7 @@ __all__ = [
     "BatchEntry",
     "BatchResult",
     "BatchTask",
-    "ledger_tasks",
+    "iter_tasks",
     "load_tasks",
     "parse_tasks",
     "run_batch",
@@ -155,49 +164,102 @@ class _Where:
     repo: Path | None
 
 
-async def _locate(
-    tasks: Sequence[BatchTask], template_needs_commit: bool, worktrees: bool, default_cwd: Path
-) -> dict[str | None, _Where]:
-    """Check every distinct task directory once (concurrently): exists, in git when it must be."""
-    first: dict[str | None, BatchTask] = {}
-    needs_git: dict[str | None, bool] = {}
-    for t in tasks:
-        key = str(t.cwd) if t.cwd is not None else None
-        first.setdefault(key, t)
-        commit = t.require_commit if t.require_commit is not None else template_needs_commit
-        needs_git[key] = needs_git.get(key, False) or worktrees or commit
-    limit = asyncio.Semaphore(8)
-    heads: dict[Path, asyncio.Task[str | None]] = {}
+def _cwd_key(t: BatchTask) -> str | None:
+    """A task's directory as the ledger records it (absolute, not resolved)."""
+    return str(t.cwd.expanduser().absolute()) if t.cwd is not None else None
 
-    async def one(key: str | None) -> tuple[str | None, _Where]:
-        t = first[key]
-        cwd = (t.cwd or default_cwd).expanduser()
+
+class _Locator:
+    """Checks each distinct task directory once (concurrently): it exists, it is in git when it must be,
+    and with worktrees its repository has a commit. Raises ``UsageError`` naming the first task."""
+
+    def __init__(self, default_cwd: Path, *, worktrees: bool, template_needs_commit: bool) -> None:
+        self.default_cwd = default_cwd
+        self.worktrees = worktrees
+        self.template_needs_commit = template_needs_commit
+        self.where: dict[str | None, _Where] = {}
+        self._heads: dict[Path, asyncio.Future[str | None]] = {}
+        self._limit = asyncio.Semaphore(8)
+
+    def get(self, t: BatchTask) -> _Where:
+        return self.where[_cwd_key(t)]
+
+    async def admit(self, chunk: Sequence[BatchTask]) -> None:
+        new: dict[str | None, BatchTask] = {}
+        for t in chunk:
+            key = _cwd_key(t)
+            if key not in self.where:
+                new.setdefault(key, t)
+        found = await asyncio.gather(*(self._one(t) for t in new.values()))
+        self.where.update(zip(new, found, strict=True))
+        for t in chunk:
+            needs_commit = t.require_commit if t.require_commit is not None else self.template_needs_commit
+            here = self.get(t)
+            if here.repo is None and (self.worktrees or needs_commit):
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): {str(here.cwd)!r} is not in a git repository"
+                )
+
+    async def _one(self, t: BatchTask) -> _Where:
+        cwd = (t.cwd or self.default_cwd).expanduser()
         if not cwd.is_dir():
             raise UsageError(f"task {t.id!r} (line {t.line}): directory {str(cwd)!r} does not exist")
         cwd = cwd.resolve()
-        async with limit:
+        async with self._limit:
             top = await _git.toplevel(cwd)
-        if top is None and needs_git[key]:
-            raise UsageError(f"task {t.id!r} (line {t.line}): {str(cwd)!r} is not in a git repository")
-        if top is not None and worktrees:
-            if top not in heads:
-                heads[top] = asyncio.ensure_future(_git.head(top))
-            if await heads[top] is None:
+        if top is not None and self.worktrees:
+            if top not in self._heads:
+                self._heads[top] = asyncio.ensure_future(_git.head(top))
+            if await self._heads[top] is None:
                 raise UsageError(
                     f"task {t.id!r} (line {t.line}): the repository {str(top)!r} has no commit yet"
                 )
-        return key, _Where(cwd=cwd, repo=top)
-
-    return dict(await asyncio.gather(*(one(k) for k in first)))
+        return _Where(cwd=cwd, repo=top)
 
 
-def _make_out(out: Path) -> None:
+def _make_out(out: Path) -> bool:
+    """Make ``out`` (a usage error when it cannot be made or written); True when it was made here."""
+    existed = out.is_dir()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from exc
     if not os.access(out, os.W_OK | os.X_OK):
         raise UsageError(f"the output directory {str(out)!r} is not writable")
+    return not existed
+
+
+_ADMIT_CHUNK = 500
+
+
+async def _admit(
+    tasks: Iterable[BatchTask] | None, ledger: Ledger, locator: _Locator, out: Path
+) -> set[str | None]:
+    """Check every task (its directory, its settings) in chunks; a new batch's tasks go into the ledger as
+    they are checked (``tasks`` None: the ledger's own). Returns the provider names the tasks ask for.
+    Nothing is kept per task: memory stays flat in the number of tasks."""
+    names: set[str | None] = set()
+    source: Iterable[BatchTask] = tasks if tasks is not None else (_task_of(r, out) for r in ledger.rows())
+    it = iter(source)
+    count = 0
+    while chunk := list(itertools.islice(it, _ADMIT_CHUNK)):
+        for t in chunk:
+            if t.idle_timeout is not None and not idle_timeout_supported():
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): 'idle_timeout' needs a runner with an idle watchdog"
+                )
+            names.add(t.provider)
+        await locator.admit(chunk)
+        if tasks is not None:
+            ledger.add([(t.id, t.line, entry_object(t)) for t in chunk])
+        count += len(chunk)
+    if not count:
+        raise UsageError("the batch has no tasks")
+    return names
+
+
+def _task_of(row: LedgerRow, out: Path) -> BatchTask:
+    return parse_task(row.spec, line=row.line, base_dir=out, where=f"{out / LEDGER_FILE}: task {row.id}")
 
 
 class _Providers:
@@ -231,7 +293,7 @@ class _Providers:
 
 
 async def run_batch(
-    tasks: Sequence[BatchTask],
+    tasks: Iterable[BatchTask] | None,
     *,
     template: Task,
     out_dir: str | os.PathLike[str],
@@ -255,8 +317,9 @@ async def run_batch(
 
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
     ``out_dir/summary.json``). ``out_dir`` must not hold a batch already, unless ``resume`` (then
-    ``tasks`` are the batch's own, see ``ledger_tasks``); ``meta`` is kept in the new ledger (the CLI
-    keeps its settings there).
+    ``tasks`` is None: the batch's own are run); ``meta`` is kept in the new ledger (the CLI keeps its
+    settings there). ``tasks`` may be any iterable (a generator reading a file): it is read once, in
+    chunks, and nothing is kept per queued task.
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
     ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
@@ -266,6 +329,8 @@ async def run_batch(
         raise UsageError("rerun_failed needs resume (`--rerun failed` goes with `--resume OUT`)")
     if not resume and holds_batch(out):
         Ledger.create(out, [])  # raises the UsageError that says how to continue it
+    if (tasks is None) != resume:
+        raise UsageError("run_batch: give tasks for a new batch, or tasks=None with resume=True")
     if backend == "ray":
         if provider is not None:
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
@@ -273,8 +338,9 @@ async def run_batch(
             raise UsageError("--resume is not supported with --backend ray yet: resume with --backend local")
         from agent_fleet.runner.ray_backend import run_batch_ray
 
+        assert tasks is not None
         return await run_batch_ray(
-            tasks,
+            list(tasks),
             template=template,
             out_dir=out_dir,
             jobs=jobs,
@@ -294,54 +360,46 @@ async def run_batch(
         raise UsageError("ray_address and repo_url need backend='ray'")
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
-    if not idle_timeout_supported() and any(t.idle_timeout is not None for t in tasks):
-        t = next(t for t in tasks if t.idle_timeout is not None)
-        raise UsageError(
-            f"task {t.id!r} (line {t.line}): 'idle_timeout' needs a runner with an idle watchdog"
-        )
     default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
-    where = await _locate(tasks, template.gate.require_commit, worktrees, default_cwd)
-    _make_out(out)
-    ledger = Ledger.open(out) if resume else None
-    if ledger is not None:
-        known = {row.id for row in ledger.rows()}
-        if known != {t.id for t in tasks}:
-            ledger.close()
-            raise UsageError(f"the tasks given are not the tasks of the batch in {str(out)!r}")
-
+    locator = _Locator(default_cwd, worktrees=worktrees, template_needs_commit=template.gate.require_commit)
+    created = _make_out(out)
+    ledger = Ledger.open(out) if resume else Ledger.create(out, [], meta=meta)
     providers = _Providers(provider, provider_name, options)
     try:
-        await providers.start({t.provider or providers.default_name for t in tasks})
+        asked = await _admit(tasks if not resume else None, ledger, locator, out)
+        await providers.start({name or providers.default_name for name in asked})
     except BaseException:
         await providers.shutdown()
-        if ledger is not None:
+        if resume:
             ledger.close()
+        else:  # nothing ran: leave nothing behind
+            ledger.discard()
+            if created:
+                with contextlib.suppress(OSError):
+                    os.rmdir(out)
         raise
-    state = _State(stop=asyncio.Event())
+    state = _State(stop=asyncio.Event(), ledger=ledger)
     started = time.monotonic()
     wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
     watcher: asyncio.Task[None] | None = None
     try:
-        if ledger is None:
-            ledger = Ledger.create(out, [(t.id, t.line, entry_object(t)) for t in tasks], meta=meta)
-        else:
+        if resume:
             ledger.prepare_resume(rerun_failed=rerun_failed)
-        state.ledger = ledger
         for p in providers.running.values():
             _note_pid(state, p)
         if stop is not None:
             watcher = asyncio.get_running_loop().create_task(_watch(stop, state))
-        runnable = {row.id for row in ledger.rows(states=("queued", "running", "interrupted"))}
-        pending: Iterator[BatchTask] = (t for t in tasks if t.id in runnable)
+        # One shared iterator over the ledger's runnable rows (read in pages): each is taken by one worker.
+        pending = ledger.rows(states=("queued", "running", "interrupted"))
 
         async def worker() -> None:
-            for t in pending:  # one shared iterator: each task is taken by one worker
+            for row in pending:
                 if state.stop.is_set():
                     return
-                assert state.ledger is not None
-                row = state.ledger.get(t.id)
-                here = where[str(t.cwd) if t.cwd is not None else None]
-                entry = await _run_one(t, row, template, providers, here, wt_root, out, state, on_event)
+                t = _task_of(row, out)
+                entry = await _run_one(
+                    t, ledger.get(t.id), template, providers, locator.get(t), wt_root, out, state, on_event
+                )
                 _note_pid(state, providers.get(t.provider))
                 if entry.result.fatal and state.stopped is None:
                     state.stopped = f"fatal error in task {t.id}: {entry.result.reason}"
@@ -351,8 +409,7 @@ async def run_batch(
                     on_result(entry)
 
         workers = [
-            asyncio.get_running_loop().create_task(worker(), name=f"batch:worker{i}")
-            for i in range(min(jobs, max(1, len(runnable))))
+            asyncio.get_running_loop().create_task(worker(), name=f"batch:worker{i}") for i in range(jobs)
         ]
         try:
             await asyncio.gather(*workers)
@@ -400,8 +457,8 @@ def _result(state: _State, duration: float, out: Path) -> BatchResult:
             "fatal": state.fatal,
             "provider_pids": sorted(state.pids),
         }
-        path = write_summary(ledger, extra)
         payload = summary_payload(ledger, extra)
+        path = dump_summary(out, payload)
     finally:
         ledger.close()
     return BatchResult(
@@ -559,16 +616,3 @@ async def _settle_worktree(repo: Path, worktree: Path, lock: asyncio.Lock) -> tu
     if cleanup.cancelled() or cleanup.exception() is not None:
         return worktree, cancelled
     return cleanup.result(), cancelled
-
-
-def ledger_tasks(out: str | os.PathLike[str]) -> tuple[list[BatchTask], dict[str, Any]]:
-    """The tasks and the ``meta`` of the batch recorded in ``out`` (for ``run_batch(resume=True)``)."""
-    ledger = Ledger.open(Path(out))
-    try:
-        tasks = [
-            parse_task(row.spec, line=row.line, base_dir=Path(out), where=f"{ledger.path} task {row.id}")
-            for row in ledger.rows()
-        ]
-        return tasks, ledger.meta()
-    finally:
-        ledger.close()

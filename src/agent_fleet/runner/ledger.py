@@ -28,9 +28,11 @@ CLI's forced-exit path) while the batch writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ __all__ = [
     "Ledger",
     "LedgerRow",
     "TaskState",
+    "dump_summary",
     "holds_batch",
     "record_forced_stop",
     "write_summary",
@@ -207,6 +210,31 @@ class Ledger:
 
     def close(self) -> None:
         self._db.close()
+
+    def discard(self) -> None:
+        """Close and delete the ledger (a batch that never started: nothing ran, nothing to keep)."""
+        self._db.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                self.path.with_name(self.path.name + suffix).unlink()
+
+    def add(self, entries: Sequence[tuple[str, int, Mapping[str, Any]]]) -> None:
+        """Queue more tasks (id, line, tasks-file object) after those already in. Raises ``UsageError``
+        for an id already in the ledger."""
+        now = time.time()
+        try:
+            with _transaction(self._db):
+                (last,) = self._db.execute("SELECT COALESCE(MAX(position), -1) FROM tasks").fetchone()
+                self._db.executemany(
+                    "INSERT INTO tasks (id, position, line, spec, state, updated_at) "
+                    "VALUES (?, ?, ?, ?, 'queued', ?)",
+                    (
+                        (task_id, last + 1 + n, line, json.dumps(obj, ensure_ascii=False), now)
+                        for n, (task_id, line, obj) in enumerate(entries)
+                    ),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise UsageError(f"a task id is used twice in the batch ({exc})") from exc
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -463,13 +491,18 @@ def summary_payload(ledger: Ledger, extra: Mapping[str, Any]) -> dict[str, Any]:
     return {"tasks": tasks, "counts": counts, "states": states, "ledger": str(ledger.path), **extra}
 
 
-def write_summary(ledger: Ledger, extra: Mapping[str, Any]) -> Path:
-    """Write ``summary.json`` from the ledger, atomically (a temporary file renamed over it)."""
-    path = ledger.out / SUMMARY_FILE
-    tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(summary_payload(ledger, extra), indent=2, default=str) + "\n", encoding="utf-8")
+def dump_summary(out: Path, payload: Mapping[str, Any]) -> Path:
+    """Write ``payload`` as ``out/summary.json`` atomically (a temporary file renamed over it)."""
+    path = out / SUMMARY_FILE
+    tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def write_summary(ledger: Ledger, extra: Mapping[str, Any]) -> Path:
+    """Write ``summary.json`` from the ledger (see ``dump_summary``)."""
+    return dump_summary(ledger.out, summary_payload(ledger, extra))
 
 
 def record_forced_stop(out: Path, stopped: str) -> list[int]:
