@@ -326,8 +326,8 @@ def consoles(json_output: bool) -> tuple[Console, Console]:
     return out, out
 
 
-#: the final table lists every task up to this many; beyond, only the ones that did not succeed
-SUMMARY_ROWS = 200
+#: the final table lists every task up to this many; beyond, only tasks that ran and did not succeed
+SUMMARY_ROWS = 50
 
 
 def summary_table(result: BatchResult) -> RenderableType:
@@ -335,18 +335,17 @@ def summary_table(result: BatchResult) -> RenderableType:
     entries = list(result.entries)
     note: Text | None = None
     if len(entries) > SUMMARY_ROWS:
-        others = [e for e in entries if not e.result.ok]
+        ran = [e for e in entries if not e.result.ok and e.state != "queued"]
+        succeeded = sum(1 for e in entries if e.result.ok)
+        queued = sum(1 for e in entries if e.state == "queued")
+        more = len(ran) - SUMMARY_ROWS
         note = Text(
-            f"{len(entries) - len(others):,} succeeded task(s) not listed; "
-            + (
-                f"the first {SUMMARY_ROWS} of {len(others):,} others shown; "
-                if len(others) > SUMMARY_ROWS
-                else ""
-            )
-            + "every task is in summary.json",
+            f"{len(entries):,} tasks: {succeeded:,} succeeded, {queued:,} not started"
+            + (f", {more:,} more that did not succeed" if more > 0 else "")
+            + " (not listed: every task is in summary.json)",
             style="dim",
         )
-        entries = others[:SUMMARY_ROWS]
+        entries = ran[:SUMMARY_ROWS]
     table = Table(title="agent-fleet batch")
     for name in ("task", "status", "follow-ups", "duration", "tokens", "branch"):
         table.add_column(name, overflow="fold")

@@ -474,6 +474,9 @@ def _result(state: _State, duration: float, out: Path) -> BatchResult:
 
 def _entry(t: Mapping[str, Any]) -> BatchEntry:
     """A summary entry back as a ``BatchEntry`` (the gate and review details stay in the summary)."""
+    if t.get("state") == "queued" and not t.get("runs"):  # never started: kept cheap for a big fleet
+        result = TaskResult(task_id=str(t["task_id"]), status="cancelled", reason=str(t.get("reason") or ""))
+        return BatchEntry(result=result, state="queued", runs=0)
     tokens = int(t.get("tokens") or 0)
     status: TaskStatus = t.get("status", "cancelled")
     result = TaskResult(
