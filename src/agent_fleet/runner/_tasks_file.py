@@ -133,7 +133,8 @@ def _patterns(obj: Mapping[str, Any], key: str, where: str) -> tuple[str, ...] |
     try:
         ApprovalPolicy(PermissionConfig(allow_patterns=tuple(items)))
     except UsageError as exc:
-        raise UsageError(f"{where}: {key!r}: {exc}") from exc
+        detail = str(exc).removeprefix("PermissionConfig.allow_patterns: ")
+        raise UsageError(f"{where}: {key!r}: {detail}") from exc
     return tuple(items)
 
 
