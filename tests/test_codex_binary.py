@@ -42,6 +42,7 @@ def test_codex_bin_env_broken(monkeypatch: pytest.MonkeyPatch) -> None:
         find_codex()
 
 
+@pytest.mark.e2e
 def test_bundled_binary_is_found_and_pinned(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CODEX_BIN", raising=False)
     path = find_codex()

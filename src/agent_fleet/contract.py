@@ -16,20 +16,25 @@ Calling order for a handle::
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from agent_fleet.events import Event, Result
+from agent_fleet.errors import Unsupported
+from agent_fleet.events import Event, Result, TokenUsage
 
 __all__ = [
     "Capabilities",
+    "Finding",
     "Handle",
     "Mode",
+    "ModelInfo",
     "PermissionConfig",
     "Provider",
+    "ReviewResult",
+    "ReviewTarget",
     "Sandbox",
     "Spec",
     "Untranslated",
@@ -110,6 +115,73 @@ class Capabilities:
     needs_permission_config: bool
     emits_subagent_events: bool
     tool_permission_format: str
+    supports_review: bool = False  # ``Provider.review`` works
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelInfo:
+    """One model a provider offers. ``raw`` is the provider's own record (for ``--json``)."""
+
+    id: str
+    name: str = ""
+    description: str = ""
+    default_effort: str | None = None
+    is_default: bool = False
+    hidden: bool = False
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewTarget:
+    """What a review looks at: one ``commit`` (``sha``), everything since ``base`` (a commit), or the
+    ``uncommitted`` changes of the work tree."""
+
+    kind: Literal["commit", "base", "uncommitted"]
+    sha: str | None = None
+    base: str | None = None
+    title: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind}
+        out.update({k: v for k, v in (("sha", self.sha), ("base", self.base), ("title", self.title)) if v})
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One review finding. ``priority`` is 0 (P0, most severe) to 3, or None when untagged."""
+
+    title: str
+    priority: int | None
+    location: str = ""
+    body: str = ""
+
+    @property
+    def rank(self) -> int:
+        """The priority used for thresholds (an untagged finding ranks as P3)."""
+        return 3 if self.priority is None else self.priority
+
+    def render(self) -> str:
+        where = f" ({self.location})" if self.location else ""
+        body = f"\n  {self.body.replace(chr(10), chr(10) + '  ')}" if self.body else ""
+        return f"- {self.title}{where}{body}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewResult:
+    """A finished review: the reviewer's ``text``, the parsed ``findings``, the overall ``explanation``,
+    the reviewing session and what it looked at."""
+
+    text: str
+    findings: tuple[Finding, ...]
+    explanation: str
+    session_id: str
+    target: ReviewTarget
+    usage: TokenUsage | None = None
+
+    def blocking(self, threshold: int) -> list[Finding]:
+        """Findings at or above ``threshold`` (0 = P0 ... 3 = P3)."""
+        return [f for f in self.findings if f.rank <= threshold]
 
 
 class Handle(abc.ABC):
@@ -142,9 +214,12 @@ class Handle(abc.ABC):
 
 
 class Provider(abc.ABC):
-    """Starts and resumes sessions. Use as an async context manager."""
+    """Starts and resumes sessions. Use as an async context manager.
+
+    ``options`` is the provider's options object (its registry entry's options type)."""
 
     name: str
+    options: Any
 
     @property
     @abc.abstractmethod
@@ -164,6 +239,28 @@ class Provider(abc.ABC):
 
     async def start(self) -> None:  # noqa: B027 - optional hook, not abstract
         """Acquire resources (e.g. start a child process). Called on context entry."""
+
+    @property
+    def pid(self) -> int | None:
+        """The provider's long-lived child process (for resource sampling), or None when it has none."""
+        return None
+
+    async def review(
+        self,
+        target: ReviewTarget,
+        *,
+        cwd: str | Path,
+        model: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> ReviewResult:
+        """Review the changes ``target`` names in ``cwd`` (read-only); ``on_event`` gets the reviewing
+        session's events. Cancelling it (e.g. ``asyncio.timeout``) interrupts the review. Raises
+        ``Unsupported`` unless ``capabilities.supports_review``."""
+        raise Unsupported(f"the {self.name} provider cannot review changes")
+
+    async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
+        """The models this provider offers. Raises ``Unsupported`` where it cannot list them."""
+        raise Unsupported(f"the {self.name} provider cannot list its models")
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -8,6 +8,7 @@ import pytest
 
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
+from agent_fleet.contract import Handle
 from agent_fleet.errors import TurnFailed, UsageError
 from agent_fleet.events import Error, Result, TextDelta
 
@@ -17,19 +18,25 @@ class _Turn:
         self.stream = EventStream()
 
 
-class _Provider:
+class _Host:
     def __init__(self) -> None:
         self.tasks: list[asyncio.Task[Any]] = []
 
-    def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+    def spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self.tasks.append(task)
         return task
 
+    def forget(self, handle: Handle) -> None:
+        raise AssertionError("not used by StreamedHandle")
+
+    def rekey(self, handle: Handle, new_id: str) -> None:
+        raise AssertionError("not used by StreamedHandle")
+
 
 class _Handle(StreamedHandle[_Turn]):
     def __init__(self) -> None:
-        self._provider = _Provider()
+        self._host: _Host = _Host()
         self._turn: _Turn | None = None
         self.prompts: list[str] = []
         self.stopped = 0
@@ -98,7 +105,7 @@ async def test_cancelling_the_reader_stops_the_session() -> None:
     reader.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reader
-    [stop] = handle._provider.tasks
+    [stop] = handle._host.tasks
     assert stop.get_name() == "stop:s1"
     await stop
     assert handle.stopped == 1

@@ -16,13 +16,6 @@ def anthropic_server() -> Iterator[ScriptedAnthropicServer]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def claude_home(tmp_path: Path) -> Path:
     return tmp_path / "claude-home"
 

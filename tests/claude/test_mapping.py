@@ -156,7 +156,7 @@ def test_system_messages() -> None:
     assert mapper.feed(init) == [System(subtype="init", data={"session_id": "s", "model": "m", "cwd": "/w"})]
     assert mapper.feed(SystemMessage(subtype="status", data={"status": "requesting"})) == []
     assert mapper.feed(SystemMessage(subtype="compact_boundary", data={"x": 1})) == [
-        System(subtype="compact_boundary", data={"x": 1})
+        System(subtype="claude_system", data={"subtype": "compact_boundary", "data": {"x": 1}})
     ]
     limit = RateLimitEvent(
         rate_limit_info=RateLimitInfo(status="allowed", raw={"status": "allowed"}), uuid="u", session_id="s"

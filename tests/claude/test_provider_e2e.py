@@ -40,7 +40,7 @@ from agent_fleet.testing._anthropic import (
     ScriptedAnthropicServer,
 )
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
 
 TOKEN = re.compile(r"token-(\d+)")
 
@@ -123,7 +123,7 @@ async def test_bash_accepted_runs_and_reports_output(
     assert len(approvals) == 1 and approvals[0].synthetic
     assert approvals[0].input == {"kind": "command", "command": "echo agent-fleet-ran"}
     verdict = next(e for e in events if isinstance(e, ToolResult) and e.id == approvals[0].id)
-    assert verdict.synthetic and verdict.status == "acceptForSession" and not verdict.is_error
+    assert verdict.synthetic and verdict.status == "allow_for_session" and not verdict.is_error
 
     shell = [e for e in events if isinstance(e, ToolUse) and e.name == "shell"]
     assert len(shell) == 1 and shell[0].input == {"command": "echo agent-fleet-ran"}
@@ -284,7 +284,7 @@ async def test_stop_cancels_the_running_turn(
     anthropic_server.enqueue(AnthropicReply.text("never seen", delay=5.0))
     async with ClaudeProvider(claude_options) as provider:
         handle = await provider.spawn(Spec(prompt="slow", cwd=workspace))
-        await asyncio.sleep(0.5)
+        await anthropic_server.wait_for_request(lambda r: r.is_agent)  # mid-turn
         await handle.stop()
         await handle.stop()  # idempotent
         events = await _collect(handle)
@@ -316,7 +316,7 @@ async def test_cli_exit_is_process_exited(
         handle = await provider.spawn(Spec(prompt="slow", cwd=workspace))
         children = _cli_children()
         assert len(children) == 1
-        await asyncio.sleep(0.3)
+        await anthropic_server.wait_for_request(lambda r: r.is_agent)  # mid-turn
         os.kill(children[0], signal.SIGKILL)
         events = await _collect(handle)
         with pytest.raises(UsageError):

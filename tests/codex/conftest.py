@@ -1,18 +1,9 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agent_fleet.codex import CodexOptions
 from agent_fleet.testing import CodexTestEnv
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture

@@ -5,10 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from agent_fleet import Result, Spec, System, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.events import Event
 from agent_fleet.testing import Reply, ScriptedModelServer, exec_command
+
+pytestmark = pytest.mark.e2e  # runs the real binary
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -42,7 +46,7 @@ async def test_git_reset_hard_is_declined_and_the_change_survives(
     assert "git reset --hard" in denied[0].data["command"]
     assert denied[0].data["reason"]
     decisions = [e.status for e in events if isinstance(e, ToolResult) and e.synthetic]
-    assert decisions == ["decline", "acceptForSession"]
+    assert decisions == ["decline", "allow_for_session"]
     assert [e.input["kind"] for e in events if isinstance(e, ToolUse) and e.synthetic] == [
         "command",
         "command",

@@ -19,6 +19,8 @@ from agent_fleet.errors import ProviderUnavailable, TurnFailed, UsageError
 from agent_fleet.events import AssistantMessage, Event
 from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer
 
+pytestmark = pytest.mark.e2e  # runs the real binary
+
 TOKEN = re.compile(r"token-(\d+)")
 
 
@@ -133,7 +135,7 @@ async def test_stop_mid_turn_ends_with_cancelled(
     scripted_model.enqueue(Reply.text("never seen", delay=10), Reply.text("after stop"))
     async with CodexProvider(codex_options) as provider:
         handle = await provider.spawn(Spec(prompt="slow", cwd=workspace))
-        await asyncio.sleep(0.5)
+        await scripted_model.wait_for_request()  # mid-turn: the model is "thinking"
         started = time.monotonic()
         await handle.stop()
         await handle.stop()  # idempotent
@@ -153,18 +155,14 @@ async def test_cancelling_the_consumer_stops_the_turn(
     async with CodexProvider(codex_options) as provider:
         handle = await provider.spawn(Spec(prompt="slow", cwd=workspace))
         task = asyncio.create_task(_collect(handle))
-        await asyncio.sleep(0.5)
+        await scripted_model.wait_for_request()  # mid-turn: the model is "thinking"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        for _ in range(50):
-            if handle.closed:
-                break
-            await asyncio.sleep(0.1)
-        assert handle.closed
         with pytest.raises(TurnFailed) as info:
-            await handle.wait()
+            await handle.wait()  # ends when the stop() that the cancellation started ends the turn
         assert info.value.event.code == "cancelled"
+        assert handle.closed
 
 
 async def test_timeout_interrupts_the_turn(
@@ -205,10 +203,7 @@ async def test_sigkill_while_four_handles_are_mid_turn(
     scripted_model.default = Reply.text("never", delay=20)
     async with CodexProvider(codex_options) as provider:
         handles = [await provider.spawn(Spec(prompt=f"q{i}", cwd=workspace)) for i in range(4)]
-        for _ in range(100):
-            if len(scripted_model.requests) >= 4:
-                break
-            await asyncio.sleep(0.05)
+        await scripted_model.wait_for_request(count=4)
         assert provider.pid is not None
         os.kill(provider.pid, signal.SIGKILL)
         killed = time.monotonic()
@@ -273,8 +268,8 @@ async def test_slow_consumers_do_not_delay_other_requests(
 async def test_list_models(codex_options: CodexOptions) -> None:
     async with CodexProvider(codex_options) as provider:
         models = await provider.list_models()
-    assert models and all("id" in m for m in models)
-    assert any(m["id"] == "gpt-5.5" or m.get("model") == "gpt-5.5" for m in models)
+    assert models and all("id" in m.raw for m in models)  # ModelInfo keeps codex's own record
+    assert any(m.id == "gpt-5.5" for m in models)
 
 
 async def test_missing_binary_is_provider_unavailable(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from agent_fleet import Error, PermissionConfig, Result, Spec, System, ToolResult, ToolUse
-from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalRequest, Decision
 
@@ -123,7 +124,7 @@ async def test_approval_handler_refines_but_cannot_override_builtin_declines(tmp
 
     async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
         seen.append(str(request.command))
-        return Decision(action="accept")  # would accept anything, if asked
+        return Decision(action="allow_once")  # would accept anything, if asked
 
     scenario = [_cmd("npm publish"), _cmd("rm -rf /")]
     options = _options(tmp_path, scenario, approval_handler=handler)
@@ -163,11 +164,25 @@ async def test_slow_approval_handler_does_not_block_other_threads(tmp_path: Path
 
 async def test_list_models_follows_pages_and_mcp_soft_failure(tmp_path: Path) -> None:
     async with CodexProvider(_options(tmp_path, [])) as provider:
-        assert [m["id"] for m in await provider.list_models()] == ["a", "b"]
+        assert [m.id for m in await provider.list_models()] == ["a", "b"]
         handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path, mcp_servers={"docs": {"command": "x"}}))
         events = [e async for e in handle.events()]
     notices = [e for e in events if isinstance(e, System) and e.subtype == "mcp_config_unsupported"]
     assert len(notices) == 1
+
+
+async def test_unsupported_spec_fields_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Today's app-server carries every Spec field; a field it cannot must still reach the caller.
+    from agent_fleet.codex import appserver
+
+    def plan_with_a_gap(spec: Spec) -> SpawnPlan:
+        plan = plan_spawn(spec)
+        return dataclasses.replace(plan, untranslated=(Untranslated("future_field", "not supported"),))
+
+    monkeypatch.setattr(appserver, "plan_spawn", plan_with_a_gap)
+    events, _ = await _run(_options(tmp_path, []), Spec(prompt="p", cwd=tmp_path))
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "spec_unsupported"]
+    assert [n.data for n in notices] == [{"field": "future_field", "reason": "not supported"}]
 
 
 async def test_bad_user_regex_fails_before_any_wire_traffic(tmp_path: Path) -> None:
@@ -177,22 +192,29 @@ async def test_bad_user_regex_fails_before_any_wire_traffic(tmp_path: Path) -> N
         assert provider.connection.requests_sent["thread/start"] == 0
 
 
-async def _parked(tmp_path: Path) -> tuple[CodexOptions, asyncio.Event]:
-    gate = asyncio.Event()
+async def _parked(tmp_path: Path, turns: int) -> tuple[CodexOptions, asyncio.Event, asyncio.Event]:
+    """Options whose approval handler holds every turn until ``gate`` is set; ``all_parked`` is set
+    once ``turns`` turns are held there (mid-turn, for sure)."""
+    gate, all_parked = asyncio.Event(), asyncio.Event()
+    parked = 0
 
     async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        nonlocal parked
+        parked += 1
+        if parked == turns:
+            all_parked.set()
         await gate.wait()  # keeps the turn running until the race is over
         return decision
 
-    return _options(tmp_path, [_cmd("make")], approval_handler=handler), gate
+    return _options(tmp_path, [_cmd("make")], approval_handler=handler), gate, all_parked
 
 
 @pytest.mark.parametrize("order", ["stop-then-kill", "kill-then-stop", "together"])
 async def test_stop_and_crash_race_in_any_order(tmp_path: Path, order: str) -> None:
-    options, gate = await _parked(tmp_path)
+    options, gate, all_parked = await _parked(tmp_path, turns=3)
     async with CodexProvider(options) as provider:
         handles = [await provider.spawn(Spec(prompt="p", cwd=tmp_path)) for _ in range(3)]
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(all_parked.wait(), 5)
         pid = provider.pid
         assert pid is not None
 

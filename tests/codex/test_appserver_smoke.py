@@ -6,9 +6,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_fleet.codex import find_codex
 from agent_fleet.jsonrpc import Connection, Notification, StreamTransport, param_key
 from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
+
+pytestmark = pytest.mark.e2e  # runs the real binary
 
 
 async def test_initialize_thread_turn_reaches_completed(

@@ -16,6 +16,8 @@ from agent_fleet.execserver import ExecServerClient
 
 from ._proxy import DROP_CONNECTION, FaultProxy, Later, nth
 
+pytestmark = pytest.mark.e2e  # runs the real binary
+
 LINES = "for i in 1 2 3 4 5 6; do echo line$i; sleep 0.02; done; echo tail >&2; exit 5"
 EXPECTED = b"".join(b"line%d\n" % i for i in range(1, 7))
 

@@ -22,6 +22,8 @@ from agent_fleet.execserver import (
     WriteRejected,
 )
 
+pytestmark = pytest.mark.e2e  # runs the real binary
+
 
 async def test_thirty_one_shot_runs_are_exact_with_zero_reads(client: ExecServerClient) -> None:
     for i in range(30):

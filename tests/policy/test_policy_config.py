@@ -16,7 +16,7 @@ def _cmd(command: str | list[str]) -> ApprovalRequest:
     ("config", "command", "action", "rule"),
     [
         # None: built-in rules plus default allow.
-        (None, "ls", "acceptForSession", None),
+        (None, "ls", "allow_for_session", None),
         (None, "rm -rf /", "decline", "rm-root"),
         # Disallow wins over allow, and is searched in the unwrapped commands too.
         (
@@ -25,7 +25,7 @@ def _cmd(command: str | list[str]) -> ApprovalRequest:
             "decline",
             "user-deny",
         ),
-        (PermissionConfig(allow_patterns=("^npm",)), "npm test", "acceptForSession", None),
+        (PermissionConfig(allow_patterns=("^npm",)), "npm test", "allow_for_session", None),
         (
             PermissionConfig(disallow_patterns=("^docker ",)),
             "bash -lc 'docker run x'",
@@ -39,17 +39,22 @@ def _cmd(command: str | list[str]) -> ApprovalRequest:
             "user-deny",
         ),
         (PermissionConfig(disallow_patterns=("timeout",)), "timeout 5 ls", "decline", "user-deny"),
-        (PermissionConfig(disallow_patterns=("kubectl delete",)), "ls", "acceptForSession", None),
+        (PermissionConfig(disallow_patterns=("kubectl delete",)), "ls", "allow_for_session", None),
         # Allow patterns restrict: every simple command must match one.
-        (PermissionConfig(allow_patterns=("^git ",)), "git status", "acceptForSession", None),
-        (PermissionConfig(allow_patterns=("^git ",)), "bash -lc 'git status'", "acceptForSession", None),
-        (PermissionConfig(allow_patterns=("^git ",)), ["bash", "-lc", "git log"], "acceptForSession", None),
-        (PermissionConfig(allow_patterns=("^git ",)), "env GIT_PAGER=cat git log", "acceptForSession", None),
+        (PermissionConfig(allow_patterns=("^git ",)), "git status", "allow_for_session", None),
+        (PermissionConfig(allow_patterns=("^git ",)), "bash -lc 'git status'", "allow_for_session", None),
+        (PermissionConfig(allow_patterns=("^git ",)), ["bash", "-lc", "git log"], "allow_for_session", None),
+        (PermissionConfig(allow_patterns=("^git ",)), "env GIT_PAGER=cat git log", "allow_for_session", None),
         (PermissionConfig(allow_patterns=("^git ",)), "npm test", "decline", "not-allowed"),
         (PermissionConfig(allow_patterns=("^git ",)), "git status && rm notes.txt", "decline", "not-allowed"),
         (PermissionConfig(allow_patterns=("^git ",)), "git log | less", "decline", "not-allowed"),
-        (PermissionConfig(allow_patterns=("^git ", "^less$")), "git log | less", "acceptForSession", None),
-        (PermissionConfig(allow_patterns=("^git ",), default="deny"), "git status", "acceptForSession", None),
+        (PermissionConfig(allow_patterns=("^git ", "^less$")), "git log | less", "allow_for_session", None),
+        (
+            PermissionConfig(allow_patterns=("^git ",), default="deny"),
+            "git status",
+            "allow_for_session",
+            None,
+        ),
         # Default deny.
         (PermissionConfig(default="deny"), "ls", "decline", "default-deny"),
         (PermissionConfig(default="deny"), "rm -rf /", "decline", "rm-root"),
@@ -87,9 +92,9 @@ def test_bad_regex_raises_at_construction_naming_the_pattern(field: str) -> None
 @pytest.mark.parametrize(
     ("kind", "default", "action", "rule"),
     [
-        ("permissions", "allow", "acceptForSession", None),
+        ("permissions", "allow", "allow_for_session", None),
         ("permissions", "deny", "decline", "default-deny"),
-        ("unknown", "allow", "acceptForSession", None),
+        ("unknown", "allow", "allow_for_session", None),
         ("unknown", "deny", "decline", "default-deny"),
     ],
 )
@@ -110,7 +115,7 @@ def test_empty_command_is_unparsable(command: str | list[str] | None) -> None:
 def test_evaluate_command_takes_a_config() -> None:
     config = PermissionConfig(default="deny")
     assert evaluate_command("ls", config=config).rule == "default-deny"
-    assert evaluate_command("ls").action == "acceptForSession"
+    assert evaluate_command("ls").action == "allow_for_session"
 
 
 def test_values_are_validated() -> None:
@@ -121,5 +126,5 @@ def test_values_are_validated() -> None:
     request = ApprovalRequest(kind="command", command=["ls", "-l"], paths=["a"], writable_roots=["/tmp"])
     assert request.command == ("ls", "-l")
     assert request.paths == ("a",)
-    assert Decision(action="acceptForSession").accepted
+    assert Decision(action="allow_for_session").accepted
     assert not Decision(action="cancel").accepted

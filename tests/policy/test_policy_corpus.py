@@ -27,7 +27,7 @@ def test_dangerous_is_declined(command: str, rule: str) -> None:
 @pytest.mark.parametrize("command", EVERYDAY)
 def test_everyday_is_accepted(command: str) -> None:
     decision = evaluate_command(command)
-    assert decision.action == "acceptForSession", (decision.rule, decision.reason)
+    assert decision.action == "allow_for_session", (decision.rule, decision.reason)
     assert decision.rule is None
 
 
@@ -35,10 +35,10 @@ def test_everyday_is_accepted(command: str) -> None:
     ("argv", "action", "rule"),
     [
         (["/bin/bash", "-lc", "git reset --hard"], "decline", "git-reset-hard"),
-        (["bash", "-lc", "ls"], "acceptForSession", None),
+        (["bash", "-lc", "ls"], "allow_for_session", None),
         (["rm", "-rf", "/"], "decline", "rm-root"),
-        (["rm", "-rf", "build"], "acceptForSession", None),
-        (["git", "commit", "-m", "rm -rf /"], "acceptForSession", None),
+        (["rm", "-rf", "build"], "allow_for_session", None),
+        (["git", "commit", "-m", "rm -rf /"], "allow_for_session", None),
         (["/usr/bin/env", "sudo", "ls"], "decline", "privilege-escalation"),
         (["zsh", "-c", "curl -s x | sh"], "decline", "download-to-shell"),
         (["bash", "-lc", "echo 'unterminated"], "decline", "unparsable"),
@@ -54,11 +54,11 @@ def test_codex_argv_form(argv: list[str], action: str, rule: str | None) -> None
     [
         # With a known working directory, relative targets are resolved before judging.
         ("rm -rf ../../..", "/work/main/src", "decline", "rm-root"),
-        ("rm -rf build", "/work/main", "acceptForSession", None),
-        ("rm -rf .", "/work/main", "acceptForSession", None),
+        ("rm -rf build", "/work/main", "allow_for_session", None),
+        ("rm -rf .", "/work/main", "allow_for_session", None),
         ("rm -rf *", "/usr", "decline", "rm-root"),
         ("rm -rf $PWD", "/etc", "decline", "rm-root"),
-        ("chmod -R u+w /work/main/build", "/work/main", "acceptForSession", None),
+        ("chmod -R u+w /work/main/build", "/work/main", "allow_for_session", None),
         ("chmod -R u+w /work/other", "/work/main", "decline", "recursive-chmod-root"),
         ("chmod -R 755 ../..", "/work/main", "decline", "recursive-chmod-root"),
     ],
@@ -70,4 +70,4 @@ def test_cwd_aware(command: str, cwd: str, action: str, rule: str | None) -> Non
 
 def test_writable_roots_allow_recursive_chmod() -> None:
     decision = evaluate_command("chmod -R u+w /data/cache", cwd="/work/main", writable_roots=["/data"])
-    assert decision.action == "acceptForSession"
+    assert decision.action == "allow_for_session"

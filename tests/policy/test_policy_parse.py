@@ -86,13 +86,13 @@ def test_unparsable_is_declined(command: str) -> None:
 def test_too_deep_nesting_fails_closed() -> None:
     # `eval eval ... ls` nests one inline script per `eval` without the quoting blow-up of `sh -c`.
     shallow = "eval " * policy._shell.MAX_DEPTH + "ls"
-    assert evaluate_command(shallow).action == "acceptForSession"
+    assert evaluate_command(shallow).action == "allow_for_session"
     deep = "eval " * (policy._shell.MAX_DEPTH + 1) + "ls"
     assert evaluate_command(deep).rule == "unparsable"
     nested = "ls"
     for _ in range(4):
         nested = f"sh -c {shlex.quote(nested)}"
-    assert evaluate_command(nested).action == "acceptForSession"
+    assert evaluate_command(nested).action == "allow_for_session"
 
 
 def test_unparsable_is_a_value_error() -> None:
@@ -172,11 +172,11 @@ _PIECES = [*"rm -f/~$(){}|&;<>'\"`\\\n*?[]=#!:.0abcsudo", "rm -rf /", "sh -c ", 
 @given(text=st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
 def test_any_text_gets_a_decision(text: str) -> None:
     decision = evaluate_command(text)
-    assert decision.action in ("acceptForSession", "decline")
-    assert decision.action == "acceptForSession" or decision.rule in policy.RULES
+    assert decision.action in ("allow_for_session", "decline")
+    assert decision.action == "allow_for_session" or decision.rule in policy.RULES
 
 
 @settings(max_examples=60, deadline=None)
 @given(argv=st.lists(st.text(max_size=12), max_size=5))
 def test_any_argv_gets_a_decision(argv: list[str]) -> None:
-    assert evaluate_command(argv).action in ("acceptForSession", "decline")
+    assert evaluate_command(argv).action in ("allow_for_session", "decline")

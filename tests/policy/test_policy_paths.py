@@ -46,12 +46,12 @@ def _decide(
 @pytest.mark.parametrize(
     ("paths", "expected"),
     [
-        (["src/a.py"], ("acceptForSession", None)),
-        (["src/new.py", "README.md"], ("acceptForSession", None)),
-        (["src/../src/a.py"], ("acceptForSession", None)),
-        (["new/dir/deep/file.txt"], ("acceptForSession", None)),  # not-yet-existing subdirectories
-        (["inner_link/a.py"], ("acceptForSession", None)),  # symlink that stays inside
-        (["."], ("acceptForSession", None)),
+        (["src/a.py"], ("allow_for_session", None)),
+        (["src/new.py", "README.md"], ("allow_for_session", None)),
+        (["src/../src/a.py"], ("allow_for_session", None)),
+        (["new/dir/deep/file.txt"], ("allow_for_session", None)),  # not-yet-existing subdirectories
+        (["inner_link/a.py"], ("allow_for_session", None)),  # symlink that stays inside
+        (["."], ("allow_for_session", None)),
         (["../outside/secret"], ("decline", "path-escape")),
         (["src/../../outside/x"], ("decline", "path-escape")),
         (["new/../../escaped"], ("decline", "path-escape")),
@@ -70,26 +70,26 @@ def test_containment(tree: dict[str, Path], paths: list[str], expected: tuple[st
 
 def test_absolute_paths(tree: dict[str, Path]) -> None:
     work, extra, outside = tree["work"], tree["extra"], tree["outside"]
-    assert _decide([str(work / "src" / "a.py")], work) == ("acceptForSession", None)
+    assert _decide([str(work / "src" / "a.py")], work) == ("allow_for_session", None)
     assert _decide([str(outside / "x")], work) == ("decline", "path-escape")
-    assert _decide([str(extra / "x")], work, [str(extra)]) == ("acceptForSession", None)
-    assert _decide([str(extra / "x")], work, ["../extra"]) == ("acceptForSession", None)
+    assert _decide([str(extra / "x")], work, [str(extra)]) == ("allow_for_session", None)
+    assert _decide([str(extra / "x")], work, ["../extra"]) == ("allow_for_session", None)
     assert _decide([str(extra) + "-sibling/x"], work, [str(extra)]) == ("decline", "path-escape")
 
 
 def test_symlinked_cwd(tree: dict[str, Path]) -> None:
     linked = tree["root"] / "link_to_work"
-    assert _decide(["src/a.py", "new.txt"], linked) == ("acceptForSession", None)
-    assert _decide([str(linked / "src" / "a.py")], tree["work"]) == ("acceptForSession", None)
-    assert _decide([str(tree["work"] / "x")], linked) == ("acceptForSession", None)
+    assert _decide(["src/a.py", "new.txt"], linked) == ("allow_for_session", None)
+    assert _decide([str(linked / "src" / "a.py")], tree["work"]) == ("allow_for_session", None)
+    assert _decide([str(tree["work"] / "x")], linked) == ("allow_for_session", None)
     assert _decide(["escape/secret"], linked) == ("decline", "path-escape")
 
 
 def test_no_cwd(tree: dict[str, Path]) -> None:
     assert _decide(["src/a.py"], None) == ("decline", "path-escape")
-    assert _decide([str(tree["extra"] / "x")], None, [str(tree["extra"])]) == ("acceptForSession", None)
+    assert _decide([str(tree["extra"] / "x")], None, [str(tree["extra"])]) == ("allow_for_session", None)
     # Nothing to contain: the default decides.
-    assert _decide([], None) == ("acceptForSession", None)
+    assert _decide([], None) == ("allow_for_session", None)
     assert _decide([], None, default="deny") == ("decline", "default-deny")
 
 
@@ -101,7 +101,7 @@ def test_default_deny_applies_after_containment(tree: dict[str, Path]) -> None:
 def test_user_patterns_do_not_apply_to_file_changes(tree: dict[str, Path]) -> None:
     policy = ApprovalPolicy(PermissionConfig(allow_patterns=("^git ",), disallow_patterns=(".*",)))
     request = ApprovalRequest(kind="file_change", paths=["src/a.py"], cwd=tree["work"])
-    assert policy.evaluate(request).action == "acceptForSession"
+    assert policy.evaluate(request).action == "allow_for_session"
 
 
 def test_check_paths_helper(tree: dict[str, Path]) -> None:

@@ -48,4 +48,4 @@ def test_wrapped_harmless_stays_accepted(wrappers: list[str]) -> None:
     command = "git status"
     for name in wrappers:
         command = WRAPPERS[name](command)
-    assert evaluate_command(command).action == "acceptForSession", command
+    assert evaluate_command(command).action == "allow_for_session", command

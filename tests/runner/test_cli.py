@@ -40,6 +40,9 @@ def invoke(*args: str, input: str | None = None) -> Result:
         (["run", "x", "--review-threshold", "P9"], "Invalid value for '--review-threshold'"),
         (["run", " "], "the prompt is empty"),
         (["batch", "/definitely/not/here.jsonl"], "cannot read the tasks file"),
+        (["run", "x", "--provider", "claude", "-c", "a=1"], "-c overrides apply to the codex providers only"),
+        (["run", "x", "--provider", "claude", "--review"], "--review needs a codex provider"),
+        (["models", "--provider", "claude"], "the claude provider cannot list its models"),
     ],
 )
 def test_usage_errors_exit_2(args: list[str], message: str) -> None:

@@ -12,6 +12,7 @@ from agent_fleet.cli import cli
 from agent_fleet.testing import AnthropicReply, ScriptedAnthropicServer, scripted_claude_env
 
 
+@pytest.mark.e2e
 def test_run_with_the_claude_provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -165,3 +165,16 @@ async def test_missing_credential_is_a_fatal_result(tmp_path: Path, monkeypatch:
     result = await run_task(Task(spec=Spec(prompt="x", cwd=tmp_path)))
     assert result.status == "error" and result.fatal and result.error_code == "auth_failed"
     assert "OPENAI_API_KEY" in result.reason
+
+
+async def test_codex_exec_work_is_reviewed_by_its_registry_reviewer(
+    repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions
+) -> None:
+    """codex-exec cannot review; its registry entry names codex, started with the same options."""
+    agent = ScriptedAgent({"x": [[write_file("x.txt", "x")]]}, reviews=[review_json((2, "Naming"))])
+    scripted_model.responder = agent
+    task = _task(repo, "x", review=ReviewConfig(threshold=1))  # reviews the uncommitted x.txt
+    result = await run_task(task, provider_name="codex-exec", options=codex_options)
+    assert result.status == "succeeded", result.reason
+    assert result.reviews == 1 and len(agent.review_requests) == 1
+    assert result.review is not None and [f.title for f in result.review.findings] == ["[P2] Naming"]

@@ -1,4 +1,4 @@
-"""Pure parts of the runner: redaction, review parsing, tasks files, config overrides."""
+"""Pure parts of the runner: redaction, review thresholds, tasks files, config overrides."""
 
 from __future__ import annotations
 
@@ -10,42 +10,10 @@ import pytest
 from agent_fleet.cli import describe, parse_config_overrides
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System, ToolUse
-from agent_fleet.runner import Redactor, TaskEvent, TranscriptWriter, event_record, parse_review
+from agent_fleet.runner import Redactor, TaskEvent, TranscriptWriter, event_record
 from agent_fleet.runner.batch import parse_tasks
 from agent_fleet.runner.review import parse_priority
 from agent_fleet.runner.transcript import REDACTED
-
-RENDERED_ONE = (
-    "crashes at import\n\nReview comment:\n\n- [P0] Division by zero \u2014 /tmp/repo/a.py:1-1\n"
-    "  a.py divides by zero at import"
-)
-RENDERED_TWO = (
-    "two issues\n\nFull review comments:\n\n- Missing check \u2014 /x/a.py:1-2\n  b1\n\n"
-    "- [P1] Other \u2014 /x/b.py:3-3\n  b2\n  line2"
-)
-
-
-def test_parse_review_single_finding() -> None:
-    explanation, findings = parse_review(RENDERED_ONE)
-    assert explanation == "crashes at import"
-    assert len(findings) == 1
-    f = findings[0]
-    assert (f.title, f.priority, f.location) == ("[P0] Division by zero", 0, "/tmp/repo/a.py:1-1")
-    assert f.body == "a.py divides by zero at import"
-
-
-def test_parse_review_several_findings_and_untagged() -> None:
-    explanation, findings = parse_review(RENDERED_TWO)
-    assert explanation == "two issues"
-    assert [(f.title, f.priority, f.rank) for f in findings] == [
-        ("Missing check", None, 3),
-        ("[P1] Other", 1, 1),
-    ]
-    assert findings[1].body == "b2\nline2"
-
-
-def test_parse_review_without_findings() -> None:
-    assert parse_review("looks fine") == ("looks fine", [])
 
 
 @pytest.mark.parametrize(("text", "value"), [("P0", 0), ("p1", 1), ("2", 2), (" P3 ", 3)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -124,3 +125,30 @@ def test_fixtures(codex_env: Any, scripted_model: ScriptedModelServer) -> None:
     assert codex_env.codex_home.is_dir()
     assert codex_env.env[codex_env.env_key]
     assert codex_env.codex_args()[0] == "-c"
+
+
+async def test_wait_for_request_returns_the_nth_match_while_the_loop_runs() -> None:
+    def body(text: str) -> dict[str, Any]:
+        return {"model": "m", "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}]}
+
+    with ScriptedModelServer() as server:
+        waiter = asyncio.ensure_future(server.wait_for_request(lambda r: r.contains("wanted"), count=2))
+        for text in ("other", "wanted one", "wanted two"):
+            await asyncio.to_thread(_post, server.url, body(text))
+        found = await waiter
+    assert found.contains("wanted two")
+
+
+async def test_wait_for_request_gives_up_when_the_server_stops_or_the_wait_is_cancelled() -> None:
+    with ScriptedModelServer() as server:
+        cancelled = asyncio.ensure_future(server.wait_for_request())
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await asyncio.shield(cancelled)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        stopped = asyncio.ensure_future(server.wait_for_request())
+        server.stop()
+        with pytest.raises(RuntimeError, match="gave up"):
+            await stopped

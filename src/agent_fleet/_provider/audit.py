@@ -10,8 +10,9 @@ from agent_fleet.policy import Decision
 
 def approval_events(use_id: str, about: dict[str, Any], decision: Decision) -> list[Event]:
     """A synthetic ``approval`` ``ToolUse``/``ToolResult`` pair for the decision on ``about`` (what
-    was asked), plus ``System(subtype="approval_denied")`` naming the rule when it is a decline."""
-    declined = decision.action in ("decline", "cancel")
+    was asked; the result's ``status`` is the policy's word, e.g. ``allow_for_session``), plus
+    ``System(subtype="approval_denied")`` naming the rule when it is a decline."""
+    declined = not decision.accepted
     events: list[Event] = [
         ToolUse(id=use_id, name="approval", input=about, synthetic=True),
         ToolResult(

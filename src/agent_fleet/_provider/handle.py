@@ -2,15 +2,17 @@
 
 The codex app-server and Claude handles keep their current turn in ``self._turn`` (an object with
 a ``stream``); ``events()``, ``wait()``, ``running`` and the guard of ``send()`` follow from that
-alone. Each subclass says how to start a follow-up turn and how to schedule ``stop()``.
+alone. Each subclass says how to start a follow-up turn; ``stop()`` is scheduled on the ``HandleHost``
+it was given (``self._host``) when the task reading ``events()`` is cancelled.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Coroutine
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import AsyncIterator
+from typing import Generic, Protocol, TypeVar
 
+from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream
 from agent_fleet.contract import Handle
 from agent_fleet.errors import UsageError
@@ -21,16 +23,12 @@ class _HasStream(Protocol):
     stream: EventStream
 
 
-class _Spawner(Protocol):
-    def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> Any: ...
-
-
 TurnT = TypeVar("TurnT", bound=_HasStream)
 
 
 class StreamedHandle(Handle, Generic[TurnT]):
     _turn: TurnT | None
-    _provider: _Spawner
+    _host: HandleHost
 
     @property
     def running(self) -> bool:
@@ -60,7 +58,7 @@ class StreamedHandle(Handle, Generic[TurnT]):
         """Start the next turn with ``prompt`` (the previous one has ended)."""
 
     def _stop_soon(self) -> None:
-        self._provider._spawn_task(self.stop(), f"stop:{self.session_id}")
+        self._host.spawn_task(self.stop(), f"stop:{self.session_id}")
 
     def _require_turn(self) -> TurnT:
         if self._turn is None:

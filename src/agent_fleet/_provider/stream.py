@@ -5,6 +5,10 @@ may race in any order. ``finish(event)`` is the only way to close the stream; th
 returns True, later calls return False and are no-ops, and nothing is appended after it. ``push``
 never blocks (used for synthetic and terminal events); ``push_bounded`` waits for room when a bound is
 set, so only the producer of this one stream is slowed by a slow consumer.
+
+Once the reader has taken the terminal event the stream remembers it: ``result()`` answers from it
+again (a ``wait()`` after ``events()``), and a second ``iterate()`` is a ``UsageError`` rather than a
+reader waiting forever on a stream that has ended.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
-from agent_fleet.errors import TurnFailed
+from agent_fleet.errors import TurnFailed, UsageError
 from agent_fleet.events import Error, Event, Result
 
 # Per event, `type(e) in TERMINAL_TYPES` costs half an isinstance check; only our mappers create
@@ -22,7 +26,7 @@ TERMINAL_TYPES: frozenset[type[Event]] = frozenset({Result, Error})
 
 
 class EventStream:
-    __slots__ = ("_bound", "_done", "_items", "_space", "_waiter")
+    __slots__ = ("_bound", "_delivered", "_done", "_items", "_space", "_waiter")
 
     def __init__(self, bound: int | None = None) -> None:
         self._items: deque[Event] = deque()
@@ -30,6 +34,7 @@ class EventStream:
         self._done = False
         self._waiter: asyncio.Future[None] | None = None
         self._space: asyncio.Future[None] | None = None
+        self._delivered: Result | Error | None = None  # the terminal event, once the reader took it
 
     @property
     def done(self) -> bool:
@@ -103,8 +108,11 @@ class EventStream:
         """Yield events up to and including the terminal one (a handle's ``events()``).
 
         If the iterating task is cancelled before the terminal event, ``on_cancel()`` runs (a handle
-        stops its turn there) and the cancellation propagates.
+        stops its turn there) and the cancellation propagates. Raises ``UsageError`` once the terminal
+        event was read: the turn's events have all been delivered.
         """
+        if self._delivered is not None:
+            raise UsageError("events(): this turn already ended and its events were read; send() first")
         items = self._items
         try:
             while True:
@@ -115,19 +123,32 @@ class EventStream:
                         space.set_result(None)
                 else:
                     event = await self.get()
-                yield event
                 if type(event) in TERMINAL_TYPES:
+                    self._delivered = event  # type: ignore[assignment]  # Result | Error, by the test
+                    yield event
                     return
+                yield event
         except asyncio.CancelledError:
             if not self._done:
                 on_cancel()
             raise
 
-    async def result(self) -> Result:
-        """Drain to the terminal event (a handle's ``wait()``): its ``Result``, or ``TurnFailed``."""
-        while True:
-            event = await self.get()
-            if isinstance(event, Result):
-                return event
-            if isinstance(event, Error):
-                raise TurnFailed(event)
+    async def result(self, on_cancel: Callable[[], object] | None = None) -> Result:
+        """Drain to the terminal event (a handle's ``wait()``): its ``Result``, or ``TurnFailed``.
+
+        Answers from the remembered terminal when it was already read. If the waiting task is
+        cancelled before the terminal event, ``on_cancel()`` runs when given.
+        """
+        terminal = self._delivered
+        try:
+            while terminal is None:
+                event = await self.get()
+                if isinstance(event, Result | Error):
+                    terminal = self._delivered = event
+        except asyncio.CancelledError:
+            if on_cancel is not None and not self._done:
+                on_cancel()
+            raise
+        if isinstance(terminal, Error):
+            raise TurnFailed(terminal)
+        return terminal

@@ -5,6 +5,10 @@ Claude Code asks ``can_use_tool(tool_name, input, context)``; the engine wants a
 - ``Bash`` -> ``kind="command"`` with ``input["command"]`` (shell text, parsed by the engine);
 - ``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit`` -> ``kind="file_change"`` with the file path;
 - anything else (Read, Grep, WebFetch, MCP tools, ...) -> ``kind="unknown"``: the default decides.
+
+The policy's answer goes back as the SDK's permission result (``to_permission``): either allow is an
+allow (Claude Code keeps no session grant of ours), ``decline`` a deny the model reads, ``cancel`` a deny
+that also interrupts the turn.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from agent_fleet.policy import ApprovalRequest
+from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
+from agent_fleet.policy import ApprovalRequest, Decision
 
 FILE_TOOLS: Final = {
     "Edit": "file_path",
@@ -49,6 +55,15 @@ def to_request(
         paths = (path,) if isinstance(path, str) and path else ()
         return ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots)
     return ApprovalRequest(kind="unknown", cwd=cwd, writable_roots=roots)
+
+
+def to_permission(decision: Decision) -> PermissionResultAllow | PermissionResultDeny:
+    """The SDK's answer to ``can_use_tool`` for the policy's ``decision``."""
+    if decision.accepted:
+        return PermissionResultAllow()
+    rule = f" ({decision.rule})" if decision.rule else ""
+    message = f"Declined by the agent-fleet approval policy{rule}: {decision.reason or decision.action}"
+    return PermissionResultDeny(message=message, interrupt=decision.action == "cancel")
 
 
 def describe(request: ApprovalRequest, tool_name: str) -> dict[str, Any]:

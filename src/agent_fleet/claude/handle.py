@@ -11,7 +11,7 @@ Session states::
 
     OPEN ──stop() / CLI exit / shutdown──> CLOSED
 
-Turn states (one ``_Turn`` at a time)::
+Turn states (one ``_ClaudeTurn`` at a time)::
 
     RUNNING ──ResultMessage | timeout | stop() | CLI exit──> FINISHED
 
@@ -65,6 +65,7 @@ from claude_agent_sdk.types import Message
 
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet.claude import _approvals
 from agent_fleet.claude.mapping import TurnMapper
@@ -109,7 +110,7 @@ def _user_message(content: str | list[dict[str, Any]], message_uuid: str) -> dic
     }
 
 
-class _Turn:
+class _ClaudeTurn:
     __slots__ = ("injected", "mapper", "stream", "timer")
 
     def __init__(self, mapper: TurnMapper) -> None:
@@ -119,20 +120,27 @@ class _Turn:
         self.injected: list[str] = []
 
 
-class ClaudeHandle(StreamedHandle[_Turn]):
+class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
     """A live Claude Code session. Created by ``ClaudeProvider.spawn`` / ``resume``; see ``Handle``."""
 
     _provider: ClaudeProvider
 
     def __init__(
-        self, provider: ClaudeProvider, session_id: str, spec: Spec, policy: ApprovalPolicy, plan: ClaudePlan
+        self,
+        provider: ClaudeProvider,
+        host: HandleHost,
+        session_id: str,
+        spec: Spec,
+        policy: ApprovalPolicy,
+        plan: ClaudePlan,
     ) -> None:
-        self._provider = provider
+        self._provider = provider  # read for its options only
+        self._host = host
         self._session_id = session_id
         self._spec = spec
         self._policy = policy
         self._cwd = plan.cwd
-        self._turn: _Turn | None = None
+        self._turn: _ClaudeTurn | None = None
         self._closed = False
         self._owed = 0
         self._drained = asyncio.Event()
@@ -193,7 +201,7 @@ class ClaudeHandle(StreamedHandle[_Turn]):
         if turn is not None and self._finish(turn, Error(code="cancelled", message="stopped by the caller")):
             await self._interrupt()
         await self._disconnect()
-        self._provider._forget(self)
+        self._host.forget(self)
 
     # -- provider-facing -----------------------------------------------------------------------------
 
@@ -222,7 +230,7 @@ class ClaudeHandle(StreamedHandle[_Turn]):
             raise ProviderUnavailable(
                 f"cannot start the Claude Code CLI: {exc}", stderr_tail=self.stderr_tail()[-4000:]
             ) from exc
-        self._reader = self._provider._spawn_task(self._read(), f"claude-reader:{self._session_id}")
+        self._reader = self._host.spawn_task(self._read(), f"claude-reader:{self._session_id}")
 
     async def start_turn(self, content: str | list[dict[str, Any]]) -> None:
         """Write the next prompt; the new turn is live before the write, so no message is lost."""
@@ -246,7 +254,7 @@ class ClaudeHandle(StreamedHandle[_Turn]):
             declined=self._declined,
             prior_total=self._total_tokens,
         )
-        turn = _Turn(mapper)
+        turn = _ClaudeTurn(mapper)
         self._turn = turn
         try:
             await self._write(_user_message(content, str(uuid.uuid4())))
@@ -264,11 +272,11 @@ class ClaudeHandle(StreamedHandle[_Turn]):
 
     # -- internals ---------------------------------------------------------------------------------------
 
-    def _live_turn(self) -> _Turn | None:
+    def _live_turn(self) -> _ClaudeTurn | None:
         turn = self._turn
         return turn if turn is not None and not turn.stream.done and not self._owed else None
 
-    def _finish(self, turn: _Turn, event: Result | Error) -> bool:
+    def _finish(self, turn: _ClaudeTurn, event: Result | Error) -> bool:
         if not turn.stream.finish(event):
             return False
         if turn.timer is not None:
@@ -304,12 +312,12 @@ class ClaudeHandle(StreamedHandle[_Turn]):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
 
-    def _on_timeout(self, turn: _Turn) -> None:
+    def _on_timeout(self, turn: _ClaudeTurn) -> None:
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
         if self._finish(turn, Error(code="timeout", message=message, retryable=True)):
             self._owe()
-            self._provider._spawn_task(self._interrupt(), f"interrupt:{self._session_id}")
+            self._host.spawn_task(self._interrupt(), f"interrupt:{self._session_id}")
 
     def _owe(self) -> None:
         self._owed += 1
@@ -355,14 +363,14 @@ class ClaudeHandle(StreamedHandle[_Turn]):
         self._drained.set()
         if self._turn is not None:
             self._finish(self._turn, error)
-        self._provider._spawn_task(self._disconnect(), f"claude-reap:{self._session_id}")
-        self._provider._forget(self)
+        self._host.spawn_task(self._disconnect(), f"claude-reap:{self._session_id}")
+        self._host.forget(self)
 
     def _on_message(self, message: Message) -> None:
         if isinstance(message, SystemMessage) and message.subtype == "init":
             reported = message.data.get("session_id")
             if isinstance(reported, str) and reported != self._session_id:
-                self._provider._rekey(self, reported)
+                self._host.rekey(self, reported)
                 self._session_id = reported
         if self._owed:
             # Everything up to the owed ResultMessage belongs to a turn the caller has already seen end.
@@ -385,7 +393,7 @@ class ClaudeHandle(StreamedHandle[_Turn]):
             else:
                 turn.stream.push(event)
 
-    def _check_injected(self, turn: _Turn, message: ResultMessage) -> None:
+    def _check_injected(self, turn: _ClaudeTurn, message: ResultMessage) -> None:
         taken = message.user_message_uuids
         if not turn.injected or taken is None or len(taken) >= 64:  # the CLI lists at most 64
             return
@@ -419,14 +427,9 @@ class ClaudeHandle(StreamedHandle[_Turn]):
                 )
         about = _approvals.describe(request, tool_name)
         use_id = f"approval:{context.tool_use_id or next(self._approvals)}"
-        declined = decision.action in ("decline", "cancel")
         if turn is not None:
             for event in approval_events(use_id, about, decision):
                 turn.stream.push(event)
-        if not declined:
-            return PermissionResultAllow()
-        if context.tool_use_id:
+        if not decision.accepted and context.tool_use_id:
             self._declined.add(context.tool_use_id)
-        rule = f" ({decision.rule})" if decision.rule else ""
-        message = f"Declined by the agent-fleet approval policy{rule}: {decision.reason or decision.action}"
-        return PermissionResultDeny(message=message, interrupt=decision.action == "cancel")
+        return _approvals.to_permission(decision)

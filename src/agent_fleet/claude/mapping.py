@@ -12,9 +12,10 @@ SDK message                                    events
 ``UserMessage`` ``tool_result`` blocks          ``ToolResult`` (``status``: completed / failed /
                                                declined by the policy)
 ``SystemMessage`` ``init``                      ``System(subtype="init")``
-other ``SystemMessage`` (progress noise         ``System(subtype=...)``
-excepted), ``RateLimitEvent``,
-``ConversationResetMessage``
+other ``SystemMessage`` (progress noise        ``System(subtype="claude_system")``: its
+excepted)                                      ``subtype`` and ``data``
+``RateLimitEvent``                             ``System(subtype="rate_limit")``
+``ConversationResetMessage``                   ``System(subtype="conversation_reset")``
 ``ResultMessage`` success                       ``TokenUsage`` then ``Result``
 ``ResultMessage`` error                         ``Error``: ``auth_failed`` (HTTP 401/403 or
                                                ``authentication_failed``), ``cancelled``
@@ -191,7 +192,9 @@ class TurnMapper:
             case SystemMessage():
                 if msg.subtype in QUIET_SYSTEM_SUBTYPES:
                     return []
-                return [System(subtype=msg.subtype, data=dict(msg.data))]
+                return [
+                    System(subtype="claude_system", data={"subtype": msg.subtype, "data": dict(msg.data)})
+                ]
             case RateLimitEvent():
                 return [System(subtype="rate_limit", data=dict(msg.rate_limit_info.raw))]
             case ConversationResetMessage():

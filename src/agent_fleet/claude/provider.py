@@ -24,16 +24,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from agent_fleet._provider.tasks import BackgroundTasks
+from agent_fleet._provider.sessions import Sessions
 from agent_fleet.claude._sdk import require_sdk
 from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.claude.translate import plan_session
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import UsageError
-from agent_fleet.events import System
+from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
 if TYPE_CHECKING:
@@ -53,8 +52,7 @@ class ClaudeProvider(Provider):
 
     def __init__(self, options: ClaudeOptions | None = None) -> None:
         self.options = options or ClaudeOptions()
-        self._handles: dict[str, ClaudeHandle] = {}
-        self._background = BackgroundTasks(logger)
+        self._sessions: Sessions[ClaudeHandle] = Sessions(logger)
         self._closed = False
 
     @property
@@ -83,12 +81,12 @@ class ClaudeProvider(Provider):
         if self._closed:
             return
         self._closed = True
-        handles = list(self._handles.values())
+        handles = self._sessions.handles()
         if handles:
             await asyncio.gather(*(h.stop() for h in handles), return_exceptions=True)
         # Background work left is bounded (interrupts, reaping CLIs that exited): let it finish so
         # every CLI is reaped, then cancel whatever is still stuck.
-        await self._background.close(grace=_SHUTDOWN_GRACE)
+        await self._sessions.close(grace=_SHUTDOWN_GRACE)
 
     # -- sessions ----------------------------------------------------------------------------------------
 
@@ -103,7 +101,7 @@ class ClaudeProvider(Provider):
         Use the same ``spec.cwd`` and ``CLAUDE_CONFIG_DIR`` as the first run. An unknown session is
         a ``TransportError`` carrying the CLI's message.
         """
-        if session_id in self._handles:
+        if session_id in self._sessions:
             raise UsageError(f"session {session_id} already has a live handle; stop() it first")
         return await self._open(spec, session_id, resume=True)
 
@@ -115,27 +113,14 @@ class ClaudeProvider(Provider):
 
         policy = ApprovalPolicy(spec.permission)  # bad user regex: UsageError before any process starts
         plan = plan_session(spec, self.options, session_id=session_id, resume=resume)
-        handle = ClaudeHandle(self, session_id, spec, policy, plan)
+        handle = ClaudeHandle(self, self._sessions, session_id, spec, policy, plan)
         await handle.connect()
-        self._handles[handle.session_id] = handle
+        self._sessions.add(handle)
         try:
             await handle.start_turn(plan.content)
         except BaseException:
             await handle.stop()
             raise
-        for item in plan.untranslated:
-            handle.emit(System(subtype="spec_unsupported", data={"field": item.field, "reason": item.reason}))
+        for notice in spec_unsupported(plan.untranslated):
+            handle.emit(notice)
         return handle
-
-    # -- plumbing ------------------------------------------------------------------------------------
-
-    def _forget(self, handle: ClaudeHandle) -> None:
-        if self._handles.get(handle.session_id) is handle:
-            del self._handles[handle.session_id]
-
-    def _rekey(self, handle: ClaudeHandle, new_id: str) -> None:
-        self._forget(handle)
-        self._handles[new_id] = handle
-
-    def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        return self._background.spawn(coro, name)

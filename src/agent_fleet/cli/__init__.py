@@ -1,7 +1,7 @@
 """The ``agent-fleet`` command line: a thin shell over ``agent_fleet.runner``.
 
 Every command builds library objects from its flags, calls one library function (``run_task``,
-``run_batch``, ``run_demo``, ``diagnose``, ``CodexProvider.list_models``) and prints the result.
+``run_batch``, ``run_demo``, ``diagnose``, ``Provider.list_models``) and prints the result.
 
 Exit codes: 0 success; 1 the task failed (gate never passed, turn failed, stopped); 2 usage error (bad
 flag, missing directory, bad regular expression, bad tasks file); 3 the provider is unavailable or the

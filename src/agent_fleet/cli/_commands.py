@@ -27,12 +27,27 @@ from agent_fleet.cli._exits import (
     preflight,
     run_async,
 )
-from agent_fleet.cli._options import common_options, parse_config_overrides, pop_common, read_prompt
+from agent_fleet.cli._options import (
+    common_options,
+    parse_config_overrides,
+    pop_common,
+    provider_options,
+    read_prompt,
+)
 from agent_fleet.cli._view import Progress, consoles, result_line, summary_table
-from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.codex import CodexOptions
+from agent_fleet.contract import ModelInfo
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import TaskResult, run_task
-from agent_fleet.runner.batch import BatchEntry, BatchResult, run_batch
+from agent_fleet.runner import (
+    PROVIDER_NAMES,
+    BatchEntry,
+    BatchResult,
+    TaskResult,
+    make_provider,
+    run_batch,
+    run_task,
+)
+from agent_fleet.runner.batch import options_for
 
 __all__ = ["cli", "main"]
 
@@ -162,7 +177,7 @@ def batch_command(
         template = common.template("(per task)", settings.cwd, "batch")
         if settings.backend == "local":  # with ray each node checks its own binary and credential
             for name in sorted({common.provider, *settings.providers}):
-                preflight(name, options)
+                preflight(name, options_for(name, options))
         progress_console, console = consoles(common.json_output)
         progress = Progress(progress_console, json_output=common.json_output, batch=True)
         progress.expect(settings.total, settings.done)
@@ -252,32 +267,34 @@ def demo_command(workdir: Path | None) -> None:
 
 
 @cli.command("models")
+@click.option(
+    "--provider", type=click.Choice(PROVIDER_NAMES), default="codex", show_default=True, help="Whose models."
+)
 @click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
 @click.option("--all", "include_hidden", is_flag=True, help="Include hidden models.")
-@click.option("--json", "json_output", is_flag=True, help="Print the raw model list as JSON.")
-def models_command(config: tuple[str, ...], include_hidden: bool, json_output: bool) -> None:
-    """List the models codex offers (model/list)."""
+@click.option("--json", "json_output", is_flag=True, help="Print the provider's raw model list as JSON.")
+def models_command(provider: str, config: tuple[str, ...], include_hidden: bool, json_output: bool) -> None:
+    """List the models a provider offers."""
     with handled():
-        options = CodexOptions(config=parse_config_overrides(config))
+        options = provider_options(provider, config)
 
-        async def go(stop: asyncio.Event) -> list[dict[str, Any]]:
-            async with CodexProvider(options) as provider:
-                return await provider.list_models(include_hidden=include_hidden)
+        async def go(stop: asyncio.Event) -> list[ModelInfo]:
+            async with make_provider(provider, options) as live:
+                return await live.list_models(include_hidden=include_hidden)
 
         models = run_async(go, Console(stderr=True))
         if json_output:
-            click.echo(json.dumps(models, indent=2))
+            click.echo(json.dumps([dict(m.raw) for m in models], indent=2))
             die(EXIT_OK)
         table = Table(box=None, pad_edge=False)
         for name in ("model", "name", "default effort", "description"):
             table.add_column(name, overflow="fold")
         for m in models:
-            model = str(m.get("model") or m.get("id"))
             table.add_row(
-                model + (" (default)" if m.get("isDefault") else ""),
-                str(m.get("displayName") or ""),
-                str(m.get("defaultReasoningEffort") or ""),
-                str(m.get("description") or ""),
+                m.id + (" (default)" if m.is_default else ""),
+                m.name,
+                m.default_effort or "",
+                m.description,
             )
         Console(highlight=False).print(table)
         die(EXIT_OK)

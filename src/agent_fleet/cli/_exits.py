@@ -16,7 +16,6 @@ import click
 from rich.console import Console
 
 from agent_fleet.cli._view import first_line
-from agent_fleet.codex import CodexOptions
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable, UsageError
 from agent_fleet.runner import TaskResult, check_provider
 
@@ -54,7 +53,7 @@ def exit_code(result: TaskResult) -> int:
     return EXIT_UNAVAILABLE if result.fatal else EXIT_FAILED
 
 
-def preflight(provider: str, options: CodexOptions) -> None:
+def preflight(provider: str, options: Any) -> None:
     try:
         check_provider(provider, options)
     except ProviderUnavailable as exc:

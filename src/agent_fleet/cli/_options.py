@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import tomllib
@@ -12,14 +13,27 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import MODES, SANDBOXES, PermissionConfig, Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.policy import ApprovalPolicy
-from agent_fleet.runner import PROVIDER_NAMES, GateConfig, ReviewConfig, Task
-from agent_fleet.runner.review import PRIORITY_NAMES, parse_priority
+from agent_fleet.runner import (
+    PRIORITY_NAMES,
+    PROVIDER_NAMES,
+    GateConfig,
+    ReviewConfig,
+    Task,
+    parse_priority,
+    provider_entry,
+)
 
-__all__ = ["Common", "common_options", "parse_config_overrides", "pop_common", "read_prompt"]
+__all__ = [
+    "Common",
+    "common_options",
+    "parse_config_overrides",
+    "pop_common",
+    "provider_options",
+    "read_prompt",
+]
 
 
 # -- option parsing ------------------------------------------------------------------------------------
@@ -83,16 +97,13 @@ class Common:
     review: bool
     review_threshold: str
 
-    def options(self) -> CodexOptions:
-        overrides = parse_config_overrides(self.config)
-        if overrides and self.provider == "claude":
-            raise UsageError("-c overrides apply to the codex providers only")
-        return CodexOptions(config=overrides)
+    def options(self) -> Any:
+        return provider_options(self.provider, self.config)
 
     def template(self, prompt: str, cwd: Path | None, task_id: str) -> Task:
         review = None
         if self.review:
-            if self.provider == "claude":
+            if provider_entry(self.provider).reviewer is None:
                 raise UsageError("--review needs a codex provider (--provider codex or codex-exec)")
             review = ReviewConfig(threshold=parse_priority(self.review_threshold))
         spec = Spec(
@@ -190,6 +201,18 @@ def common_options(fn: _F) -> _F:
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def provider_options(provider: str, config: Sequence[str]) -> Any:
+    """The options object of ``provider``'s registry entry, with the ``-c`` overrides (for the
+    providers whose options take a ``config`` mapping)."""
+    entry = provider_entry(provider)
+    overrides = parse_config_overrides(config)
+    if not overrides:
+        return entry.options_type()
+    if "config" not in {f.name for f in dataclasses.fields(entry.options_type)}:
+        raise UsageError("-c overrides apply to the codex providers only")
+    return entry.options_type(config=overrides)
 
 
 def pop_common(kwargs: dict[str, Any]) -> Common:

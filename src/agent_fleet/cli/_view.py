@@ -17,9 +17,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from agent_fleet.events import AssistantMessage, Error, Reasoning, System, TokenUsage, ToolResult, ToolUse
-from agent_fleet.runner import Redactor, TaskEvent, TaskResult, event_record
-from agent_fleet.runner.batch import BatchResult
+from agent_fleet.events import AssistantMessage, Error, Reasoning, System, ToolResult, ToolUse
+from agent_fleet.runner import BatchResult, Redactor, TaskCounters, TaskEvent, TaskResult, event_record
 
 __all__ = ["Progress", "command_text", "consoles", "describe", "first_line", "result_line", "summary_table"]
 
@@ -87,7 +86,7 @@ def describe(task_event: TaskEvent) -> str | None:
             )
         case System(subtype="runner.review_started", data=data):
             target = data.get("target") or {}
-            what = target.get("sha") or target.get("branch") or target.get("type")
+            what = target.get("sha") or target.get("base") or target.get("type")
             return f"review #{data.get('number')}: {target.get('type')} {str(what)[:12]}"
         case System(subtype="runner.review", data=data):
             findings = data.get("findings") or []
@@ -110,15 +109,30 @@ class _Row:
     started: float = field(default_factory=time.monotonic)
     step: str = "starting"
     status: str = "running"
-    commands: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)  # their text, for the live view
     declined: list[str] = field(default_factory=list)
-    tokens: int = 0
-    review_tokens: int = 0
-    followups: int = 0
+    counters: TaskCounters = field(default_factory=TaskCounters)  # the runner's own, while it runs
+    result: dict[str, Any] | None = None  # the TaskResult summary of ``runner.finished``
     ended: float | None = None
 
     def elapsed(self) -> float:
         return (self.ended or time.monotonic()) - self.started
+
+    def _count(self, key: str, live: int) -> int:
+        final = self.result.get(key) if self.result is not None else None
+        return final if isinstance(final, int) else live
+
+    @property
+    def tokens(self) -> int:
+        return self._count("tokens", self.counters.tokens)
+
+    @property
+    def followups(self) -> int:
+        return self._count("followups", self.counters.followups)
+
+    @property
+    def command_count(self) -> int:
+        return self._count("commands", self.counters.commands)
 
 
 class Progress:
@@ -173,24 +187,19 @@ class Progress:
         line = describe(task_event)
         if line is not None:
             line = self.redactor.text(line)
+        row.counters.feed(task_event)
         match event:
-            case TokenUsage(total_tokens=total):
-                if task_event.source == "agent":
-                    row.tokens = total
-                else:
-                    row.review_tokens = total
             case ToolUse(name="shell", synthetic=False, input=data) if task_event.source == "agent":
                 row.commands.append(command_text(data.get("command")))
             case System(subtype="approval_denied"):
                 if line:
                     row.declined.append(line.removeprefix("declined: "))
-            case System(subtype="runner.followup", data=data):
-                row.followups = int(data.get("number") or 0)
             case System(subtype="runner.gate_started"):
                 row.step = "gate"
             case System(subtype="runner.review_started"):
                 row.step = "review"
             case System(subtype="runner.finished", data=data):
+                row.result = data
                 row.status = str(data.get("status"))
                 row.step = first_line(str(data.get("reason")), 80)
                 row.ended = time.monotonic()
@@ -216,7 +225,7 @@ class Progress:
     def header(self) -> Text:
         counts = self.counts()
         failed = sum(counts.get(s, 0) for s in _FAILED)
-        tokens = sum(r.tokens + r.review_tokens for r in self.rows.values())
+        tokens = sum(r.tokens for r in self.rows.values())
         text = Text()
         for label, n, style in (
             ("running", counts["running"], "cyan"),
@@ -264,7 +273,7 @@ class Progress:
                 row.step,
                 str(row.followups),
                 f"{row.elapsed():.0f}s",
-                f"{row.tokens + row.review_tokens:,}",
+                f"{row.tokens:,}",
             )
         parts: list[RenderableType] = [self.header(), table]
         if hidden:
@@ -283,12 +292,11 @@ class Progress:
         for row in self.rows.values():
             grid.add_row("step", row.step)
             recent = row.commands[-5:]
-            grid.add_row("commands", f"{len(row.commands)}" + ("".join(f"\n$ {c}" for c in recent)))
+            grid.add_row("commands", f"{row.command_count}" + ("".join(f"\n$ {c}" for c in recent)))
             grid.add_row("declined", "\n".join(row.declined) if row.declined else "none")
             grid.add_row(
                 "progress",
-                f"follow-ups {row.followups}   elapsed {row.elapsed():.1f}s   "
-                f"tokens {row.tokens + row.review_tokens:,}",
+                f"follow-ups {row.followups}   elapsed {row.elapsed():.1f}s   tokens {row.tokens:,}",
             )
         return grid
 

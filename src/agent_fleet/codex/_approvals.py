@@ -1,6 +1,7 @@
 """Codex approval requests <-> the policy engine: wire params in, wire decision out.
 
-Each approval method has its own wire format:
+The policy answers in its own words (``allow_once``, ``allow_for_session``, ``decline``, ``cancel``);
+each approval method has its own wire format for them:
 
 - ``item/commandExecution/requestApproval``, ``item/fileChange/requestApproval``:
   ``{"decision": "accept" | "acceptForSession" | "decline" | "cancel"}``
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from agent_fleet.policy import ApprovalRequest, Decision
+from agent_fleet.policy import Action, ApprovalRequest, Decision
 
 APPROVAL_METHODS: Final = frozenset(
     {
@@ -81,13 +82,22 @@ def to_request(
             return ApprovalRequest(kind="unknown", cwd=req_cwd, writable_roots=roots)
 
 
-_LEGACY: Final = {"accept": "approved", "acceptForSession": "approved_for_session", "cancel": "abort"}
+_V2: Final[dict[Action, str]] = {
+    "allow_once": "accept",
+    "allow_for_session": "acceptForSession",
+    "decline": "decline",
+    "cancel": "cancel",
+}
+_LEGACY: Final[dict[Action, str]] = {
+    "allow_once": "approved",
+    "allow_for_session": "approved_for_session",
+    "cancel": "abort",
+}
 
 
 def to_wire(method: str, params: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
     """The response body codex expects for ``method`` given the engine's ``decision``."""
     action = decision.action
-    accepted = action in ("accept", "acceptForSession")
     match method:
         case "execCommandApproval" | "applyPatchApproval":
             if action == "decline":
@@ -95,13 +105,13 @@ def to_wire(method: str, params: Mapping[str, Any], decision: Decision) -> dict[
                 return {"decision": {"denied": {"rejection": reason}}}
             return {"decision": _LEGACY[action]}
         case "item/permissions/requestApproval":
-            if not accepted:
+            if not decision.accepted:
                 return {"permissions": {}, "scope": "turn"}
             requested = params.get("permissions")
             granted = dict(requested) if isinstance(requested, dict) else {}
-            return {"permissions": granted, "scope": "session" if action == "acceptForSession" else "turn"}
+            return {"permissions": granted, "scope": "session" if action == "allow_for_session" else "turn"}
         case _:
-            return {"decision": action}
+            return {"decision": _V2[action]}
 
 
 def describe(request: ApprovalRequest) -> dict[str, Any]:

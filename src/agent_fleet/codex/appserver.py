@@ -26,18 +26,19 @@ import logging
 import os
 import signal
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
 from agent_fleet._codex_binary import find_codex
 from agent_fleet._codex_toml import config_args
-from agent_fleet._provider.tasks import BackgroundTasks
+from agent_fleet._provider.sessions import Sessions
+from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.codex.translate import plan_spawn
-from agent_fleet.contract import Capabilities, Provider, Spec
+from agent_fleet.contract import Capabilities, ModelInfo, Provider, ReviewResult, ReviewTarget, Spec
 from agent_fleet.errors import (
     AgentFleetError,
     ConnectionClosed,
@@ -45,8 +46,9 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import System
+from agent_fleet.events import Event, System
 from agent_fleet.jsonrpc import Connection, Notification, StreamTransport
+from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
 __all__ = ["CodexProvider"]
@@ -101,8 +103,7 @@ class CodexProvider(Provider):
     def __init__(self, options: CodexOptions | None = None) -> None:
         self.options = options or CodexOptions()
         self._child: _Child | None = None
-        self._handles: dict[str, CodexHandle] = {}
-        self._background = BackgroundTasks(logger)
+        self._sessions: Sessions[CodexHandle] = Sessions(logger)
         self._start_lock = asyncio.Lock()
         self._restarting: asyncio.Task[None] | None = None
         self._shutting_down = False
@@ -124,6 +125,7 @@ class CodexProvider(Provider):
             needs_permission_config=False,
             emits_subagent_events=False,
             tool_permission_format="codex-approval",
+            supports_review=True,
         )
 
     @property
@@ -207,15 +209,15 @@ class CodexProvider(Provider):
             self._restarting.cancel()
             with contextlib.suppress(asyncio.CancelledError, AgentFleetError):
                 await self._restarting
-        handles = list(self._handles.values())
+        handles = self._sessions.handles()
         if handles and self._child is not None and not self._child.conn.closed:
             await asyncio.gather(*(h.stop() for h in handles), return_exceptions=True)
-        for h in list(self._handles.values()):
+        for h in self._sessions.handles():
             h.crashed("provider shut down", {})
         child, self._child = self._child, None
         if child is not None:
             await self._kill(child)
-        await self._background.close()
+        await self._sessions.close()
 
     async def _kill(self, child: _Child) -> None:
         await child.conn.close(ConnectionClosed("provider shut down"))
@@ -248,7 +250,7 @@ class CodexProvider(Provider):
         if cause is not None and not isinstance(cause, ConnectionClosed):
             message += f" ({cause})"
         data = {"exit_code": exit_code, "stderr_tail": child.stderr_tail()[-4000:]}
-        for handle in list(self._handles.values()):
+        for handle in self._sessions.handles():
             handle.crashed(message, data)
         self._child = None
         self._spawn_task(self._reap(child), "codex-reap")
@@ -292,7 +294,7 @@ class CodexProvider(Provider):
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        notices = await self._write_mcp(child, plan.mcp_edits)
+        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
         result = await child.conn.request_with_retry(
             "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
         )
@@ -300,12 +302,12 @@ class CodexProvider(Provider):
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
         """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
-        if session_id in self._handles:
+        if session_id in self._sessions:
             raise UsageError(f"thread {session_id} already has a live handle; stop() it first")
         child = await self._ready()
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)
-        notices = await self._write_mcp(child, plan.mcp_edits)
+        notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
         params = {**plan.thread_params, "threadId": session_id}
         result = await child.conn.request_with_retry(
             "thread/resume", params, timeout=self.options.rpc_timeout
@@ -332,8 +334,8 @@ class CodexProvider(Provider):
                 cwd = envs[0].get("cwd")
         if not isinstance(cwd, str):
             cwd = os.fspath(spec.cwd or self.options.cwd or os.getcwd())
-        handle = CodexHandle(self, child.conn, thread_id, spec, policy, cwd)
-        self._handles[thread_id] = handle
+        handle = CodexHandle(self, self._sessions, child.conn, thread_id, spec, policy, cwd)
+        self._sessions.add(handle)
         items = turn_params["input"]
         extra = {k: v for k, v in turn_params.items() if k != "input"}
         try:
@@ -362,8 +364,30 @@ class CodexProvider(Provider):
         self._mcp_written.update(e["keyPath"] for e in todo)
         return []
 
-    async def list_models(self, *, include_hidden: bool = False) -> list[dict[str, Any]]:
-        """Every model from ``model/list``, following ``nextCursor`` pages."""
+    async def review(
+        self,
+        target: ReviewTarget,
+        *,
+        cwd: str | os.PathLike[str],
+        model: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> ReviewResult:
+        """A codex review of ``target`` in ``cwd`` on a fresh read-only thread (see ``codex._review``)."""
+        child = await self._ready()
+        session = ReviewSession(
+            child.conn,
+            rpc_timeout=self.options.rpc_timeout,
+            cwd=cwd,
+            model=model,
+            on_event=on_event,
+        )
+        return await session.run(target)
+
+    async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
+        """Every model from ``model/list`` (following ``nextCursor`` pages) as ``ModelInfo``."""
+        return [_model_info(m) for m in await self._model_records(include_hidden)]
+
+    async def _model_records(self, include_hidden: bool) -> list[dict[str, Any]]:
         child = await self._ready()
         models: list[dict[str, Any]] = []
         cursor: str | None = None
@@ -379,12 +403,21 @@ class CodexProvider(Provider):
 
     # -- plumbing ------------------------------------------------------------------------------------
 
-    def _forget(self, handle: CodexHandle) -> None:
-        if self._handles.get(handle.session_id) is handle:
-            del self._handles[handle.session_id]
-
     def _spawn_task(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        return self._background.spawn(coro, name)
+        return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
         logger.debug("codex notification without a live thread: %s", msg.method)
+
+
+def _model_info(record: dict[str, Any]) -> ModelInfo:
+    effort = record.get("defaultReasoningEffort")
+    return ModelInfo(
+        id=str(record.get("model") or record.get("id")),
+        name=str(record.get("displayName") or ""),
+        description=str(record.get("description") or ""),
+        default_effort=str(effort) if effort else None,
+        is_default=bool(record.get("isDefault")),
+        hidden=bool(record.get("hidden")),
+        raw=record,
+    )

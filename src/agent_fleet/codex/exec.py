@@ -39,17 +39,20 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from agent_fleet._codex_binary import codex_version_async, find_codex
+from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.stream import EventStream
 from agent_fleet.codex._exec_argv import ExecCommand, build_command
 from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser
 from agent_fleet.codex.options import CodexOptions
-from agent_fleet.contract import Capabilities, Handle, Provider, Spec
-from agent_fleet.errors import ProviderUnavailable, TurnFailed, Unsupported, UsageError
-from agent_fleet.events import Error, ErrorCode, Event, Result, System, is_terminal
+from agent_fleet.contract import Capabilities, Provider, Spec
+from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
+from agent_fleet.events import Error, ErrorCode, Event, Result, is_terminal
+from agent_fleet.notices import spec_unsupported
 
 __all__ = ["CAPABILITIES", "CodexExecHandle", "CodexExecProvider"]
 
@@ -144,8 +147,8 @@ def _write_turn_files(spec: Spec) -> tuple[str | None, str | None, str | None]:
     return tempdir, schema_file, instructions_file
 
 
-class _Turn:
-    """One turn: one child process, its driver task and its event queue."""
+class _ExecTurn:
+    """One turn: one child process, its driver task and its event stream."""
 
     def __init__(
         self,
@@ -165,11 +168,9 @@ class _Turn:
         self.kill_grace = kill_grace
         self.stderr_limit = stderr_tail_bytes
         self.tempdir = tempdir
-        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.stream = EventStream()
         self.session_known = asyncio.Event()
         self.done = asyncio.Event()
-        self.delivered: Result | Error | None = None  # the terminal, once a reader took it
-        self.reader_claimed = False
         self.proc: asyncio.subprocess.Process | None = None
         self._stderr = bytearray()
         self._abort_code: ErrorCode | None = None
@@ -177,7 +178,7 @@ class _Turn:
         self._killer: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self.on_done: Callable[[_Turn], None] | None = None
+        self.on_done: Callable[[_ExecTurn], None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -189,10 +190,8 @@ class _Turn:
 
     async def start(self) -> None:
         """Start the child and its driver. Raises ``ProviderUnavailable`` when it cannot be started."""
-        for item in self.command.untranslated:
-            self.queue.put_nowait(
-                System(subtype="untranslated", data={"field": item.field, "reason": item.reason})
-            )
+        for notice in spec_unsupported(self.command.untranslated):
+            self.stream.push(notice)
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.command.argv,
@@ -287,7 +286,7 @@ class _Turn:
                 self._timer.cancel()
                 self._timer = None
             self._cleanup()
-            self.queue.put_nowait(terminal)
+            self.stream.finish(terminal)
             self.done.set()
             self.session_known.set()
             if self.on_done is not None:
@@ -302,7 +301,7 @@ class _Turn:
 
     def _emit(self, event: Event) -> None:
         if not is_terminal(event):  # the terminal is queued by the driver, after exit
-            self.queue.put_nowait(event)
+            self.stream.push(event)
 
     async def _write_stdin(self, proc: asyncio.subprocess.Process) -> None:
         stdin = proc.stdin
@@ -339,19 +338,30 @@ class _Turn:
             self.tempdir = None
 
 
-class CodexExecHandle(Handle):
+class _TurnLauncher(Protocol):
+    """How a handle starts its next turn (``CodexExecProvider._start_turn``, bound)."""
+
+    async def __call__(
+        self, spec: Spec, *, prompt: str | None, session_id: str | None, images: bool
+    ) -> _ExecTurn: ...
+
+
+class CodexExecHandle(StreamedHandle[_ExecTurn]):
     """One codex thread driven through ``codex exec`` processes, one per turn.
 
-    Calling order is the contract's. ``events()`` may be iterated once per turn; ``wait()`` drains
-    what is left. Cancelling a task while it awaits the next event (in ``events()`` or ``wait()``)
-    kills the turn's process. ``stop()`` ends the running turn; a later ``send()`` resumes the thread.
+    Calling order is the contract's. ``events()`` reads a turn once; ``wait()`` drains what is left
+    (after ``events()`` it answers with the same terminal). Cancelling a task while it awaits the next
+    event (in ``events()`` or ``wait()``) kills the turn's process. ``stop()`` ends the running turn; a
+    later ``send()`` (``codex exec resume``, same spec settings minus images) resumes the thread.
+    ``send()`` raises ``UsageError`` while a turn runs, when there is no thread to resume, or after the
+    provider was shut down.
     """
 
-    def __init__(self, provider: CodexExecProvider, spec: Spec, session_id: str | None) -> None:
-        self._provider = provider
+    def __init__(self, launch: _TurnLauncher, spec: Spec, session_id: str | None, turn: _ExecTurn) -> None:
+        self._launch = launch
         self._spec = spec
         self._session_id = session_id
-        self._turn: _Turn | None = None
+        self._turn: _ExecTurn | None = turn
         self._starting = False  # a send() is starting the next turn
 
     @property
@@ -369,54 +379,22 @@ class CodexExecHandle(Handle):
         """The pid of the current turn's codex process (``None`` before it started)."""
         return self._turn.pid if self._turn is not None else None
 
-    def _require_turn(self) -> _Turn:
-        if self._turn is None:
-            raise UsageError("no turn has been started on this handle")
-        return self._turn
-
-    async def _next(self, turn: _Turn) -> Event:
-        try:
-            event = await turn.queue.get()
-        except asyncio.CancelledError:
-            turn.abort("cancelled", "the task consuming the turn was cancelled")
-            raise
-        if isinstance(event, Result | Error):
-            turn.delivered = event
-            if turn.parser.thread_id is not None:
-                self._session_id = turn.parser.thread_id
-        return event
-
-    async def events(self) -> AsyncIterator[Event]:
-        """Events of the current turn, ending right after its terminal event. Once per turn."""
-        turn = self._require_turn()
-        if turn.reader_claimed:
-            raise UsageError("events() may be called once per turn")
-        turn.reader_claimed = True
-        while turn.delivered is None:
-            event = await self._next(turn)
-            yield event
-
     async def wait(self) -> Result:
         """Drain the current turn; return its ``Result`` or raise ``TurnFailed``."""
-        turn = self._require_turn()
-        while turn.delivered is None:
-            await self._next(turn)
-        if isinstance(turn.delivered, Error):
-            raise TurnFailed(turn.delivered)
-        return turn.delivered
+        return await self._require_turn().stream.result(self._stop_soon)
 
-    async def send(self, prompt: str) -> None:
-        """Run a follow-up turn (``codex exec resume``) with the same spec settings, minus images.
+    def _stop_soon(self) -> None:
+        # The reader was cancelled: kill the process now (stop() would only add the wait for it).
+        if self._turn is not None:
+            self._turn.abort("cancelled", "the task consuming the turn was cancelled")
 
-        Raises ``UsageError`` while the current turn runs, when there is no thread to resume, or after
-        the provider was shut down.
-        """
-        if self._starting or (self._turn is not None and not self._turn.done.is_set()):
+    async def _follow_up(self, prompt: str) -> None:
+        if self._starting:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
         session_id = self.session_id
         self._starting = True
         try:
-            await self._provider._start_turn(self, prompt=prompt, session_id=session_id, images=False)
+            self._turn = await self._launch(self._spec, prompt=prompt, session_id=session_id, images=False)
         finally:
             self._starting = False
 
@@ -464,7 +442,7 @@ class CodexExecProvider(Provider):
         self._binary: Path | None = None
         self._version: str | None = None
         self._lock = asyncio.Lock()
-        self._turns: set[_Turn] = set()
+        self._turns: set[_ExecTurn] = set()
         self._closed = False
 
     @property
@@ -493,20 +471,18 @@ class CodexExecProvider(Provider):
 
         Raises ``ProviderUnavailable`` (no usable binary) or ``UsageError`` (bad spec, shut down).
         """
-        handle = CodexExecHandle(self, spec, None)
-        turn = await self._start_turn(handle, prompt=None, session_id=None, images=True)
+        turn = await self._start_turn(spec, prompt=None, session_id=None, images=True)
         try:
             await turn.session_known.wait()
         except asyncio.CancelledError:
             turn.abort("cancelled", "spawn() was cancelled")
             raise
-        return handle
+        return CodexExecHandle(self._start_turn, spec, None, turn)
 
     async def resume(self, session_id: str, spec: Spec) -> CodexExecHandle:
         """Continue thread ``session_id`` (recorded under the same ``CODEX_HOME``) with ``spec.prompt``."""
-        handle = CodexExecHandle(self, spec, session_id)
-        await self._start_turn(handle, prompt=None, session_id=session_id, images=True)
-        return handle
+        turn = await self._start_turn(spec, prompt=None, session_id=session_id, images=True)
+        return CodexExecHandle(self._start_turn, spec, session_id, turn)
 
     async def shutdown(self) -> None:
         """Kill every running turn and wait for the processes to go. Idempotent."""
@@ -517,12 +493,12 @@ class CodexExecProvider(Provider):
         await asyncio.gather(*(t.wait_done() for t in turns))
 
     async def _start_turn(
-        self, handle: CodexExecHandle, *, prompt: str | None, session_id: str | None, images: bool
-    ) -> _Turn:
+        self, spec: Spec, *, prompt: str | None, session_id: str | None, images: bool
+    ) -> _ExecTurn:
+        """Start a turn of ``spec`` (a ``_TurnLauncher``); its handle makes it current."""
         if self._closed:
             raise UsageError("the provider is shut down")
         binary = await self._ensure_binary()
-        spec = handle._spec
         tempdir, schema_file, instructions_file = _write_turn_files(spec)
         try:
             command = build_command(
@@ -544,7 +520,7 @@ class CodexExecProvider(Provider):
             structured=spec.output_schema is not None,
             max_line_bytes=self.max_line_bytes,
         )
-        turn = _Turn(
+        turn = _ExecTurn(
             command,
             env=self.options.child_env(),
             parser=parser,
@@ -554,7 +530,6 @@ class CodexExecProvider(Provider):
             tempdir=tempdir,
         )
         await turn.start()
-        handle._turn = turn
         if not turn.done.is_set():
             self._turns.add(turn)
             turn.on_done = self._turns.discard

@@ -9,7 +9,7 @@ Session states::
 
     OPEN ──stop()/crash/shutdown──> CLOSED
 
-Turn states (one ``_Turn`` at a time)::
+Turn states (one ``_AppServerTurn`` at a time)::
 
     RUNNING ──turn/completed | timeout | stop() | crash──> FINISHED
 
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
 from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
@@ -50,7 +51,7 @@ logger = logging.getLogger("agent_fleet.codex")
 _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
 
 
-class _Turn:
+class _AppServerTurn:
     __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id")
 
     def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
@@ -61,7 +62,7 @@ class _Turn:
         self.interrupt: asyncio.Task[None] | None = None
 
 
-class CodexHandle(StreamedHandle[_Turn]):
+class CodexHandle(StreamedHandle[_AppServerTurn]):
     """A live codex thread. Created by ``CodexProvider.spawn`` / ``resume``; see ``Handle``."""
 
     _provider: CodexProvider
@@ -69,20 +70,22 @@ class CodexHandle(StreamedHandle[_Turn]):
     def __init__(
         self,
         provider: CodexProvider,
+        host: HandleHost,
         connection: Connection,
         thread_id: str,
         spec: Spec,
         policy: ApprovalPolicy,
         cwd: str,
     ) -> None:
-        self._provider = provider
+        self._provider = provider  # read for its options and writable roots only
+        self._host = host
         self._conn = connection
         self._thread_id = thread_id
         self._spec = spec
         self._policy = policy
         self._cwd = cwd
         self._bound = provider.options.event_buffer
-        self._turn: _Turn | None = None
+        self._turn: _AppServerTurn | None = None
         self._old_turn_ids: set[str] = set()
         self._closed = False
         on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
@@ -144,7 +147,9 @@ class CodexHandle(StreamedHandle[_Turn]):
                 await asyncio.wait([previous.interrupt])
             if previous.turn_id is not None:
                 self._old_turn_ids.add(previous.turn_id)
-        turn = _Turn(self._thread_id, structured=self._spec.output_schema is not None, bound=self._bound)
+        turn = _AppServerTurn(
+            self._thread_id, structured=self._spec.output_schema is not None, bound=self._bound
+        )
         self._turn = turn
         params: dict[str, Any] = {"threadId": self._thread_id, "input": items}
         if extra:
@@ -180,9 +185,9 @@ class CodexHandle(StreamedHandle[_Turn]):
 
     def _detach(self) -> None:
         self._sub.close()
-        self._provider._forget(self)
+        self._host.forget(self)
 
-    def _finish(self, turn: _Turn, event: Result | Error) -> bool:
+    def _finish(self, turn: _AppServerTurn, event: Result | Error) -> bool:
         if not turn.stream.finish(event):
             return False
         if turn.timer is not None:
@@ -196,16 +201,16 @@ class CodexHandle(StreamedHandle[_Turn]):
         except AgentFleetError as exc:  # the turn is already ended for the caller; best effort only
             logger.debug("%s for thread %s failed: %s", method, self._thread_id, exc)
 
-    def _on_timeout(self, turn: _Turn) -> None:
+    def _on_timeout(self, turn: _AppServerTurn) -> None:
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
         if self._finish(turn, Error(code="timeout", message=message, retryable=True)) and turn.turn_id:
-            turn.interrupt = self._provider._spawn_task(
+            turn.interrupt = self._host.spawn_task(
                 self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
                 f"interrupt:{self._thread_id}",
             )
 
-    def _current_for(self, method: str, params: Any) -> _Turn | None:
+    def _current_for(self, method: str, params: Any) -> _AppServerTurn | None:
         """The live turn this notification belongs to, or None for a stale one.
 
         The turn id comes from the turn/start response or from ``turn/started``, whichever is
@@ -289,7 +294,7 @@ class CodexHandle(StreamedHandle[_Turn]):
         handler = self._provider.options.approval_handler
         if handler is not None and decision.action != "decline":
             # A human may take minutes: answer from a task so this thread's events keep flowing.
-            self._provider._spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
+            self._host.spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
             return
         await self._answer(msg, params, request, decision)
 

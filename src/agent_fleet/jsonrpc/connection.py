@@ -26,10 +26,10 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from agent_fleet.errors import (
     ConnectionClosed,
@@ -39,6 +39,8 @@ from agent_fleet.errors import (
     TransportError,
     UsageError,
 )
+from agent_fleet.jsonrpc._routing import DispatchWorker, Subscription
+from agent_fleet.jsonrpc._transport import StreamTransport, Transport
 from agent_fleet.jsonrpc.core import (
     ErrorResponse,
     JsonRpcCore,
@@ -74,62 +76,6 @@ _PERMANENT_CODES: Final = frozenset(
 )
 
 
-class Transport(Protocol):
-    """A byte pipe under a ``Connection``.
-
-    ``receive`` returns some bytes, ``b""`` at EOF; it may raise (``TransportError`` with an exit code or
-    stderr tail is the richest cause) and that exception becomes the connection's close cause. ``send``
-    must write the whole message or nothing even if cancelled while waiting for backpressure. ``close``
-    must be idempotent. Message-oriented transports (websocket) return one message plus ``b"\\n"``.
-    """
-
-    async def receive(self) -> bytes: ...
-
-    async def send(self, data: bytes) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-class StreamTransport:
-    """``Transport`` over an asyncio stream pair, e.g. a child's stdout (reader) and stdin (writer).
-
-    ``close()`` flushes buffered output for at most ``close_timeout`` seconds, then aborts the writer:
-    a peer that stopped reading must not make closing hang.
-    """
-
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, close_timeout: float = 2.0
-    ) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._close_timeout = close_timeout
-
-    async def receive(self) -> bytes:
-        return await self._reader.read(65536)
-
-    async def send(self, data: bytes) -> None:
-        # write() buffers the whole message at once, so a cancelled drain() cannot split a message.
-        self._writer.write(data)
-        await self._writer.drain()
-
-    async def close(self) -> None:
-        if self._writer.is_closing():
-            return
-        self._writer.close()
-        # wait_closed() awaits a future shared with the stream protocol; cancelling it (as a timeout
-        # would) breaks that protocol later (InvalidStateError), so bound it with asyncio.wait instead.
-        waiter = asyncio.ensure_future(self._writer.wait_closed())
-        waiter.add_done_callback(_consume_result)  # an OSError here only means the peer is gone
-        done, _ = await asyncio.wait([waiter], timeout=self._close_timeout)
-        if not done:
-            self._writer.transport.abort()
-
-
-def _consume_result(fut: asyncio.Future[Any]) -> None:
-    if not fut.cancelled():
-        fut.exception()
-
-
 def param_key(name: str) -> RouteKey:
     """Return a ``route_key`` that reads ``params[name]`` when params is a dict and the value a str."""
 
@@ -146,102 +92,6 @@ def param_key(name: str) -> RouteKey:
 
 async def _await(aw: Awaitable[object]) -> None:
     await aw
-
-
-class _Worker:
-    """A FIFO of ``(handler, message)`` drained by one lazily created task."""
-
-    __slots__ = ("_conn", "_finishing", "_label", "_queue", "_task", "_wakeup")
-
-    def __init__(self, conn: Connection, label: str) -> None:
-        self._conn = conn
-        self._label = label
-        self._queue: deque[tuple[_Handler, Notification | Request]] = deque()
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._finishing = False
-
-    def put(self, handler: _Handler, msg: Notification | Request) -> None:
-        queue = self._queue
-        if queue:
-            # The worker only sleeps on an empty queue, so it is already awake: no wake-up per message.
-            queue.append((handler, msg))
-            return
-        queue.append((handler, msg))
-        if self._task is None:
-            self._task = self._conn._spawn(self._run(), f"{self._conn.name}:{self._label}")
-        self._wakeup.set()
-
-    def finish(self) -> None:
-        """Let the worker exit once its queue is empty."""
-        self._finishing = True
-        self._wakeup.set()
-
-    async def _run(self) -> None:
-        queue = self._queue
-        conn = self._conn
-        isawaitable = inspect.isawaitable
-        while True:
-            while queue:
-                handler, msg = queue.popleft()
-                # Called inline, not through a coroutine per message: most handlers are sync and this
-                # loop runs once per notification. Exceptions are handled as documented on Connection.
-                try:
-                    result = handler(msg)
-                    if result is not None and isawaitable(result):
-                        await result
-                    continue
-                except asyncio.CancelledError:
-                    task = asyncio.current_task()
-                    if task is not None and task.cancelling():
-                        raise  # the worker itself is being cancelled
-                    conn._handler_failed(msg)
-                except Exception:
-                    conn._handler_failed(msg)
-                await conn._reply_internal_error(msg)
-            if self._finishing:
-                return
-            self._wakeup.clear()
-            await self._wakeup.wait()
-
-
-class Subscription:
-    """A routing-key registration made by ``Connection.subscribe``; ``close()`` ends it."""
-
-    __slots__ = ("_closed", "_conn", "_key", "_on_notification", "_on_request", "_worker")
-
-    def __init__(
-        self,
-        conn: Connection,
-        key: str,
-        worker: _Worker,
-        on_notification: NotificationHandler | None,
-        on_request: RequestHandler | None,
-    ) -> None:
-        self._conn = conn
-        self._key = key
-        self._worker = worker
-        self._on_notification = on_notification
-        self._on_request = on_request
-        self._closed = False
-
-    @property
-    def key(self) -> str:
-        return self._key
-
-    @property
-    def closed(self) -> bool:
-        """True after ``close()`` or once the connection has closed."""
-        return self._closed
-
-    def close(self) -> None:
-        """Unsubscribe (idempotent). New messages for the key go to the fallback; already queued ones
-        are still delivered to this subscription's handlers, then its worker exits."""
-        if self._closed:
-            return
-        self._closed = True
-        self._conn._unsubscribe(self)
-        self._worker.finish()
 
 
 class Connection:
@@ -287,7 +137,7 @@ class Connection:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._subs: dict[str, Subscription] = {}
         self._fallback: tuple[NotificationHandler | None, RequestHandler | None] = (None, None)
-        self._fallback_worker = _Worker(self, "fallback")
+        self._fallback_worker = DispatchWorker(self, "fallback")
         self._close_callbacks: list[Callable[[BaseException | None], object]] = []
         self._closed = False
         self._close_cause: BaseException | None = None
@@ -508,7 +358,7 @@ class Connection:
         self._raise_if_closed()
         if key in self._subs:
             raise UsageError(f"{self.name}: routing key {key!r} is already subscribed")
-        sub = Subscription(self, key, _Worker(self, f"sub:{key}"), on_notification, on_request)
+        sub = Subscription(self, key, DispatchWorker(self, f"sub:{key}"), on_notification, on_request)
         self._subs[key] = sub
         return sub
 
@@ -568,7 +418,7 @@ class Connection:
                     sub = subs.get(key)
                     if sub is not None and sub._on_notification is not None:
                         queue = sub._worker._queue
-                        if queue:  # the worker is awake (see _Worker.put): just queue it
+                        if queue:  # the worker is awake (see DispatchWorker.put): just queue it
                             queue.append((sub._on_notification, msg))
                         else:
                             sub._worker.put(sub._on_notification, msg)

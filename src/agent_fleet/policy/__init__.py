@@ -6,7 +6,7 @@
 
     policy = ApprovalPolicy(spec.permission)             # None: built-in rules + default allow
     decision = policy.evaluate(ApprovalRequest(kind="command", command=["bash", "-lc", "ls"], cwd=cwd))
-    decision.action, decision.rule, decision.reason      # "acceptForSession", None, "..."
+    decision.action, decision.rule, decision.reason      # "allow_for_session", None, "..."
 
 Providers reuse the parts: ``parse_command`` gives the simple commands a shell text or argv would run
 (unwrapped and normalised, e.g. for Claude's Bash tool), ``check_paths`` the containment verdict for

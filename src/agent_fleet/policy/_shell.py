@@ -25,6 +25,17 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._shell_words import (
+    BACKTICK_ESCAPE,
+    IFS,
+    REDIRECT_TYPES,
+    contiguous,
+    find_substitutions,
+    unescape_ansi_c,
+    unescape_double,
+    unescape_unquoted,
+    unquoted_ifs,
+)
 from agent_fleet.policy._unwrap import (
     exec_commands,
     executes_stdin,
@@ -128,97 +139,6 @@ def _parser() -> Parser:
 
 
 # --------------------------------------------------------------------------------------------------
-# Word resolution.
-
-_SUBSTITUTION_TYPES = frozenset({"command_substitution", "process_substitution"})
-_REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
-_UNQUOTED_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
-_DOUBLE_QUOTED_ESCAPE = re.compile(r"\\([\"\\$`\n])")
-_BACKTICK_ESCAPE = re.compile(r"\\([\\$`])")
-_ANSI_C_ESCAPE = re.compile(
-    r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
-)
-_ANSI_C_SIMPLE = {
-    "a": "\a",
-    "b": "\b",
-    "e": "\x1b",
-    "E": "\x1b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\v",
-    "\\": "\\",
-    "'": "'",
-    '"': '"',
-    "?": "?",
-}
-
-
-def _unescape_unquoted(text: str) -> str:
-    return _UNQUOTED_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
-
-
-def _unescape_double(text: str) -> str:
-    return _DOUBLE_QUOTED_ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
-
-
-def _ansi_c_char(match: re.Match[str]) -> str:
-    esc = match.group(1)
-    head = esc[0]
-    try:
-        if head == "x" and len(esc) > 1:
-            return chr(int(esc[1:], 16))
-        if head in "uU" and len(esc) > 1:
-            return chr(int(esc[1:], 16))
-        if head in "01234567":
-            return chr(int(esc, 8) & 0xFF)
-    except (ValueError, OverflowError):
-        return ""
-    if head == "c" and len(esc) == 2:
-        return chr(ord(esc[1]) & 0x1F)
-    return _ANSI_C_SIMPLE.get(esc, "\\" + esc)
-
-
-def _unescape_ansi_c(text: str) -> str:
-    return _ANSI_C_ESCAPE.sub(_ansi_c_char, text)
-
-
-def _find_substitutions(node: Node) -> list[Node]:
-    if node.type in _SUBSTITUTION_TYPES:
-        return [node]
-    found: list[Node] = []
-    for child in node.named_children:
-        found.extend(_find_substitutions(child))
-    return found
-
-
-_IFS = re.compile(r"\$(?:IFS|\{IFS\})")
-
-
-def _unquoted_ifs(nodes: Sequence[Node], source: bytes) -> bool:
-    """True when an unquoted ``$IFS``/``${IFS}`` is among ``nodes`` (bash splits the word there)."""
-    for node in nodes:
-        if node.type in ("simple_expansion", "expansion"):
-            if _IFS.fullmatch(source[node.start_byte : node.end_byte].decode("utf-8", "replace")):
-                return True
-        elif node.type == "concatenation" and _unquoted_ifs(node.named_children, source):
-            return True
-    return False
-
-
-def _contiguous(nodes: Sequence[Node]) -> list[list[Node]]:
-    """Group nodes into shell words: pieces with no whitespace between them form one word."""
-    groups: list[list[Node]] = []
-    for node in nodes:
-        if groups and groups[-1][-1].end_byte == node.start_byte:
-            groups[-1].append(node)
-        else:
-            groups.append([node])
-    return groups
-
-
-# --------------------------------------------------------------------------------------------------
 # The walker.
 
 
@@ -269,15 +189,15 @@ class _Walker:
         text = self.text(node)
         match node.type:
             case "word":
-                return _unescape_unquoted(text)
+                return unescape_unquoted(text)
             case "raw_string":
                 return text[1:-1]
             case "ansi_c_string":
-                return _unescape_ansi_c(text[2:-1])
+                return unescape_ansi_c(text[2:-1])
             case "string":
-                return _unescape_double(text[1:-1])
+                return unescape_double(text[1:-1])
             case "translated_string":
-                return _unescape_double(text[2:-1])
+                return unescape_double(text[2:-1])
             case "concatenation" | "command_name":
                 return self.resolve_group(node.children, node.start_byte, node.end_byte)
             case _:  # numbers, expansions, substitutions, anything new: the raw text
@@ -343,7 +263,7 @@ class _Walker:
         for child in node.named_children:
             if body is not None and child.id == body.id:
                 self.walk(child, inner)
-            elif child.type in _REDIRECT_TYPES:
+            elif child.type in REDIRECT_TYPES:
                 raw = _RawRedirects()
                 self._redirect(child, raw)
                 self._sink.redirects.extend(raw.redirects)
@@ -357,9 +277,7 @@ class _Walker:
         if text.startswith("`") and "\\" in text:
             # Inside backticks `\`` starts a nested substitution; the grammar does not know this, so
             # parse the unescaped body as a script of its own.
-            _parse_into(
-                _BACKTICK_ESCAPE.sub(r"\1", text[1:-1]), self._sink, replace(ctx, depth=ctx.depth + 1)
-            )
+            _parse_into(BACKTICK_ESCAPE.sub(r"\1", text[1:-1]), self._sink, replace(ctx, depth=ctx.depth + 1))
             return
         self._children(node, ctx)
 
@@ -367,7 +285,7 @@ class _Walker:
         body = node.child_by_field_name("body")
         raw = _RawRedirects()
         for child in node.named_children:
-            if child.type in _REDIRECT_TYPES:
+            if child.type in REDIRECT_TYPES:
                 self._redirect(child, raw)
         if body is not None and body.type == "command":
             self._command(body, ctx, raw)
@@ -400,20 +318,20 @@ class _Walker:
                 targets = [
                     child for child in node.named_children if child.type not in ("file_descriptor", "comment")
                 ]
-                groups = _contiguous(targets)
+                groups = contiguous(targets)
                 target = self.word(groups[0]) if groups else ""
                 raw.redirects.append(Redirect(op=op, target=target))
                 raw.extra_words.extend(groups[1:])
                 for group in groups[:1]:
                     for piece in group:
-                        raw.substitutions.extend(_find_substitutions(piece))
+                        raw.substitutions.extend(find_substitutions(piece))
             case "herestring_redirect":
                 pieces = [child for child in node.children if child.is_named]
                 target = self.word(pieces) if pieces else ""
                 raw.redirects.append(Redirect(op=op or "<<<", target=target))
                 raw.stdin_texts.append(target)
                 for piece in pieces:
-                    raw.substitutions.extend(_find_substitutions(piece))
+                    raw.substitutions.extend(find_substitutions(piece))
             case "heredoc_redirect":
                 body = ""
                 heredoc_op = "<<"
@@ -425,7 +343,7 @@ class _Walker:
                     match child.type:
                         case "heredoc_body":
                             body = self.text(child)
-                            raw.substitutions.extend(_find_substitutions(child))
+                            raw.substitutions.extend(find_substitutions(child))
                         case "heredoc_start" | "heredoc_end" | "comment":
                             pass
                         case "file_redirect" | "herestring_redirect" | "heredoc_redirect":
@@ -437,7 +355,7 @@ class _Walker:
                 raw.redirects.append(Redirect(op=heredoc_op, target=body))
                 raw.stdin_texts.append(body)
             case _:
-                raw.substitutions.extend(_find_substitutions(node))
+                raw.substitutions.extend(find_substitutions(node))
 
     def _command(self, node: Node, ctx: _Ctx, raw: _RawRedirects) -> None:
         word_nodes: list[Node] = []
@@ -447,23 +365,23 @@ class _Walker:
                 word_nodes.extend(child.children)
             elif field_name == "argument":
                 word_nodes.append(child)
-            elif child.type in _REDIRECT_TYPES:
+            elif child.type in REDIRECT_TYPES:
                 self._redirect(child, raw)
             elif child.is_named:
                 self.walk(child, ctx)  # variable assignments: walk for substitutions
-        groups = _contiguous(word_nodes) + raw.extra_words
+        groups = contiguous(word_nodes) + raw.extra_words
         words: list[str] = []
         for group in groups:
             word = self.word(group)
-            if _unquoted_ifs(group, self._src):  # `rm${IFS}-rf${IFS}/` is `rm -rf /`
-                words.extend(part for part in _IFS.sub(" ", word).split(" ") if part)
+            if unquoted_ifs(group, self._src):  # `rm${IFS}-rf${IFS}/` is `rm -rf /`
+                words.extend(part for part in IFS.sub(" ", word).split(" ") if part)
             else:
                 words.append(word)
 
         start = len(self._sink.commands)
         for group in groups:
             for piece in group:
-                for sub in _find_substitutions(piece):
+                for sub in find_substitutions(piece):
                     self.walk(sub, ctx)
         for sub in raw.substitutions:
             self.walk(sub, ctx)

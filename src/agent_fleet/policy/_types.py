@@ -10,7 +10,10 @@ from typing import Literal, get_args
 __all__ = ["Action", "ApprovalRequest", "Decision", "RequestKind"]
 
 RequestKind = Literal["command", "file_change", "permissions", "unknown"]
-Action = Literal["accept", "acceptForSession", "decline", "cancel"]
+#: The policy's own words, translated to each provider's wire format in that provider's package:
+#: ``allow_once`` (this request only), ``allow_for_session`` (this and the same again in the session),
+#: ``decline`` (refuse; the agent may try something else), ``cancel`` (refuse and stop the turn).
+Action = Literal["allow_once", "allow_for_session", "decline", "cancel"]
 _KINDS: tuple[str, ...] = get_args(RequestKind)
 _ACTIONS: tuple[str, ...] = get_args(Action)
 
@@ -55,8 +58,8 @@ class ApprovalRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
     """The answer. ``rule`` names the rule that declined (``None`` when nothing did); ``reason`` is for
-    humans. The engine itself only answers ``acceptForSession`` or ``decline``; ``accept`` and
-    ``cancel`` exist for providers that answer on the user's behalf."""
+    humans. The engine itself only answers ``allow_for_session`` or ``decline``; ``allow_once`` and
+    ``cancel`` exist for handlers that answer on the user's behalf."""
 
     action: Action
     reason: str | None = None
@@ -68,4 +71,4 @@ class Decision:
 
     @property
     def accepted(self) -> bool:
-        return self.action in ("accept", "acceptForSession")
+        return self.action in ("allow_once", "allow_for_session")

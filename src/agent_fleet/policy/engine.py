@@ -7,7 +7,7 @@ Order for a ``command`` request (the first step that decides wins):
 2. built-in safety rules (``_rules``), always on, not overridable by any pattern;
 3. ``disallow_patterns`` in order -> ``user-deny``;
 4. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
-5. ``default``: ``allow`` -> ``acceptForSession``, ``deny`` -> ``decline`` with rule ``default-deny``.
+5. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``.
 
 User patterns are Python regular expressions searched (``re.search``) in several texts: the command as
 sent (argv joined with ``shlex.join``) and, for each simple command it runs, its words as written
@@ -74,6 +74,10 @@ def _decline(rule: str, reason: str) -> Decision:
     return Decision(action="decline", rule=rule, reason=reason)
 
 
+def _allow(reason: str) -> Decision:
+    return Decision(action="allow_for_session", reason=reason)
+
+
 class ApprovalPolicy:
     """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
 
@@ -107,7 +111,7 @@ class ApprovalPolicy:
     def _by_default(self, what: str) -> Decision:
         match self._default:
             case "allow":
-                return Decision(action="acceptForSession", reason=f"{what}: default allow")
+                return _allow(f"{what}: default allow")
             case "deny":
                 return _decline("default-deny", f"{what}: default deny")
             case _:
@@ -145,7 +149,7 @@ class ApprovalPolicy:
             for unit in units or [(text, text)]:
                 if not any(pattern.search(u) for pattern in self._allow for u in unit):
                     return _decline("not-allowed", f"{unit[0]!r} matches no allowed pattern")
-            return Decision(action="acceptForSession", reason="every command matches an allowed pattern")
+            return _allow("every command matches an allowed pattern")
         return self._by_default("command")
 
 

@@ -35,12 +35,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import AgentFleetError, AuthenticationError, ProviderUnavailable, UsageError
 from agent_fleet.runner import _git
 from agent_fleet.runner._types import TaskEvent, notice
-from agent_fleet.runner.providers import check_provider, make_provider
+from agent_fleet.runner.providers import check_provider, make_provider, provider_state_dir
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import Redactor
 
@@ -55,7 +54,7 @@ class NodeConfig:
     """What every ``NodeRunner`` of a batch is built with."""
 
     provider_name: str
-    options: CodexOptions | None
+    options: Any
     batch_id: str
     name: str
     work_root: str | None = None  # node-local directory for clones and worktrees (default: the temp dir)
@@ -149,7 +148,7 @@ class NodeRunner:
             check_provider(self.config.provider_name, self.config.options)
             provider = make_provider(self.config.provider_name, self.config.options)
             self.provider = provider
-            async with _start_lock(self._codex_home()):
+            async with _start_lock(provider_state_dir(self.config.provider_name, self.config.options)):
                 await provider.start()
         except AuthenticationError as exc:
             return replace(info, error_kind="auth", error=exc.message)
@@ -159,13 +158,7 @@ class NodeRunner:
             return replace(info, error_kind="usage", error=str(exc))
         except AgentFleetError as exc:
             return replace(info, error_kind="unavailable", error=f"{type(exc).__name__}: {exc}")
-        pid = getattr(self.provider, "pid", None)
-        return replace(info, provider_pid=pid if isinstance(pid, int) else None)
-
-    def _codex_home(self) -> Path:
-        env = self.config.options.child_env() if self.config.options is not None else dict(os.environ)
-        home = env.get("CODEX_HOME")
-        return (Path(home).expanduser() if home else Path.home() / ".codex").resolve()
+        return replace(info, provider_pid=self.provider.pid)
 
     async def stop(self) -> None:
         """Stop every running task cleanly (their results say ``cancelled``); later ones stop at once."""
@@ -366,13 +359,16 @@ def _prune_empty(top: Path) -> None:
             os.rmdir(dirpath)
 
 
-def _start_lock(codex_home: Path) -> contextlib.AbstractAsyncContextManager[None]:
-    """Held around the provider's start: app-servers that initialise one ``CODEX_HOME`` at the same
-    moment race on its state database (two Ray nodes on one machine, a replacement actor, or a home
-    shared over a network filesystem). The lock file lives in that home (else in the temp dir)."""
-    if codex_home.is_dir():
-        return _flock(codex_home / ".agent-fleet-start.lock")
-    digest = hashlib.sha256(str(codex_home).encode()).hexdigest()[:16]
+def _start_lock(state_dir: Path | None) -> contextlib.AbstractAsyncContextManager[None]:
+    """Held around the provider's start: app-servers that initialise one ``CODEX_HOME`` (the entry's
+    ``state_dir``) at the same moment race on its state database (two Ray nodes on one machine, a
+    replacement actor, or a home shared over a network filesystem). The lock file lives in that
+    directory (else in the temp dir). No state directory: no lock."""
+    if state_dir is None:
+        return contextlib.nullcontext()
+    if state_dir.is_dir():
+        return _flock(state_dir / ".agent-fleet-start.lock")
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
     return _flock(Path(tempfile.gettempdir()) / f"agent-fleet-start-{digest}.lock")
 
 

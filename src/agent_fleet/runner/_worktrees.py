@@ -7,11 +7,14 @@ not made for concurrent ``worktree add``).
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from agent_fleet.runner import _git
 
-__all__ = ["prepare", "remove_if_clean"]
+__all__ = ["prepare", "remove_if_clean", "settle"]
+
+_CLEANUP_LIMIT = 1.0  # seconds a cancelled task still waits for its worktree's removal
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -71,3 +74,24 @@ async def remove_if_clean(repo: Path, worktree: Path, lock: asyncio.Lock) -> Pat
     except _git.GitError:
         return worktree
     return None
+
+
+async def settle(repo: Path, worktree: Path, lock: asyncio.Lock) -> tuple[Path | None, bool]:
+    """Remove the task's worktree when it is clean; return (the worktree if kept, cancelled meanwhile).
+
+    The removal is not cancelled half-way (git would be left with a half-removed worktree): a
+    cancellation meanwhile waits up to ``_CLEANUP_LIMIT`` for it, so that what is recorded is true."""
+    cleanup = asyncio.ensure_future(remove_if_clean(repo, worktree, lock))
+    cancelled = False
+    deadline = time.monotonic() + _CLEANUP_LIMIT
+    while not cleanup.done():
+        left = deadline - time.monotonic()
+        if cancelled and left <= 0:
+            return worktree, True  # still being removed when we must leave: it may be there
+        try:
+            await asyncio.wait([cleanup], timeout=left if cancelled else None)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cleanup.cancelled() or cleanup.exception() is not None:
+        return worktree, cancelled
+    return cleanup.result(), cancelled

@@ -39,40 +39,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.codex import CodexOptions
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System, TokenUsage
 from agent_fleet.runner import _git, _worktrees
+from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
 from agent_fleet.runner._tasks_file import (
     BatchTask,
     build_task,
-    entry_object,
-    idle_timeout_supported,
     iter_tasks,
     load_tasks,
-    parse_task,
     parse_tasks,
 )
 from agent_fleet.runner._types import EventSink, TaskEvent
 from agent_fleet.runner.ledger import (
-    LEDGER_FILE,
     Ledger,
     LedgerRow,
     dump_summary,
     holds_batch,
     summary_payload,
 )
-from agent_fleet.runner.providers import check_provider, make_provider
+from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
 from agent_fleet.runner.task import Task, TaskResult, TaskStatus, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
 
@@ -89,7 +84,6 @@ __all__ = [
 
 BRANCH_PREFIX = "agent-fleet/"
 _PROVIDER_SHUTDOWN_LIMIT = 10.0  # seconds; a provider that does not stop by then is left to its own kill
-_CLEANUP_LIMIT = 1.0  # seconds a cancelled task still waits for its worktree's removal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,116 +150,10 @@ class _State:
         return self.locks.setdefault(repo, asyncio.Lock())
 
 
-@dataclass(slots=True)
-class _Where:
-    """Where a task runs: its directory and, when it is in one, its repository's top level."""
-
-    cwd: Path
-    repo: Path | None
-
-
-def _cwd_key(t: BatchTask) -> str | None:
-    """A task's directory as the ledger records it (absolute, not resolved)."""
-    return str(t.cwd.expanduser().absolute()) if t.cwd is not None else None
-
-
-class _Locator:
-    """Checks each distinct task directory once (concurrently): it exists, it is in git when it must be,
-    and with worktrees its repository has a commit. Raises ``UsageError`` naming the first task."""
-
-    def __init__(self, default_cwd: Path, *, worktrees: bool, template_needs_commit: bool) -> None:
-        self.default_cwd = default_cwd
-        self.worktrees = worktrees
-        self.template_needs_commit = template_needs_commit
-        self.where: dict[str | None, _Where] = {}
-        self._heads: dict[Path, asyncio.Future[str | None]] = {}
-        self._limit = asyncio.Semaphore(8)
-
-    def get(self, t: BatchTask) -> _Where:
-        return self.where[_cwd_key(t)]
-
-    async def admit(self, chunk: Sequence[BatchTask]) -> None:
-        new: dict[str | None, BatchTask] = {}
-        for t in chunk:
-            key = _cwd_key(t)
-            if key not in self.where:
-                new.setdefault(key, t)
-        found = await asyncio.gather(*(self._one(t) for t in new.values()))
-        self.where.update(zip(new, found, strict=True))
-        for t in chunk:
-            needs_commit = t.require_commit if t.require_commit is not None else self.template_needs_commit
-            here = self.get(t)
-            if here.repo is None and (self.worktrees or needs_commit):
-                raise UsageError(
-                    f"task {t.id!r} (line {t.line}): {str(here.cwd)!r} is not in a git repository"
-                )
-
-    async def _one(self, t: BatchTask) -> _Where:
-        cwd = (t.cwd or self.default_cwd).expanduser()
-        if not cwd.is_dir():
-            raise UsageError(f"task {t.id!r} (line {t.line}): directory {str(cwd)!r} does not exist")
-        cwd = cwd.resolve()
-        async with self._limit:
-            top = await _git.toplevel(cwd)
-        if top is not None and self.worktrees:
-            if top not in self._heads:
-                self._heads[top] = asyncio.ensure_future(_git.head(top))
-            if await self._heads[top] is None:
-                raise UsageError(
-                    f"task {t.id!r} (line {t.line}): the repository {str(top)!r} has no commit yet"
-                )
-        return _Where(cwd=cwd, repo=top)
-
-
-def _make_out(out: Path) -> bool:
-    """Make ``out`` (a usage error when it cannot be made or written); True when it was made here."""
-    existed = out.is_dir()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from exc
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"the output directory {str(out)!r} is not writable")
-    return not existed
-
-
-_ADMIT_CHUNK = 500
-
-
-async def _admit(
-    tasks: Iterable[BatchTask] | None, ledger: Ledger, locator: _Locator, out: Path
-) -> set[str | None]:
-    """Check every task (its directory, its settings) in chunks; a new batch's tasks go into the ledger as
-    they are checked (``tasks`` None: the ledger's own). Returns the provider names the tasks ask for.
-    Nothing is kept per task: memory stays flat in the number of tasks."""
-    names: set[str | None] = set()
-    source: Iterable[BatchTask] = tasks if tasks is not None else (_task_of(r, out) for r in ledger.rows())
-    it = iter(source)
-    count = 0
-    while chunk := list(itertools.islice(it, _ADMIT_CHUNK)):
-        for t in chunk:
-            if t.idle_timeout is not None and not idle_timeout_supported():
-                raise UsageError(
-                    f"task {t.id!r} (line {t.line}): 'idle_timeout' needs a runner with an idle watchdog"
-                )
-            names.add(t.provider)
-        await locator.admit(chunk)
-        if tasks is not None:
-            ledger.add([(t.id, t.line, entry_object(t)) for t in chunk])
-        count += len(chunk)
-    if not count:
-        raise UsageError("the batch has no tasks")
-    return names
-
-
-def _task_of(row: LedgerRow, out: Path) -> BatchTask:
-    return parse_task(row.spec, line=row.line, base_dir=out, where=f"{out / LEDGER_FILE}: task {row.id}")
-
-
 class _Providers:
     """The batch's providers by name: the default one and any a task's ``provider`` asks for."""
 
-    def __init__(self, given: Provider | None, default_name: str, options: CodexOptions | None) -> None:
+    def __init__(self, given: Provider | None, default_name: str, options: Any) -> None:
         self.default_name = given.name if given is not None else default_name
         self.options = options
         self.given = given
@@ -277,8 +165,9 @@ class _Providers:
                 await self.given.start()
                 self.running[name] = self.given
                 continue
-            check_provider(name, self.options)
-            provider = make_provider(name, self.options)
+            options = options_for(name, self.options)
+            check_provider(name, options)
+            provider = make_provider(name, options)
             self.running[name] = provider
             await provider.start()
 
@@ -292,6 +181,12 @@ class _Providers:
                     await asyncio.wait_for(asyncio.shield(provider.shutdown()), _PROVIDER_SHUTDOWN_LIMIT)
 
 
+def options_for(name: str, options: Any) -> Any:
+    """``options`` when they are provider ``name``'s options type, else None (its defaults): a task that
+    asks for another provider than the batch's gets that provider's defaults."""
+    return options if isinstance(options, provider_entry(name).options_type) else None
+
+
 async def run_batch(
     tasks: Iterable[BatchTask] | None,
     *,
@@ -301,7 +196,7 @@ async def run_batch(
     worktrees: bool = False,
     provider: Provider | None = None,
     provider_name: str = "codex",
-    options: CodexOptions | None = None,
+    options: Any = None,
     cwd: str | os.PathLike[str] | None = None,
     on_event: EventSink | None = None,
     on_result: Callable[[BatchEntry], None] | None = None,
@@ -315,6 +210,7 @@ async def run_batch(
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
+    ``options`` is the options type of ``provider_name``'s registry entry (``runner.providers``).
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
     ``out_dir/summary.json``). ``out_dir`` must not hold a batch already, unless ``resume`` (then
     ``tasks`` is None: the batch's own are run); ``meta`` is kept in the new ledger (the CLI keeps its
@@ -361,12 +257,12 @@ async def run_batch(
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
     default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
-    locator = _Locator(default_cwd, worktrees=worktrees, template_needs_commit=template.gate.require_commit)
-    created = _make_out(out)
+    locator = Locator(default_cwd, worktrees=worktrees, template_needs_commit=template.gate.require_commit)
+    created = make_out(out)
     ledger = Ledger.open(out) if resume else Ledger.create(out, [], meta=meta)
     providers = _Providers(provider, provider_name, options)
     try:
-        asked = await _admit(tasks if not resume else None, ledger, locator, out)
+        asked = await admit(tasks if not resume else None, ledger, locator, out)
         await providers.start({name or providers.default_name for name in asked})
     except BaseException:
         await providers.shutdown()
@@ -396,7 +292,7 @@ async def run_batch(
             for row in pending:
                 if state.stop.is_set():
                     return
-                t = _task_of(row, out)
+                t = task_of(row, out)
                 entry = await _run_one(
                     t, ledger.get(t.id), template, providers, locator.get(t), wt_root, out, state, on_event
                 )
@@ -432,8 +328,8 @@ async def run_batch(
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
-    pid = getattr(provider, "pid", None)
-    if isinstance(pid, int) and pid not in state.pids:
+    pid = provider.pid
+    if pid is not None and pid not in state.pids:
         state.pids.add(pid)
         if state.ledger is not None:
             state.ledger.note_pid(pid)
@@ -512,7 +408,7 @@ async def _run_one(
     row: LedgerRow,
     template: Task,
     providers: _Providers,
-    here: _Where,
+    here: Where,
     wt_root: Path | None,
     out: Path,
     state: _State,
@@ -578,7 +474,7 @@ async def _run_one(
     finally:
         cancelled_again = False
         if worktree is not None and repo is not None:
-            kept, cancelled_again = await _settle_worktree(repo, worktree, state.lock(repo))
+            kept, cancelled_again = await _worktrees.settle(repo, worktree, state.lock(repo))
         if result is None:  # cancelled (a forced stop): the run is interrupted, its session kept
             result = TaskResult(
                 task_id=t.id,
@@ -598,24 +494,3 @@ async def _run_one(
         if cancelled_again:
             raise asyncio.CancelledError
     return entry
-
-
-async def _settle_worktree(repo: Path, worktree: Path, lock: asyncio.Lock) -> tuple[Path | None, bool]:
-    """Remove the task's worktree when it is clean; return (the worktree if kept, cancelled meanwhile).
-
-    The removal is not cancelled half-way (git would be left with a half-removed worktree): a
-    cancellation meanwhile waits up to ``_CLEANUP_LIMIT`` for it, so that what is recorded is true."""
-    cleanup = asyncio.ensure_future(_worktrees.remove_if_clean(repo, worktree, lock))
-    cancelled = False
-    deadline = time.monotonic() + _CLEANUP_LIMIT
-    while not cleanup.done():
-        left = deadline - time.monotonic()
-        if cancelled and left <= 0:
-            return worktree, True  # still being removed when we must leave: it may be there
-        try:
-            await asyncio.wait([cleanup], timeout=left if cancelled else None)
-        except asyncio.CancelledError:
-            cancelled = True
-    if cleanup.cancelled() or cleanup.exception() is not None:
-        return worktree, cancelled
-    return cleanup.result(), cancelled

@@ -1,30 +1,107 @@
-"""Choosing and checking a provider by name: ``codex`` (app-server), ``codex-exec`` and ``claude``.
+"""The provider registry: one ``ProviderEntry`` per provider name (``codex``, ``codex-exec``, ``claude``).
 
-``check_provider`` is the upfront check a run makes before any work (no worktree, no child process):
-the binary is found and, for codex, a credential source is present unless the config overrides point
-codex at another model provider (a ``model_provider`` key). ``make_provider`` imports the exec and
-Claude providers lazily, so a missing optional dependency is a clear ``ProviderUnavailable``.
+An entry says what the runner needs to know before it makes a provider: the options type its factory
+takes, the factory, the upfront availability check (no worktree, no child process: the binary is found
+and, for codex, a credential source is present unless the config overrides point codex at another model
+provider), which entry reviews its work, and (through ``capabilities()``) what it can do. The provider
+classes are imported lazily, so a missing optional dependency is a clear ``ProviderUnavailable``.
+
+A new provider plugs in with ``register(ProviderEntry(...))``; nothing else in the runner or the CLI
+names a provider class.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, Literal, cast
 
-from agent_fleet.codex import CodexOptions, CodexProvider, credential_sources, find_codex
-from agent_fleet.contract import Provider
+from agent_fleet.claude.options import ClaudeOptions
+from agent_fleet.codex import CodexOptions, credential_sources, find_codex
+from agent_fleet.contract import Capabilities, Provider
 from agent_fleet.errors import AuthenticationError, ProviderUnavailable, UsageError
 
-__all__ = ["PROVIDER_NAMES", "ProviderName", "check_provider", "make_provider", "uses_custom_model_provider"]
+__all__ = [
+    "PROVIDER_NAMES",
+    "ProviderEntry",
+    "ProviderName",
+    "check_provider",
+    "make_provider",
+    "provider_entry",
+    "provider_state_dir",
+    "register",
+    "uses_custom_model_provider",
+]
 
 ProviderName = Literal["codex", "codex-exec", "claude"]
-PROVIDER_NAMES: Final[tuple[str, ...]] = ("codex", "codex-exec", "claude")
 
-_LAZY: Final[dict[str, tuple[str, str]]] = {
-    "codex-exec": ("agent_fleet.codex.exec", "CodexExecProvider"),
-    "claude": ("agent_fleet.claude", "ClaudeProvider"),
-}
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderEntry:
+    """One provider in the registry.
+
+    - ``provider_class``: ``"module:Class"``, imported when first needed; the class takes one argument,
+      an ``options_type`` instance or None (its defaults).
+    - ``check``: ``check(options) -> description`` (never a secret); raises ``ProviderUnavailable`` or
+      ``AuthenticationError``. The default only imports the class.
+    - ``reviewer``: the entry whose provider reviews this one's work (``Provider.review``), or None.
+    - ``state_dir``: a directory the provider initialises at start; starts sharing one are serialised
+      (the Ray backend's node lock). None: no lock needed.
+    """
+
+    name: str
+    options_type: type[Any]
+    provider_class: str
+    check: Callable[[Any], str] | None = None
+    reviewer: str | None = None
+    state_dir: Callable[[Any], Path | None] | None = None
+
+    def load(self) -> type[Provider]:
+        module_name, _, attr = self.provider_class.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+            return cast(type[Provider], getattr(module, attr))
+        except (ImportError, AttributeError) as exc:
+            raise ProviderUnavailable(
+                f"the {self.name} provider is not available in this installation "
+                f"({module_name}.{attr}: {exc})"
+            ) from exc
+
+    def options(self, options: Any) -> Any:
+        """``options``, or the options type's defaults for None; ``UsageError`` for a wrong type."""
+        if options is None:
+            return self.options_type()
+        if not isinstance(options, self.options_type):
+            raise UsageError(
+                f"the {self.name} provider takes {self.options_type.__name__}, not {type(options).__name__}"
+            )
+        return options
+
+    def make(self, options: Any = None) -> Provider:
+        """A new, not yet started provider."""
+        return self.load()(self.options(options))  # type: ignore[call-arg]
+
+    def capabilities(self) -> Capabilities:
+        return self.make().capabilities
+
+
+_REGISTRY: dict[str, ProviderEntry] = {}
+
+
+def register(entry: ProviderEntry) -> None:
+    """Add (or replace) ``entry`` under its name."""
+    _REGISTRY[entry.name] = entry
+
+
+def provider_entry(name: str) -> ProviderEntry:
+    """The entry called ``name``; ``UsageError`` naming the choices for an unknown one."""
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise UsageError(f"unknown provider {name!r}: choose one of {', '.join(_REGISTRY)}")
+    return entry
 
 
 def uses_custom_model_provider(config: Mapping[str, Any]) -> bool:
@@ -32,36 +109,11 @@ def uses_custom_model_provider(config: Mapping[str, Any]) -> bool:
     return "model_provider" in config
 
 
-def _lazy_class(name: str) -> type[Any]:
-    module_name, attr = _LAZY[name]
-    try:
-        module = importlib.import_module(module_name)
-        return cast(type[Any], getattr(module, attr))
-    except (ImportError, AttributeError) as exc:
-        raise ProviderUnavailable(
-            f"the {name} provider is not available in this installation ({module_name}.{attr}: {exc})"
-        ) from exc
-
-
-def check_provider(name: str, options: CodexOptions | None = None) -> str:
-    """Check ``name`` can run; return a short description of what will be used (never a secret).
-
-    Raises ``UsageError`` for an unknown name, ``ProviderUnavailable`` when the binary or module is
-    missing, ``AuthenticationError`` when no credential source is present.
-    """
-    if name not in PROVIDER_NAMES:
-        raise UsageError(f"unknown provider {name!r}: choose one of {', '.join(PROVIDER_NAMES)}")
-    if name == "claude":
-        _lazy_class(name)
-        return "claude (claude-agent-sdk)"
-    if name == "codex-exec":
-        _lazy_class(name)
-    opts = options or CodexOptions()
-    binary = find_codex(opts.codex_bin)
-    if uses_custom_model_provider(opts.config):
-        return f"{binary} (model provider {opts.config['model_provider']!r} from the config overrides)"
-    env = opts.child_env()
-    sources = credential_sources(opts.codex_home, environ=env)
+def _check_codex(options: CodexOptions) -> str:
+    binary = find_codex(options.codex_bin)
+    if uses_custom_model_provider(options.config):
+        return f"{binary} (model provider {options.config['model_provider']!r} from the config overrides)"
+    sources = credential_sources(options.codex_home, environ=options.child_env())
     if not sources:
         raise AuthenticationError(
             "no OpenAI credential found: set OPENAI_API_KEY or CODEX_API_KEY, or run `codex login` "
@@ -70,12 +122,68 @@ def check_provider(name: str, options: CodexOptions | None = None) -> str:
     return f"{binary} (credential: {sources[0].name})"
 
 
-def make_provider(name: str, options: CodexOptions | None = None) -> Provider:
-    """A new, not yet started provider called ``name``. ``options`` apply to the codex providers."""
-    if name == "codex":
-        return CodexProvider(options)
-    if name == "codex-exec":
-        return cast(Provider, _lazy_class(name)(options))
-    if name == "claude":
-        return cast(Provider, _lazy_class(name)())
-    raise UsageError(f"unknown provider {name!r}: choose one of {', '.join(PROVIDER_NAMES)}")
+def _codex_home(options: CodexOptions) -> Path:
+    home = options.child_env().get("CODEX_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".codex").resolve()
+
+
+def check_provider(name: str, options: Any = None) -> str:
+    """Check ``name`` can run with ``options``; return a short description of what will be used.
+
+    Raises ``UsageError`` for an unknown name or wrong options type, ``ProviderUnavailable`` when the
+    binary or module is missing, ``AuthenticationError`` when no credential source is present.
+    """
+    entry = provider_entry(name)
+    opts = entry.options(options)
+    entry.load()
+    if entry.check is None:
+        return f"{name} ({entry.provider_class})"
+    return entry.check(opts)
+
+
+def make_provider(name: str, options: Any = None) -> Provider:
+    """A new, not yet started provider called ``name`` (``options``: the entry's options type)."""
+    return provider_entry(name).make(options)
+
+
+def provider_state_dir(name: str, options: Any) -> Path | None:
+    """The directory whose starts are serialised for ``name`` (see ``ProviderEntry.state_dir``)."""
+    entry = provider_entry(name)
+    return entry.state_dir(entry.options(options)) if entry.state_dir is not None else None
+
+
+def _env_note(options: ClaudeOptions) -> str:
+    where = os.fspath(options.cli_path) if options.cli_path is not None else "claude-agent-sdk"
+    return f"claude ({where})"
+
+
+register(
+    ProviderEntry(
+        name="codex",
+        options_type=CodexOptions,
+        provider_class="agent_fleet.codex.appserver:CodexProvider",
+        check=_check_codex,
+        reviewer="codex",
+        state_dir=_codex_home,
+    )
+)
+register(
+    ProviderEntry(
+        name="codex-exec",
+        options_type=CodexOptions,
+        provider_class="agent_fleet.codex.exec:CodexExecProvider",
+        check=_check_codex,
+        reviewer="codex",
+        state_dir=_codex_home,
+    )
+)
+register(
+    ProviderEntry(
+        name="claude",
+        options_type=ClaudeOptions,
+        provider_class="agent_fleet.claude:ClaudeProvider",
+        check=_env_note,
+    )
+)
+
+PROVIDER_NAMES: Final[tuple[str, ...]] = tuple(_REGISTRY)  # the built-in entries

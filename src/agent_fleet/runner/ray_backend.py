@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.codex import CodexOptions
 from agent_fleet.errors import UsageError
 from agent_fleet.runner._ray_pool import RAY_EXTRA_HINT, import_ray
 from agent_fleet.runner._types import EventSink
@@ -126,7 +125,7 @@ async def run_batch_ray(
     jobs: int = 4,
     worktrees: bool = False,
     provider_name: str = "codex",
-    options: CodexOptions | None = None,
+    options: Any = None,
     cwd: str | os.PathLike[str] | None = None,
     on_event: EventSink | None = None,
     on_result: Callable[[BatchEntry], None] | None = None,

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import (
     AgentFleetError,
@@ -49,13 +48,20 @@ from agent_fleet.errors import (
     TurnFailed,
     UsageError,
 )
-from agent_fleet.events import Error, Result, System, TokenUsage, ToolUse
+from agent_fleet.events import Error, Result, TokenUsage
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
+from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
-from agent_fleet.runner.providers import check_provider, make_provider
-from agent_fleet.runner.review import PRIORITY_NAMES, ReviewResult, ReviewSession, review_target
+from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
+from agent_fleet.runner.review import (
+    PRIORITY_NAMES,
+    ReviewResult,
+    ReviewTarget,
+    followup_prompt,
+    review_target,
+)
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = [
@@ -79,8 +85,9 @@ TaskStatus = Literal["succeeded", "failed", "timeout", "cancelled", "error"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReviewConfig:
-    """Codex review after the gate passes. ``threshold``: 0 (P0) .. 3 (P3); findings at or above it
-    (numerically <=) go back to the agent. ``model``: the reviewer's model (default: the task's)."""
+    """A review (the provider's, see ``Provider.review``) after the gate passes. ``threshold``: 0 (P0)
+    .. 3 (P3); findings at or above it (numerically <=) go back to the agent. ``model``: the reviewer's
+    model (default: the task's)."""
 
     threshold: int = 1
     model: str | None = None
@@ -113,18 +120,6 @@ class Task:
             raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
         if not self.id:
             raise UsageError("the task id is empty")
-
-
-def _add_usage(a: TokenUsage | None, b: TokenUsage | None) -> TokenUsage | None:
-    if a is None or b is None:
-        return a or b
-    return TokenUsage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        reasoning_output_tokens=a.reasoning_output_tokens + b.reasoning_output_tokens,
-        total_tokens=a.total_tokens + b.total_tokens,
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,8 +200,10 @@ async def validate_task(task: Task, *, provider_name: str | None = None) -> Task
     """Check ``task`` before any work; return it with ``spec.cwd`` resolved. Raises ``UsageError``."""
     cwd = _resolve_cwd(task.spec.cwd)
     ApprovalPolicy(task.spec.permission)  # a bad --allow/--deny regex is a UsageError naming it
-    if task.review is not None and provider_name == "claude":
-        raise UsageError("review needs a codex provider (--provider codex or codex-exec)")
+    if task.review is not None and provider_name is not None and _reviewer(provider_name) is None:
+        raise UsageError(
+            f"review needs a provider that can review; {provider_name} cannot (use codex or codex-exec)"
+        )
     if (task.gate.require_commit or task.review is not None) and await _git.toplevel(cwd) is None:
         what = "--require-commit" if task.gate.require_commit else "review"
         raise UsageError(f"{what} needs a git repository, and {str(cwd)!r} is not inside one")
@@ -218,7 +215,7 @@ async def run_task(
     *,
     provider: Provider | None = None,
     provider_name: str = "codex",
-    options: CodexOptions | None = None,
+    options: Any = None,
     on_event: EventSink | None = None,
     transcript: str | os.PathLike[str] | TranscriptWriter | None = None,
     stop: asyncio.Event | None = None,
@@ -231,12 +228,13 @@ async def run_task(
     ``runner.resume_failed`` says why) a new session starts with the prompt.
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
-    provider called ``provider_name`` is made from ``options`` (checked first, see ``check_provider``)
-    and shut down at the end. Raises ``UsageError`` (bad task, before any work); every other failure
-    is a result.
+    provider called ``provider_name`` is made from ``options`` (the registry entry's options type, e.g.
+    ``ClaudeOptions`` for ``claude``; checked first, see ``check_provider``) and shut down at the end.
+    Raises ``UsageError`` (bad task, before any work); every other failure is a result.
     """
     name = provider.name if provider is not None else provider_name
-    task = await validate_task(task, provider_name=name)
+    reviews_itself = provider is not None and provider.capabilities.supports_review
+    task = await validate_task(task, provider_name=None if reviews_itself else name)
     writer: TranscriptWriter | None
     own_writer = False
     if transcript is None or isinstance(transcript, TranscriptWriter):
@@ -259,7 +257,7 @@ class _TaskRun:
         task: Task,
         provider: Provider | None,
         provider_name: str,
-        options: CodexOptions | None,
+        options: Any,
         on_event: EventSink | None,
         writer: TranscriptWriter | None,
     ) -> None:
@@ -282,24 +280,14 @@ class _TaskRun:
         self.reviews = 0
         self.final_text = ""
         self.start_head: str | None = None
-        self.agent_usage: TokenUsage | None = None
-        self.review_usage: TokenUsage | None = None
-        self.commands = 0
-        self.declined = 0
+        self.counters = TaskCounters()
         self._end_head: str | None = None
         self.resume_session: str | None = None
 
     # -- events ------------------------------------------------------------------------------------
 
     def emit(self, task_event: TaskEvent) -> None:
-        event = task_event.event
-        if task_event.source == "agent":
-            if isinstance(event, ToolUse) and event.name == "shell" and not event.synthetic:
-                self.commands += 1
-            elif isinstance(event, System) and event.subtype == "approval_denied":
-                self.declined += 1
-            elif isinstance(event, TokenUsage):
-                self.agent_usage = event
+        self.counters.feed(task_event)
         if self.writer is not None:
             self.writer.write(task_event)
         if self.on_event is not None:
@@ -365,7 +353,7 @@ class _TaskRun:
             reason=self.reason,
             followups=self.followups,
             duration=time.monotonic() - started,
-            usage=_add_usage(self.agent_usage, self.review_usage),
+            usage=self.counters.usage,
             session_id=self.session_id,
             cwd=self.cwd,
             gate=self.gate,
@@ -374,8 +362,8 @@ class _TaskRun:
             final_text=self.final_text,
             start_head=self.start_head,
             end_head=self._end_head,
-            commands=self.commands,
-            declined=self.declined,
+            commands=self.counters.commands,
+            declined=self.counters.declined,
             error_code=self.error_code,
             fatal=self.fatal,
             transcript=self.writer.path if self.writer is not None else None,
@@ -387,7 +375,7 @@ class _TaskRun:
 
     async def _core(self) -> None:
         owned: Provider | None = None
-        review_provider: CodexProvider | None = None
+        review_provider: Provider | None = None
         try:
             provider = self.provider
             if provider is None:
@@ -395,11 +383,13 @@ class _TaskRun:
                 provider = owned = make_provider(self.provider_name, self.options)
                 await provider.start()
             if self.task.review is not None:
-                if isinstance(provider, CodexProvider):
+                if provider.capabilities.supports_review:
                     review_provider = provider
                 else:
-                    options = getattr(provider, "options", None) or self.options
-                    review_provider = CodexProvider(options if isinstance(options, CodexOptions) else None)
+                    reviewer = _reviewer(provider.name)
+                    if reviewer is None:
+                        raise UsageError(f"the {provider.name} provider has no review")
+                    review_provider = make_provider(reviewer, provider.options)
                     await review_provider.start()
             self.start_head = await _git.head(self.cwd)
             await self._session(provider, review_provider)
@@ -449,7 +439,7 @@ class _TaskRun:
             case _:
                 self.finish("failed", message, code=error.code)
 
-    async def _session(self, provider: Provider, review_provider: CodexProvider | None) -> None:
+    async def _session(self, provider: Provider, review_provider: Provider | None) -> None:
         handle = await self._open(provider)
         try:
             with contextlib.suppress(AgentFleetError):
@@ -490,7 +480,7 @@ class _TaskRun:
                 return event
         return Error(code="protocol_error", message="the event stream ended without a terminal event")
 
-    async def _check(self, review_provider: CodexProvider | None) -> str | None:
+    async def _check(self, review_provider: Provider | None) -> str | None:
         """Gate, then review. None when the task is done (status set); else the follow-up prompt."""
         task = self.task
         budget_left = self.followups < task.max_followups
@@ -517,7 +507,7 @@ class _TaskRun:
                 blocking = review.blocking(threshold)
                 if blocking:
                     if budget_left:
-                        return review.followup_prompt(threshold)
+                        return followup_prompt(review, threshold)
                     self.finish(
                         "failed",
                         f"the review still reports {len(blocking)} finding(s) at or above "
@@ -536,25 +526,21 @@ class _TaskRun:
             parts.append(f"review: {len(self.review.findings)} finding(s), none blocking")
         return "; ".join(parts) if parts else "the agent finished its turn"
 
-    async def _review(
-        self, provider: CodexProvider, config: ReviewConfig, target: dict[str, Any]
-    ) -> ReviewResult:
+    async def _review(self, provider: Provider, config: ReviewConfig, target: ReviewTarget) -> ReviewResult:
         self.reviews += 1
-        self.note("review_started", number=self.reviews, target=target)
-        session = ReviewSession(
-            provider,
-            cwd=self.cwd,
-            model=config.model or self.task.spec.model,
-            on_event=lambda event: self.event("review", event),
-            timeout=config.timeout,
-        )
-        review = await session.run(target)
+        self.note("review_started", number=self.reviews, target=target.to_dict())
+        async with asyncio.timeout(config.timeout):
+            review = await provider.review(
+                target,
+                cwd=self.cwd,
+                model=config.model or self.task.spec.model,
+                on_event=lambda event: self.event("review", event),
+            )
         self.review = review
-        self.review_usage = _add_usage(self.review_usage, review.usage)
         self.note(
             "review",
             number=self.reviews,
-            thread_id=review.thread_id,
+            session_id=review.session_id,
             explanation=review.explanation,
             findings=[
                 {"title": f.title, "priority": f.priority, "location": f.location, "body": f.body}
@@ -563,3 +549,8 @@ class _TaskRun:
             blocking=len(review.blocking(config.threshold)),
         )
         return review
+
+
+def _reviewer(provider_name: str) -> str | None:
+    """The registry entry that reviews ``provider_name``'s work (None: no review; unknown: UsageError)."""
+    return provider_entry(provider_name).reviewer

@@ -8,6 +8,7 @@ or a default; ``ScriptedHandler`` reads JSON bodies and writes JSON or server-se
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -101,6 +102,8 @@ class ScriptedServer(LoopbackServer, Generic[RequestT, ReplyT]):
         self.responder = responder
         self.default = default
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._stopped = False
         self._requests: list[RequestT] = []
         super().__init__(host=host, port=port)
         self.unscripted = 0
@@ -115,6 +118,42 @@ class ScriptedServer(LoopbackServer, Generic[RequestT, ReplyT]):
         with self._lock:
             return list(self._requests)
 
+    async def wait_for_request(
+        self, match: Callable[[RequestT], bool] | None = None, *, count: int = 1
+    ) -> RequestT:
+        """Wait until the ``count``-th request (matching ``match``, when given) has arrived; return it.
+
+        For a test that must act while the agent is mid-turn (the reply may still be on its way).
+        Waits in a worker thread, so the event loop keeps running; bound it with ``asyncio.timeout``.
+        Raises ``RuntimeError`` if the server stops first.
+        """
+        cancelled = False
+
+        def matching() -> list[RequestT]:
+            return [r for r in self._requests if match is None or match(r)]
+
+        def wait() -> RequestT:
+            with self._arrived:
+                self._arrived.wait_for(lambda: cancelled or self._stopped or len(matching()) >= count)
+                found = matching()
+                if len(found) < count:
+                    raise RuntimeError(f"gave up after {len(found)} of {count} requests")
+                return found[count - 1]
+
+        try:
+            return await asyncio.to_thread(wait)
+        except asyncio.CancelledError:
+            with self._arrived:  # release the worker thread
+                cancelled = True
+                self._arrived.notify_all()
+            raise
+
+    def stop(self) -> None:
+        with self._arrived:
+            self._stopped = True
+            self._arrived.notify_all()
+        super().stop()
+
     @property
     def pending_replies(self) -> int:
         with self._lock:
@@ -122,8 +161,9 @@ class ScriptedServer(LoopbackServer, Generic[RequestT, ReplyT]):
 
     def _answer(self, request: RequestT) -> ReplyT:
         """Record a model request and choose its reply: the responder's, else ``_scripted``."""
-        with self._lock:
+        with self._arrived:
             self._requests.append(request)
+            self._arrived.notify_all()
         if self.responder is not None:
             chosen = self.responder(request)
             if chosen is not None:

@@ -44,13 +44,6 @@ sys.exit(int(os.environ.get("FAKE_CODEX_EXIT", "0")))
 
 
 @pytest.fixture
-def exec_workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "workspace"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def exec_options(codex_env: CodexTestEnv) -> CodexOptions:
     """Options for a provider whose codex children talk to the scripted model server."""
     return CodexOptions(config=dict(codex_env.config), env=dict(codex_env.env), skip_git_repo_check=True)

@@ -77,17 +77,18 @@ def _png(path: Path) -> Path:
     return path
 
 
+@pytest.mark.e2e
 async def test_text_reply(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     scripted_model.enqueue(Reply.text("hello there"))
     spec = Spec(
         prompt="say hello",
-        cwd=exec_workspace,
+        cwd=workspace,
         reasoning_effort="low",
         developer_instructions="DEVELOPER-MARK",
         base_instructions="BASE-MARK: you are terse.",
-        images=[_png(exec_workspace / "pixel.png")],
+        images=[_png(workspace / "pixel.png")],
     )
     async with CodexExecProvider(exec_options) as provider:
         assert provider.version == "0.163.0"
@@ -109,33 +110,35 @@ async def test_text_reply(
     assert request.contains("input_image")
 
 
+@pytest.mark.e2e
 async def test_shell_command_runs_in_the_sandbox(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     # codex exec never asks for approval (policy 'never'); the sandbox is the only limit, so
     # workspace-write lets the command write into the workspace.
     scripted_model.enqueue(Reply.exec("echo hi | tee out.txt"), Reply.text("done"))
     async with CodexExecProvider(exec_options) as provider:
-        handle = await provider.spawn(Spec(prompt="run it", cwd=exec_workspace, sandbox="workspace-write"))
+        handle = await provider.spawn(Spec(prompt="run it", cwd=workspace, sandbox="workspace-write"))
         events = await collect(handle)
     uses = [e for e in events if isinstance(e, ToolUse)]
     results = [e for e in events if isinstance(e, ToolResult)]
     assert len(uses) == 1 and uses[0].name == "shell" and "echo hi" in uses[0].input["command"]
     assert len(results) == 1 and results[0].id == uses[0].id
     assert results[0].exit_code == 0 and not results[0].is_error and "hi" in results[0].output
-    assert (exec_workspace / "out.txt").read_text() == "hi\n"
+    assert (workspace / "out.txt").read_text() == "hi\n"
     assert isinstance(events[-1], Result) and events[-1].text == "done"
     assert "hi" in json.dumps(scripted_model.requests[-1].tool_outputs())
 
 
+@pytest.mark.e2e
 async def test_follow_up_resumes_the_thread(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     scripted_model.enqueue(
         Reply.text("first answer"), Reply.text("second answer"), Reply.text("third answer")
     )
     async with CodexExecProvider(exec_options) as provider:
-        handle = await provider.spawn(Spec(prompt="FIRST-PROMPT", cwd=exec_workspace))
+        handle = await provider.spawn(Spec(prompt="FIRST-PROMPT", cwd=workspace))
         first = await handle.wait()
         await handle.send("SECOND-PROMPT")
         with pytest.raises(UsageError):
@@ -149,18 +152,19 @@ async def test_follow_up_resumes_the_thread(
 
     # A new provider (same CODEX_HOME) continues the thread by id.
     async with CodexExecProvider(exec_options) as provider:
-        resumed = await provider.resume(first.session_id, Spec(prompt="THIRD-PROMPT", cwd=exec_workspace))
+        resumed = await provider.resume(first.session_id, Spec(prompt="THIRD-PROMPT", cwd=workspace))
         third = await resumed.wait()
     assert (third.text, third.session_id) == ("third answer", first.session_id)
     assert "SECOND-PROMPT" in scripted_model.requests[-1].user_texts()
 
 
+@pytest.mark.e2e
 async def test_http_500_is_a_retryable_turn_failure(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     scripted_model.enqueue(Reply.http_error(500, "boom"))
     async with CodexExecProvider(exec_options) as provider:
-        handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace))
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace))
         events = await collect(handle)
         with pytest.raises(TurnFailed) as info:
             await handle.wait()  # after events(): the same terminal, raised
@@ -171,8 +175,9 @@ async def test_http_500_is_a_retryable_turn_failure(
     assert any(isinstance(e, System) and e.subtype == "stream_error" for e in events[:-1])
 
 
+@pytest.mark.e2e
 async def test_missing_key_is_auth_failed(
-    scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, exec_workspace: Path
+    scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, workspace: Path
 ) -> None:
     scripted_model.enqueue(Reply.text("never sent"))
     options = CodexOptions(
@@ -181,7 +186,7 @@ async def test_missing_key_is_auth_failed(
         skip_git_repo_check=True,
     )
     async with CodexExecProvider(options) as provider:
-        handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace))
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace))
         with pytest.raises(TurnFailed) as info:
             await handle.wait()
     error = info.value.event
@@ -190,12 +195,13 @@ async def test_missing_key_is_auth_failed(
     assert scripted_model.requests == []
 
 
+@pytest.mark.e2e
 async def test_timeout_kills_the_process(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     scripted_model.enqueue(Reply.text("too late", delay=8))
     async with CodexExecProvider(exec_options, kill_grace=1.0) as provider:
-        handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace, timeout=1.5))
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace, timeout=1.5))
         pid = handle.pid
         assert pid is not None
         events = await collect(handle)
@@ -204,10 +210,11 @@ async def test_timeout_kills_the_process(
     assert not alive(pid)
 
 
+@pytest.mark.e2e
 async def test_structured_output(
     scripted_model: ScriptedModelServer,
     exec_options: CodexOptions,
-    exec_workspace: Path,
+    workspace: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -222,19 +229,20 @@ async def test_structured_output(
     }
     scripted_model.enqueue(Reply.text('{"answer": 42}'))
     async with CodexExecProvider(exec_options) as provider:
-        handle = await provider.spawn(Spec(prompt="answer", cwd=exec_workspace, output_schema=schema))
+        handle = await provider.spawn(Spec(prompt="answer", cwd=workspace, output_schema=schema))
         result = await handle.wait()
     assert result.structured == {"answer": 42}
     assert scripted_model.requests[0].contains('"answer"')  # the schema reached the model request
     assert list(private_tmp.iterdir()) == []  # the schema file is removed after the turn
 
 
+@pytest.mark.e2e
 async def test_stop_mid_turn_leaves_no_process(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     scripted_model.enqueue(Reply.exec("sleep 30"), Reply.text("never"))
     async with CodexExecProvider(exec_options, kill_grace=1.0) as provider:
-        handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace))
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace))
         pid = handle.pid
         assert pid is not None
         events: list[Event] = []
@@ -252,12 +260,13 @@ async def test_stop_mid_turn_leaves_no_process(
         await handle.wait()
 
 
+@pytest.mark.e2e
 async def test_cancelling_the_consumer_kills_the_process(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     scripted_model.enqueue(Reply.exec("sleep 30"), Reply.text("never"))
     async with CodexExecProvider(exec_options, kill_grace=1.0) as provider:
-        handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace))
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace))
         pid = handle.pid
         assert pid is not None
         running = asyncio.Event()
@@ -279,12 +288,13 @@ async def test_cancelling_the_consumer_kills_the_process(
         assert not alive(pid)
 
 
+@pytest.mark.e2e
 async def test_shutdown_stops_running_turns(
-    scripted_model: ScriptedModelServer, exec_options: CodexOptions, exec_workspace: Path
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
 ) -> None:
     scripted_model.enqueue(Reply.text("slow", delay=8))
     provider = CodexExecProvider(exec_options, kill_grace=1.0)
-    handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace))
+    handle = await provider.spawn(Spec(prompt="p", cwd=workspace))
     pid = handle.pid
     assert pid is not None
     await provider.shutdown()
@@ -299,9 +309,10 @@ async def test_shutdown_stops_running_turns(
         await handle.inject("steer")
 
 
-async def test_exit_before_thread_started(exec_options: CodexOptions, exec_workspace: Path) -> None:
+@pytest.mark.e2e
+async def test_exit_before_thread_started(exec_options: CodexOptions, workspace: Path) -> None:
     async with CodexExecProvider(exec_options) as provider:
-        handle = await provider.spawn(Spec(prompt="p", cwd=exec_workspace, config={"sandbox_mode": "bogus"}))
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace, config={"sandbox_mode": "bogus"}))
         with pytest.raises(UsageError):
             _ = handle.session_id
         events = await collect(handle)
@@ -393,6 +404,6 @@ async def test_untranslated_fields_are_reported(fake_codex: FakeCodex) -> None:
     async with CodexExecProvider(fake_codex([THREAD, MESSAGE, COMPLETED])) as provider:
         handle = await provider.spawn(Spec(prompt="p", permission=PermissionConfig(default="deny")))
         events = await collect(handle)
-    notices = [e for e in events if isinstance(e, System) and e.subtype == "untranslated"]
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "spec_unsupported"]
     assert [n.data["field"] for n in notices] == ["permission"]
     assert isinstance(events[-1], Result)

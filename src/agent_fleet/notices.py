@@ -1,0 +1,73 @@
+"""Every ``System.subtype`` agent-fleet emits, declared once with what it means.
+
+A closed set, like ``events.ERROR_CODES``: a notice is data a consumer may match on, so its name is
+part of the interface. ``tests/test_notices.py`` reads every ``System(subtype=...)`` (and every runner
+notice) in the source and fails on one that is not declared here; ``docs/events.md`` lists them.
+
+Names: a bare word for what a provider reports (the same word from every provider that reports it),
+``runner.<what>`` for the task runner's own notices, ``review.<what>`` for code-review turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Final
+
+from agent_fleet.contract import Untranslated
+from agent_fleet.events import System
+
+__all__ = ["NOTICE_SUBTYPES", "SPEC_UNSUPPORTED", "spec_unsupported"]
+
+#: The subtype of a ``Spec`` field a provider ignored because it cannot honour it.
+SPEC_UNSUPPORTED: Final = "spec_unsupported"
+
+NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # -- every provider ------------------------------------------------------------------------
+        SPEC_UNSUPPORTED: "a Spec field this provider cannot honour was ignored (data: field, reason)",
+        "approval_denied": "the approval policy declined a request (data: rule, reason, what was asked)",
+        # -- codex (app-server and exec) -----------------------------------------------------------------
+        "stream_error": "the model stream failed and codex is retrying (data: message)",
+        "warning": "a codex warning or deprecation notice (data: method and its params)",
+        "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
+        "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
+        "approval_handler_failed": (
+            "the approval_handler raised or returned no Decision; the request was declined (data: error)"
+        ),
+        "unknown_approval_kind": "an approval kind agent-fleet does not know, decided by the policy default",
+        "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
+        "mcp_config_unsupported": "this app-server cannot write MCP config; Spec.mcp_servers not applied",
+        "review.entered": "a review turn entered review mode (data: target)",
+        "review.exited": "a review turn left review mode (data: the review text)",
+        # -- Claude --------------------------------------------------------------------------------------
+        "init": "the Claude Code session started (data: session_id, model, cwd, tools, ...)",
+        "rate_limit": "Claude's rate-limit status (data: as reported)",
+        "conversation_reset": "Claude Code reset the conversation (data: session_id)",
+        "inject_late": "injected input reached Claude after the turn ended and was dropped (data: count)",
+        "claude_system": "another Claude Code system message, passed through (data: subtype, data)",
+        # -- the task runner -----------------------------------------------------------------------------
+        "runner.started": "a task started (data: prompt, cwd, provider, model, max_followups)",
+        "runner.session": "the task's session exists, new or resumed (data: session_id, resumed)",
+        "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
+        "(data: session_id, reason)",
+        "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",
+        "runner.gate_started": "the task's gate is running (data: require_commit, command)",
+        "runner.gate": "the gate's verdict (data: passed, summary, checks)",
+        "runner.review_started": "a code review of the task's changes started (data: number, target)",
+        "runner.review": "a code review's findings (data: number, thread_id, findings, blocking)",
+        "runner.review_skipped": "no review was run (data: reason)",
+        "runner.finished": "the task ended (data: its TaskResult, without the final text)",
+        "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
+        "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",
+        "runner.attempt_failed": "Ray: an attempt was lost with its node or actor (data: reason, retry)",
+    }
+)
+
+
+def spec_unsupported(items: Iterable[Untranslated]) -> list[System]:
+    """The notices for the ``Spec`` fields a provider ignored, one per field."""
+    return [
+        System(subtype="spec_unsupported", data={"field": item.field, "reason": item.reason})
+        for item in items
+    ]

@@ -1,0 +1,27 @@
+"""The live view: counters come from the runner (``TaskCounters``, then the ``TaskResult``)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from agent_fleet.cli._view import Progress
+from agent_fleet.events import TokenUsage, ToolUse
+from agent_fleet.runner import TaskEvent
+from agent_fleet.runner._types import notice
+
+
+def test_rows_count_while_running_then_show_the_task_result() -> None:
+    console = Console(file=io.StringIO(), force_terminal=False)
+    progress = Progress(console, json_output=False, batch=True)
+    progress.on_event(TaskEvent(task_id="a", source="agent", event=ToolUse(id="1", name="shell", input={})))
+    progress.on_event(TaskEvent(task_id="a", source="agent", event=TokenUsage(total_tokens=40)))
+    progress.on_event(TaskEvent(task_id="a", source="review", event=TokenUsage(total_tokens=2)))
+    row = progress.rows["a"]
+    assert (row.command_count, row.tokens, row.followups) == (1, 42, 0)
+    # The finished notice carries the TaskResult summary; from then on its numbers are shown.
+    progress.on_event(
+        notice("a", "finished", status="succeeded", reason="ok", tokens=50, commands=3, followups=1)
+    )
+    assert (row.status, row.command_count, row.tokens, row.followups) == ("succeeded", 3, 50, 1)

@@ -1,0 +1,83 @@
+"""Fixtures for the whole suite: one ``workspace``, and the guard that keeps unit tests unit tests.
+
+A test that starts a real agent binary (the codex binary, ``codex exec-server``, the Claude Code CLI)
+must carry the ``e2e`` marker, so ``pytest -m "not e2e"`` runs none of them. The autouse guard below
+records every process a test without the marker starts and fails the test if one of them is a real
+agent binary (a fake codex script in a temporary directory is not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_fleet._codex_binary import find_codex
+from agent_fleet.errors import ProviderUnavailable
+
+
+def _real_binaries() -> frozenset[str]:
+    found: set[str] = set()
+    with contextlib.suppress(ProviderUnavailable):
+        found.add(os.path.realpath(find_codex()))
+    try:
+        import claude_agent_sdk
+
+        bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+        if bundled.exists():
+            found.add(os.path.realpath(bundled))
+    except ImportError:
+        pass
+    for name in ("codex", "claude"):
+        on_path = shutil.which(name)
+        if on_path:
+            found.add(os.path.realpath(on_path))
+    return frozenset(found)
+
+
+_REAL = _real_binaries()
+
+
+def _program(args: Any) -> str:
+    first = args if isinstance(args, str | bytes | os.PathLike) else next(iter(args), "")
+    path = os.fsdecode(first)
+    if os.sep not in path:
+        path = shutil.which(path) or path
+    return os.path.realpath(path)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_binary_outside_e2e(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("e2e") is not None:
+        yield
+        return
+    started: list[str] = []
+    original = subprocess.Popen.__init__
+
+    def recording(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        program = _program(args)
+        if program in _REAL:
+            started.append(program)
+        original(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = recording  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = original  # type: ignore[method-assign]
+    if started:
+        pytest.fail(f"this test started a real agent binary ({started[0]}): mark it @pytest.mark.e2e")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty directory for an agent to work in."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path

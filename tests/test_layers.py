@@ -1,0 +1,66 @@
+"""The layer rules of issue 14, checked on the source: nothing above the provider line (``runner/``,
+``cli/``) speaks the wire protocol."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "agent_fleet"
+ABOVE_PROVIDERS = ("runner", "cli")
+FORBIDDEN_IMPORTS = ("agent_fleet.jsonrpc", "agent_fleet.codex.mapping", "agent_fleet.codex._review")
+METHOD = re.compile(r"^[a-z][A-Za-z]*(/[a-z][A-Za-z]*)+$")  # thread/start, item/completed, ...
+
+
+def _violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        for name in names:
+            if any(name == bad or name.startswith(bad + ".") for bad in FORBIDDEN_IMPORTS):
+                found.append(f"{path.name}:{node.lineno}: imports {name}")
+        if isinstance(node, ast.Attribute) and node.attr == "connection":
+            found.append(f"{path.name}:{node.lineno}: uses .connection")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and METHOD.match(node.value):
+            found.append(f"{path.name}:{node.lineno}: names the JSON-RPC method {node.value!r}")
+    return found
+
+
+def _modules(*packages: str) -> list[Path]:
+    return sorted(p for package in packages for p in (SRC / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules(*ABOVE_PROVIDERS), ids=lambda p: str(p.relative_to(SRC)))
+def test_runner_and_cli_do_not_speak_the_wire_protocol(path: Path) -> None:
+    assert _violations(path) == []
+
+
+def test_the_check_finds_wire_protocol_code() -> None:
+    """The provider's own review module does all three; the check must see it."""
+    found = "\n".join(_violations(SRC / "codex" / "_review.py"))
+    assert "imports agent_fleet.jsonrpc" in found
+    assert "imports agent_fleet.codex.mapping" in found
+    assert "names the JSON-RPC method 'review/start'" in found
+
+
+MAX_LINES = 600
+# Over the limit on this branch and left alone on purpose: engineer C's child-process work rewrites
+# execserver/client.py's process start (spawn, serve_websocket) in parallel, so splitting it here would
+# only collide. The test fails once an entry is back under the limit, so this list cannot go stale.
+_PENDING_SPLIT = {"execserver/client.py"}
+
+
+def test_no_module_is_over_600_lines() -> None:
+    sizes = {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in _modules(".")}
+    assert len(sizes) > 50, "the source tree was not found"
+    over = {name for name, n in sizes.items() if n > MAX_LINES}
+    assert over - _PENDING_SPLIT == set(), {name: sizes[name] for name in over}
+    assert over >= _PENDING_SPLIT, "a pending module is under the limit now: drop it from _PENDING_SPLIT"
