@@ -262,9 +262,13 @@ class Progress:
         else:
             shown = pinned + others[: room - len(pinned)]
             hidden = {}
-        table = Table(box=None, pad_edge=False)
-        for name in ("task", "status", "step", "follow-ups", "elapsed", "tokens"):
-            table.add_column(name, no_wrap=True, overflow="ellipsis")
+        table = Table(box=None, pad_edge=False, expand=True)
+        id_width = min(32, max((len(r.task_id) for r in shown), default=4))
+        table.add_column("task", no_wrap=True, overflow="ellipsis", min_width=max(4, id_width))
+        table.add_column("status", no_wrap=True, min_width=9)
+        table.add_column("step", no_wrap=True, overflow="ellipsis", ratio=1)  # the one that gives way
+        for name in ("follow-ups", "elapsed", "tokens"):
+            table.add_column(name, no_wrap=True, justify="right", min_width=len(name))
         styles = {"running": "cyan", "succeeded": "green", **{s: "red" for s in _FAILED}}
         for row in shown:
             table.add_row(
