@@ -22,7 +22,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from agent_fleet import Spec
 from agent_fleet.cli import cli
+from agent_fleet.codex import CodexOptions
+from agent_fleet.runner import GateConfig, Task
+from agent_fleet.runner.batch import run_batch
+from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.task import INTERRUPTED_FOLLOWUP
 from agent_fleet.testing import CodexTestEnv, ScriptedModelServer, scripted_codex_env
 
@@ -287,3 +292,29 @@ def test_20_double_ctrl_c_runs_never_hang_and_leave_a_true_summary(
                 assert Path(kept).is_dir() and f"worktree {kept}" in listed
             else:
                 assert f"/{task_id}\n" not in listed + "\n", "a worktree left on disk is reported"
+
+
+# -- a session that cannot be resumed --------------------------------------------------------------------
+
+
+async def test_an_interrupted_task_whose_session_is_gone_starts_afresh(
+    repo: Path, scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, tmp_path: Path
+) -> None:
+    scripted_model.responder = ScriptedAgent({"a": [[write_file("a.txt", "a"), commit("task a")]]})
+    out = tmp_path / "out"
+    out.mkdir()
+    ledger = Ledger.create(out, [])
+    ledger.add([("a", 1, {"id": "a", "prompt": "[task:a] write a.txt and commit", "cwd": str(repo)})])
+    ledger.start("a", branch=None, worktree=None, transcript=str(out / "a.jsonl"))
+    ledger.session("a", "00000000-0000-0000-0000-000000000000")  # a session codex never had
+    ledger.close()  # the process "died" here
+    template = Task(spec=Spec(prompt="-", sandbox="workspace-write"), gate=GateConfig(require_commit=True))
+    options = CodexOptions(config=dict(codex_env.config), env=dict(codex_env.env))
+    result = await run_batch(None, template=template, out_dir=out, options=options, resume=True)
+    (entry,) = result.entries
+    assert entry.result.status == "succeeded", entry.result.reason
+    assert entry.result.session_id not in (None, "00000000-0000-0000-0000-000000000000")
+    records = [json.loads(line) for line in (out / "a.jsonl").read_text().splitlines()]
+    failed = [r for r in records if r.get("subtype") == "runner.resume_failed"]
+    assert failed and failed[0]["data"]["session_id"] == "00000000-0000-0000-0000-000000000000"
+    assert not any(INTERRUPTED_FOLLOWUP in json.dumps(r.body) for r in scripted_model.requests)
