@@ -78,3 +78,20 @@ def test_the_final_table_of_a_big_fleet_lists_what_did_not_succeed() -> None:
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "bad0" in text and "bad2" in text and "ok1 " not in text and "later" not in text
     assert "1,000 tasks: 900 succeeded, 97 not started" in text
+
+
+def test_a_long_fleet_keeps_only_recent_finished_rows_but_counts_every_task() -> None:
+    console = Console(file=io.StringIO(), width=120, height=40, force_terminal=True)
+    progress = Progress(console, json_output=False, batch=True)
+    progress.expect(5000)
+    for n in range(3000):
+        task_id = f"t{n}"
+        progress.on_event(notice(task_id, "started", prompt="p"))
+        progress.on_event(TaskEvent(task_id=task_id, source="agent", event=TokenUsage(total_tokens=2)))
+        status = "failed" if n % 1000 == 0 else "succeeded"
+        progress.on_event(notice(task_id, "finished", status=status, reason="r"))
+    assert len(progress.rows) <= 203  # the latest 200 finished, and the three failures (pinned)
+    assert {"t0", "t1000", "t2000", "t2999"} <= set(progress.rows)
+    header = progress.header().plain
+    assert "succeeded 2,997" in header and "failed 3" in header and "queued 2,000" in header
+    assert "tokens 6,000" in header

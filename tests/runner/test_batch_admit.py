@@ -53,3 +53,15 @@ async def test_resume_takes_the_ledger_s_tasks_and_needs_a_ledger(tmp_path: Path
         await run_batch(None, template=TEMPLATE, out_dir=tmp_path, resume=True)
     with pytest.raises(UsageError, match="rerun_failed needs resume"):
         await run_batch([], template=TEMPLATE, out_dir=tmp_path, rerun_failed=True)
+
+
+async def test_a_review_the_task_s_provider_cannot_do_names_the_line(tmp_path: Path) -> None:
+    tasks = [
+        BatchTask(id="fine", prompt="p", line=1),
+        BatchTask(id="no-reviewer", prompt="p", provider="claude", review=True, line=2),
+    ]
+    with pytest.raises(
+        UsageError, match=r"task 'no-reviewer' \(line 2\): review needs a provider that can review"
+    ):
+        await run_batch(tasks, template=TEMPLATE, out_dir=tmp_path / "out", cwd=tmp_path)
+    assert not (tmp_path / "out").exists()

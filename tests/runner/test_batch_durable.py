@@ -26,7 +26,7 @@ from agent_fleet import Spec
 from agent_fleet.cli import cli
 from agent_fleet.codex import CodexOptions
 from agent_fleet.runner import GateConfig, Task
-from agent_fleet.runner.batch import run_batch
+from agent_fleet.runner.batch import BatchEntry, BatchTask, run_batch
 from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.task import INTERRUPTED_FOLLOWUP
 from agent_fleet.testing import CodexTestEnv, ScriptedModelServer, scripted_codex_env
@@ -318,3 +318,33 @@ async def test_an_interrupted_task_whose_session_is_gone_starts_afresh(
     failed = [r for r in records if r.get("subtype") == "runner.resume_failed"]
     assert failed and failed[0]["data"]["session_id"] == "00000000-0000-0000-0000-000000000000"
     assert not any(INTERRUPTED_FOLLOWUP in json.dumps(r.body) for r in scripted_model.requests)
+
+
+async def test_a_task_that_cannot_run_any_more_fails_alone(
+    scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, tmp_path: Path
+) -> None:
+    scripted_model.responder = ScriptedAgent({})
+    dirs = {name: tmp_path / name for name in ("a", "b", "c")}
+    for d in dirs.values():
+        d.mkdir()
+    tasks = [
+        BatchTask(id=name, prompt=f"[task:{name}] go", cwd=d, line=n + 1)
+        for n, (name, d) in enumerate(dirs.items())
+    ]
+
+    def on_result(entry: BatchEntry) -> None:
+        if entry.result.task_id == "a":
+            dirs["b"].rmdir()  # b's directory disappears after the batch checked it
+
+    options = CodexOptions(config=dict(codex_env.config), env=dict(codex_env.env))
+    result = await run_batch(
+        tasks,
+        template=Task(spec=Spec(prompt="-")),
+        out_dir=tmp_path / "out",
+        jobs=1,
+        options=options,
+        on_result=on_result,
+    )
+    statuses = {e.result.task_id: (e.result.status, e.result.error_code) for e in result.entries}
+    assert statuses == {"a": ("succeeded", None), "b": ("failed", "usage_error"), "c": ("succeeded", None)}
+    assert "line 2: working directory" in result.entries[1].result.reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import shlex
@@ -153,6 +154,10 @@ class Progress:
         self.started = time.monotonic()
         self.total = 0
         self.done: dict[str, int] = {}
+        # A fleet's finished rows beyond the latest _KEEP_FINISHED are folded into counts (memory stays
+        # flat); failed ones stay (they are pinned in the view).
+        self._finished: collections.deque[str] = collections.deque()
+        self._folded_tokens = 0
 
     def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
         """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
@@ -205,12 +210,22 @@ class Progress:
                 row.ended = time.monotonic()
                 if self.batch:
                     row.commands.clear()  # a fleet's finished rows stay small
+                    if row.status not in _FAILED:
+                        self._fold(row.task_id)
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
         if line and not self.live_mode:
             tag = f"[{task_event.task_id}] " if self.batch else ""
             for part in line.splitlines():
                 self.console.print(Text(tag + part), highlight=False, soft_wrap=True)
+
+    def _fold(self, task_id: str) -> None:
+        self._finished.append(task_id)
+        while len(self._finished) > _KEEP_FINISHED:
+            old = self.rows.pop(self._finished.popleft(), None)
+            if old is not None:
+                self.done[old.status] = self.done.get(old.status, 0) + 1
+                self._folded_tokens += old.tokens
 
     def counts(self) -> dict[str, int]:
         """Tasks by status: ``running``, ``queued``, and the final statuses (this run's and earlier)."""
@@ -225,7 +240,7 @@ class Progress:
     def header(self) -> Text:
         counts = self.counts()
         failed = sum(counts.get(s, 0) for s in _FAILED)
-        tokens = sum(r.tokens for r in self.rows.values())
+        tokens = self._folded_tokens + sum(r.tokens for r in self.rows.values())
         text = Text()
         for label, n, style in (
             ("running", counts["running"], "cyan"),
@@ -311,6 +326,7 @@ class Progress:
 
 
 _FAILED = ("failed", "error", "timeout")
+_KEEP_FINISHED = 200
 
 _HINTS = {
     "gate_failed": "fix the gate by hand, or allow more --max-followups",

@@ -14,6 +14,7 @@ from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
 from agent_fleet.runner._tasks_file import BatchTask, entry_object, idle_timeout_supported, parse_task
 from agent_fleet.runner.ledger import LEDGER_FILE, Ledger, LedgerRow
+from agent_fleet.runner.providers import provider_entry
 
 __all__ = ["Locator", "Where", "admit", "make_out", "task_of"]
 
@@ -95,7 +96,13 @@ _ADMIT_CHUNK = 500
 
 
 async def admit(
-    tasks: Iterable[BatchTask] | None, ledger: Ledger, locator: Locator, out: Path
+    tasks: Iterable[BatchTask] | None,
+    ledger: Ledger,
+    locator: Locator,
+    out: Path,
+    *,
+    default_provider: str,
+    template_review: bool,
 ) -> set[str | None]:
     """Check every task (its directory, its settings) in chunks; a new batch's tasks go into the ledger as
     they are checked (``tasks`` None: the ledger's own). Returns the provider names the tasks ask for.
@@ -111,6 +118,12 @@ async def admit(
                     f"task {t.id!r} (line {t.line}): 'idle_timeout' needs a runner with an idle watchdog"
                 )
             names.add(t.provider)
+            review = t.review if t.review is not None else template_review
+            name = t.provider or default_provider
+            if review and provider_entry(name).reviewer is None:
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): review needs a provider that can review; {name} cannot"
+                )
         await locator.admit(chunk)
         if tasks is not None:
             ledger.add([(t.id, t.line, entry_object(t)) for t in chunk])

@@ -262,7 +262,15 @@ async def run_batch(
     ledger = Ledger.open(out) if resume else Ledger.create(out, [], meta=meta)
     providers = _Providers(provider, provider_name, options)
     try:
-        asked = await admit(tasks if not resume else None, ledger, locator, out)
+        asked = await admit(
+            tasks if not resume else None,
+            ledger,
+            locator,
+            out,
+            default_provider=providers.default_name,
+            template_review=template.review is not None
+            and not (provider is not None and provider.capabilities.supports_review),
+        )
         await providers.start({name or providers.default_name for name in asked})
     except BaseException:
         await providers.shutdown()
@@ -463,14 +471,19 @@ async def _run_one(
     result: TaskResult | None = None
     try:
         with TranscriptWriter(transcript) as writer:
-            result = await run_task(
-                task,
-                provider=providers.get(t.provider),
-                on_event=sink,
-                transcript=writer,
-                stop=state.stop,
-                resume_session=resume_session,
-            )
+            try:
+                result = await run_task(
+                    task,
+                    provider=providers.get(t.provider),
+                    on_event=sink,
+                    transcript=writer,
+                    stop=state.stop,
+                    resume_session=resume_session,
+                )
+            except UsageError as exc:  # this task's settings cannot run (e.g. a review its provider lacks)
+                result = TaskResult(
+                    task_id=t.id, status="failed", reason=f"line {t.line}: {exc}", error_code="usage_error"
+                )
     finally:
         cancelled_again = False
         if worktree is not None and repo is not None:
