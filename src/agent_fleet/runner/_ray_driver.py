@@ -14,7 +14,7 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,10 @@ from agent_fleet.events import System
 from agent_fleet.runner import _git
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
 from agent_fleet.runner._ray_pool import ActorPool, Worker, one_line
+from agent_fleet.runner._tasks_file import build_task, entry_object
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
 from agent_fleet.runner.batch import BatchEntry, BatchTask
+from agent_fleet.runner.ledger import Ledger, dump_summary, summary_payload
 from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult, RayNode
 from agent_fleet.runner.task import Task, TaskResult
 from agent_fleet.runner.transcript import TranscriptWriter
@@ -79,8 +81,11 @@ class RayBatch:
         max_retries: int,
         start_timeout: float,
         work_root: str | None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         self.ray = ray
+        self.meta = meta
+        self.ledger: Ledger | None = None  # the batch's record (see runner.ledger), from ``prepare`` on
         self.template = template
         self.out = out
         self.worktrees = worktrees
@@ -168,18 +173,12 @@ class RayBatch:
                 )
                 self.queue.append(_Pending(task=t, job=job))
         await asyncio.to_thread(self.out.mkdir, parents=True, exist_ok=True)
+        self.ledger = Ledger.create(
+            self.out, [(t.id, t.line, entry_object(t)) for t in tasks], meta=self.meta
+        )
 
     def _task(self, t: BatchTask, directory: str) -> Task:
-        template = self.template
-        gate = template.gate
-        if t.gate_cmd is not None or t.require_commit is not None:
-            gate = replace(
-                gate,
-                command=t.gate_cmd if t.gate_cmd is not None else gate.command,
-                require_commit=t.require_commit if t.require_commit is not None else gate.require_commit,
-            )
-        spec = replace(template.spec, prompt=t.prompt, cwd=directory, model=t.model or template.spec.model)
-        return replace(template, id=t.id, spec=spec, gate=gate)
+        return build_task(t, self.template, Path(directory))
 
     async def _remote_head(self, url: str) -> str:
         try:
@@ -197,7 +196,13 @@ class RayBatch:
         started = time.monotonic()
         await self.pool.connect(address)
         try:
-            await self.pool.start()
+            try:
+                await self.pool.start()
+            except BaseException:
+                if self.ledger is not None:  # nothing ran: leave no record that would refuse a new run
+                    self.ledger.discard()
+                    self.ledger = None
+                raise
             try:
                 await self._loop(stop)
             except BaseException:
@@ -265,6 +270,13 @@ class RayBatch:
                 reset_branch=pending.branch_created,
                 stale_worktree=pending.stale_worktree,
             )
+            if self.ledger is not None:
+                self.ledger.start(
+                    pending.task.id,
+                    branch=BRANCH_PREFIX + pending.task.id if job.worktree else None,
+                    worktree=None,  # on the node: its runner.worktree notice says where
+                    transcript=str(self._writer(pending.task.id).path),
+                )
             attempt = asyncio.get_running_loop().create_task(
                 self._attempt(pending, worker, job), name=f"ray:{pending.task.id}:{pending.attempt}"
             )
@@ -305,6 +317,10 @@ class RayBatch:
         if isinstance(event, System) and event.subtype == "runner.worktree":
             pending.branch_created = True
             pending.stale_worktree = str(event.data.get("path") or "") or None
+        if isinstance(event, System) and event.subtype == "runner.session" and self.ledger is not None:
+            session_id = event.data.get("session_id")
+            if isinstance(session_id, str):
+                self.ledger.session(pending.task.id, session_id)
         self._emit(task_event)
 
     def _settle(self, pending: _Pending, worker: Worker, outcome: Outcome | _Lost | _Broken) -> None:
@@ -394,6 +410,7 @@ class RayBatch:
             bundle=bundle,
         )
         self.entries[task_id] = entry
+        self._record(entry)
         writer = self.writers.pop(task_id, None)
         if writer is not None:
             writer.close()
@@ -415,11 +432,21 @@ class RayBatch:
             )
             entry = RayBatchEntry(result=result, attempts=pending.attempt, failures=tuple(pending.failures))
             self.entries[pending.task.id] = entry
+            self._record(entry)
             writer = self.writers.pop(pending.task.id, None)
             if writer is not None:
                 writer.close()
             if self.on_result is not None:
                 self.on_result(entry)
+
+    def _record(self, entry: BatchEntry) -> None:
+        if self.ledger is not None:
+            self.ledger.finish(
+                entry.result.task_id,
+                result=entry.to_dict(),
+                attempts=int(getattr(entry.result, "attempts", 1)),
+                worktree_kept=str(entry.worktree) if entry.worktree is not None else None,
+            )
 
     def _request_stop(self, reason: str, *, fatal: bool = False) -> None:
         if self.stopped is not None:
@@ -489,9 +516,18 @@ class RayBatch:
             batch_id=self.batch_id,
             nodes=nodes,
         )
-        text = json.dumps(result.to_dict(), indent=2) + "\n"
-        (self.out / "summary.json").write_text(text, encoding="utf-8")
-        return result
+        if self.ledger is None:
+            text = json.dumps(result.to_dict(), indent=2) + "\n"
+            (self.out / "summary.json").write_text(text, encoding="utf-8")
+            return result
+        extra = {k: v for k, v in result.to_dict().items() if k not in ("tasks", "counts")}
+        try:
+            payload = summary_payload(self.ledger, extra)
+            dump_summary(self.out, payload)
+        finally:
+            self.ledger.close()
+            self.ledger = None
+        return replace(result, summary=payload)
 
 
 def _finished_data(result: TaskResult) -> dict[str, Any]:

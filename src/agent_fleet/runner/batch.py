@@ -249,6 +249,7 @@ async def run_batch(
             stop=stop,
             ray_address=ray_address,
             repo_url=repo_url,
+            meta=meta,
         )
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,6 +135,7 @@ async def run_batch_ray(
     max_retries_per_task: int = 1,
     start_timeout: float = DEFAULT_START_TIMEOUT,
     work_root: str | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> RayBatchResult:
     """Run ``tasks`` on a Ray cluster (see the module docstring); the arguments are ``run_batch``'s, plus:
 
@@ -177,6 +178,7 @@ async def run_batch_ray(
         max_retries=max_retries_per_task,
         start_timeout=start_timeout,
         work_root=work_root,
+        meta=meta,
     )
     await batch.prepare(tasks, cwd)
     return await batch.run(ray_address, stop)
