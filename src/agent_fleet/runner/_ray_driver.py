@@ -26,7 +26,7 @@ from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
 from agent_fleet.runner._ray_pool import ActorPool, Worker, one_line
 from agent_fleet.runner._tasks_file import build_task, entry_object
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
-from agent_fleet.runner.batch import BatchEntry, BatchTask
+from agent_fleet.runner.batch import BatchEntry, BatchTask, entry_from_summary
 from agent_fleet.runner.ledger import Ledger, dump_summary, summary_payload
 from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult, RayNode
 from agent_fleet.runner.task import Task, TaskResult
@@ -82,9 +82,11 @@ class RayBatch:
         start_timeout: float,
         work_root: str | None,
         meta: Mapping[str, Any] | None = None,
+        resume_from: Ledger | None = None,
     ) -> None:
         self.ray = ray
         self.meta = meta
+        self.resumed = resume_from
         self.ledger: Ledger | None = None  # the batch's record (see runner.ledger), from ``prepare`` on
         self.template = template
         self.out = out
@@ -114,7 +116,32 @@ class RayBatch:
     # -- before any work -----------------------------------------------------------------------------
 
     async def prepare(self, tasks: Sequence[BatchTask], cwd: str | os.PathLike[str] | None) -> None:
-        """Check every task and resolve what each attempt needs (``UsageError`` on the first bad one)."""
+        """Check every task and resolve what each attempt needs (``UsageError`` on the first bad one).
+
+        Resuming (``resume_from``): ``tasks`` are the ledger's; only those it has not finished are queued,
+        interrupted ones with their session and the branch an earlier run made."""
+        try:
+            await self._prepare(tasks, cwd)
+        except BaseException:
+            if self.resumed is not None:
+                self.resumed.close()
+            raise
+        if self.resumed is not None:
+            self.ledger = self.resumed
+            rows = {row.id: row for row in self.ledger.rows(states=("queued", "running", "interrupted"))}
+            queued: deque[_Pending] = deque()
+            for pending in self.queue:
+                row = rows.get(pending.task.id)
+                if row is not None:
+                    session = row.session_id if row.resumable and not row.fresh else None
+                    job = replace(pending.job, reuse_branch=row.runs > 0, resume_session=session)
+                    queued.append(replace(pending, job=job))
+            self.queue = queued
+        else:
+            entries = [(t.id, t.line, entry_object(t)) for t in tasks]
+            self.ledger = Ledger.create(self.out, entries, meta=self.meta)
+
+    async def _prepare(self, tasks: Sequence[BatchTask], cwd: str | os.PathLike[str] | None) -> None:
         self.tasks = list(tasks)
         if self.repo_url is not None:
             if cwd is not None:
@@ -173,9 +200,6 @@ class RayBatch:
                 )
                 self.queue.append(_Pending(task=t, job=job))
         await asyncio.to_thread(self.out.mkdir, parents=True, exist_ok=True)
-        self.ledger = Ledger.create(
-            self.out, [(t.id, t.line, entry_object(t)) for t in tasks], meta=self.meta
-        )
 
     def _task(self, t: BatchTask, directory: str) -> Task:
         return build_task(t, self.template, Path(directory))
@@ -199,8 +223,11 @@ class RayBatch:
             try:
                 await self.pool.start()
             except BaseException:
-                if self.ledger is not None:  # nothing ran: leave no record that would refuse a new run
-                    self.ledger.discard()
+                if self.ledger is not None and self.resumed is None:
+                    self.ledger.discard()  # nothing ran: leave no record that would refuse a new run
+                    self.ledger = None
+                elif self.ledger is not None:
+                    self.ledger.close()
                     self.ledger = None
                 raise
             try:
@@ -267,7 +294,7 @@ class RayBatch:
             job = replace(
                 pending.job,
                 attempt=pending.attempt,
-                reset_branch=pending.branch_created,
+                reset_branch=pending.branch_created and not pending.job.reuse_branch,
                 stale_worktree=pending.stale_worktree,
             )
             if self.ledger is not None:
@@ -527,7 +554,9 @@ class RayBatch:
         finally:
             self.ledger.close()
             self.ledger = None
-        return replace(result, summary=payload)
+        # Tasks this run did not run (a resume keeps what earlier runs finished) are as the ledger says.
+        entries = tuple(self.entries.get(t["task_id"]) or entry_from_summary(t) for t in payload["tasks"])
+        return replace(result, entries=entries, summary=payload)
 
 
 def _finished_data(result: TaskResult) -> dict[str, Any]:

@@ -230,10 +230,13 @@ async def run_batch(
     if backend == "ray":
         if provider is not None:
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")
-        if resume:
-            raise UsageError("--resume is not supported with --backend ray yet: resume with --backend local")
         from agent_fleet.runner.ray_backend import run_batch_ray
 
+        resumed: Ledger | None = None
+        if resume:
+            resumed = Ledger.open(out)
+            resumed.prepare_resume(rerun_failed=rerun_failed)
+            tasks = [task_of(row, out) for row in resumed.rows()]
         assert tasks is not None
         return await run_batch_ray(
             list(tasks),
@@ -250,6 +253,7 @@ async def run_batch(
             ray_address=ray_address,
             repo_url=repo_url,
             meta=meta,
+            resume_from=resumed,
         )
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
@@ -367,7 +371,7 @@ def _result(state: _State, duration: float, out: Path) -> BatchResult:
     finally:
         ledger.close()
     return BatchResult(
-        entries=tuple(_entry(t) for t in payload["tasks"]),
+        entries=tuple(entry_from_summary(t) for t in payload["tasks"]),
         duration=duration,
         stopped=state.stopped,
         fatal=state.fatal,
@@ -377,7 +381,7 @@ def _result(state: _State, duration: float, out: Path) -> BatchResult:
     )
 
 
-def _entry(t: Mapping[str, Any]) -> BatchEntry:
+def entry_from_summary(t: Mapping[str, Any]) -> BatchEntry:
     """A summary entry back as a ``BatchEntry`` (the gate and review details stay in the summary)."""
     if t.get("state") == "queued" and not t.get("runs"):  # never started: kept cheap for a big fleet
         result = TaskResult(task_id=str(t["task_id"]), status="cancelled", reason=str(t.get("reason") or ""))

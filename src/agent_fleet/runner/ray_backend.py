@@ -49,6 +49,7 @@ from agent_fleet.errors import UsageError
 from agent_fleet.runner._ray_pool import RAY_EXTRA_HINT, import_ray
 from agent_fleet.runner._types import EventSink
 from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask
+from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.task import Task
 
 __all__ = ["RAY_EXTRA_HINT", "RayBatchEntry", "RayBatchResult", "RayNode", "import_ray", "run_batch_ray"]
@@ -136,6 +137,7 @@ async def run_batch_ray(
     start_timeout: float = DEFAULT_START_TIMEOUT,
     work_root: str | None = None,
     meta: Mapping[str, Any] | None = None,
+    resume_from: Ledger | None = None,
 ) -> RayBatchResult:
     """Run ``tasks`` on a Ray cluster (see the module docstring); the arguments are ``run_batch``'s, plus:
 
@@ -179,6 +181,7 @@ async def run_batch_ray(
         start_timeout=start_timeout,
         work_root=work_root,
         meta=meta,
+        resume_from=resume_from,
     )
     await batch.prepare(tasks, cwd)
     return await batch.run(ray_address, stop)

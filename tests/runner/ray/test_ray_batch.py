@@ -260,8 +260,34 @@ async def test_cancelling_the_batch_stops_the_cluster_work_and_writes_the_summar
     again = [BatchTask(id="x", prompt="p")]
     with pytest.raises(UsageError, match="already holds a batch"):
         await run_batch(again, template=_template(repo), out_dir=tmp_path / "out", backend="ray")
-    with pytest.raises(UsageError, match="--resume is not supported with --backend ray"):
-        await run_batch(None, template=_template(repo), out_dir=tmp_path / "out", backend="ray", resume=True)
+    # Resumed on the cluster: each task continues its session on its branch, and finishes.
+    scripted_model.responder = ScriptedAgent(
+        {i: [[run("sleep 120")], [write_file(f"{i}.txt", "resumed"), commit(f"resumed {i}")]] for i in ids}
+    )
+    resumed = await asyncio.wait_for(
+        run_batch(
+            None,
+            template=_template(repo),
+            out_dir=tmp_path / "out",
+            jobs=1,
+            worktrees=True,
+            options=codex_options,
+            backend="ray",
+            resume=True,
+        ),
+        240,
+    )
+    assert [(e.result.task_id, e.result.status) for e in resumed.entries] == [
+        ("x", "succeeded"),
+        ("y", "succeeded"),
+    ]
+    after = {r.id: r for r in ledger_rows(tmp_path / "out")}
+    assert {i: (r.state, r.runs, r.session_id) for i, r in after.items()} == {
+        i: ("finished", 2, rows[i].session_id) for i in ids
+    }, "the same sessions, resumed"
+    for i in ids:
+        assert git(repo, "log", "-1", "--format=%s", f"agent-fleet/{i}") == f"resumed {i}"
+    assert live_agent_fleet_actors() == []
 
 
 def test_cli_git_url_mode_connects_to_the_cluster_and_brings_commits_back_as_bundles(
