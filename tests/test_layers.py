@@ -13,6 +13,26 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "agent_fleet"
 ABOVE_PROVIDERS = ("runner", "cli")
 FORBIDDEN_IMPORTS = ("agent_fleet.jsonrpc", "agent_fleet.codex.mapping", "agent_fleet.codex._review")
 METHOD = re.compile(r"^[a-z][A-Za-z]*(/[a-z][A-Za-z]*)+$")  # thread/start, item/completed, ...
+WIRE_PACKAGES = ("codex", "execserver", "jsonrpc")
+
+
+def _namespaces() -> frozenset[str]:
+    """The first segments of every method-shaped string the wire packages name (thread, turn, item, ...),
+    so a method-shaped string of another protocol (an OTLP ``http/protobuf``) is not taken for one."""
+    found: set[str] = set()
+    for package in WIRE_PACKAGES:
+        for path in (SRC / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (
+                    isinstance(node, ast.Constant)
+                    and isinstance(node.value, str)
+                    and METHOD.match(node.value)
+                ):
+                    found.add(node.value.split("/", 1)[0])
+    return frozenset(found)
+
+
+NAMESPACES = _namespaces()
 
 
 def _violations(path: Path) -> list[str]:
@@ -29,7 +49,12 @@ def _violations(path: Path) -> list[str]:
                 found.append(f"{path.name}:{node.lineno}: imports {name}")
         if isinstance(node, ast.Attribute) and node.attr == "connection":
             found.append(f"{path.name}:{node.lineno}: uses .connection")
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and METHOD.match(node.value):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and METHOD.match(node.value)
+            and node.value.split("/", 1)[0] in NAMESPACES
+        ):
             found.append(f"{path.name}:{node.lineno}: names the JSON-RPC method {node.value!r}")
     return found
 

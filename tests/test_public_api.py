@@ -13,6 +13,7 @@ from agent_fleet import errors
 EXPECTED = {
     "AgentFleetError",
     "AssistantMessage",
+    "Diff",
     "AuthenticationError",
     "Capabilities",
     "ConnectionClosed",

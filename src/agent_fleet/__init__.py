@@ -16,6 +16,7 @@ from agent_fleet.errors import (
 )
 from agent_fleet.events import (
     AssistantMessage,
+    Diff,
     Error,
     Event,
     Plan,
@@ -38,6 +39,7 @@ __all__ = [
     "AuthenticationError",
     "Capabilities",
     "ConnectionClosed",
+    "Diff",
     "Error",
     "Event",
     "Handle",

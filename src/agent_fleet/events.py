@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 __all__ = [
     "ERROR_CODES",
     "AssistantMessage",
+    "Diff",
     "Error",
     "ErrorCode",
     "Event",
@@ -136,6 +137,15 @@ class System:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Diff:
+    """The turn's aggregated diff so far (a unified diff of every file it changed); each new one replaces
+    the previous for that turn."""
+
+    diff: str
+    turn_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """A wire message this version does not map, passed through untouched."""
 
@@ -173,6 +183,7 @@ Event = (
     | Plan
     | TokenUsage
     | System
+    | Diff
     | UnknownEvent
     | Result
     | Error

@@ -30,6 +30,7 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         # -- codex (app-server and exec) -----------------------------------------------------------------
         "stream_error": "the model stream failed and codex is retrying (data: message)",
         "warning": "a codex warning or deprecation notice (data: method and its params)",
+        "session": "the session's thread started or resumed (data: model, model_provider actually used)",
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
         "approval_handler_failed": (

@@ -65,6 +65,11 @@ def test_six_tasks_three_at_a_time_in_worktrees(
     )
     for name in ("task", "status", "follow-ups", "duration", "tokens"):
         assert name in result.stdout
+    # The report page is written beside the summary; the summary says where each worktree was.
+    assert "report: " in result.stdout and (out / "report.html").is_file()
+    t0 = next(t for t in summary["tasks"] if t["task_id"] == "t0")
+    assert t0["branch"] == "agent-fleet/t0" and t0["worktree"]["kept"] is False
+    assert t0["worktree"]["path"].endswith("/t0") and Path(t0["transcript"]) == (out / "t0.jsonl").resolve()
 
 
 def _template(repo: Path) -> Task:

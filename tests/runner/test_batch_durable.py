@@ -141,6 +141,7 @@ def test_kill_9_then_resume_finishes_with_every_history_intact(
     assert {i: t["runs"] for i, t in by_id.items()} == {"a": 1, "b": 2, "c": 2, "d": 1}
     for i in ("b", "c"):
         assert by_id[i]["session_id"] == sessions[i], "the interrupted session was resumed, not replaced"
+        assert by_id[i]["resumed_from"] == sessions[i]
         history = [state for (state,) in _ledger(out, "SELECT state FROM history WHERE task_id = ?", i)]
         assert history == ["running", "session", "running", "session", "finished"]
         transcript = [json.loads(line) for line in (out / f"{i}.jsonl").read_text().splitlines()]
@@ -287,9 +288,9 @@ def test_20_double_ctrl_c_runs_never_hang_and_leave_a_true_summary(
             assert entry["branch"] == f"agent-fleet/{task_id}"
             assert task_id in git(repo, "branch", "--list", entry["branch"])
             listed = git(repo, "worktree", "list", "--porcelain")
-            kept = entry["worktree_kept"]
-            if kept is not None:
-                assert Path(kept).is_dir() and f"worktree {kept}" in listed
+            worktree = entry["worktree"]
+            if worktree is not None and worktree["kept"]:
+                assert Path(worktree["path"]).is_dir() and f"worktree {worktree['path']}" in listed
             else:
                 assert f"/{task_id}\n" not in listed + "\n", "a worktree left on disk is reported"
 

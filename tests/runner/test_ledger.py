@@ -9,14 +9,16 @@ from pathlib import Path
 import pytest
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._summary import task_record
 from agent_fleet.runner.ledger import (
     LEDGER_FILE,
     Ledger,
     holds_batch,
+    ledger_record,
     record_forced_stop,
-    summary_payload,
-    write_summary,
+    write_records,
 )
+from agent_fleet.runner.task import TaskResult, TaskStatus
 
 
 def _ledger(out: Path, ids: tuple[str, ...] = ("a", "b", "c")) -> Ledger:
@@ -24,8 +26,9 @@ def _ledger(out: Path, ids: tuple[str, ...] = ("a", "b", "c")) -> Ledger:
     return Ledger.create(out, [(i, n + 1, {"id": i, "prompt": f"do {i}"}) for n, i in enumerate(ids)])
 
 
-def _result(task_id: str, status: str, **more: object) -> dict[str, object]:
-    return {"task_id": task_id, "status": status, "reason": f"{status} because", **more}
+def _result(task_id: str, status: TaskStatus, session_id: str | None = None) -> dict[str, object]:
+    result = TaskResult(task_id=task_id, status=status, reason=f"{status} because", session_id=session_id)
+    return task_record(result, prompt=f"do {task_id}")
 
 
 def test_a_new_ledger_queues_every_task_in_order(tmp_path: Path) -> None:
@@ -99,10 +102,10 @@ def test_a_process_that_died_mid_task_reads_as_interrupted_with_its_session(tmp_
     reopened = Ledger.open(tmp_path)
     row = reopened.get("a")
     assert row.state == "running" and row.resumable and row.session_id == "thread-1"
-    entry = summary_payload(reopened, {"stopped": None})["tasks"][0]
+    entry = ledger_record(row, None)
     assert entry["status"] == "cancelled" and entry["state"] == "running"
-    assert "--resume" in entry["reason"]
-    assert entry["session_id"] == "thread-1" and entry["worktree_kept"] == "/wt/a"
+    assert "--resume" in entry["reason"] and entry["prompt"] == "do a"
+    assert entry["session_id"] == "thread-1" and entry["worktree"] == {"path": "/wt/a", "kept": True}
 
 
 def test_rerun_failed_queues_the_failed_tasks_afresh(tmp_path: Path) -> None:
@@ -125,11 +128,15 @@ def test_summary_is_derived_from_the_ledger_and_replaced_atomically(tmp_path: Pa
     ledger = _ledger(tmp_path)
     ledger.start("a", branch=None, worktree=None, transcript="t")
     ledger.finish("a", result=_result("a", "failed"), attempts=2, worktree_kept=None)
-    path = write_summary(ledger, {"stopped": "stopped by the user", "duration": 1.5})
+    path, written = write_records(
+        ledger, started_at=None, duration=1.5, stopped="stopped by the user", fatal=False
+    )
     summary = json.loads(path.read_text())
+    assert summary == json.loads(json.dumps(written))
+    assert (tmp_path / "report.html").exists()
     assert summary["counts"] == {"failed": 1, "cancelled": 2}
     assert summary["states"] == {"finished": 1, "queued": 2}
-    assert summary["stopped"] == "stopped by the user"
+    assert summary["stopped"] == "stopped by the user" and summary["duration"] == 1.5
     assert summary["tasks"][0]["attempts"] == 2 and summary["tasks"][0]["runs"] == 1
     assert summary["tasks"][1]["reason"] == "not started: stopped by the user"
     assert not list(tmp_path.glob(".summary.json.*")), "no temporary file left behind"

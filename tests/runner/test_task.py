@@ -11,7 +11,9 @@ import pytest
 from agent_fleet import Spec
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.errors import UsageError
+from agent_fleet.events import TextDelta
 from agent_fleet.runner import GateConfig, ReviewConfig, Task, TaskEvent, run_task
+from agent_fleet.runner._lean import diff_of
 from agent_fleet.testing import ScriptedModelServer
 
 from .conftest import git
@@ -42,7 +44,11 @@ async def test_commit_passes_the_require_commit_gate(
     assert result.start_head == start and result.end_head == git(repo, "rev-parse", "HEAD") != start
     assert git(repo, "log", "-1", "--format=%s") == "add a"
     records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
-    assert len(records) == len(events)
+    # Lean transcript: every event but the streamed fragments (written as their message) and the diff
+    # snapshots (written once, as the turn's TurnDiff record).
+    kept = [e for e in events if not isinstance(e.event, TextDelta) and diff_of(e) is None]
+    assert [r["type"] for r in records if r["type"] != "TurnDiff"] == [type(e.event).__name__ for e in kept]
+    assert sum(r["type"] == "TurnDiff" for r in records) == 1
     assert {r["task_id"] for r in records} == {"a"}
     assert records[0]["type"] == "System" and records[0]["subtype"] == "runner.started"
     assert records[-1]["subtype"] == "runner.finished" and records[-1]["data"]["status"] == "succeeded"

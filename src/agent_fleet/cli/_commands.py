@@ -47,7 +47,10 @@ from agent_fleet.runner import (
     run_batch,
     run_task,
 )
+from agent_fleet.runner._otel import export_from_environment
+from agent_fleet.runner._pricing import load_prices
 from agent_fleet.runner.batch import options_for
+from agent_fleet.runner.report import write_batch_report
 
 __all__ = ["cli", "main"]
 
@@ -155,11 +158,19 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     metavar="URL",
     help="Ray: a git URL each node clones (implies --worktrees; tasks have no cwd).",
 )
+@click.option(
+    "--prices",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
+)
+@click.option("--raw-deltas", is_flag=True, help="Transcripts keep every streamed text fragment.")
 @common_options
 def batch_command(
     tasks_file: Path | None,
     resume_dir: Path | None,
     rerun: str | None,
+    prices: Path | None,
+    raw_deltas: bool,
     **kwargs: Any,
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
@@ -178,6 +189,7 @@ def batch_command(
         if settings.backend == "local":  # with ray each node checks its own binary and credential
             for name in sorted({common.provider, *settings.providers}):
                 preflight(name, options_for(name, options))
+        price_table = load_prices(prices) if prices is not None else None
         progress_console, console = consoles(common.json_output)
         progress = Progress(progress_console, json_output=common.json_output, batch=True)
         progress.expect(settings.total, settings.done)
@@ -208,12 +220,23 @@ def batch_command(
                     resume=settings.resume,
                     rerun_failed=settings.rerun_failed,
                     meta=settings.meta,
+                    prices=price_table,
+                    raw_deltas=raw_deltas,
                 )
 
-        result = run_async(go, progress_console, interrupts)
+        export = export_from_environment()  # OpenTelemetry export when OTEL_* asks for it
+        if export is not None:
+            export.install()
+        try:
+            result = run_async(go, progress_console, interrupts)
+        finally:
+            if export is not None:
+                export.shutdown()
         progress.summary(result.to_dict())
         console.print(summary_table(result))
         console.print(f"summary: {result.summary_path}")
+        if result.report_path is not None:
+            console.print(f"report: {result.report_path}")
         if result.stopped:
             console.print(Text(f"batch stopped: {result.stopped}", style="red"))
             if not result.fatal:
@@ -223,6 +246,26 @@ def batch_command(
         if result.fatal:
             die(EXIT_UNAVAILABLE)
         die(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+@cli.command("report")
+@click.argument("source", metavar="OUT", type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Where to write the page (default: OUT/report.html).",
+)
+@click.option(
+    "--prices",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Price table (TOML or JSON, per model): (re)computes the cost column.",
+)
+def report_command(source: Path, output: Path | None, prices: Path | None) -> None:
+    """Write the batch report page from OUT/summary.json (OUT: a batch's --out directory)."""
+    with handled():
+        path = write_batch_report(source, output=output, prices=load_prices(prices) if prices else None)
+        click.echo(f"report: {path}  (open it in a browser: file://{path.resolve()})")
 
 
 @cli.command("demo")

@@ -343,6 +343,11 @@ class CodexProvider(Provider):
         except BaseException:
             await handle.stop()
             raise
+        # The model the thread really runs (set by Spec.model, a -c override or the user's config).
+        model = result.get("model")
+        if isinstance(model, str) and model:
+            provider = result.get("modelProvider")
+            handle._emit(System(subtype="session", data={"model": model, "model_provider": provider}))
         for notice in notices:
             handle._emit(notice)
         return handle

@@ -17,6 +17,7 @@ from agent_fleet._provider.fastnew import positional_new
 from agent_fleet._provider.prompt import parse_structured
 from agent_fleet.events import (
     AssistantMessage,
+    Diff,
     Error,
     ErrorCode,
     Event,
@@ -155,6 +156,9 @@ class TurnMapper:
                 return [self._terminal(p["turn"])]
             case "warning" | "configWarning" | "deprecationNotice" | "guardianWarning":
                 return [System(subtype="warning", data={"method": method, **p})]
+            case "turn/diff/updated":
+                diff = p.get("diff")
+                return [Diff(diff=diff if isinstance(diff, str) else "", turn_id=p.get("turnId"))]
             case "model/rerouted":
                 return [System(subtype="model_rerouted", data=p)]
             case _ if method in IGNORED:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agent_fleet.errors import AgentFleetError
 
-__all__ = ["GitError", "commits_since", "git", "head", "is_dirty", "toplevel"]
+__all__ = ["GitError", "commits_since", "final_diff", "git", "head", "is_dirty", "toplevel"]
 
 _GIT_TIMEOUT = 60.0
 
@@ -78,3 +78,34 @@ async def commits_since(cwd: str | os.PathLike[str], base: str | None) -> int:
 async def is_dirty(cwd: str | os.PathLike[str]) -> bool:
     """True when the work tree has staged, unstaged or untracked changes."""
     return bool(await git(cwd, "status", "--porcelain", "--untracked-files=normal"))
+
+
+_UNTRACKED_LIMIT = 100
+
+
+async def final_diff(cwd: str | os.PathLike[str], base: str, *, limit: int = 200_000) -> str:
+    """What changed since commit ``base``: commits and uncommitted edits of tracked files (``git diff
+    base``), then untracked files as new files. Read-only (the index is not touched); at most ``limit``
+    characters. Raises ``GitError``."""
+    parts = [await git(cwd, "diff", "--no-color", "--no-ext-diff", base)]
+    names = [n for n in (await git(cwd, "ls-files", "--others", "--exclude-standard", "-z")).split("\0") if n]
+    for name in names[:_UNTRACKED_LIMIT]:
+        if sum(map(len, parts)) > limit:
+            break
+        parts.append(await asyncio.to_thread(_new_file, Path(cwd), name))
+    if len(names) > _UNTRACKED_LIMIT:
+        parts.append(f"... and {len(names) - _UNTRACKED_LIMIT} more untracked files")
+    text = "\n".join(p for p in parts if p)
+    return text if len(text) <= limit else text[:limit] + "\n... (cut)"
+
+
+def _new_file(root: Path, name: str) -> str:
+    head = f"diff --git a/{name} b/{name}\nnew file (untracked)\n--- /dev/null\n+++ b/{name}"
+    try:
+        data = (root / name).read_bytes()
+    except OSError as exc:
+        return f"{head}\n(unreadable: {exc.strerror})"
+    if b"\0" in data[:8000]:
+        return f"{head}\nBinary file ({len(data)} bytes)"
+    lines = data.decode(errors="replace").splitlines()
+    return f"{head}\n@@ -0,0 +1,{len(lines)} @@\n" + "\n".join(f"+{line}" for line in lines)

@@ -22,12 +22,13 @@ from typing import Any
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git
+from agent_fleet.runner._batch_types import entry_from_summary
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
 from agent_fleet.runner._ray_pool import ActorPool, Worker, one_line
 from agent_fleet.runner._tasks_file import build_task, entry_object
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
-from agent_fleet.runner.batch import BatchEntry, BatchTask, entry_from_summary
-from agent_fleet.runner.ledger import Ledger, dump_summary, summary_payload
+from agent_fleet.runner.batch import BatchEntry, BatchTask
+from agent_fleet.runner.ledger import Ledger, write_records
 from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult, RayNode
 from agent_fleet.runner.task import Task, TaskResult
 from agent_fleet.runner.transcript import TranscriptWriter
@@ -547,10 +548,17 @@ class RayBatch:
             text = json.dumps(result.to_dict(), indent=2) + "\n"
             (self.out / "summary.json").write_text(text, encoding="utf-8")
             return result
-        extra = {k: v for k, v in result.to_dict().items() if k not in ("tasks", "counts")}
+        extra = {"backend": "ray", "batch_id": self.batch_id, "nodes": [n.to_dict() for n in nodes]}
         try:
-            payload = summary_payload(self.ledger, extra)
-            dump_summary(self.out, payload)
+            _, payload = write_records(
+                self.ledger,
+                started_at=None,
+                duration=duration,
+                stopped=self.stopped,
+                fatal=self.fatal,
+                provider_pids=result.provider_pids,
+                extra=extra,
+            )
         finally:
             self.ledger.close()
             self.ledger = None

@@ -33,6 +33,11 @@ above and ``summary.json`` is written. Cancelling ``run_batch`` does the same, t
 interrupted ones (and ones left ``running`` by a process that died) resume their session with a
 follow-up saying the run was interrupted, queued ones start; a resumed task reuses its branch and
 worktree. ``rerun_failed=True`` also runs the failed ones again, afresh, on their branch.
+
+Records: every task's events also go to a ``TaskRecorder`` (commands, declines, model, timeline) and to
+OpenTelemetry spans (no-ops unless an SDK is configured); a task's completed record is what the ledger
+keeps. At the end ``summary.json`` (``build_summary`` over the ledger's records; redacted) and
+``report.html`` (``agent_fleet.runner.report``) are written to ``out_dir``.
 """
 
 from __future__ import annotations
@@ -42,16 +47,19 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
-from agent_fleet.events import System, TokenUsage
+from agent_fleet.events import System
 from agent_fleet.runner import _git, _worktrees
 from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
+from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entry_from_summary
+from agent_fleet.runner._otel import BatchTelemetry
+from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._tasks_file import (
     BatchTask,
     build_task,
@@ -60,16 +68,14 @@ from agent_fleet.runner._tasks_file import (
     parse_tasks,
 )
 from agent_fleet.runner._types import EventSink, TaskEvent
-from agent_fleet.runner.ledger import (
-    Ledger,
-    LedgerRow,
-    dump_summary,
-    holds_batch,
-    summary_payload,
-)
+from agent_fleet.runner._watch import Watch, planned_model
+from agent_fleet.runner.ledger import REPORT_FILE, Ledger, LedgerRow, holds_batch, ledger_size, write_records
 from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
-from agent_fleet.runner.task import Task, TaskResult, TaskStatus, run_task
+from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
+
+if TYPE_CHECKING:
+    from agent_fleet.runner.ray_backend import RayBatchResult
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -86,57 +92,6 @@ BRANCH_PREFIX = "agent-fleet/"
 _PROVIDER_SHUTDOWN_LIMIT = 10.0  # seconds; a provider that does not stop by then is left to its own kill
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BatchEntry:
-    """A task's outcome in a batch: its result, its branch, and a worktree left in place (if any).
-
-    ``state`` is the ledger's (``queued``, ``running``, ``interrupted``, ``finished``)."""
-
-    result: TaskResult
-    branch: str | None = None
-    worktree: Path | None = None
-    state: str = "finished"
-    runs: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        out = self.result.to_dict()
-        out.pop("final_text", None)
-        out["branch"] = self.branch
-        out["worktree_kept"] = str(self.worktree) if self.worktree is not None else None
-        return out
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BatchResult:
-    entries: tuple[BatchEntry, ...]
-    duration: float
-    stopped: str | None = None
-    fatal: bool = False
-    summary_path: Path | None = None
-    provider_pids: tuple[int, ...] = ()
-    #: ``summary.json`` as written (derived from the ledger)
-    summary: Mapping[str, Any] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.stopped is None and all(e.result.ok for e in self.entries)
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.summary is not None:
-            return dict(self.summary)
-        counts: dict[str, int] = {}
-        for e in self.entries:
-            counts[e.result.status] = counts.get(e.result.status, 0) + 1
-        return {
-            "tasks": [e.to_dict() for e in self.entries],
-            "counts": counts,
-            "duration": round(self.duration, 3),
-            "stopped": self.stopped,
-            "fatal": self.fatal,
-            "provider_pids": list(self.provider_pids),
-        }
-
-
 @dataclass(slots=True)
 class _State:
     stop: asyncio.Event
@@ -145,6 +100,7 @@ class _State:
     fatal: bool = False
     pids: set[int] = field(default_factory=set)
     locks: dict[Path, asyncio.Lock] = field(default_factory=dict)
+    raw_deltas: bool = False
 
     def lock(self, repo: Path) -> asyncio.Lock:
         return self.locks.setdefault(repo, asyncio.Lock())
@@ -207,15 +163,19 @@ async def run_batch(
     resume: bool = False,
     rerun_failed: bool = False,
     meta: Mapping[str, Any] | None = None,
+    prices: PriceTable | None = None,
+    raw_deltas: bool = False,
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
     ``options`` is the options type of ``provider_name``'s registry entry (``runner.providers``).
     ``on_result(entry)`` is called as each task ends. Returns a ``BatchResult`` (also written to
-    ``out_dir/summary.json``). ``out_dir`` must not hold a batch already, unless ``resume`` (then
-    ``tasks`` is None: the batch's own are run); ``meta`` is kept in the new ledger (the CLI keeps its
-    settings there). ``tasks`` may be any iterable (a generator reading a file): it is read once, in
-    chunks, and nothing is kept per queued task.
+    ``out_dir/summary.json`` and ``out_dir/report.html``). ``prices`` adds a cost per task;
+    ``raw_deltas`` writes every streamed fragment to the transcripts (local backend). ``out_dir`` must
+    not hold a batch already, unless ``resume`` (then ``tasks`` is None: the batch's own are run);
+    ``meta`` is kept in the new ledger (the CLI keeps its settings there). ``tasks`` may be any
+    iterable (a generator reading a file): it is read once, in chunks, and nothing is kept per queued
+    task.
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
     ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
@@ -238,8 +198,11 @@ async def run_batch(
             resumed.prepare_resume(rerun_failed=rerun_failed)
             tasks = [task_of(row, out) for row in resumed.rows()]
         assert tasks is not None
-        return await run_batch_ray(
-            list(tasks),
+        task_list = list(tasks)
+        watch = Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(task_list)), on_event)
+        started_at = time.time()
+        ray_result = await run_batch_ray(
+            task_list,
             template=template,
             out_dir=out_dir,
             jobs=jobs,
@@ -247,13 +210,16 @@ async def run_batch(
             provider_name=provider_name,
             options=options,
             cwd=cwd,
-            on_event=on_event,
+            on_event=watch,
             on_result=on_result,
             stop=stop,
             ray_address=ray_address,
             repo_url=repo_url,
             meta=meta,
             resume_from=resumed,
+        )
+        return _complete_ray(
+            ray_result, task_list, watch, template, provider_name, options, out, started_at, prices
         )
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
@@ -287,8 +253,20 @@ async def run_batch(
                 with contextlib.suppress(OSError):
                     os.rmdir(out)
         raise
-    state = _State(stop=asyncio.Event(), ledger=ledger)
+    state = _State(stop=asyncio.Event(), ledger=ledger, raw_deltas=raw_deltas)
     started = time.monotonic()
+    started_at = time.time()
+    ledger.set_meta("run_started_at", started_at)
+    planned = planned_model(template, provider_name, options)
+    watch = Watch(
+        BatchTelemetry(provider=providers.default_name, jobs=jobs, tasks=ledger_size(ledger)), on_event
+    )
+
+    def complete(entry: BatchEntry, t: BatchTask) -> BatchEntry:
+        done = watch.complete(entry, t, planned, t.provider or providers.default_name)
+        watch.forget(t.id)  # the record is in the ledger: nothing is kept per finished task
+        return done
+
     wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
     watcher: asyncio.Task[None] | None = None
     try:
@@ -307,7 +285,16 @@ async def run_batch(
                     return
                 t = task_of(row, out)
                 entry = await _run_one(
-                    t, ledger.get(t.id), template, providers, locator.get(t), wt_root, out, state, on_event
+                    t,
+                    ledger.get(t.id),
+                    template,
+                    providers,
+                    locator.get(t),
+                    wt_root,
+                    out,
+                    state,
+                    watch,
+                    complete,
                 )
                 _note_pid(state, providers.get(t.provider))
                 if entry.result.fatal and state.stopped is None:
@@ -336,7 +323,8 @@ async def run_batch(
         if wt_root is not None:
             with contextlib.suppress(OSError):
                 wt_root.rmdir()  # only when every worktree was removed
-        result = _result(state, time.monotonic() - started, out)
+        result = _result(state, time.monotonic() - started, out, started_at, prices)
+        watch.telemetry.end(result.to_dict())
     return result
 
 
@@ -355,65 +343,87 @@ async def _watch(stop: asyncio.Event, state: _State) -> None:
     state.stop.set()
 
 
-def _result(state: _State, duration: float, out: Path) -> BatchResult:
+def _result(
+    state: _State, duration: float, out: Path, started_at: float, prices: PriceTable | None
+) -> BatchResult:
     ledger = state.ledger
     if ledger is None:  # stopped before the ledger existed: nothing ran
         return BatchResult(entries=(), duration=duration, stopped=state.stopped, fatal=state.fatal)
     try:
-        extra = {
-            "duration": round(duration, 3),
-            "stopped": state.stopped,
-            "fatal": state.fatal,
-            "provider_pids": sorted(state.pids),
-        }
-        payload = summary_payload(ledger, extra)
-        path = dump_summary(out, payload)
+        path, summary = write_records(
+            ledger,
+            started_at=started_at,
+            duration=duration,
+            stopped=state.stopped,
+            fatal=state.fatal,
+            provider_pids=sorted(state.pids),
+            prices=prices,
+        )
     finally:
         ledger.close()
     return BatchResult(
-        entries=tuple(entry_from_summary(t) for t in payload["tasks"]),
+        entries=tuple(entry_from_summary(t) for t in summary["tasks"]),
         duration=duration,
         stopped=state.stopped,
         fatal=state.fatal,
         summary_path=path,
         provider_pids=tuple(sorted(state.pids)),
-        summary=payload,
+        started_at=started_at,
+        prices=prices,
+        report_path=out / REPORT_FILE,
+        summary=summary,
     )
 
 
-def entry_from_summary(t: Mapping[str, Any]) -> BatchEntry:
-    """A summary entry back as a ``BatchEntry`` (the gate and review details stay in the summary)."""
-    if t.get("state") == "queued" and not t.get("runs"):  # never started: kept cheap for a big fleet
-        result = TaskResult(task_id=str(t["task_id"]), status="cancelled", reason=str(t.get("reason") or ""))
-        return BatchEntry(result=result, state="queued", runs=0)
-    tokens = int(t.get("tokens") or 0)
-    status: TaskStatus = t.get("status", "cancelled")
-    result = TaskResult(
-        task_id=str(t["task_id"]),
-        status=status,
-        reason=str(t.get("reason") or ""),
-        followups=int(t.get("followups") or 0),
-        duration=float(t.get("duration") or 0.0),
-        usage=TokenUsage(total_tokens=tokens) if tokens else None,
-        session_id=t.get("session_id"),
-        cwd=t.get("cwd"),
-        reviews=int(t.get("reviews") or 0),
-        start_head=t.get("start_head"),
-        end_head=t.get("end_head"),
-        commands=int(t.get("commands") or 0),
-        declined=int(t.get("declined") or 0),
-        error_code=t.get("error_code"),
-        fatal=bool(t.get("fatal")),
-        transcript=Path(t["transcript"]) if t.get("transcript") else None,
+def _complete_ray(
+    result: RayBatchResult,
+    tasks: Sequence[BatchTask],
+    watch: Watch,
+    template: Task,
+    provider_name: str,
+    options: Any,
+    out: Path,
+    started_at: float,
+    prices: PriceTable | None,
+) -> RayBatchResult:
+    """A Ray batch's entries completed with what the driver recorded; their records replaced in the
+    ledger, then ``summary.json`` and ``report.html`` written from it."""
+    planned = planned_model(template, provider_name, options)
+    by_id = {t.id: t for t in tasks}
+    entries = tuple(
+        watch.complete(e, by_id[e.result.task_id], planned, provider_name)
+        if e.result.task_id in watch.recorders
+        else e
+        for e in result.entries
     )
-    kept = t.get("worktree_kept")
-    return BatchEntry(
-        result=result,
-        branch=t.get("branch"),
-        worktree=Path(kept) if kept else None,
-        state=str(t.get("state") or "finished"),
-        runs=int(t.get("runs") or 0),
+    ledger = Ledger.open(out)
+    try:
+        for e in entries:
+            if e.result.task_id in watch.recorders:
+                ledger.replace_record(e.result.task_id, {**e.to_dict()})
+        extra = {k: v for k, v in result.to_dict().items() if k in ("backend", "batch_id", "nodes")}
+        path, summary = write_records(
+            ledger,
+            started_at=started_at,
+            duration=result.duration,
+            stopped=result.stopped,
+            fatal=result.fatal,
+            provider_pids=result.provider_pids,
+            prices=prices,
+            extra=extra,
+        )
+    finally:
+        ledger.close()
+    done = replace(
+        result,
+        entries=entries,
+        prices=prices,
+        report_path=out / REPORT_FILE,
+        summary=summary,
+        summary_path=path,
     )
+    watch.telemetry.end(summary)
+    return done
 
 
 async def _run_one(
@@ -425,8 +435,10 @@ async def _run_one(
     wt_root: Path | None,
     out: Path,
     state: _State,
-    on_event: EventSink | None,
+    watch: Watch,
+    complete: Callable[[BatchEntry, BatchTask], BatchEntry],
 ) -> BatchEntry:
+    """Run one task and record it; ``complete`` adds what the batch recorded and planned for it."""
     ledger = state.ledger
     assert ledger is not None
     branch: str | None = None
@@ -452,7 +464,7 @@ async def _run_one(
             )
             failed = TaskResult(task_id=t.id, status="failed", reason=reason, error_code="worktree")
             ledger.start(t.id, branch=None, worktree=None, transcript=str(out / f"{t.id}.jsonl"))
-            entry = BatchEntry(result=failed)
+            entry = complete(BatchEntry(result=failed), t)
             ledger.finish(t.id, result=entry.to_dict(), attempts=0, worktree_kept=None)
             return entry
         run_cwd = worktree / here.cwd.relative_to(repo)
@@ -469,13 +481,13 @@ async def _run_one(
             session_id = event.data.get("session_id")
             if isinstance(session_id, str):
                 ledger.session(t.id, session_id)
-        if on_event is not None:
-            on_event(task_event)
+        watch(task_event)
 
+    recorder = watch.recorder(t.id)
     kept: Path | None = None
     result: TaskResult | None = None
     try:
-        with TranscriptWriter(transcript) as writer:
+        with TranscriptWriter(transcript, raw_deltas=state.raw_deltas) as writer:
             try:
                 result = await run_task(
                     task,
@@ -489,6 +501,10 @@ async def _run_one(
                 result = TaskResult(
                     task_id=t.id, status="failed", reason=f"line {t.line}: {exc}", error_code="usage_error"
                 )
+        if result.start_head is not None:
+            # The task's final diff (every turn's changes), read before its worktree is removed.
+            with contextlib.suppress(_git.GitError):
+                recorder.diff = await _git.final_diff(run_cwd, result.start_head)
     finally:
         cancelled_again = False
         if worktree is not None and repo is not None:
@@ -502,7 +518,15 @@ async def _run_one(
                 cwd=str(run_cwd),
                 transcript=transcript,
             )
-        entry = BatchEntry(result=result, branch=branch, worktree=kept, runs=row.runs + 1)
+        entry = BatchEntry(
+            result=result,
+            branch=branch,
+            worktree=kept,
+            worktree_path=worktree,
+            resumed_from=resume_session if result.session_id == resume_session else None,
+            runs=row.runs + 1,
+        )
+        entry = complete(entry, t)
         ledger.finish(
             t.id,
             result=entry.to_dict(),

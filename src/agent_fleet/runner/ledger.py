@@ -40,21 +40,30 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._pricing import PriceTable
+from agent_fleet.runner._summary import build_summary, task_record
+from agent_fleet.runner.report import write_report
+from agent_fleet.runner.task import TaskResult
+from agent_fleet.runner.transcript import Redactor
 
 __all__ = [
     "LEDGER_FILE",
+    "REPORT_FILE",
     "SUMMARY_FILE",
     "Ledger",
     "LedgerRow",
     "TaskState",
     "dump_summary",
     "holds_batch",
+    "ledger_record",
+    "ledger_size",
     "record_forced_stop",
-    "write_summary",
+    "write_records",
 ]
 
 LEDGER_FILE: Final = "batch.db"
 SUMMARY_FILE: Final = "summary.json"
+REPORT_FILE: Final = "report.html"
 _SCHEMA_VERSION: Final = 1
 
 TaskState = Literal["queued", "running", "interrupted", "finished"]
@@ -347,6 +356,14 @@ class Ledger:
             )
             self._history(task_id, now, "session", {"session_id": session_id})
 
+    def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
+        """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
+        transition."""
+        self._db.execute(
+            "UPDATE tasks SET result = ?, updated_at = ? WHERE id = ?",
+            (json.dumps(record, ensure_ascii=False, default=str), time.time(), task_id),
+        )
+
     def finish(
         self,
         task_id: str,
@@ -355,7 +372,7 @@ class Ledger:
         attempts: int,
         worktree_kept: str | None,
     ) -> None:
-        """Record a run's end: ``result`` is the task's summary entry (``BatchEntry.to_dict``)."""
+        """Record a run's end: ``result`` is the task's record (``BatchEntry.to_dict``)."""
         status = str(result.get("status"))
         state: TaskState = "interrupted" if status == "cancelled" else "finished"
         now = time.time()
@@ -457,70 +474,79 @@ def _row(raw: Sequence[Any]) -> LedgerRow:
     )
 
 
-# -- summary.json: a view of the ledger ------------------------------------------------------------------
+# -- summary.json and report.html: views of the ledger ----------------------------------------------------
 
 
-def summary_entry(row: LedgerRow, stopped: str | None) -> dict[str, Any]:
-    """A task's entry in ``summary.json``: its last result, with the ledger's state and counters."""
-    if row.state == "queued" or (row.result is None and row.state != "running"):
-        entry: dict[str, Any] = {
-            "task_id": row.id,
-            "status": "cancelled",
-            "reason": f"not started: {stopped or 'the batch stopped'}",
-            "session_id": row.session_id,
-            "branch": row.branch,
-            "worktree_kept": row.worktree_kept,
-        }
-    elif row.state == "running":
-        entry = {
-            **(row.result or {}),
-            "task_id": row.id,
-            "status": "cancelled",
-            "reason": "interrupted while running (the batch was stopped by force or died); "
+def ledger_size(ledger: Ledger) -> int:
+    """How many tasks the batch has."""
+    return sum(n for k, n in ledger.counts().items() if ":" not in k)
+
+
+def ledger_record(row: LedgerRow, stopped: str | None) -> dict[str, Any]:
+    """A task's record (``task_record``'s shape) as the ledger knows it, with its ``state``, ``runs`` and
+    ``attempts``: the record of its last run, or one saying it never started or was cut off running."""
+    if row.result is not None and row.state in ("finished", "interrupted"):
+        record = dict(row.result)
+    elif row.state == "running":  # the process died (or left by force) while the task ran
+        result = TaskResult(
+            task_id=row.id,
+            status="cancelled",
+            reason="interrupted while running (the batch was stopped by force or died); "
             "`agent-fleet batch --resume` continues its session",
-            "session_id": row.session_id,
-            "branch": row.branch,
-            "worktree_kept": row.worktree,
-        }
+            error_code="cancelled",
+            session_id=row.session_id,
+            transcript=Path(row.transcript) if row.transcript else None,
+        )
+        record = task_record(
+            result,
+            prompt=row.spec.get("prompt"),
+            branch=row.branch,
+            worktree=row.worktree,
+            worktree_kept=row.worktree is not None,
+        )
     else:
-        entry = dict(row.result or {})
-    entry["state"] = row.state
-    entry["session_id"] = row.session_id or entry.get("session_id")  # recorded as soon as it existed
-    entry["runs"] = row.runs
-    entry["attempts"] = row.attempts
-    entry["transcript"] = entry.get("transcript") or row.transcript
-    return entry
+        reason = f"not started: {stopped or 'the batch stopped'}"
+        result = TaskResult(task_id=row.id, status="cancelled", reason=reason)
+        record = task_record(result, prompt=row.spec.get("prompt"), branch=row.branch)
+    record["session_id"] = row.session_id or record.get("session_id")  # recorded as soon as it existed
+    record["state"] = row.state
+    record["runs"] = row.runs
+    record["attempts"] = row.attempts
+    return record
 
 
-def summary_payload(ledger: Ledger, extra: Mapping[str, Any]) -> dict[str, Any]:
-    """``summary.json``'s content: every task's entry (``summary_entry``), counts by status and state."""
-    stopped = extra.get("stopped")
-    reason = f"not started: {stopped if isinstance(stopped, str) else 'the batch stopped'}"
-    tasks: list[dict[str, Any]] = []
-    for raw in ledger._raw_rows():
-        if raw[4] == "queued" and raw[8] == 0:  # state, runs: never started, a stopped fleet's bulk
-            tasks.append(
-                {
-                    "task_id": raw[0],
-                    "status": "cancelled",
-                    "reason": reason,
-                    "session_id": None,
-                    "branch": None,
-                    "worktree_kept": None,
-                    "state": "queued",
-                    "runs": 0,
-                    "attempts": 0,
-                    "transcript": None,
-                }
-            )
-        else:
-            tasks.append(summary_entry(_row(raw), stopped if isinstance(stopped, str) else None))
-    counts: dict[str, int] = {}
+def write_records(
+    ledger: Ledger,
+    *,
+    started_at: float | None,
+    duration: float,
+    stopped: str | None,
+    fatal: bool,
+    provider_pids: Sequence[int] = (),
+    prices: PriceTable | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    """``summary.json`` (``build_summary`` over every task's ``ledger_record``, redacted) and
+    ``report.html``, written from the ledger. Returns the summary's path and the document."""
+    records = [ledger_record(row, stopped) for row in ledger.rows()]
+    summary = build_summary(
+        records,
+        started_at=started_at,
+        finished_at=started_at + duration if started_at is not None else None,
+        duration=duration,
+        stopped=stopped,
+        fatal=fatal,
+        provider_pids=provider_pids,
+        prices=prices,
+    )
+    document: dict[str, Any] = Redactor().value(summary)
     states: dict[str, int] = {}
-    for t in tasks:
-        counts[t["status"]] = counts.get(t["status"], 0) + 1
-        states[t["state"]] = states.get(t["state"], 0) + 1
-    return {"tasks": tasks, "counts": counts, "states": states, "ledger": str(ledger.path), **extra}
+    for record in records:
+        states[record["state"]] = states.get(record["state"], 0) + 1
+    document.update(states=states, ledger=str(ledger.path), **(extra or {}))
+    path = dump_summary(ledger.out, document)
+    write_report(document, ledger.out / REPORT_FILE, prices=prices)
+    return path, document
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
@@ -546,18 +572,24 @@ def dump_summary(out: Path, payload: Mapping[str, Any]) -> Path:
     return path
 
 
-def write_summary(ledger: Ledger, extra: Mapping[str, Any]) -> Path:
-    """Write ``summary.json`` from the ledger (see ``dump_summary``)."""
-    return dump_summary(ledger.out, summary_payload(ledger, extra))
-
-
 def record_forced_stop(out: Path, stopped: str) -> list[int]:
-    """For a process about to leave by force: write ``summary.json`` from the ledger (through a connection
-    of its own, so any thread may call this while the batch writes) and return the provider processes
-    this process started (for the caller to end). Tasks still ``running`` are reported interrupted."""
+    """For a process about to leave by force: write ``summary.json`` and ``report.html`` from the ledger
+    (through a connection of its own, so any thread may call this while the batch writes) and return
+    the provider processes this process started (for the caller to end). Tasks still ``running`` are
+    reported interrupted."""
     ledger = Ledger.open(out)
     try:
-        write_summary(ledger, {"stopped": stopped, "fatal": False, "forced": True})
+        started = ledger.meta().get("run_started_at")
+        started_at = float(started) if isinstance(started, int | float) else None
+        duration = time.time() - started_at if started_at is not None else 0.0
+        write_records(
+            ledger,
+            started_at=started_at,
+            duration=duration,
+            stopped=stopped,
+            fatal=False,
+            extra={"forced": True},
+        )
         return ledger.pids()
     finally:
         ledger.close()

@@ -50,6 +50,7 @@ class ProviderEntry:
     - ``reviewer``: the entry whose provider reviews this one's work (``Provider.review``), or None.
     - ``state_dir``: a directory the provider initialises at start; starts sharing one are serialised
       (the Ray backend's node lock). None: no lock needed.
+    - ``default_model``: the model its options choose when a ``Spec`` names none, or None.
     """
 
     name: str
@@ -58,6 +59,7 @@ class ProviderEntry:
     check: Callable[[Any], str] | None = None
     reviewer: str | None = None
     state_dir: Callable[[Any], Path | None] | None = None
+    default_model: Callable[[Any], str | None] | None = None
 
     def load(self) -> type[Provider]:
         module_name, _, attr = self.provider_class.partition(":")
@@ -152,6 +154,17 @@ def provider_state_dir(name: str, options: Any) -> Path | None:
     return entry.state_dir(entry.options(options)) if entry.state_dir is not None else None
 
 
+def default_model(name: str, options: Any) -> str | None:
+    """The model ``name``'s ``options`` choose when a ``Spec`` names none (None when unknown)."""
+    entry = provider_entry(name)
+    return entry.default_model(entry.options(options)) if entry.default_model is not None else None
+
+
+def _codex_model(options: CodexOptions) -> str | None:
+    model = options.config.get("model")  # a `-c model=...` override
+    return model if isinstance(model, str) else None
+
+
 def _env_note(options: ClaudeOptions) -> str:
     where = os.fspath(options.cli_path) if options.cli_path is not None else "claude-agent-sdk"
     return f"claude ({where})"
@@ -165,6 +178,7 @@ register(
         check=_check_codex,
         reviewer="codex",
         state_dir=_codex_home,
+        default_model=_codex_model,
     )
 )
 register(
@@ -175,6 +189,7 @@ register(
         check=_check_codex,
         reviewer="codex",
         state_dir=_codex_home,
+        default_model=_codex_model,
     )
 )
 register(
@@ -183,6 +198,7 @@ register(
         options_type=ClaudeOptions,
         provider_class="agent_fleet.claude:ClaudeProvider",
         check=_env_note,
+        default_model=lambda options: options.model,
     )
 )
 

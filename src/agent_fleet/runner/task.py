@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_fleet._provider.fastnew import positional_new
 from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import (
     AgentFleetError,
@@ -48,7 +49,7 @@ from agent_fleet.errors import (
     TurnFailed,
     UsageError,
 )
-from agent_fleet.events import Error, Result, TokenUsage
+from agent_fleet.events import Error, Result, TextDelta, TokenUsage
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
@@ -81,6 +82,8 @@ INTERRUPTED_FOLLOWUP = (
 )
 
 TaskStatus = Literal["succeeded", "failed", "timeout", "cancelled", "error"]
+# One TaskEvent per streamed event: built without the frozen __init__ (see _fastnew).
+_new_task_event = positional_new(TaskEvent)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,7 +297,7 @@ class _TaskRun:
             self.on_event(task_event)
 
     def event(self, source: Source, event: Any) -> None:
-        self.emit(TaskEvent(task_id=self.task.id, source=source, event=event))
+        self.emit(_new_task_event(self.task.id, source, event, time.time()))
 
     def note(self, subtype: str, /, **data: Any) -> None:
         self.emit(notice(self.task.id, subtype, **data))
@@ -474,7 +477,15 @@ class _TaskRun:
         return await provider.spawn(self.task.spec)
 
     async def _turn(self, handle: Handle) -> Result | Error:
+        task_id, writer, on_event, clock = self.task.id, self.writer, self.on_event, time.time
         async for event in handle.events():
+            if type(event) is TextDelta:  # most events of a turn: straight to the sinks (emit's work)
+                task_event = _new_task_event(task_id, "agent", event, clock())
+                if writer is not None:
+                    writer.write(task_event)
+                if on_event is not None:
+                    on_event(task_event)
+                continue
             self.event("agent", event)
             if isinstance(event, Result | Error):
                 return event

@@ -4,6 +4,11 @@ A record is ``{"ts": <ISO 8601 UTC>, "task_id": ..., "source": "agent"|"review"|
 "type": <event class name>, **dataclasses.asdict(event)}``. Lines are flushed as they are written, so
 a transcript is readable while the task runs and complete up to the last event if the process dies.
 
+Transcripts are lean by default (see ``agent_fleet.runner._lean``): streamed ``TextDelta`` fragments
+are written as the message they build and a turn's diff snapshots once, before its terminal event, so
+a message still streaming when the process dies is not in the file; ``raw_deltas=True`` writes one
+record per event instead.
+
 Redaction (``Redactor``) replaces, in every string of a record (keys kept, values walked recursively):
 
 - values of environment variables whose name contains ``KEY``, ``TOKEN``, ``SECRET`` or ``PASSWORD``
@@ -26,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final, Self
 
+from agent_fleet.runner._lean import LeanStream
 from agent_fleet.runner._types import TaskEvent
 
 __all__ = ["REDACTED", "Redactor", "TranscriptWriter", "event_record"]
@@ -95,23 +101,39 @@ def event_record(task_event: TaskEvent, redactor: Redactor | None = None) -> dic
 
 
 class TranscriptWriter:
-    """Appends redacted records to a JSONL file. Use as a context manager or call ``close()``."""
+    """Appends redacted records to a JSONL file. Use as a context manager or call ``close()``.
 
-    def __init__(self, path: str | os.PathLike[str], *, redactor: Redactor | None = None) -> None:
+    Lean unless ``raw_deltas`` (see the module docstring); ``close()`` writes what a lean stream still
+    holds (the fragments of a turn that never ended)."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, redactor: Redactor | None = None, raw_deltas: bool = False
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.redactor = redactor if redactor is not None else Redactor()
+        self._lean = None if raw_deltas else LeanStream(event_record)
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
 
     def write(self, task_event: TaskEvent) -> None:
         if self._file is None:
             return
-        line = json.dumps(event_record(task_event, self.redactor), ensure_ascii=False, default=str)
-        self._file.write(line + "\n")
+        if self._lean is None:
+            self._line(event_record(task_event, self.redactor))
+        else:
+            for record in self._lean.feed(task_event):
+                self._line(self.redactor.value(record))
+
+    def _line(self, record: dict[str, Any]) -> None:
+        assert self._file is not None
+        self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
+            if self._lean is not None:
+                for record in self._lean.close():
+                    self._line(self.redactor.value(record))
             self._file.close()
             self._file = None
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import ray
 
@@ -30,6 +31,8 @@ from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer
 from ..conftest import git, make_repo
 from ..scripted import ScriptedAgent, commit, run, write_file
 from .conftest import NODES, live_agent_fleet_actors, node_names
+
+SCHEMA = Path(__file__).resolve().parents[3] / "docs" / "summary.schema.json"
 
 # The first test also pays for starting the cluster (about 10 s on an idle 2-core machine).
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("ray_cluster"), pytest.mark.timeout(300)]
@@ -148,6 +151,15 @@ async def test_six_tasks_spread_over_the_nodes_and_a_killed_actor_is_rescheduled
     entry = next(e for e in result.entries if e.result.task_id == victim)
     assert isinstance(entry, RayBatchEntry)
     assert entry.attempts == 2 and entry.node_id != killed_node
+    # The summary counts the retry and keeps what each task did, as for a local batch.
+    victim_summary = next(t for t in summary["tasks"] if t["task_id"] == victim)
+    assert (
+        victim_summary["retries"] == 1
+        and victim_summary["prompt"] == f"[task:{victim}] write {victim}.txt and commit"
+    )
+    assert all(t["commands"] and t["model"] for t in summary["tasks"])
+    assert (out / "report.html").is_file()
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(summary)
     assert "the Ray actor died mid-task" in entry.failures[0] and "ActorDiedError" in entry.failures[0]
     assert [p["node_id"] for p in placed[victim]] == [killed_node, entry.node_id]
     failed = _notices(out / f"{victim}.jsonl", "attempt_failed")
