@@ -29,6 +29,7 @@ CLI's forced-exit path) while the batch writes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -158,6 +159,9 @@ class Ledger:
         self.out = out
         self.path = out / LEDGER_FILE
         self._db = db
+        #: records are redacted as they come in (they hold prompts and outputs): the ledger holds no
+        #: secret the summary would not, and the summary needs no second pass over a whole fleet
+        self.redactor = Redactor()
 
     # -- opening ---------------------------------------------------------------------------------------
 
@@ -359,9 +363,10 @@ class Ledger:
     def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
         """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
         transition."""
+        redacted = self.redactor.value(dict(record))
         self._db.execute(
             "UPDATE tasks SET result = ?, updated_at = ? WHERE id = ?",
-            (json.dumps(record, ensure_ascii=False, default=str), time.time(), task_id),
+            (json.dumps(redacted, ensure_ascii=False, default=str), time.time(), task_id),
         )
 
     def finish(
@@ -389,7 +394,7 @@ class Ledger:
                     session_id if isinstance(session_id, str) else None,
                     attempts,
                     worktree_kept,
-                    json.dumps(result, ensure_ascii=False, default=str),
+                    json.dumps(self.redactor.value(dict(result)), ensure_ascii=False, default=str),
                     now,
                     now,
                     task_id,
@@ -482,9 +487,17 @@ def ledger_size(ledger: Ledger) -> int:
     return sum(n for k, n in ledger.counts().items() if ":" not in k)
 
 
-def ledger_record(row: LedgerRow, stopped: str | None) -> dict[str, Any]:
+@functools.lru_cache(maxsize=8)
+def _not_started(stopped: str | None) -> Mapping[str, Any]:
+    reason = f"not started: {stopped or 'the batch stopped'}"
+    return task_record(TaskResult(task_id="", status="cancelled", reason=reason))
+
+
+def ledger_record(row: LedgerRow, stopped: str | None, redactor: Redactor | None = None) -> dict[str, Any]:
     """A task's record (``task_record``'s shape) as the ledger knows it, with its ``state``, ``runs`` and
-    ``attempts``: the record of its last run, or one saying it never started or was cut off running."""
+    ``attempts``: the record of its last run (redacted when it was stored), or one saying it never
+    started or was cut off running (its prompt redacted with ``redactor``)."""
+    redact = redactor.text if redactor is not None else (lambda text: text)
     if row.result is not None and row.state in ("finished", "interrupted"):
         record = dict(row.result)
     elif row.state == "running":  # the process died (or left by force) while the task ran
@@ -499,15 +512,14 @@ def ledger_record(row: LedgerRow, stopped: str | None) -> dict[str, Any]:
         )
         record = task_record(
             result,
-            prompt=row.spec.get("prompt"),
+            prompt=redact(str(row.spec.get("prompt") or "")),
             branch=row.branch,
             worktree=row.worktree,
             worktree_kept=row.worktree is not None,
         )
-    else:
-        reason = f"not started: {stopped or 'the batch stopped'}"
-        result = TaskResult(task_id=row.id, status="cancelled", reason=reason)
-        record = task_record(result, prompt=row.spec.get("prompt"), branch=row.branch)
+    else:  # never started (or queued again): the bulk of a stopped fleet, so built from one template
+        record = dict(_not_started(stopped))
+        record.update(task_id=row.id, prompt=redact(str(row.spec.get("prompt") or "")), branch=row.branch)
     record["session_id"] = row.session_id or record.get("session_id")  # recorded as soon as it existed
     record["state"] = row.state
     record["runs"] = row.runs
@@ -528,7 +540,8 @@ def write_records(
 ) -> tuple[Path, dict[str, Any]]:
     """``summary.json`` (``build_summary`` over every task's ``ledger_record``, redacted) and
     ``report.html``, written from the ledger. Returns the summary's path and the document."""
-    records = [ledger_record(row, stopped) for row in ledger.rows()]
+    redactor = ledger.redactor
+    records = [ledger_record(row, stopped, redactor) for row in ledger.rows()]
     summary = build_summary(
         records,
         started_at=started_at,
@@ -539,13 +552,19 @@ def write_records(
         provider_pids=provider_pids,
         prices=prices,
     )
-    document: dict[str, Any] = Redactor().value(summary)
+    # The records are redacted already (as they were stored); what the batch adds is redacted here.
+    document: dict[str, Any] = {k: v for k, v in summary.items() if k != "tasks"}
+    document = redactor.value(document)
     states: dict[str, int] = {}
     for record in records:
         states[record["state"]] = states.get(record["state"], 0) + 1
-    document.update(states=states, ledger=str(ledger.path), **(extra or {}))
+    document.update(states=states, ledger=str(ledger.path), **redactor.value(dict(extra or {})))
+    document["tasks"] = summary["tasks"]
     path = dump_summary(ledger.out, document)
-    write_report(document, ledger.out / REPORT_FILE, prices=prices)
+    # The page lists the tasks that ran; never-started ones are only counted (a stopped fleet of
+    # thousands would otherwise spend seconds rendering rows that say "not started").
+    ran = [t for t in summary["tasks"] if t.get("state") != "queued" or t.get("runs")]
+    write_report({**document, "tasks": ran}, ledger.out / REPORT_FILE, prices=prices)
     return path, document
 
 
