@@ -9,15 +9,9 @@ from pathlib import Path
 import pytest
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._ledger_views import ledger_record, record_forced_stop, write_records
 from agent_fleet.runner._summary import task_record
-from agent_fleet.runner.ledger import (
-    LEDGER_FILE,
-    Ledger,
-    holds_batch,
-    ledger_record,
-    record_forced_stop,
-    write_records,
-)
+from agent_fleet.runner.ledger import LEDGER_FILE, Ledger, holds_batch
 from agent_fleet.runner.task import TaskResult, TaskStatus
 
 

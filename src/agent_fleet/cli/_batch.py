@@ -21,8 +21,9 @@ from click.core import ParameterSource
 
 from agent_fleet.cli._options import Common, pop_common
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._ledger_views import record_forced_stop
 from agent_fleet.runner.batch import BatchTask, iter_tasks
-from agent_fleet.runner.ledger import Ledger, record_forced_stop
+from agent_fleet.runner.ledger import Ledger
 
 __all__ = ["BatchSettings", "force_stop", "settings_for"]
 

@@ -23,12 +23,13 @@ from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git
 from agent_fleet.runner._batch_types import entry_from_summary
+from agent_fleet.runner._ledger_views import write_records
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
 from agent_fleet.runner._ray_pool import ActorPool, Worker, one_line
 from agent_fleet.runner._tasks_file import build_task, entry_object
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
 from agent_fleet.runner.batch import BatchEntry, BatchTask
-from agent_fleet.runner.ledger import Ledger, write_records
+from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult, RayNode
 from agent_fleet.runner.task import Task, TaskResult
 from agent_fleet.runner.transcript import TranscriptWriter

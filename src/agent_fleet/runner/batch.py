@@ -58,6 +58,7 @@ from agent_fleet.events import System
 from agent_fleet.runner import _git, _worktrees
 from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
 from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entry_from_summary
+from agent_fleet.runner._ledger_views import REPORT_FILE, ledger_size, write_records
 from agent_fleet.runner._otel import BatchTelemetry
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._tasks_file import (
@@ -69,7 +70,7 @@ from agent_fleet.runner._tasks_file import (
 )
 from agent_fleet.runner._types import EventSink, TaskEvent
 from agent_fleet.runner._watch import Watch, planned_model
-from agent_fleet.runner.ledger import REPORT_FILE, Ledger, LedgerRow, holds_batch, ledger_size, write_records
+from agent_fleet.runner.ledger import Ledger, LedgerRow, holds_batch
 from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
