@@ -21,7 +21,7 @@ def _cmd(command: str | list[str]) -> ApprovalRequest:
         # Disallow wins over allow, and is searched in the unwrapped commands too.
         (
             PermissionConfig(allow_patterns=("npm",), disallow_patterns=("npm publish",)),
-            "npm publish",
+            "npm publish --dry-run",  # a real `npm publish` is declined earlier, by the forge pack
             "decline",
             "user-deny",
         ),

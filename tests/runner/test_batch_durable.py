@@ -26,9 +26,9 @@ from agent_fleet import Spec
 from agent_fleet.cli import cli
 from agent_fleet.codex import CodexOptions
 from agent_fleet.runner import GateConfig, Task
+from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP
 from agent_fleet.runner.batch import BatchEntry, BatchTask, run_batch
 from agent_fleet.runner.ledger import Ledger
-from agent_fleet.runner.task import INTERRUPTED_FOLLOWUP
 from agent_fleet.testing import CodexTestEnv, ScriptedModelServer, scripted_codex_env
 
 from .conftest import git, make_repo

@@ -4,7 +4,9 @@ Order for a ``command`` request (the first step that decides wins):
 
 1. parse (``_shell``); text that is not valid shell, nests too deeply, or is empty (``None``, ``""``,
    ``[]``, only blanks or comments) -> ``decline`` with rule ``unparsable``;
-2. built-in safety rules (``_rules``), always on, not overridable by any pattern;
+2. built-in safety rules (``_rules``), always on, not overridable by any pattern; then the rule packs
+   (``_packs``: the built-in domain packs plus ``PermissionConfig.rule_packs``), just as binding; a pack
+   decline's rule is ``domain/name`` (``database/sql-destructive``);
 3. ``disallow_patterns`` in order -> ``user-deny``;
 4. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
 5. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``.
@@ -16,7 +18,8 @@ matches any of them. An allow pattern set accepts only when *every* simple comma
 ``bash -lc`` wrapper excepted) is matched, on its written or unwrapped form, by some allow pattern:
 ``git status && rm x`` is not allowed by ``^git``. Text that runs no simple command (``export X=1``)
 must match an allow pattern as a whole. A command request's ``cwd`` and ``writable_roots`` only help the
-built-in rules resolve relative targets (``rm -rf ../..``).
+built-in rules resolve relative targets (``rm -rf ../..``) and let the packs read a few regular files
+(the repository's remote, SQL or requirements files a command names, the project's registry settings).
 
 ``file_change``: every path must stay inside ``cwd`` or a writable root (``_paths``), else
 ``path-escape``. User patterns do not apply (they describe commands); then the default decides. A
@@ -40,9 +43,10 @@ from typing import assert_never
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._packs import PACK_RULES, pack_set
 from agent_fleet.policy._paths import check_paths
 from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
-from agent_fleet.policy._shell import UnparsableCommand, parse_script
+from agent_fleet.policy._shell import ParsedScript, UnparsableCommand, parse_script
 from agent_fleet.policy._types import ApprovalRequest, Decision
 
 __all__ = ["RULES", "ApprovalPolicy", "evaluate_command"]
@@ -50,6 +54,7 @@ __all__ = ["RULES", "ApprovalPolicy", "evaluate_command"]
 #: Every rule id a decline can carry, with what it means.
 RULES: dict[str, str] = {
     **BUILTIN_RULES,
+    **PACK_RULES,
     "unparsable": "the command is not valid shell, nests too deeply, or is empty",
     "path-escape": "a file change resolves outside the working directory and writable roots",
     "user-deny": "the command matches one of the configuration's disallow_patterns",
@@ -81,13 +86,14 @@ def _allow(reason: str) -> Decision:
 class ApprovalPolicy:
     """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
 
-    __slots__ = ("_allow", "_config", "_default", "_disallow")
+    __slots__ = ("_allow", "_config", "_default", "_disallow", "_packs")
 
     def __init__(self, config: PermissionConfig | None = None) -> None:
         self._config = config
         self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
         self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
         self._default = config.default if config else "allow"
+        self._packs = pack_set(config.rule_packs, config.allowed_hosts) if config else pack_set()
 
     @property
     def config(self) -> PermissionConfig | None:
@@ -135,9 +141,13 @@ class ApprovalPolicy:
         if script.empty:
             return _decline("unparsable", "empty command (only blanks or comments)")
 
-        violation = find_violation(script, RuleContext.build(request.cwd, request.writable_roots))
+        ctx = RuleContext.build(request.cwd, request.writable_roots)
+        violation = find_violation(script, ctx)
         if violation is not None:
             return _decline(violation.rule, violation.reason)
+        in_pack = self._packs.check_script(script, text, ctx.cwd, ctx.roots, ctx.home, _elsewhere)
+        if in_pack is not None:
+            return _decline(in_pack.rule, in_pack.reason)
 
         units = [
             (shlex.join(cmd.written), shlex.join(cmd.argv)) for cmd in script.commands if not cmd.carrier
@@ -151,6 +161,12 @@ class ApprovalPolicy:
                     return _decline("not-allowed", f"{unit[0]!r} matches no allowed pattern")
             return _allow("every command matches an allowed pattern")
         return self._by_default("command")
+
+
+def _elsewhere(script: ParsedScript) -> tuple[str, str] | None:
+    """The built-in rules for a script run in a container or on another machine (no known cwd)."""
+    found = find_violation(script, RuleContext.build(None))
+    return (found.rule, found.reason) if found is not None else None
 
 
 @functools.lru_cache(maxsize=64)

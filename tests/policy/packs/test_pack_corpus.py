@@ -1,0 +1,45 @@
+"""Table-driven, per domain: each dangerous command is declined by the named rule (and the decline names
+its domain); each everyday command of the same domain is accepted."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent_fleet.policy import RULES, evaluate_command
+
+from .pack_corpus import CWD, DOMAINS
+
+_DANGEROUS = [(domain, cmd, rule) for domain, (dangerous, _) in DOMAINS.items() for cmd, rule in dangerous]
+_EVERYDAY = [(domain, cmd) for domain, (_, everyday) in DOMAINS.items() for cmd in everyday]
+
+
+@pytest.mark.parametrize("domain", sorted(DOMAINS))
+def test_corpus_sizes(domain: str) -> None:
+    dangerous, everyday = DOMAINS[domain]
+    assert len(dangerous) >= 20
+    assert len(everyday) >= 10
+    assert len({cmd for cmd, _ in dangerous}) == len(dangerous)
+    assert len(set(everyday)) == len(everyday)
+
+
+@pytest.mark.parametrize(("domain", "command", "rule"), _DANGEROUS, ids=[c for _, c, _ in _DANGEROUS])
+def test_dangerous_is_declined(domain: str, command: str, rule: str) -> None:
+    decision = evaluate_command(command, cwd=CWD)
+    assert (decision.action, decision.rule) == ("decline", rule), decision.reason
+    assert decision.rule in RULES
+    assert decision.reason
+    if "/" in rule:  # a pack rule: the reason starts with its domain
+        assert decision.reason.startswith(rule.split("/")[0] + ": ")
+
+
+@pytest.mark.parametrize(("domain", "command"), _EVERYDAY, ids=[c for _, c in _EVERYDAY])
+def test_everyday_is_accepted(domain: str, command: str) -> None:
+    decision = evaluate_command(command, cwd=CWD)
+    assert decision.action == "allow_for_session", (decision.rule, decision.reason)
+
+
+def test_every_builtin_pack_rule_is_exercised() -> None:
+    """Each built-in rule has at least one dangerous example in the corpus (its own table row)."""
+    exercised = {rule for dangerous, _ in DOMAINS.values() for _, rule in dangerous}
+    pack_rules = {rule for rule in RULES if "/" in rule} - {"packs/internal-error"}  # see *_robustness
+    assert pack_rules - exercised == set()
