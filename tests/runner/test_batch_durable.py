@@ -29,7 +29,7 @@ from agent_fleet.runner import GateConfig, Task
 from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP
 from agent_fleet.runner.batch import BatchEntry, BatchTask, run_batch
 from agent_fleet.runner.ledger import Ledger
-from agent_fleet.testing import CodexTestEnv, ScriptedModelServer, scripted_codex_env
+from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer, scripted_codex_env
 
 from .conftest import git, make_repo
 from .scripted import ScriptedAgent, commit, run, write_file
@@ -349,3 +349,24 @@ async def test_a_task_that_cannot_run_any_more_fails_alone(
     statuses = {e.result.task_id: (e.result.status, e.result.error_code) for e in result.entries}
     assert statuses == {"a": ("succeeded", None), "b": ("failed", "usage_error"), "c": ("succeeded", None)}
     assert "line 2: working directory" in result.entries[1].result.reason
+
+
+async def test_the_ledger_counts_a_retried_turn_as_two_attempts(
+    scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, tmp_path: Path
+) -> None:
+    scripted_model.responder = ScriptedAgent({"r": [[Reply.http_error(500, "upstream broke")], []]})
+    template = Task(spec=Spec(prompt="-"), retry_delay=0.01)
+    options = CodexOptions(config=dict(codex_env.config), env=dict(codex_env.env))
+    out = tmp_path / "out"
+    result = await run_batch(
+        [BatchTask(id="r", prompt="[task:r] go", cwd=tmp_path)],
+        template=template,
+        out_dir=out,
+        options=options,
+    )
+    assert result.entries[0].result.status == "succeeded", result.entries[0].result.reason
+    ledger = Ledger.open(out)
+    (row,) = ledger.rows()
+    ledger.close()
+    assert (row.runs, row.attempts) == (1, 2)
+    assert json.loads((out / "summary.json").read_text())["tasks"][0]["attempts"] == 2

@@ -473,7 +473,7 @@ class RayBatch:
             self.ledger.finish(
                 entry.result.task_id,
                 result=entry.to_dict(),
-                attempts=int(getattr(entry.result, "attempts", 1)),
+                attempts=1 + entry.result.retries,
                 worktree_kept=str(entry.worktree) if entry.worktree is not None else None,
             )
 

@@ -531,7 +531,7 @@ async def _run_one(
         ledger.finish(
             t.id,
             result=entry.to_dict(),
-            attempts=int(getattr(result, "attempts", 1)),
+            attempts=1 + result.retries,  # the turns tried: the first and its retries
             worktree_kept=str(kept) if kept is not None else None,
         )
         if cancelled_again:

@@ -19,8 +19,8 @@ A task's ``state``::
               finished (not succeeded), with rerun_failed -> queued, started afresh (branch kept)
 
 ``session_id`` is recorded as soon as the session exists, so an interrupted task can continue its
-conversation. ``runs`` counts the times the batch started the task; ``attempts`` is what the task's result
-reports (turn-level retries), 1 when it reports nothing.
+conversation. ``runs`` counts the times the batch started the task; ``attempts`` the turns tried over
+all runs (each run adds 1 + its ``TaskResult.retries``, the turn-level retries).
 
 Writers: one ``Ledger`` per process, used from the event loop's thread (each call is a few hundred
 microseconds). ``read_summary`` opens its own connection, so it is safe from another thread (the
