@@ -102,11 +102,12 @@ async def test_permissions_request_grants_or_withholds(tmp_path: Path) -> None:
 
 
 async def test_unhandled_server_request_gets_method_not_found(tmp_path: Path) -> None:
-    scenario = [{"method": "item/tool/requestUserInput", "params": {"itemId": "q", "questions": []}}]
+    # (requestUserInput used to be the example; it is answered now: see test_server_requests_fake.py)
+    scenario = [{"method": "attestation/generate", "params": {}}]
     events, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
     assert answers[0]["error"]["code"] == -32601
     notices = [e for e in events if isinstance(e, System) and e.subtype == "unhandled_server_request"]
-    assert notices and notices[0].data["method"] == "item/tool/requestUserInput"
+    assert notices and notices[0].data["method"] == "attestation/generate"
 
 
 async def test_unknown_approval_kind_accepted_unless_default_deny(tmp_path: Path) -> None:
@@ -131,6 +132,23 @@ async def test_approval_handler_refines_but_cannot_override_builtin_declines(tmp
     _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path))
     assert [a["result"]["decision"] for a in answers] == ["accept", "decline"]
     assert seen == ["npm test"]  # never consulted for a built-in decline
+
+
+async def test_strict_profile_sends_unproven_commands_to_the_handler(tmp_path: Path) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        seen.append((str(request.command), decision.rule))
+        return Decision(action="allow_once")
+
+    scenario = [_cmd("git status"), _cmd("./scripts/release.sh"), _cmd("rm -rf /")]
+    strict = PermissionConfig(profile="strict")
+    options = _options(tmp_path, scenario, approval_handler=handler)
+    _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path, permission=strict))
+    assert [a["result"]["decision"] for a in answers] == ["accept", "accept", "decline"]
+    assert seen == [("git status", None), ("./scripts/release.sh", "strict-unproven")]
+    _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=strict))
+    assert [a["result"]["decision"] for a in answers] == ["acceptForSession", "decline", "decline"]
 
 
 async def test_approval_handler_that_raises_declines_and_reports(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Literal, get_args
 
 __all__ = ["Action", "ApprovalRequest", "Decision", "RequestKind"]
 
-RequestKind = Literal["command", "file_change", "permissions", "unknown"]
+RequestKind = Literal["command", "file_change", "permissions", "tool", "unknown"]
 #: The policy's own words, translated to each provider's wire format in that provider's package:
 #: ``allow_once`` (this request only), ``allow_for_session`` (this and the same again in the session),
 #: ``decline`` (refuse; the agent may try something else), ``cancel`` (refuse and stop the turn).
@@ -31,7 +31,8 @@ class ApprovalRequest:
     ``command``: shell text, or an argv list (codex sends both; ``["bash", "-lc", "..."]`` is common);
     stored as ``str`` or ``tuple[str, ...]``. ``paths``: the files a ``file_change`` touches, relative to
     ``cwd`` or absolute. ``cwd``: where the agent works. ``writable_roots``: further directories it may
-    write (relative ones are taken from ``cwd``). Path-likes are stored as ``str``.
+    write (relative ones are taken from ``cwd``). Path-likes are stored as ``str``. ``tool``: the name
+    of a caller-defined tool (``Spec.tools``) a ``kind="tool"`` request calls.
     Raises ``ValueError`` for an unknown ``kind``.
     """
 
@@ -40,15 +41,14 @@ class ApprovalRequest:
     paths: Sequence[str | os.PathLike[str]] = ()
     cwd: str | os.PathLike[str] | None = None
     writable_roots: Sequence[str | os.PathLike[str]] = ()
+    tool: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"ApprovalRequest.kind must be one of {', '.join(_KINDS)}, not {self.kind!r}")
-        if self.command is not None and not isinstance(self.command, str):
-            argv = tuple(self.command)
-            if not all(isinstance(word, str) for word in argv):
-                raise TypeError("ApprovalRequest.command must be a string or a sequence of strings")
-            object.__setattr__(self, "command", argv)
+        if self.command is not None and not isinstance(self.command, str | bytes | bytearray):
+            # Kept as given (even non-strings): the policy declines what it cannot judge, never raises.
+            object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "paths", _paths(self.paths, "paths"))
         object.__setattr__(self, "writable_roots", _paths(self.writable_roots, "writable_roots"))
         if self.cwd is not None:

@@ -16,6 +16,8 @@ Keys (only ``id`` and ``prompt`` are required; every other key overrides the bat
     timeout       seconds for the whole task (> 0)
     idle_timeout  seconds without an event before a turn is given up (0 = off)
     max_followups follow-up turns after a failed gate or blocking review (>= 0)
+    answers       canned answers for the agent's questions (``Spec.answers``; question id, header or
+                  text -> a string or a list of strings), over the batch's own
 
 Blank lines and lines starting with ``#`` are skipped.
 """
@@ -26,7 +28,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,7 @@ KEYS = frozenset(
         "timeout",
         "idle_timeout",
         "max_followups",
+        "answers",
     }
 )
 
@@ -97,9 +100,21 @@ class BatchTask:
     timeout: float | None = None
     idle_timeout: float | None = None
     max_followups: int | None = None
+    answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     line: int = 0
     #: the entry as written (JSON object), kept in the batch ledger so that a resume reads the same task
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def spec(self, template: Spec, cwd: str) -> Spec:
+        """The session's ``Spec``: ``template`` with this task's prompt, directory, model and answers
+        (a task's answers win over the template's). ``build_task`` applies the other settings."""
+        return replace(
+            template,
+            prompt=self.prompt,
+            cwd=cwd,
+            model=self.model or template.model,
+            answers={**template.answers, **self.answers},
+        )
 
 
 def _typed(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str, where: str) -> Any:
@@ -176,6 +191,19 @@ def _review(obj: Mapping[str, Any], where: str) -> ReviewConfig | bool | None:
     )
 
 
+def _answers(obj: Mapping[str, Any], where: str) -> dict[str, str | list[str]]:
+    value = obj.get("answers")
+    if value is None:
+        return {}
+    good = isinstance(value, dict) and all(
+        isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+        for v in value.values()
+    )
+    if not good:
+        raise UsageError(f"{where}: 'answers' must map questions to a string or a list of strings")
+    return dict(value)
+
+
 def _choice(obj: Mapping[str, Any], key: str, choices: tuple[str, ...], where: str) -> str | None:
     value: str | None = _typed(obj, key, str, "a string", where)
     if value is not None and value not in choices:
@@ -226,6 +254,7 @@ def parse_task(obj: Any, *, line: int, base_dir: Path, where: str) -> BatchTask:
         timeout=_seconds(obj, "timeout", where, zero_ok=False),
         idle_timeout=_seconds(obj, "idle_timeout", where, zero_ok=True),
         max_followups=max_followups,
+        answers=_answers(obj, where),
         line=line,
         raw=obj,
     )
@@ -289,6 +318,8 @@ def entry_object(task: BatchTask) -> dict[str, Any]:
                 obj[name] = list(value)
         if task.env is not None:
             obj["env"] = dict(task.env)
+        if task.answers:
+            obj["answers"] = {k: v if isinstance(v, str) else list(v) for k, v in task.answers.items()}
         if isinstance(task.review, ReviewConfig):
             obj["review"] = {"threshold": PRIORITY_NAMES[task.review.threshold], "model": task.review.model}
         elif task.review is not None:
@@ -319,10 +350,7 @@ def build_task(t: BatchTask, template: Task, cwd: Path) -> Task:
         # codex's own setting for the environment of the commands it runs (a config key path)
         config["shell_environment_policy.set"] = dict(t.env)
     spec = replace(
-        base,
-        prompt=t.prompt,
-        cwd=str(cwd),
-        model=t.model or base.model,
+        t.spec(base, str(cwd)),
         reasoning_effort=t.effort or base.reasoning_effort,
         sandbox=t.sandbox or base.sandbox,  # type: ignore[arg-type]  # checked against SANDBOXES
         permission=permission,

@@ -3,7 +3,8 @@
 The tasks file is JSON Lines, one task a line (``agent_fleet.runner._tasks_file`` lists every key)::
 
     {"id": "fix-1", "prompt": "...", "cwd": "repo", "gate_cmd": "pytest -q", "require_commit": true,
-     "model": "gpt-5.5", "timeout": 600, "review": "P1", "env": {"CI": "1"}}
+     "model": "gpt-5.5", "timeout": 600, "review": "P1", "env": {"CI": "1"},
+     "answers": {"Which database?": "sqlite"}}
 
 ``load_tasks`` raises ``UsageError`` naming the line of the first bad entry.
 
