@@ -71,6 +71,9 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "runner.started": (
             "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced)"
         ),
+        "runner.session": "the task's session exists, new or resumed (data: session_id, resumed)",
+        "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
+        "(data: session_id, reason)",
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",
         "runner.gate_started": "the task's gate is running (data: require_commit, command)",
         "runner.gate": "the gate's verdict (data: passed, summary, checks)",

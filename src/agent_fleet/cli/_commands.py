@@ -14,10 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_fleet import __version__
+from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for
 from agent_fleet.cli._exits import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_UNAVAILABLE,
+    Interrupts,
     die,
     exit_code,
     handled,
@@ -41,13 +44,13 @@ from agent_fleet.runner import (
     BatchResult,
     Redactor,
     TaskResult,
-    load_tasks,
     make_provider,
     run_batch,
     run_task,
 )
 from agent_fleet.runner._otel import export_from_environment
 from agent_fleet.runner._pricing import load_prices
+from agent_fleet.runner.batch import options_for
 from agent_fleet.runner.report import write_batch_report
 
 __all__ = ["cli", "main"]
@@ -79,6 +82,8 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
         text = read_prompt(prompt)
         if cwd is not None and not cwd.is_dir():
             raise UsageError(f"--cwd {str(cwd)!r} does not exist or is not a directory")
+        if transcript is not None:
+            _check_writable(transcript)
         options = common.options()
         task = common.template(text, cwd, f"run-{time.strftime('%Y%m%d-%H%M%S')}")
         preflight(common.provider, options)
@@ -106,7 +111,9 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
 
 
 @cli.command("batch")
-@click.argument("tasks_file", metavar="TASKS.jsonl", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument(
+    "tasks_file", metavar="[TASKS.jsonl]", required=False, type=click.Path(dir_okay=False, path_type=Path)
+)
 @click.option(
     "-j", "--jobs", type=click.IntRange(min=1), default=4, show_default=True, help="Tasks at a time."
 )
@@ -114,7 +121,24 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     "--worktrees", is_flag=True, help="Each task in its own git worktree on branch agent-fleet/<id>."
 )
 @click.option(
-    "--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), help="Transcripts + summary.json."
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Ledger (batch.db), transcripts and summary.json. Must not hold a batch already.",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    metavar="OUT",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Continue the batch recorded in OUT: succeeded tasks are kept, interrupted ones resume their "
+    "session, queued ones start. Its settings are reused; flags given here override them (-c overrides "
+    "are never recorded: give them again).",
+)
+@click.option(
+    "--rerun",
+    type=click.Choice(["failed"]),
+    help="With --resume: also run the failed tasks again, afresh, on their branches.",
 )
 @click.option(
     "--cwd", type=click.Path(path_type=Path), help="Directory for tasks without a cwd (default: here)."
@@ -143,34 +167,34 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
 @click.option("--raw-deltas", is_flag=True, help="Transcripts keep every streamed text fragment.")
 @common_options
 def batch_command(
-    tasks_file: Path,
-    jobs: int,
-    worktrees: bool,
-    out_dir: Path | None,
-    cwd: Path | None,
-    backend: str,
-    ray_address: str | None,
-    repo_url: str | None,
+    tasks_file: Path | None,
+    resume_dir: Path | None,
+    rerun: str | None,
     prices: Path | None,
     raw_deltas: bool,
     **kwargs: Any,
 ) -> None:
-    """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time."""
-    common = pop_common(kwargs)
+    """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
+
+    The batch's record is a ledger in --out, written as each task's state changes; a stopped batch
+    continues with `--resume OUT`. Ctrl-C stops starting tasks and interrupts running turns (exit 130);
+    a second Ctrl-C leaves within two seconds. The record stays true either way.
+    """
     with handled():
-        tasks = load_tasks(tasks_file)
-        if cwd is not None and not cwd.is_dir():
-            raise UsageError(f"--cwd {str(cwd)!r} does not exist or is not a directory")
-        if backend != "ray" and (ray_address is not None or repo_url is not None):
-            raise UsageError("--ray-address and --repo-url need --backend ray")
+        settings: BatchSettings = settings_for(
+            click.get_current_context(), tasks_file, resume_dir, rerun, kwargs
+        )
+        common = settings.common
         options = common.options()
-        template = common.template("(per task)", cwd, "batch")
+        template = common.template("(per task)", settings.cwd, "batch")
+        if settings.backend == "local":  # with ray each node checks its own binary and credential
+            for name in sorted({common.provider, *settings.providers}):
+                preflight(name, options_for(name, options))
         price_table = load_prices(prices) if prices is not None else None
-        out = out_dir or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
-        if backend == "local":  # with ray each node checks its own binary and credential
-            preflight(common.provider, options)
         progress_console, console = consoles(common.json_output)
         progress = Progress(progress_console, json_output=common.json_output, batch=True)
+        progress.expect(settings.total, settings.done)
+        interrupts = Interrupts(on_force=lambda: force_stop(settings.out))
 
         def on_result(entry: BatchEntry) -> None:
             if not progress.live_mode:
@@ -180,20 +204,23 @@ def batch_command(
         async def go(stop: asyncio.Event) -> BatchResult:
             with progress:
                 return await run_batch(
-                    tasks,
+                    settings.tasks,
                     template=template,
-                    out_dir=out,
-                    jobs=jobs,
-                    worktrees=worktrees,
+                    out_dir=settings.out,
+                    jobs=settings.jobs,
+                    worktrees=settings.worktrees,
                     provider_name=common.provider,
                     options=options,
-                    cwd=cwd,
+                    cwd=settings.cwd,
                     on_event=progress.on_event,
                     on_result=on_result,
                     stop=stop,
-                    backend=backend,
-                    ray_address=ray_address,
-                    repo_url=repo_url,
+                    backend=settings.backend,
+                    ray_address=settings.ray_address,
+                    repo_url=settings.repo_url,
+                    resume=settings.resume,
+                    rerun_failed=settings.rerun_failed,
+                    meta=settings.meta,
                     prices=price_table,
                     raw_deltas=raw_deltas,
                 )
@@ -202,7 +229,7 @@ def batch_command(
         if export is not None:
             export.install()
         try:
-            result = run_async(go, progress_console)
+            result = run_async(go, progress_console, interrupts)
         finally:
             if export is not None:
                 export.shutdown()
@@ -213,6 +240,10 @@ def batch_command(
             console.print(f"report: {result.report_path}")
         if result.stopped:
             console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
+            if not result.fatal:
+                console.print(f"continue it with: agent-fleet batch --resume {settings.out}")
+        if interrupts.presses:
+            die(EXIT_INTERRUPTED)
         if result.fatal:
             die(EXIT_UNAVAILABLE)
         die(EXIT_OK if result.ok else EXIT_FAILED)
@@ -338,6 +369,16 @@ def doctor_command(config: tuple[str, ...]) -> None:
         if broken:
             die(EXIT_FAILED, f"doctor: {', '.join(broken)} need attention (see above)")
         die(EXIT_OK)
+
+
+def _check_writable(path: Path) -> None:
+    """A file we will append to can be created (its directory made): else a usage error, before work."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot create {str(path)!r}: {exc.strerror or exc}") from exc
 
 
 def main() -> None:

@@ -6,7 +6,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
+import threading
 from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -18,9 +21,11 @@ from agent_fleet.runner import TaskResult, check_provider
 
 __all__ = [
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "Interrupts",
     "die",
     "exit_code",
     "handled",
@@ -29,6 +34,9 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention for a run ended by Ctrl-C
+#: After the second Ctrl-C the run has this long to end cleanly before the process leaves by force.
+FORCE_AFTER = 1.5
 _T = TypeVar("_T")
 
 
@@ -55,23 +63,51 @@ def preflight(provider: str, options: Any) -> None:
 # -- running coroutines with Ctrl-C as a clean stop ------------------------------------------------------
 
 
-def run_async(factory: Callable[[asyncio.Event], Coroutine[Any, Any, _T]], console: Console) -> _T:
-    """Run ``factory(stop)``. The first Ctrl-C sets ``stop`` (a clean stop); a second one cancels."""
+@dataclass(slots=True)
+class Interrupts:
+    """Ctrl-C presses seen by ``run_async``. ``on_force`` runs (on a timer thread) when the run has not
+    ended ``FORCE_AFTER`` seconds after the second press, just before the process leaves with 130: it
+    must be quick and must not need the event loop (the batch writes its summary from the ledger)."""
+
+    presses: int = 0
+    on_force: Callable[[], None] | None = None
+    forced: threading.Timer | None = None
+
+    def force(self) -> None:
+        try:
+            if self.on_force is not None:
+                self.on_force()
+        finally:
+            sys.stderr.write("error: interrupted (the run did not stop in time; left by force)\n")
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+
+
+def run_async(
+    factory: Callable[[asyncio.Event], Coroutine[Any, Any, _T]],
+    console: Console,
+    interrupts: Interrupts | None = None,
+) -> _T:
+    """Run ``factory(stop)``. The first Ctrl-C sets ``stop`` (a clean stop); a second one cancels, and
+    the process leaves (exit 130) within ``FORCE_AFTER`` seconds whatever the run does."""
+    seen = interrupts if interrupts is not None else Interrupts()
 
     async def main() -> _T:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         current = asyncio.current_task()
-        presses = 0
 
         def on_sigint() -> None:
-            nonlocal presses
-            presses += 1
-            if presses == 1:
+            seen.presses += 1
+            if seen.presses == 1:
                 console.print("[yellow]stopping: interrupting running turns (Ctrl-C again to force)[/]")
                 stop.set()
-            elif current is not None:
-                current.cancel()
+            elif seen.presses == 2:
+                seen.forced = threading.Timer(FORCE_AFTER, seen.force)
+                seen.forced.daemon = True
+                seen.forced.start()
+                if current is not None:
+                    current.cancel()
 
         installed = False
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -86,7 +122,10 @@ def run_async(factory: Callable[[asyncio.Event], Coroutine[Any, Any, _T]], conso
     try:
         return asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        die(EXIT_FAILED, "interrupted")
+        die(EXIT_INTERRUPTED, "interrupted")
+    finally:
+        if seen.forced is not None:
+            seen.forced.cancel()
 
 
 # -- error handling ------------------------------------------------------------------------------------

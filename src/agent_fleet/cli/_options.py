@@ -216,6 +216,7 @@ def common_options(fn: _F) -> _F:
         click.option(
             "--timeout",
             type=click.FloatRange(min=0, min_open=True),
+            callback=_finite,
             metavar="SECONDS",
             help="Time limit for a whole task (turns, gates, reviews).",
         ),

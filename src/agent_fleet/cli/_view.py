@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -181,6 +183,17 @@ class Progress:
         self.deltas = DeltaCoalescer(self.redactor)
         self.live: Live | None = None
         self.started = time.monotonic()
+        self.total = 0
+        self.done: dict[str, int] = {}
+        # A fleet's finished rows beyond the latest _KEEP_FINISHED are folded into counts (memory stays
+        # flat); failed ones stay (they are pinned in the view).
+        self._finished: collections.deque[str] = collections.deque()
+        self._folded_tokens = 0
+
+    def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
+        """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
+        self.total = total
+        self.done = dict(done or {})
 
     def __enter__(self) -> Progress:
         if self.live_mode:
@@ -227,6 +240,10 @@ class Progress:
                 row.status = str(data.get("status"))
                 row.step = first_line(self.redactor.text(str(data.get("reason"))), 80)
                 row.ended = time.monotonic()
+                if self.batch:
+                    row.commands.clear()  # a fleet's finished rows stay small
+                    if row.status not in _FAILED:
+                        self._fold(row.task_id)
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
         if line and not self.live_mode:
@@ -234,25 +251,92 @@ class Progress:
             for part in line.splitlines():
                 self.console.print(Text(tag + part), highlight=False, soft_wrap=True)
 
+    def _fold(self, task_id: str) -> None:
+        self._finished.append(task_id)
+        while len(self._finished) > _KEEP_FINISHED:
+            old = self.rows.pop(self._finished.popleft(), None)
+            if old is not None:
+                self.done[old.status] = self.done.get(old.status, 0) + 1
+                self._folded_tokens += old.tokens
+
+    def counts(self) -> dict[str, int]:
+        """Tasks by status: ``running``, ``queued``, and the final statuses (this run's and earlier)."""
+        counts = dict(self.done)
+        for row in self.rows.values():
+            counts[row.status] = counts.get(row.status, 0) + 1
+        seen = sum(counts.values())
+        counts.setdefault("running", 0)
+        counts["queued"] = max(0, self.total - seen) if self.total else 0
+        return counts
+
+    def header(self) -> Text:
+        counts = self.counts()
+        failed = sum(counts.get(s, 0) for s in _FAILED)
+        tokens = self._folded_tokens + sum(r.tokens for r in self.rows.values())
+        text = Text()
+        for label, n, style in (
+            ("running", counts["running"], "cyan"),
+            ("queued", counts["queued"], ""),
+            ("succeeded", counts.get("succeeded", 0), "green"),
+            ("failed", failed, "red" if failed else ""),
+            ("cancelled", counts.get("cancelled", 0), "yellow"),
+        ):
+            if label == "cancelled" and not n:
+                continue
+            text.append(f"{label} {n:,}", style=style)
+            text.append("  ")
+        text.append(f"tokens {tokens:,}  elapsed {time.monotonic() - self.started:.0f}s")
+        return text
+
+    def _batch_view(self) -> RenderableType:
+        """Header, then running and failed tasks pinned, then the latest others: fits the terminal."""
+        height = self.console.size.height
+        declined = [f"[{r.task_id}] {d}" for r in self.rows.values() for d in r.declined][-3:]
+        room = max(1, height - 3 - (len(declined) + 1 if declined else 0))  # header, column names, margin
+        running = [r for r in self.rows.values() if r.status == "running"]
+        failed = [r for r in self.rows.values() if r.status in _FAILED]
+        others = [r for r in self.rows.values() if r.status != "running" and r.status not in _FAILED]
+        running.sort(key=lambda r: r.started)
+        failed.sort(key=lambda r: r.ended or r.started, reverse=True)
+        others.sort(key=lambda r: r.ended or r.started, reverse=True)
+        pinned = running + failed
+        if len(pinned) > room:
+            shown = pinned[: room - 1]  # the last line says what is left out
+            hidden = {
+                "running": len(running) - min(len(running), len(shown)),
+                "failed": len(failed) - max(0, len(shown) - len(running)),
+            }
+        else:
+            shown = pinned + others[: room - len(pinned)]
+            hidden = {}
+        table = Table(box=None, pad_edge=False, expand=True)
+        id_width = min(32, max((len(r.task_id) for r in shown), default=4))
+        table.add_column("task", no_wrap=True, overflow="ellipsis", min_width=max(4, id_width))
+        table.add_column("status", no_wrap=True, min_width=9)
+        table.add_column("step", no_wrap=True, overflow="ellipsis", ratio=1)  # the one that gives way
+        for name in ("follow-ups", "elapsed", "tokens"):
+            table.add_column(name, no_wrap=True, justify="right", min_width=len(name))
+        styles = {"running": "cyan", "succeeded": "green", **{s: "red" for s in _FAILED}}
+        for row in shown:
+            table.add_row(
+                row.task_id,
+                Text(row.status, style=styles.get(row.status, "yellow")),
+                row.step,
+                str(row.followups),
+                f"{row.elapsed():.0f}s",
+                f"{row.tokens:,}",
+            )
+        parts: list[RenderableType] = [self.header(), table]
+        if hidden:
+            more = ", ".join(f"{n:,} more {label}" for label, n in hidden.items() if n)
+            parts.append(Text(f"… {more} (the terminal is too short to show them)", style="dim"))
+        if declined:
+            parts.append(Text("declined:\n" + "\n".join(declined), style="yellow"))
+        return Group(*parts)
+
     def render(self) -> RenderableType:
         if self.batch:
-            table = Table(box=None, pad_edge=False)
-            for name in ("task", "status", "step", "follow-ups", "elapsed", "tokens"):
-                table.add_column(name)
-            for row in self.rows.values():
-                table.add_row(
-                    row.task_id,
-                    row.status,
-                    row.step,
-                    str(row.followups),
-                    f"{row.elapsed():.0f}s",
-                    f"{row.tokens:,}",
-                )
-            declined = [f"[{r.task_id}] {d}" for r in self.rows.values() for d in r.declined][-5:]
-            parts: list[RenderableType] = [table]
-            if declined:
-                parts.append(Text("declined:\n" + "\n".join(declined), style="yellow"))
-            return Group(*parts)
+            return self._batch_view()
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()
@@ -272,6 +356,9 @@ class Progress:
             self.out.write(json.dumps({"type": "summary", **payload}, default=str) + "\n")
             self.out.flush()
 
+
+_FAILED = ("failed", "error", "timeout")
+_KEEP_FINISHED = 200
 
 _HINTS = {
     "gate_failed": "fix the gate by hand, or allow more --max-followups",
@@ -307,22 +394,43 @@ def consoles(json_output: bool) -> tuple[Console, Console]:
     return out, out
 
 
-def summary_table(result: BatchResult) -> Table:
+#: the final table lists every task up to this many; beyond, only tasks that ran and did not succeed
+SUMMARY_ROWS = 50
+
+
+def summary_table(result: BatchResult) -> RenderableType:
+    """The batch's final table; reasons wrap (the full reason is also in summary.json)."""
+    entries = list(result.entries)
+    note: Text | None = None
+    if len(entries) > SUMMARY_ROWS:
+        ran = [e for e in entries if not e.result.ok and e.state != "queued"]
+        succeeded = sum(1 for e in entries if e.result.ok)
+        queued = sum(1 for e in entries if e.state == "queued")
+        more = len(ran) - SUMMARY_ROWS
+        note = Text(
+            f"{len(entries):,} tasks: {succeeded:,} succeeded, {queued:,} not started"
+            + (f", {more:,} more that did not succeed" if more > 0 else "")
+            + " (not listed: every task is in summary.json)",
+            style="dim",
+        )
+        entries = ran[:SUMMARY_ROWS]
     table = Table(title="agent-fleet batch")
-    for name in ("task", "status", "follow-ups", "duration", "tokens", "branch", "reason"):
+    for name in ("task", "status", "follow-ups", "duration", "tokens", "branch"):
         table.add_column(name, overflow="fold")
-    styles = {"succeeded": "green", "failed": "red", "error": "red"}
+    table.add_column("reason", overflow="fold", ratio=1, min_width=20)
+    styles = {"succeeded": "green", **{s: "red" for s in _FAILED}}
     redactor = Redactor()
-    for entry in result.entries:
+    for entry in entries:
         r = entry.result
+        status = r.status if entry.state != "interrupted" else "interrupted"
         table.add_row(
             r.task_id,
-            Text(r.status, style=styles.get(r.status, "yellow")),
+            Text(status, style=styles.get(r.status, "yellow")),
             str(r.followups),
             f"{r.duration:.1f}s",
             f"{r.tokens:,}",
             entry.branch or "",
-            first_line(redactor.text(r.reason), 80)
+            redactor.text(r.reason).strip()
             + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
         )
-    return table
+    return table if note is None else Group(table, note)

@@ -14,7 +14,7 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,14 @@ from typing import Any
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git
+from agent_fleet.runner._batch_types import entry_from_summary
+from agent_fleet.runner._ledger_views import write_records
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
 from agent_fleet.runner._ray_pool import ActorPool, Worker, one_line
+from agent_fleet.runner._tasks_file import build_task, entry_object
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
 from agent_fleet.runner.batch import BatchEntry, BatchTask
+from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult, RayNode
 from agent_fleet.runner.task import Task, TaskResult
 from agent_fleet.runner.transcript import TranscriptWriter
@@ -79,8 +83,13 @@ class RayBatch:
         max_retries: int,
         start_timeout: float,
         work_root: str | None,
+        meta: Mapping[str, Any] | None = None,
+        resume_from: Ledger | None = None,
     ) -> None:
         self.ray = ray
+        self.meta = meta
+        self.resumed = resume_from
+        self.ledger: Ledger | None = None  # the batch's record (see runner.ledger), from ``prepare`` on
         self.template = template
         self.out = out
         self.worktrees = worktrees
@@ -109,7 +118,32 @@ class RayBatch:
     # -- before any work -----------------------------------------------------------------------------
 
     async def prepare(self, tasks: Sequence[BatchTask], cwd: str | os.PathLike[str] | None) -> None:
-        """Check every task and resolve what each attempt needs (``UsageError`` on the first bad one)."""
+        """Check every task and resolve what each attempt needs (``UsageError`` on the first bad one).
+
+        Resuming (``resume_from``): ``tasks`` are the ledger's; only those it has not finished are queued,
+        interrupted ones with their session and the branch an earlier run made."""
+        try:
+            await self._prepare(tasks, cwd)
+        except BaseException:
+            if self.resumed is not None:
+                self.resumed.close()
+            raise
+        if self.resumed is not None:
+            self.ledger = self.resumed
+            rows = {row.id: row for row in self.ledger.rows(states=("queued", "running", "interrupted"))}
+            queued: deque[_Pending] = deque()
+            for pending in self.queue:
+                row = rows.get(pending.task.id)
+                if row is not None:
+                    session = row.session_id if row.resumable and not row.fresh else None
+                    job = replace(pending.job, reuse_branch=row.runs > 0, resume_session=session)
+                    queued.append(replace(pending, job=job))
+            self.queue = queued
+        else:
+            entries = [(t.id, t.line, entry_object(t)) for t in tasks]
+            self.ledger = Ledger.create(self.out, entries, meta=self.meta)
+
+    async def _prepare(self, tasks: Sequence[BatchTask], cwd: str | os.PathLike[str] | None) -> None:
         self.tasks = list(tasks)
         if self.repo_url is not None:
             if cwd is not None:
@@ -170,16 +204,7 @@ class RayBatch:
         await asyncio.to_thread(self.out.mkdir, parents=True, exist_ok=True)
 
     def _task(self, t: BatchTask, directory: str) -> Task:
-        template = self.template
-        gate = template.gate
-        if t.gate_cmd is not None or t.require_commit is not None:
-            gate = replace(
-                gate,
-                command=t.gate_cmd if t.gate_cmd is not None else gate.command,
-                require_commit=t.require_commit if t.require_commit is not None else gate.require_commit,
-            )
-        spec = t.spec(template.spec, directory)
-        return replace(template, id=t.id, spec=spec, gate=gate)
+        return build_task(t, self.template, Path(directory))
 
     async def _remote_head(self, url: str) -> str:
         try:
@@ -197,7 +222,16 @@ class RayBatch:
         started = time.monotonic()
         await self.pool.connect(address)
         try:
-            await self.pool.start()
+            try:
+                await self.pool.start()
+            except BaseException:
+                if self.ledger is not None and self.resumed is None:
+                    self.ledger.discard()  # nothing ran: leave no record that would refuse a new run
+                    self.ledger = None
+                elif self.ledger is not None:
+                    self.ledger.close()
+                    self.ledger = None
+                raise
             try:
                 await self._loop(stop)
             except BaseException:
@@ -262,9 +296,16 @@ class RayBatch:
             job = replace(
                 pending.job,
                 attempt=pending.attempt,
-                reset_branch=pending.branch_created,
+                reset_branch=pending.branch_created and not pending.job.reuse_branch,
                 stale_worktree=pending.stale_worktree,
             )
+            if self.ledger is not None:
+                self.ledger.start(
+                    pending.task.id,
+                    branch=BRANCH_PREFIX + pending.task.id if job.worktree else None,
+                    worktree=None,  # on the node: its runner.worktree notice says where
+                    transcript=str(self._writer(pending.task.id).path),
+                )
             attempt = asyncio.get_running_loop().create_task(
                 self._attempt(pending, worker, job), name=f"ray:{pending.task.id}:{pending.attempt}"
             )
@@ -305,6 +346,10 @@ class RayBatch:
         if isinstance(event, System) and event.subtype == "runner.worktree":
             pending.branch_created = True
             pending.stale_worktree = str(event.data.get("path") or "") or None
+        if isinstance(event, System) and event.subtype == "runner.session" and self.ledger is not None:
+            session_id = event.data.get("session_id")
+            if isinstance(session_id, str):
+                self.ledger.session(pending.task.id, session_id)
         self._emit(task_event)
 
     def _settle(self, pending: _Pending, worker: Worker, outcome: Outcome | _Lost | _Broken) -> None:
@@ -394,6 +439,7 @@ class RayBatch:
             bundle=bundle,
         )
         self.entries[task_id] = entry
+        self._record(entry)
         writer = self.writers.pop(task_id, None)
         if writer is not None:
             writer.close()
@@ -415,11 +461,21 @@ class RayBatch:
             )
             entry = RayBatchEntry(result=result, attempts=pending.attempt, failures=tuple(pending.failures))
             self.entries[pending.task.id] = entry
+            self._record(entry)
             writer = self.writers.pop(pending.task.id, None)
             if writer is not None:
                 writer.close()
             if self.on_result is not None:
                 self.on_result(entry)
+
+    def _record(self, entry: BatchEntry) -> None:
+        if self.ledger is not None:
+            self.ledger.finish(
+                entry.result.task_id,
+                result=entry.to_dict(),
+                attempts=1 + entry.result.retries,
+                worktree_kept=str(entry.worktree) if entry.worktree is not None else None,
+            )
 
     def _request_stop(self, reason: str, *, fatal: bool = False) -> None:
         if self.stopped is not None:
@@ -489,9 +545,27 @@ class RayBatch:
             batch_id=self.batch_id,
             nodes=nodes,
         )
-        text = json.dumps(result.to_dict(), indent=2) + "\n"
-        (self.out / "summary.json").write_text(text, encoding="utf-8")
-        return result
+        if self.ledger is None:
+            text = json.dumps(result.to_dict(), indent=2) + "\n"
+            (self.out / "summary.json").write_text(text, encoding="utf-8")
+            return result
+        extra = {"backend": "ray", "batch_id": self.batch_id, "nodes": [n.to_dict() for n in nodes]}
+        try:
+            _, payload = write_records(
+                self.ledger,
+                started_at=None,
+                duration=duration,
+                stopped=self.stopped,
+                fatal=self.fatal,
+                provider_pids=result.provider_pids,
+                extra=extra,
+            )
+        finally:
+            self.ledger.close()
+            self.ledger = None
+        # Tasks this run did not run (a resume keeps what earlier runs finished) are as the ledger says.
+        entries = tuple(self.entries.get(t["task_id"]) or entry_from_summary(t) for t in payload["tasks"])
+        return replace(result, entries=entries, summary=payload)
 
 
 def _finished_data(result: TaskResult) -> dict[str, Any]:

@@ -83,6 +83,9 @@ class Job:
     ``None`` when the task is not in a repository. ``start`` is the commit worktrees start from.
     ``reset_branch``: an earlier attempt created the branch, so it is reset to ``start`` (``-B``) after
     ``stale_worktree`` (that attempt's worktree, if known) is removed.
+    ``reuse_branch``: the batch is resumed and an earlier run made the branch: it is checked out as it is
+    (its commits kept) in a new worktree. ``resume_session``: the session the task continues
+    (``run_task(resume_session=...)``).
     """
 
     task: Task
@@ -93,6 +96,8 @@ class Job:
     attempt: int
     reset_branch: bool = False
     stale_worktree: str | None = None
+    reuse_branch: bool = False
+    resume_session: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,7 +274,13 @@ class NodeRunner:
                 )
             task = replace(task, spec=replace(task.spec, cwd=str(run_cwd)))
             try:
-                result = await run_task(task, provider=self.provider, on_event=on_event, stop=self.stop_event)
+                result = await run_task(
+                    task,
+                    provider=self.provider,
+                    on_event=on_event,
+                    stop=self.stop_event,
+                    resume_session=job.resume_session,
+                )
             except UsageError as exc:
                 return failed(f"{exc} (on {self.hostname})", "usage")
         finally:
@@ -313,6 +324,14 @@ class NodeRunner:
     async def _add_worktree(self, repo: Path, worktree: Path, branch: str, job: Job) -> None:
         start = job.start or "HEAD"
         async with self._repo_lock(repo):
+            if job.reuse_branch and not job.reset_branch and await _has_commit(repo, f"refs/heads/{branch}"):
+                # A resumed batch: the branch as the earlier run left it. `--force`: an earlier worktree
+                # (kept for its uncommitted work) may still hold it; that one is left as it is.
+                await _git.git(repo, "worktree", "prune")
+                await asyncio.to_thread(shutil.rmtree, worktree, True)
+                await asyncio.to_thread(worktree.parent.mkdir, parents=True, exist_ok=True)
+                await _git.git(repo, "worktree", "add", "--quiet", "--force", str(worktree), branch)
+                return
             if job.reset_branch:
                 # An earlier attempt died holding the branch in its worktree: drop that worktree (on this
                 # node it still exists; on another node's disk it is gone and `prune` forgets it).

@@ -50,6 +50,12 @@ class Watch:
         if self.on_event is not None:
             self.on_event(task_event)
 
+    def forget(self, task_id: str) -> None:
+        """Drop a finished task's recorder and spans (its record is kept elsewhere: a long batch stays
+        flat in memory)."""
+        self.recorders.pop(task_id, None)
+        self.spans.pop(task_id, None)
+
     def complete(self, entry: _E, task: BatchTask, planned: str | None, provider: str) -> _E:
         """``entry`` with what was recorded and planned for it (and its retries, where attempts count)."""
         recorder = self.recorders.get(task.id)

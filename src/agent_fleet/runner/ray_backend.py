@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from agent_fleet.errors import UsageError
 from agent_fleet.runner._ray_pool import RAY_EXTRA_HINT, import_ray
 from agent_fleet.runner._types import EventSink
 from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask, check_task_ids
+from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.task import Task
 from agent_fleet.runner.transcript import Redactor
 
@@ -136,6 +137,8 @@ async def run_batch_ray(
     max_retries_per_task: int = 1,
     start_timeout: float = DEFAULT_START_TIMEOUT,
     work_root: str | None = None,
+    meta: Mapping[str, Any] | None = None,
+    resume_from: Ledger | None = None,
 ) -> RayBatchResult:
     """Run ``tasks`` on a Ray cluster (see the module docstring); the arguments are ``run_batch``'s, plus:
 
@@ -179,6 +182,8 @@ async def run_batch_ray(
         max_retries=max_retries_per_task,
         start_timeout=start_timeout,
         work_root=work_root,
+        meta=meta,
+        resume_from=resume_from,
     )
     await batch.prepare(tasks, cwd)
     return await batch.run(ray_address, stop)

@@ -58,6 +58,7 @@ from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._pace import pause_before_turn
+from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
 from agent_fleet.runner._retry import retry_backoff, should_retry
 from agent_fleet.runner._task_types import ReviewConfig, Task, TaskResult, TaskStatus
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
@@ -116,8 +117,11 @@ async def run_task(
     on_event: EventSink | None = None,
     transcript: str | os.PathLike[str] | TranscriptWriter | None = None,
     stop: asyncio.Event | None = None,
+    resume_session: str | None = None,
 ) -> TaskResult:
     """Run ``task`` to a ``TaskResult`` (see the module docstring).
+
+    ``resume_session``: continue that interrupted session instead (see ``runner._resume.open_session``).
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
     provider called ``provider_name`` is made from ``options`` (the registry entry's options type, e.g.
@@ -137,6 +141,7 @@ async def run_task(
         writer = TranscriptWriter(transcript)
         own_writer = True
     run = _TaskRun(task, provider, name, options, on_event, writer)
+    run.resume_session = resume_session
     try:
         return await run.run(stop)
     finally:
@@ -175,6 +180,7 @@ class _TaskRun:
         self.start_head: str | None = None
         self.counters = TaskCounters()
         self._end_head: str | None = None
+        self.resume_session: str | None = None
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -343,12 +349,15 @@ class _TaskRun:
 
     async def _session(self, provider: Provider, review_provider: Provider | None) -> None:
         await self._pace(provider)
-        handle = await provider.spawn(self.task.spec)
-        prompt = self.task.spec.prompt
+        handle, self.resume_session = await open_session(
+            provider, self.task.spec, self.resume_session, self.note
+        )
+        prompt = INTERRUPTED_FOLLOWUP if self.resume_session is not None else self.task.spec.prompt  # retried
         attempt = 1
         try:
             with contextlib.suppress(AgentFleetError):
                 self.session_id = handle.session_id
+                self.note("session", session_id=self.session_id, resumed=self.resume_session is not None)
             while True:
                 terminal = await self._turn(handle)
                 if isinstance(terminal, Error):

@@ -21,8 +21,10 @@ import ray
 from agent_fleet import Spec, System
 from agent_fleet.cli import describe
 from agent_fleet.codex import CodexOptions
+from agent_fleet.errors import UsageError
 from agent_fleet.runner import GateConfig, Task, TaskEvent
 from agent_fleet.runner.batch import BatchTask, run_batch
+from agent_fleet.runner.ledger import Ledger, LedgerRow
 from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult
 from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer
 
@@ -60,6 +62,14 @@ def _exits(pid: int, within: float) -> bool:
 def _notices(transcript: Path, subtype: str) -> list[dict[str, Any]]:
     records = [json.loads(line) for line in transcript.read_text().splitlines()]
     return [r for r in records if r["type"] == "System" and r["subtype"] == f"runner.{subtype}"]
+
+
+def ledger_rows(out: Path) -> list[LedgerRow]:
+    ledger = Ledger.open(out)
+    try:
+        return list(ledger.rows())
+    finally:
+        ledger.close()
 
 
 class Parking:
@@ -253,6 +263,42 @@ async def test_cancelling_the_batch_stops_the_cluster_work_and_writes_the_summar
     assert summary["stopped"] == "cancelled"
     assert [t["status"] for t in summary["tasks"]] == ["cancelled", "cancelled"]
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert live_agent_fleet_actors() == []
+    # The ledger recorded both runs as interrupted, with their sessions, and summary.json says so.
+    rows = {r.id: r for r in ledger_rows(tmp_path / "out")}
+    assert {i: r.state for i, r in rows.items()} == {"x": "interrupted", "y": "interrupted"}
+    assert all(r.session_id for r in rows.values())
+    assert [t["session_id"] for t in summary["tasks"]] == [rows["x"].session_id, rows["y"].session_id]
+    again = [BatchTask(id="x", prompt="p")]
+    with pytest.raises(UsageError, match="already holds a batch"):
+        await run_batch(again, template=_template(repo), out_dir=tmp_path / "out", backend="ray")
+    # Resumed on the cluster: each task continues its session on its branch, and finishes.
+    scripted_model.responder = ScriptedAgent(
+        {i: [[run("sleep 120")], [write_file(f"{i}.txt", "resumed"), commit(f"resumed {i}")]] for i in ids}
+    )
+    resumed = await asyncio.wait_for(
+        run_batch(
+            None,
+            template=_template(repo),
+            out_dir=tmp_path / "out",
+            jobs=1,
+            worktrees=True,
+            options=codex_options,
+            backend="ray",
+            resume=True,
+        ),
+        240,
+    )
+    assert [(e.result.task_id, e.result.status) for e in resumed.entries] == [
+        ("x", "succeeded"),
+        ("y", "succeeded"),
+    ]
+    after = {r.id: r for r in ledger_rows(tmp_path / "out")}
+    assert {i: (r.state, r.runs, r.session_id) for i, r in after.items()} == {
+        i: ("finished", 2, rows[i].session_id) for i in ids
+    }, "the same sessions, resumed"
+    for i in ids:
+        assert git(repo, "log", "-1", "--format=%s", f"agent-fleet/{i}") == f"resumed {i}"
     assert live_agent_fleet_actors() == []
 
 

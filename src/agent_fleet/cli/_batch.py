@@ -1,0 +1,172 @@
+"""``agent-fleet batch`` settings: from the flags, or from the ledger of the batch being resumed.
+
+A new batch records its settings (every flag but ``-c``, which may carry secrets, and ``--json``, which
+is about display) in the ledger's ``meta``; ``--resume OUT`` reads them back, and a flag given on the
+command line of the resume overrides the recorded one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from agent_fleet.cli._options import Common, pop_common
+from agent_fleet.errors import UsageError
+from agent_fleet.runner._ledger_views import record_forced_stop
+from agent_fleet.runner.batch import BatchTask, iter_tasks
+from agent_fleet.runner.ledger import Ledger
+
+__all__ = ["BatchSettings", "force_stop", "settings_for"]
+
+#: every other flag of the batch command is recorded with the batch
+_NOT_RECORDED = frozenset({"config", "json_output", "out_dir"})
+_TUPLES = frozenset({"allow", "deny"})
+
+
+@dataclass(slots=True, kw_only=True)
+class BatchSettings:
+    #: a new batch's tasks (read from the file as the batch takes them); None to resume a recorded one
+    tasks: Iterable[BatchTask] | None
+    total: int
+    #: the providers the tasks ask for besides the default
+    providers: set[str]
+    common: Common
+    out: Path
+    jobs: int
+    worktrees: bool
+    cwd: Path | None
+    backend: str
+    ray_address: str | None
+    repo_url: str | None
+    resume: bool = False
+    rerun_failed: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+    #: tasks a resumed batch will not run again, by status (for the live view's counts)
+    done: dict[str, int] = field(default_factory=dict)
+
+
+def _recorded(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    flags = {k: v for k, v in kwargs.items() if k not in _NOT_RECORDED}
+    return {
+        k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+        for k, v in flags.items()
+    }
+
+
+def _restore(ctx: click.Context, kwargs: dict[str, Any], recorded: Mapping[str, Any]) -> None:
+    """Recorded flags replace the defaults; flags given on this command line win."""
+    for name, value in recorded.items():
+        if name not in kwargs or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            continue
+        if name in _TUPLES and isinstance(value, list):
+            value = tuple(value)
+        elif name == "cwd" and value is not None:
+            value = Path(value)
+        kwargs[name] = value
+
+
+def _recorded_batch(out: Path, rerun_failed: bool) -> tuple[dict[str, Any], int, dict[str, int]]:
+    """The recorded batch's meta, its number of tasks, and those a resume will not run (by status)."""
+    ledger = Ledger.open(out)
+    try:
+        meta, counts = ledger.meta(), ledger.counts()
+    finally:
+        ledger.close()
+    total = sum(n for k, n in counts.items() if ":" not in k)
+    done = {k.removeprefix("finished:"): n for k, n in counts.items() if k.startswith("finished:")}
+    if rerun_failed:
+        done = {k: n for k, n in done.items() if k == "succeeded"}
+    return meta, total, done
+
+
+def _scan(tasks_file: Path) -> tuple[int, set[str]]:
+    """Check the whole tasks file before anything starts; keep only its size and the providers named."""
+    total = 0
+    providers: set[str] = set()
+    for t in iter_tasks(tasks_file):
+        total += 1
+        if t.provider is not None:
+            providers.add(t.provider)
+    return total, providers
+
+
+def settings_for(
+    ctx: click.Context,
+    tasks_file: Path | None,
+    resume_dir: Path | None,
+    rerun: str | None,
+    kwargs: dict[str, Any],
+) -> BatchSettings:
+    """The batch to run: a new one from TASKS.jsonl, or the one recorded in ``--resume OUT``.
+
+    Raises ``UsageError`` for a bad combination of flags, a bad tasks file or ledger."""
+    meta: dict[str, Any] = {}
+    done: dict[str, int] = {}
+    if resume_dir is not None:
+        if tasks_file is not None:
+            raise UsageError("give TASKS.jsonl for a new batch or --resume OUT to continue one, not both")
+        out_dir = kwargs.get("out_dir")
+        if out_dir is not None and Path(out_dir).resolve() != resume_dir.resolve():
+            raise UsageError("--resume OUT continues the batch in OUT: leave out --out (or give the same)")
+        recorded_meta, total, done = _recorded_batch(resume_dir, rerun == "failed")
+        recorded = recorded_meta.get("cli")
+        if isinstance(recorded, dict):
+            _restore(ctx, kwargs, recorded)
+        out = resume_dir
+        tasks: Iterable[BatchTask] | None = None
+        providers: set[str] = set()
+    else:
+        if tasks_file is None:
+            raise UsageError("missing TASKS.jsonl (or --resume OUT to continue a batch)")
+        if rerun is not None:
+            raise UsageError("--rerun goes with --resume OUT (it re-runs tasks of a recorded batch)")
+        total, providers = _scan(tasks_file)
+        tasks = iter_tasks(tasks_file)
+        meta = {"cli": _recorded(kwargs), "tasks_file": str(tasks_file.resolve())}
+        out = kwargs.get("out_dir") or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
+    kwargs.pop("out_dir", None)
+    common = pop_common(kwargs)
+    cwd: Path | None = kwargs["cwd"]
+    if cwd is not None and not cwd.is_dir():
+        raise UsageError(f"--cwd {str(cwd)!r} does not exist or is not a directory")
+    backend: str = kwargs["backend"]
+    if backend != "ray" and (kwargs["ray_address"] is not None or kwargs["repo_url"] is not None):
+        raise UsageError("--ray-address and --repo-url need --backend ray")
+    return BatchSettings(
+        tasks=tasks,
+        total=total,
+        providers=providers,
+        common=common,
+        out=Path(out),
+        jobs=int(kwargs["jobs"]),
+        worktrees=bool(kwargs["worktrees"]),
+        cwd=cwd,
+        backend=backend,
+        ray_address=kwargs["ray_address"],
+        repo_url=kwargs["repo_url"],
+        resume=resume_dir is not None,
+        rerun_failed=rerun == "failed",
+        meta=meta,
+        done=done,
+    )
+
+
+def force_stop(out: Path) -> None:
+    """The batch did not stop in time after a second Ctrl-C: write its summary from the ledger and end
+    the provider processes this process started (their process groups: the commands they run too)."""
+    try:
+        pids = record_forced_stop(out, "stopped by force (Ctrl-C twice)")
+    except Exception:  # no ledger yet (nothing ran), or it cannot be read: nothing to record
+        return
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)

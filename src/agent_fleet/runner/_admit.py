@@ -1,0 +1,146 @@
+"""Admitting a batch's tasks before any work: each distinct directory checked once, the tasks read in
+chunks (nothing kept per task) and, for a new batch, queued in the ledger as they are checked."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_fleet.errors import UsageError
+from agent_fleet.runner import _git
+from agent_fleet.runner._tasks_file import (
+    BatchTask,
+    entry_object,
+    idle_timeout_supported,
+    parse_task,
+    task_id_problem,
+)
+from agent_fleet.runner.ledger import LEDGER_FILE, Ledger, LedgerRow
+from agent_fleet.runner.providers import provider_entry
+
+__all__ = ["Locator", "Where", "admit", "make_out", "task_of"]
+
+
+@dataclass(slots=True)
+class Where:
+    """Where a task runs: its directory and, when it is in one, its repository's top level."""
+
+    cwd: Path
+    repo: Path | None
+
+
+def _cwd_key(t: BatchTask) -> str | None:
+    """A task's directory as the ledger records it (absolute, not resolved)."""
+    return str(t.cwd.expanduser().absolute()) if t.cwd is not None else None
+
+
+class Locator:
+    """Checks each distinct task directory once (concurrently): it exists, it is in git when it must be,
+    and with worktrees its repository has a commit. Raises ``UsageError`` naming the first task."""
+
+    def __init__(self, default_cwd: Path, *, worktrees: bool, template_needs_commit: bool) -> None:
+        self.default_cwd = default_cwd
+        self.worktrees = worktrees
+        self.template_needs_commit = template_needs_commit
+        self.where: dict[str | None, Where] = {}
+        self._heads: dict[Path, asyncio.Future[str | None]] = {}
+        self._limit = asyncio.Semaphore(8)
+
+    def get(self, t: BatchTask) -> Where:
+        return self.where[_cwd_key(t)]
+
+    async def admit(self, chunk: Sequence[BatchTask]) -> None:
+        new: dict[str | None, BatchTask] = {}
+        for t in chunk:
+            key = _cwd_key(t)
+            if key not in self.where:
+                new.setdefault(key, t)
+        found = await asyncio.gather(*(self._one(t) for t in new.values()))
+        self.where.update(zip(new, found, strict=True))
+        for t in chunk:
+            needs_commit = t.require_commit if t.require_commit is not None else self.template_needs_commit
+            here = self.get(t)
+            if here.repo is None and (self.worktrees or needs_commit):
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): {str(here.cwd)!r} is not in a git repository"
+                )
+
+    async def _one(self, t: BatchTask) -> Where:
+        cwd = (t.cwd or self.default_cwd).expanduser()
+        if not cwd.is_dir():
+            raise UsageError(f"task {t.id!r} (line {t.line}): directory {str(cwd)!r} does not exist")
+        cwd = cwd.resolve()
+        async with self._limit:
+            top = await _git.toplevel(cwd)
+        if top is not None and self.worktrees:
+            if top not in self._heads:
+                self._heads[top] = asyncio.ensure_future(_git.head(top))
+            if await self._heads[top] is None:
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): the repository {str(top)!r} has no commit yet"
+                )
+        return Where(cwd=cwd, repo=top)
+
+
+def make_out(out: Path) -> bool:
+    """Make ``out`` (a usage error when it cannot be made or written); True when it was made here."""
+    existed = out.is_dir()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"the output directory {str(out)!r} is not writable")
+    return not existed
+
+
+_ADMIT_CHUNK = 500
+
+
+async def admit(
+    tasks: Iterable[BatchTask] | None,
+    ledger: Ledger,
+    locator: Locator,
+    out: Path,
+    *,
+    default_provider: str,
+    template_review: bool,
+) -> set[str | None]:
+    """Check every task (its directory, its settings) in chunks; a new batch's tasks go into the ledger as
+    they are checked (``tasks`` None: the ledger's own). Returns the provider names the tasks ask for.
+    Nothing is kept per task: memory stays flat in the number of tasks."""
+    names: set[str | None] = set()
+    source: Iterable[BatchTask] = tasks if tasks is not None else (task_of(r, out) for r in ledger.rows())
+    it = iter(source)
+    count = 0
+    while chunk := list(itertools.islice(it, _ADMIT_CHUNK)):
+        for t in chunk:
+            problem = task_id_problem(t.id)  # a library caller's BatchTask was not parsed from a file
+            if problem is not None:
+                raise UsageError(f"task id {t.id!r} (line {t.line}) {problem}")
+            if t.idle_timeout is not None and not idle_timeout_supported():
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): 'idle_timeout' needs a runner with an idle watchdog"
+                )
+            names.add(t.provider)
+            review = t.review if t.review is not None else template_review
+            name = t.provider or default_provider
+            if review and provider_entry(name).reviewer is None:
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): review needs a provider that can review; {name} cannot"
+                )
+        await locator.admit(chunk)
+        if tasks is not None:
+            ledger.add([(t.id, t.line, entry_object(t)) for t in chunk])
+        count += len(chunk)
+    if not count:
+        raise UsageError("the batch has no tasks")
+    return names
+
+
+def task_of(row: LedgerRow, out: Path) -> BatchTask:
+    return parse_task(row.spec, line=row.line, base_dir=out, where=f"{out / LEDGER_FILE}: task {row.id}")

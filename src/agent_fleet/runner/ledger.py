@@ -1,0 +1,467 @@
+"""The batch ledger: every task's state in one SQLite file (``OUT/batch.db``), written as it changes.
+
+Theory of operation
+-------------------
+A batch's record must survive anything (a crash, ``kill -9``, a second Ctrl-C), so the ledger is the
+source of truth and ``summary.json`` is a view derived from it (``runner._ledger_views.write_records``),
+never the only copy.
+Each transition is one short SQLite transaction (WAL journal, ``synchronous=NORMAL``: a commit is in the
+OS before the call returns, so a killed process loses nothing; a power cut may lose the last commits,
+never the file's consistency). Every transition also appends a row to ``history``.
+
+A task's ``state``::
+
+    queued --start--> running --finish--> finished     (status succeeded / failed / timeout / error)
+                         |    --finish--> interrupted  (status cancelled: stopped, resumable)
+                         +--(the process died)--> still "running" on disk: read as interrupted
+
+    resume:   running | interrupted -> resumed with their session (when one is known), else started
+              finished (not succeeded), with rerun_failed -> queued, started afresh (branch kept)
+
+``session_id`` is recorded as soon as the session exists, so an interrupted task can continue its
+conversation. ``runs`` counts the times the batch started the task; ``attempts`` the turns tried over
+all runs (each run adds 1 + its ``TaskResult.retries``, the turn-level retries).
+
+Writers: one ``Ledger`` per process, used from the event loop's thread (each call is a few hundred
+microseconds). ``read_summary`` opens its own connection, so it is safe from another thread (the
+CLI's forced-exit path) while the batch writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from agent_fleet.errors import UsageError
+from agent_fleet.runner.transcript import Redactor
+
+__all__ = [
+    "LEDGER_FILE",
+    "SUMMARY_FILE",
+    "Ledger",
+    "LedgerRow",
+    "TaskState",
+    "holds_batch",
+]
+
+LEDGER_FILE: Final = "batch.db"
+SUMMARY_FILE: Final = "summary.json"
+_SCHEMA_VERSION: Final = 1
+
+TaskState = Literal["queued", "running", "interrupted", "finished"]
+_STATES: Final = ("queued", "running", "interrupted", "finished")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    position INTEGER NOT NULL UNIQUE,
+    line INTEGER NOT NULL,
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'interrupted', 'finished')),
+    status TEXT,
+    reason TEXT,
+    session_id TEXT,
+    runs INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    fresh INTEGER NOT NULL DEFAULT 0,
+    branch TEXT,
+    worktree TEXT,
+    worktree_kept TEXT,
+    transcript TEXT,
+    result TEXT,
+    started_at REAL,
+    ended_at REAL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, position);
+CREATE TABLE IF NOT EXISTS history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS pids (pid INTEGER NOT NULL, owner INTEGER NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (pid, owner));
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerRow:
+    """One task as the ledger holds it. ``spec`` is the task's tasks-file entry (a JSON object)."""
+
+    id: str
+    position: int
+    line: int
+    spec_json: str
+    state: TaskState
+    status: str | None
+    reason: str | None
+    session_id: str | None
+    runs: int
+    attempts: int
+    fresh: bool
+    branch: str | None
+    worktree: str | None
+    worktree_kept: str | None
+    transcript: str | None
+    result: dict[str, Any] | None
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The task's tasks-file entry (decoded on demand: a summary of many tasks does not need it)."""
+        value: dict[str, Any] = json.loads(self.spec_json)
+        return value
+
+    @property
+    def resumable(self) -> bool:
+        """Stopped mid-run (or the process died): resume its session when one is known."""
+        return self.state in ("running", "interrupted")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("PRAGMA busy_timeout=10000")
+    return db
+
+
+def holds_batch(out: Path) -> bool:
+    """True when ``out`` already holds a batch record (a ledger, or a summary of an older version)."""
+    return (out / LEDGER_FILE).exists() or (out / SUMMARY_FILE).exists()
+
+
+class Ledger:
+    """The ledger of the batch in ``out`` (see the module docstring). Use ``create`` or ``open``."""
+
+    def __init__(self, out: Path, db: sqlite3.Connection) -> None:
+        self.out = out
+        self.path = out / LEDGER_FILE
+        self._db = db
+        #: records are redacted as they come in (they hold prompts and outputs): the ledger holds no
+        #: secret the summary would not, and the summary needs no second pass over a whole fleet
+        self.redactor = Redactor()
+
+    # -- opening ---------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        out: Path,
+        entries: Sequence[tuple[str, int, Mapping[str, Any]]],
+        *,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Ledger:
+        """A new ledger with ``entries`` (id, line, tasks-file object) queued, in order.
+
+        Raises ``UsageError`` when ``out`` already holds a batch (never overwrites one).
+        """
+        if holds_batch(out):
+            raise UsageError(
+                f"--out {str(out)!r} already holds a batch; continue it with `agent-fleet batch --resume "
+                f"{out}` (add `--rerun failed` to run its failed tasks again), or choose another --out"
+            )
+        path = out / LEDGER_FILE
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)  # exclusive: two racing batches
+        except FileExistsError as exc:
+            raise UsageError(f"--out {str(out)!r} already holds a batch") from exc
+        except OSError as exc:
+            raise UsageError(f"cannot create the batch ledger {str(path)!r}: {exc.strerror}") from exc
+        os.close(fd)
+        db = _connect(path)
+        now = time.time()
+        db.executescript(_SCHEMA)  # (executescript commits on its own)
+        with _transaction(db):
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [
+                    ("schema", json.dumps(_SCHEMA_VERSION)),
+                    ("created_at", json.dumps(now)),
+                    *((k, json.dumps(v)) for k, v in (meta or {}).items()),
+                ],
+            )
+            db.executemany(
+                "INSERT INTO tasks (id, position, line, spec, state, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    (task_id, position, line, json.dumps(obj, ensure_ascii=False), "queued", now)
+                    for position, (task_id, line, obj) in enumerate(entries)
+                ),
+            )
+        return cls(out, db)
+
+    @classmethod
+    def open(cls, out: Path) -> Ledger:
+        """The ledger of an existing batch. Raises ``UsageError`` when ``out`` holds none."""
+        path = out / LEDGER_FILE
+        if not path.is_file():
+            raise UsageError(f"{str(out)!r} holds no batch to resume (no {LEDGER_FILE} in it)")
+        try:
+            db = _connect(path)
+            version = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"{str(path)!r} is not a batch ledger: {exc}") from exc
+        if version is None or json.loads(version[0]) != _SCHEMA_VERSION:
+            db.close()
+            raise UsageError(f"{str(path)!r} was written by another version of agent-fleet")
+        return cls(out, db)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def discard(self) -> None:
+        """Close and delete the ledger (a batch that never started: nothing ran, nothing to keep)."""
+        self._db.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                self.path.with_name(self.path.name + suffix).unlink()
+
+    def add(self, entries: Sequence[tuple[str, int, Mapping[str, Any]]]) -> None:
+        """Queue more tasks (id, line, tasks-file object) after those already in. Raises ``UsageError``
+        for an id already in the ledger."""
+        now = time.time()
+        try:
+            with _transaction(self._db):
+                (last,) = self._db.execute("SELECT COALESCE(MAX(position), -1) FROM tasks").fetchone()
+                self._db.executemany(
+                    "INSERT INTO tasks (id, position, line, spec, state, updated_at) "
+                    "VALUES (?, ?, ?, ?, 'queued', ?)",
+                    (
+                        (task_id, last + 1 + n, line, json.dumps(obj, ensure_ascii=False), now)
+                        for n, (task_id, line, obj) in enumerate(entries)
+                    ),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise UsageError(f"a task id is used twice in the batch ({exc})") from exc
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, json.dumps(value)),
+        )
+
+    def rows(self, *, states: Sequence[TaskState] | None = None) -> Iterator[LedgerRow]:
+        """Every task (or those in ``states``) in tasks-file order, read in pages (memory stays flat)."""
+        return map(_row, self._raw_rows(states))
+
+    def _raw_rows(self, states: Sequence[TaskState] | None = None) -> Iterator[Sequence[Any]]:
+        last = -1
+        where = ""
+        args: list[Any] = []
+        if states is not None:
+            where = f" AND state IN ({', '.join('?' for _ in states)})"
+            args = list(states)
+        while True:
+            page = self._db.execute(
+                f"SELECT * FROM tasks WHERE position > ?{where} ORDER BY position LIMIT 500",
+                [last, *args],
+            ).fetchall()
+            if not page:
+                return
+            yield from page
+            last = page[-1][1]
+
+    def get(self, task_id: str) -> LedgerRow:
+        raw = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        if raw is None:
+            raise KeyError(task_id)
+        return _row(raw)
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per state, and per final status for finished ones (``finished:<status>``)."""
+        out: dict[str, int] = {}
+        for state, status, n in self._db.execute(
+            "SELECT state, status, COUNT(*) FROM tasks GROUP BY state, status"
+        ):
+            out[state] = out.get(state, 0) + n
+            if state == "finished":
+                out[f"finished:{status}"] = n
+        return out
+
+    def history(self, task_id: str) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            (state, json.loads(detail) if detail else {})
+            for state, detail in self._db.execute(
+                "SELECT state, detail FROM history WHERE task_id = ? ORDER BY seq", (task_id,)
+            )
+        ]
+
+    # -- transitions -----------------------------------------------------------------------------------
+
+    def prepare_resume(self, *, rerun_failed: bool) -> None:
+        """Before a resumed run: with ``rerun_failed`` every finished task that did not succeed is queued
+        again (to start afresh on its branch). Running and interrupted tasks stay as they are: the run
+        resumes them."""
+        if not rerun_failed:
+            return
+        now = time.time()
+        with _transaction(self._db):
+            ids = [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT id FROM tasks WHERE state = 'finished' AND status != 'succeeded'"
+                )
+            ]
+            self._db.execute(
+                "UPDATE tasks SET state = 'queued', fresh = 1, updated_at = ? "
+                "WHERE state = 'finished' AND status != 'succeeded'",
+                (now,),
+            )
+            self._db.executemany(
+                "INSERT INTO history (task_id, at, state, detail) VALUES (?, ?, 'queued', ?)",
+                ((i, now, json.dumps({"why": "rerun failed"})) for i in ids),
+            )
+
+    def start(self, task_id: str, *, branch: str | None, worktree: str | None, transcript: str) -> None:
+        now = time.time()
+        with _transaction(self._db):
+            self._db.execute(
+                "UPDATE tasks SET state = 'running', runs = runs + 1, branch = ?, worktree = ?, "
+                "worktree_kept = NULL, transcript = ?, started_at = ?, ended_at = NULL, updated_at = ? "
+                "WHERE id = ?",
+                (branch, worktree, transcript, now, now, task_id),
+            )
+            self._history(task_id, now, "running", {"branch": branch, "worktree": worktree})
+
+    def session(self, task_id: str, session_id: str) -> None:
+        """The task's session exists (a new one, or the one it resumed)."""
+        now = time.time()
+        with _transaction(self._db):
+            self._db.execute(
+                "UPDATE tasks SET session_id = ?, fresh = 0, updated_at = ? WHERE id = ?",
+                (session_id, now, task_id),
+            )
+            self._history(task_id, now, "session", {"session_id": session_id})
+
+    def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
+        """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
+        transition."""
+        redacted = self.redactor.value(dict(record))
+        self._db.execute(
+            "UPDATE tasks SET result = ?, updated_at = ? WHERE id = ?",
+            (json.dumps(redacted, ensure_ascii=False, default=str), time.time(), task_id),
+        )
+
+    def finish(
+        self,
+        task_id: str,
+        *,
+        result: Mapping[str, Any],
+        attempts: int,
+        worktree_kept: str | None,
+    ) -> None:
+        """Record a run's end: ``result`` is the task's record (``BatchEntry.to_dict``)."""
+        status = str(result.get("status"))
+        state: TaskState = "interrupted" if status == "cancelled" else "finished"
+        now = time.time()
+        session_id = result.get("session_id")
+        with _transaction(self._db):
+            self._db.execute(
+                "UPDATE tasks SET state = ?, status = ?, reason = ?, "
+                "session_id = COALESCE(?, session_id), attempts = attempts + ?, worktree_kept = ?, "
+                "result = ?, ended_at = ?, updated_at = ? WHERE id = ?",
+                (
+                    state,
+                    status,
+                    str(result.get("reason") or ""),
+                    session_id if isinstance(session_id, str) else None,
+                    attempts,
+                    worktree_kept,
+                    json.dumps(self.redactor.value(dict(result)), ensure_ascii=False, default=str),
+                    now,
+                    now,
+                    task_id,
+                ),
+            )
+            self._history(task_id, now, state, {"status": status, "reason": result.get("reason")})
+
+    def note_pid(self, pid: int) -> None:
+        """A provider process started by this process (the CLI's forced exit ends its process group)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO pids (pid, owner, at) VALUES (?, ?, ?)", (pid, os.getpid(), time.time())
+        )
+
+    def pids(self, *, owner: int | None = None) -> list[int]:
+        """Provider processes noted by ``owner`` (a process id; default: this process)."""
+        owner = os.getpid() if owner is None else owner
+        return [r[0] for r in self._db.execute("SELECT pid FROM pids WHERE owner = ? ORDER BY pid", (owner,))]
+
+    def _history(self, task_id: str, at: float, state: str, detail: Mapping[str, Any]) -> None:
+        self._db.execute(
+            "INSERT INTO history (task_id, at, state, detail) VALUES (?, ?, ?, ?)",
+            (task_id, at, state, json.dumps(detail, ensure_ascii=False, default=str)),
+        )
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` .. ``COMMIT`` (``ROLLBACK`` on an error): one atomic transition."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+_COLUMNS: Final = (
+    "id",
+    "position",
+    "line",
+    "spec",
+    "state",
+    "status",
+    "reason",
+    "session_id",
+    "runs",
+    "attempts",
+    "fresh",
+    "branch",
+    "worktree",
+    "worktree_kept",
+    "transcript",
+    "result",
+)
+
+
+def _row(raw: Sequence[Any]) -> LedgerRow:
+    """A ``SELECT *`` row (columns in ``_COLUMNS`` order) as a ``LedgerRow``."""
+    (
+        task_id, position, line, spec, state, status, reason, session_id, runs, attempts, fresh, branch,
+        worktree, worktree_kept, transcript, result,
+    ) = raw[: len(_COLUMNS)]  # fmt: skip
+    return LedgerRow(
+        id=task_id,
+        position=position,
+        line=line,
+        spec_json=spec,
+        state=state,
+        status=status,
+        reason=reason,
+        session_id=session_id,
+        runs=runs,
+        attempts=attempts,
+        fresh=bool(fresh),
+        branch=branch,
+        worktree=worktree,
+        worktree_kept=worktree_kept,
+        transcript=transcript,
+        result=json.loads(result) if result else None,
+    )

@@ -1,0 +1,170 @@
+"""The batch ledger: transitions, refusal, resume preparation, summary derived from it, crash reading."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from agent_fleet.errors import UsageError
+from agent_fleet.runner._ledger_views import ledger_record, record_forced_stop, write_records
+from agent_fleet.runner._summary import task_record
+from agent_fleet.runner.ledger import LEDGER_FILE, Ledger, holds_batch
+from agent_fleet.runner.task import TaskResult, TaskStatus
+
+
+def _ledger(out: Path, ids: tuple[str, ...] = ("a", "b", "c")) -> Ledger:
+    out.mkdir(parents=True, exist_ok=True)
+    return Ledger.create(out, [(i, n + 1, {"id": i, "prompt": f"do {i}"}) for n, i in enumerate(ids)])
+
+
+def _result(task_id: str, status: TaskStatus, session_id: str | None = None) -> dict[str, object]:
+    result = TaskResult(task_id=task_id, status=status, reason=f"{status} because", session_id=session_id)
+    return task_record(result, prompt=f"do {task_id}")
+
+
+def test_a_new_ledger_queues_every_task_in_order(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    rows = list(ledger.rows())
+    assert [(r.id, r.line, r.state, r.runs) for r in rows] == [
+        ("a", 1, "queued", 0),
+        ("b", 2, "queued", 0),
+        ("c", 3, "queued", 0),
+    ]
+    assert rows[0].spec == {"id": "a", "prompt": "do a"}
+    assert ledger.counts() == {"queued": 3}
+
+
+def test_an_out_holding_a_batch_is_refused(tmp_path: Path) -> None:
+    _ledger(tmp_path).close()
+    with pytest.raises(UsageError, match=r"already holds a batch.*--resume"):
+        _ledger(tmp_path)
+    other = tmp_path / "old"
+    other.mkdir()
+    (other / "summary.json").write_text("{}")  # a batch of a version without the ledger
+    assert holds_batch(other)
+    with pytest.raises(UsageError, match="already holds a batch"):
+        _ledger(other)
+
+
+def test_open_refuses_what_is_not_a_ledger(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="holds no batch to resume"):
+        Ledger.open(tmp_path)
+    (tmp_path / LEDGER_FILE).write_text("not sqlite at all, just text " * 100)
+    with pytest.raises(UsageError, match="is not a batch ledger"):
+        Ledger.open(tmp_path)
+
+
+def test_transitions_and_history(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.start("a", branch="agent-fleet/a", worktree="/wt/a", transcript="/out/a.jsonl")
+    ledger.session("a", "thread-1")
+    ledger.finish(
+        "a", result=_result("a", "succeeded", session_id="thread-1"), attempts=3, worktree_kept=None
+    )
+    ledger.start("b", branch=None, worktree=None, transcript="/out/b.jsonl")
+    ledger.session("b", "thread-2")
+    ledger.finish("b", result=_result("b", "cancelled"), attempts=1, worktree_kept="/wt/b")
+    a, b, c = ledger.rows()
+    assert (a.state, a.status, a.session_id, a.runs, a.attempts, a.branch) == (
+        "finished",
+        "succeeded",
+        "thread-1",
+        1,
+        3,
+        "agent-fleet/a",
+    )
+    assert (b.state, b.status, b.session_id, b.worktree_kept) == (
+        "interrupted",
+        "cancelled",
+        "thread-2",
+        "/wt/b",
+    )
+    assert b.resumable and not a.resumable and not c.resumable
+    assert [s for s, _ in ledger.history("a")] == ["running", "session", "finished"]
+    assert ledger.history("b")[-1] == ("interrupted", {"status": "cancelled", "reason": "cancelled because"})
+    assert ledger.counts() == {"finished": 1, "finished:succeeded": 1, "interrupted": 1, "queued": 1}
+
+
+def test_a_process_that_died_mid_task_reads_as_interrupted_with_its_session(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.start("a", branch="agent-fleet/a", worktree="/wt/a", transcript="/out/a.jsonl")
+    ledger.session("a", "thread-1")
+    ledger.close()  # no finish: the process was killed here
+    reopened = Ledger.open(tmp_path)
+    row = reopened.get("a")
+    assert row.state == "running" and row.resumable and row.session_id == "thread-1"
+    entry = ledger_record(row, None)
+    assert entry["status"] == "cancelled" and entry["state"] == "running"
+    assert "--resume" in entry["reason"] and entry["prompt"] == "do a"
+    assert entry["session_id"] == "thread-1" and entry["worktree"] == {"path": "/wt/a", "kept": True}
+
+
+def test_rerun_failed_queues_the_failed_tasks_afresh(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    for task_id, status in (("a", "succeeded"), ("b", "failed"), ("c", "timeout")):
+        ledger.start(task_id, branch=None, worktree=None, transcript="t")
+        ledger.session(task_id, f"thread-{task_id}")
+        ledger.finish(task_id, result=_result(task_id, status), attempts=1, worktree_kept=None)
+    ledger.prepare_resume(rerun_failed=False)
+    assert ledger.counts()["finished"] == 3
+    ledger.prepare_resume(rerun_failed=True)
+    rows = {r.id: r for r in ledger.rows()}
+    assert rows["a"].state == "finished"
+    assert [(rows[i].state, rows[i].fresh) for i in ("b", "c")] == [("queued", True), ("queued", True)]
+    ledger.session("b", "thread-new")
+    assert not ledger.get("b").fresh
+
+
+def test_summary_is_derived_from_the_ledger_and_replaced_atomically(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.start("a", branch=None, worktree=None, transcript="t")
+    ledger.finish("a", result=_result("a", "failed"), attempts=2, worktree_kept=None)
+    path, written = write_records(
+        ledger, started_at=None, duration=1.5, stopped="stopped by the user", fatal=False
+    )
+    summary = json.loads(path.read_text())
+    assert summary == json.loads(json.dumps(written))
+    assert (tmp_path / "report.html").exists()
+    assert summary["counts"] == {"failed": 1, "cancelled": 2}
+    assert summary["states"] == {"finished": 1, "queued": 2}
+    assert summary["stopped"] == "stopped by the user" and summary["duration"] == 1.5
+    assert summary["tasks"][0]["attempts"] == 2 and summary["tasks"][0]["runs"] == 1
+    assert summary["tasks"][1]["reason"] == "not started: stopped by the user"
+    assert not list(tmp_path.glob(".summary.json.*")), "no temporary file left behind"
+
+
+def test_a_forced_stop_writes_the_summary_from_another_thread_while_tasks_finish(tmp_path: Path) -> None:
+    ids = tuple(f"t{n}" for n in range(300))
+    ledger = _ledger(tmp_path, ids)
+    ledger.note_pid(4242)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def force() -> None:
+        try:
+            while not done.is_set():
+                assert record_forced_stop(tmp_path, "stopped by force") == [4242]
+        except BaseException as exc:  # pragma: no cover - the failure is reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=force)
+    thread.start()
+    for task_id in ids:
+        ledger.start(task_id, branch=None, worktree=None, transcript="t")
+        ledger.finish(task_id, result=_result(task_id, "succeeded"), attempts=1, worktree_kept=None)
+    done.set()
+    thread.join()
+    assert not errors
+    assert record_forced_stop(tmp_path, "stopped by force") == [4242]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["counts"] == {"succeeded": 300} and summary["forced"] is True
+
+
+def test_pids_are_those_this_process_noted(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.note_pid(11)
+    assert ledger.pids() == [11]
+    assert ledger.pids(owner=1) == []  # another process's (e.g. a run that died before a resume)
