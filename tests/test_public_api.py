@@ -173,6 +173,8 @@ SUBPACKAGES: dict[str, set[str]] = {
         "scripted_claude_env",
         "scripted_codex_env",
     },
+    "serve": {"Daemon", "ServeConfig", "default_state_dir", "is_loopback"},
+    "remote": {"RemoteHandle", "RemoteProvider"},
     "contract": {
         "Capabilities",
         "Finding",

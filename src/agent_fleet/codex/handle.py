@@ -292,7 +292,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if unknown:
             self._emit(System(subtype="unknown_approval_kind", data={"method": msg.method}))
         handler = self._provider.options.approval_handler
-        if handler is not None and decision.action != "decline":
+        if handler is not None and (decision.action != "decline" or decision.rule == "default-ask"):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
             self._host.spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
             return

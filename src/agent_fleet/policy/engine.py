@@ -9,7 +9,9 @@ Order for a ``command`` request (the first step that decides wins):
    decline's rule is ``domain/name`` (``database/sql-destructive``);
 3. ``disallow_patterns`` in order -> ``user-deny``;
 4. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
-5. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``.
+5. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``,
+   ``ask`` -> ``decline`` with rule ``default-ask`` (the one decline a provider hands to its approval
+   handler: the daemon parks it for a person; with no handler it stays declined, failing closed).
 
 User patterns are Python regular expressions searched (``re.search``) in several texts: the command as
 sent (argv joined with ``shlex.join``) and, for each simple command it runs, its words as written
@@ -60,6 +62,7 @@ RULES: dict[str, str] = {
     "user-deny": "the command matches one of the configuration's disallow_patterns",
     "not-allowed": "allow_patterns are set and a command matches none of them",
     "default-deny": "nothing accepted the request and the configuration's default is deny",
+    "default-ask": "nothing decided the request and the configuration's default is ask (nobody answered)",
 }
 
 
@@ -120,6 +123,8 @@ class ApprovalPolicy:
                 return _allow(f"{what}: default allow")
             case "deny":
                 return _decline("default-deny", f"{what}: default deny")
+            case "ask":
+                return _decline("default-ask", f"{what}: nothing decided it and nobody was asked")
             case _:
                 assert_never(self._default)
 

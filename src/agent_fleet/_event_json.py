@@ -1,0 +1,152 @@
+"""Events and specs as JSON, both ways: what the daemon (``serve``) sends and ``RemoteProvider`` reads.
+
+An event's record is ``{"type": <class name>, <its fields>...}`` — the same fields as a transcript or
+``--json`` record (``runner.transcript.event_record``), which adds ``ts``, ``task_id`` and ``source``.
+``event_from_record`` ignores keys it does not know, so a newer daemon never crashes an older client;
+a record of an unknown type becomes ``UnknownEvent(raw=record)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+from agent_fleet.contract import PermissionConfig, Spec
+from agent_fleet.errors import UsageError
+from agent_fleet.events import (
+    AssistantMessage,
+    Diff,
+    Error,
+    Event,
+    Plan,
+    PlanStep,
+    Reasoning,
+    Result,
+    System,
+    TextDelta,
+    TokenUsage,
+    ToolResult,
+    ToolUse,
+    UnknownEvent,
+)
+
+__all__ = ["event_from_record", "event_to_record", "spec_from_json", "spec_to_json"]
+
+_TYPES: Final[dict[str, type[Any]]] = {
+    cls.__name__: cls
+    for cls in (
+        TextDelta,
+        AssistantMessage,
+        Reasoning,
+        ToolUse,
+        ToolResult,
+        Plan,
+        TokenUsage,
+        System,
+        Diff,
+        UnknownEvent,
+        Result,
+        Error,
+    )
+}
+# Transcript envelope keys; a field of the same name is stored as ``event_<name>``.
+_ENVELOPE: Final = frozenset({"ts", "task_id", "source", "type"})
+
+
+def event_to_record(event: Event) -> dict[str, Any]:
+    """``{"type": ..., **fields}`` for ``event`` (JSON-ready)."""
+    record: dict[str, Any] = {"type": type(event).__name__}
+    for key, value in dataclasses.asdict(event).items():
+        record[key if key not in _ENVELOPE else f"event_{key}"] = value
+    return record
+
+
+def _usage(value: Any) -> TokenUsage | None:
+    if not isinstance(value, Mapping):
+        return None
+    names = {f.name for f in dataclasses.fields(TokenUsage)}
+    return TokenUsage(**{k: int(v) for k, v in value.items() if k in names and isinstance(v, int)})
+
+
+def event_from_record(record: Mapping[str, Any]) -> Event:
+    """The event ``record`` describes (see the module docstring)."""
+    cls = _TYPES.get(str(record.get("type")))
+    if cls is None:
+        return UnknownEvent(raw=dict(record))
+    names = {f.name for f in dataclasses.fields(cls)}
+    fields: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in _ENVELOPE:
+            continue
+        name = key.removeprefix("event_") if key.removeprefix("event_") in _ENVELOPE else key
+        if name in names:
+            fields[name] = value
+    if cls is TokenUsage:
+        usage = _usage(fields)
+        assert usage is not None
+        return usage
+    if cls is Result:
+        fields["usage"] = _usage(fields.get("usage"))
+    if cls is Plan:
+        fields["steps"] = tuple(
+            PlanStep(step=str(s.get("step", "")), status=str(s.get("status", "")))
+            for s in fields.get("steps") or ()
+            if isinstance(s, Mapping)
+        )
+    try:
+        event: Event = cls(**fields)
+    except (TypeError, ValueError):
+        return UnknownEvent(raw=dict(record))
+    return event
+
+
+_SPEC_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(Spec))
+_PERMISSION_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(PermissionConfig))
+
+
+def spec_to_json(spec: Spec) -> dict[str, Any]:
+    """``spec`` as a JSON object (only the fields that differ from the defaults, paths as strings)."""
+    out: dict[str, Any] = {"prompt": spec.prompt}
+    default = Spec(prompt="")
+    for f in dataclasses.fields(Spec):
+        value = getattr(spec, f.name)
+        if f.name == "prompt" or value == getattr(default, f.name):
+            continue
+        if f.name == "permission":
+            assert isinstance(value, PermissionConfig)
+            value = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(value).items()}
+        elif f.name == "cwd":
+            value = str(value)
+        elif f.name == "images":
+            value = [str(v) for v in value]
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        out[f.name] = value
+    return out
+
+
+def spec_from_json(data: Any) -> Spec:
+    """A ``Spec`` from a JSON object; ``UsageError`` naming what is wrong."""
+    if not isinstance(data, Mapping):
+        raise UsageError("a spec must be a JSON object")
+    unknown = set(data) - _SPEC_FIELDS
+    if unknown:
+        raise UsageError(f"unknown spec field(s): {', '.join(sorted(unknown))}")
+    if not isinstance(data.get("prompt"), str) or not data["prompt"].strip():
+        raise UsageError("spec.prompt must be a non-empty string")
+    fields = dict(data)
+    permission = fields.get("permission")
+    if permission is not None:
+        if not isinstance(permission, Mapping) or set(permission) - _PERMISSION_FIELDS:
+            raise UsageError(f"spec.permission must be an object with fields {sorted(_PERMISSION_FIELDS)}")
+        try:
+            fields["permission"] = PermissionConfig(**permission)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"spec.permission: {exc}") from exc
+    if "images" in fields:
+        fields["images"] = tuple(fields["images"] or ())
+    try:
+        return Spec(**fields)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"bad spec: {exc}") from exc
