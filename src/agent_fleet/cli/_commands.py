@@ -80,12 +80,23 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
             raise UsageError(f"--cwd {str(cwd)!r} does not exist or is not a directory")
         options = common.options()
         task = common.template(text, cwd, f"run-{time.strftime('%Y%m%d-%H%M%S')}")
-        preflight(common.provider, options)
+        remote = common.remote()
+        if remote is None:
+            preflight(common.provider, options)
         progress_console, console = consoles(common.json_output)
         progress = Progress(progress_console, json_output=common.json_output, batch=False)
 
         async def go(stop: asyncio.Event) -> TaskResult:
             with progress:
+                if remote is not None:
+                    async with remote:
+                        return await run_task(
+                            task,
+                            provider=remote,
+                            on_event=progress.on_event,
+                            transcript=transcript,
+                            stop=stop,
+                        )
                 return await run_task(
                     task,
                     provider_name=common.provider,
@@ -166,7 +177,10 @@ def batch_command(
         template = common.template("(per task)", cwd, "batch")
         price_table = load_prices(prices) if prices is not None else None
         out = out_dir or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
-        if backend == "local":  # with ray each node checks its own binary and credential
+        remote = common.remote()
+        if remote is not None and backend != "local":
+            raise UsageError("--server runs the batch's sessions on the daemon: it needs --backend local")
+        if backend == "local" and remote is None:  # with ray each node checks its own binary and credential
             preflight(common.provider, options)
         progress_console, console = consoles(common.json_output)
         progress = Progress(progress_console, json_output=common.json_output, batch=True)
@@ -184,6 +198,7 @@ def batch_command(
                     out_dir=out,
                     jobs=jobs,
                     worktrees=worktrees,
+                    provider=remote,
                     provider_name=common.provider,
                     options=options,
                     cwd=cwd,

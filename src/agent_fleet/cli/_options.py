@@ -69,7 +69,7 @@ def _permission(allow: Sequence[str], deny: Sequence[str], default: str) -> Perm
     config = PermissionConfig(
         allow_patterns=tuple(allow),
         disallow_patterns=tuple(deny),
-        default="deny" if default == "deny" else "allow",
+        default="deny" if default == "deny" else "ask" if default == "ask" else "allow",
     )
     ApprovalPolicy(config)  # a bad regular expression is a UsageError naming it
     return config
@@ -95,6 +95,15 @@ class Common:
     json_output: bool
     review: bool
     review_threshold: str
+    server: str | None = None
+
+    def remote(self) -> Any:
+        """A ``RemoteProvider`` for ``--server`` (token from ``AGENT_FLEET_TOKEN``), or None."""
+        if self.server is None:
+            return None
+        from agent_fleet.remote import RemoteProvider
+
+        return RemoteProvider(self.server, provider=self.provider)
 
     def options(self) -> Any:
         return provider_options(self.provider, self.config)
@@ -149,10 +158,16 @@ def common_options(fn: _F) -> _F:
         ),
         click.option(
             "--default-approval",
-            type=click.Choice(["allow", "deny"]),
+            type=click.Choice(["allow", "deny", "ask"]),
             default="allow",
             show_default=True,
-            help="Decision for commands no rule decides.",
+            help="Decision for commands no rule decides (ask: a person decides on the --server's "
+            "dashboard or API; declined where nobody can be asked).",
+        ),
+        click.option(
+            "--server",
+            metavar="URL",
+            help="Run the sessions on an `agent-fleet serve` daemon (token from AGENT_FLEET_TOKEN).",
         ),
         click.option(
             "-c",
