@@ -159,8 +159,8 @@ class App:
         spec = spec_from_json(await self._json(request))
         provider = request.query_params.get("provider", self.provider)
         resume = request.query_params.get("resume") or None
-        session = await self.sessions.create(spec, provider, resume=resume)
-        return JSONResponse({"session_id": session.id, "last_event_id": session.base}, status_code=201)
+        session, cursor = await self.sessions.create(spec, provider, resume=resume)
+        return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
 
     async def list_sessions(self, request: Request) -> Response:
         return JSONResponse({"sessions": self.sessions.rows()})

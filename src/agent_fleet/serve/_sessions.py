@@ -131,8 +131,16 @@ class Sessions:
         permission = spec.permission if spec.permission is not None else self._default_permission
         return dataclasses.replace(spec, cwd=cwd, permission=permission)
 
-    async def create(self, spec: Spec, provider_name: str, resume: str | None = None) -> LiveSession:
+    async def create(
+        self, spec: Spec, provider_name: str, resume: str | None = None
+    ) -> tuple[LiveSession, int]:
+        """Start a session (or resume ``resume``); returns it and the event id its new turn follows."""
         spec = self._prepare(spec)
+        if resume is not None and resume in self.live:  # still loaded here: a follow-up turn
+            session = self.live[resume]
+            cursor = session.last_seq
+            await self.send(resume, spec.prompt)
+            return session, cursor
         provider = await self.provider(provider_name)
         if resume is not None:
             handle = await provider.resume(resume, spec)
@@ -147,7 +155,7 @@ class Sessions:
             self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(spec)))
         self.live[sid] = session
         session.pump = asyncio.create_task(self._pump(session), name=f"pump:{sid}")
-        return session
+        return session, base
 
     def get(self, session_id: str) -> LiveSession:
         session = self.live.get(session_id)
