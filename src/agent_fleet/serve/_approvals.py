@@ -51,6 +51,7 @@ class ApprovalQueue:
         self.timeout = timeout
         self._pending: dict[str, Pending] = {}
         self._ids = itertools.count(1)
+        self.parked = 0  # how many requests were ever parked
         self.changed = asyncio.Event()  # set (and replaced) whenever the queue changes
 
     def pending(self) -> list[dict[str, Any]]:
@@ -64,6 +65,7 @@ class ApprovalQueue:
         if decision.rule != ASK_RULE:
             return decision
         approval_id = f"a{next(self._ids)}"
+        self.parked += 1
         now = time.time()
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
         pending = Pending(
