@@ -37,7 +37,7 @@ async def _pipeline(burst: bytes, n: int) -> None:
 
     from agent_fleet import Spec, TextDelta
     from agent_fleet.codex.appserver import _route
-    from agent_fleet.codex.handle import CodexHandle, _Turn
+    from agent_fleet.codex.handle import CodexHandle, _AppServerTurn
     from agent_fleet.codex.options import CodexOptions
     from agent_fleet.jsonrpc import Connection
     from agent_fleet.policy import ApprovalPolicy
@@ -58,19 +58,29 @@ async def _pipeline(burst: bytes, n: int) -> None:
         async def close(self) -> None:
             pass
 
-    class Provider:  # what a handle asks of its provider
+    class Provider:  # what a handle reads of its provider
         options = CodexOptions()
+        closed = False
 
-        def _spawn_task(self, coro: object, name: str) -> asyncio.Future[object]:
+    class Host:  # what a handle asks of its host
+        def spawn_task(self, coro: object, name: str) -> asyncio.Future[object]:
             return asyncio.ensure_future(coro)  # type: ignore[arg-type]
 
-        def _forget(self, handle: object) -> None:
+        def forget(self, handle: object) -> None:
+            pass
+
+        def rekey(self, handle: object, new_id: str) -> None:
             pass
 
     conn = Connection(Transport(), route_key=_route)
-    handle = CodexHandle(Provider(), conn, THREAD_ID, Spec(prompt="x"), ApprovalPolicy(), "/tmp")  # type: ignore[arg-type]
-    turn = _Turn(THREAD_ID, structured=False, bound=None)
+    spec = Spec(prompt="x")
+    handle = CodexHandle(Provider(), Host(), conn, THREAD_ID, spec, ApprovalPolicy(), "/tmp")  # type: ignore[arg-type]
+    turn = _AppServerTurn(THREAD_ID, structured=False, bound=None)
     turn.turn_id = turn.mapper.turn_id = TURN_ID
+    if getattr(spec, "idle_timeout", None):  # as start_turn arms it (checkouts that have one)
+        from agent_fleet._provider.watchdog import IdleWatchdog
+
+        turn.watchdog = IdleWatchdog(spec.idle_timeout, lambda: None)
     handle._turn = turn
     conn.start()
     seen = 0

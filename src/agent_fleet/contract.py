@@ -16,13 +16,14 @@ Calling order for a handle::
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from agent_fleet.errors import Unsupported
+from agent_fleet.errors import Unsupported, UsageError
 from agent_fleet.events import Event, Result, TokenUsage
 
 __all__ = [
@@ -43,7 +44,24 @@ __all__ = [
 Sandbox = Literal["read-only", "workspace-write", "danger-full-access"]
 Mode = Literal["build", "plan", "chat"]
 SANDBOXES: tuple[str, ...] = ("read-only", "workspace-write", "danger-full-access")
+#: Seconds a turn may go without any event (while no command or approval is in progress).
+DEFAULT_IDLE_TIMEOUT: float = 300.0
 MODES: tuple[str, ...] = ("build", "plan", "chat")
+
+
+def check_text(text: str, what: str = "the prompt") -> str:
+    """Return ``text`` if it can be sent as UTF-8; else raise ``UsageError`` (e.g. a lone surrogate
+    from undecodable command-line bytes, which codex would never answer)."""
+    if not isinstance(text, str):
+        raise UsageError(f"{what} must be a string, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(
+            f"{what} is not valid text: {exc.reason} at character {exc.start} ({text[exc.start]!r}); "
+            "pass it as UTF-8"
+        ) from None
+    return text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +98,12 @@ class PermissionConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spec:
-    """What to run: one session's prompt and settings. Fields a provider cannot honour are reported."""
+    """What to run: one session's prompt and settings. Fields a provider cannot honour are reported.
+
+    ``timeout`` bounds each turn's total time (None: no limit). ``idle_timeout`` ends a turn that
+    shows no sign of life for that many seconds (no event, no command or approval in progress) with
+    ``Error(code="timeout")``; None or 0 turns the watchdog off.
+    """
 
     prompt: str
     cwd: str | Path | None = None
@@ -96,14 +119,18 @@ class Spec:
     images: Sequence[str | Path] = ()
     config: Mapping[str, Any] = field(default_factory=dict)
     timeout: float | None = None
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT
 
     def __post_init__(self) -> None:
+        check_text(self.prompt)  # UsageError at once, before any provider sees it
         if self.sandbox is not None and self.sandbox not in SANDBOXES:
             raise ValueError(f"Spec.sandbox must be one of {', '.join(SANDBOXES)}, not {self.sandbox!r}")
         if self.mode not in MODES:
             raise ValueError(f"Spec.mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.timeout is not None and self.timeout <= 0:
             raise ValueError(f"Spec.timeout must be positive, not {self.timeout!r}")
+        if self.idle_timeout is not None and not (0 <= self.idle_timeout < math.inf):
+            raise ValueError(f"Spec.idle_timeout must be >= 0 seconds (0: off), not {self.idle_timeout!r}")
 
 
 @dataclass(frozen=True, slots=True)

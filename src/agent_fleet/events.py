@@ -9,12 +9,22 @@ a consumer.
 
 - ``app_server_crashed`` - the shared codex app-server child died while the turn ran
 - ``cancelled``          - the turn was stopped by ``Handle.stop()`` or task cancellation
-- ``turn_failed``        - the agent reported the turn failed (model error, HTTP 5xx, ...)
-- ``auth_failed``        - the model provider rejected the credential (never retryable)
-- ``timeout``            - ``Spec.timeout`` expired; the turn was interrupted
+- ``turn_failed``        - the agent reported the turn failed for a reason not classified below
+- ``auth_failed``        - the model provider rejected the credential: unauthorized (never retryable)
+- ``rate_limited``       - the model API answered 429 / rate limit exceeded (retryable)
+- ``server_error``       - the model API answered 5xx or said it is overloaded (retryable)
+- ``connection_failed``  - the model API could not be reached or its stream dropped (retryable)
+- ``bad_request``        - the model API refused the request as malformed, HTTP 400 (never retryable)
+- ``context_window_exceeded`` - the conversation no longer fits the model's context (never retryable)
+- ``usage_limit_exceeded``    - the account's quota or plan usage limit is spent (never retryable)
+- ``model_not_found``    - the model does not exist or is not available to this account (never)
+- ``timeout``            - ``Spec.timeout`` or ``Spec.idle_timeout`` expired; the turn was interrupted
 - ``process_exited``     - a per-turn process exited non-zero (codex exec)
 - ``protocol_error``     - the peer violated the protocol or the stream ended without a terminal event
 - ``approval_failed``    - an approval could not be decided (handler raised and the turn cannot go on)
+
+``Error.retryable`` says whether running the same turn again may succeed; ``data["retry_after"]``
+(seconds), when present, is the provider's hint of how long to wait first.
 """
 
 from __future__ import annotations
@@ -48,6 +58,13 @@ ErrorCode = Literal[
     "cancelled",
     "turn_failed",
     "auth_failed",
+    "rate_limited",
+    "server_error",
+    "connection_failed",
+    "bad_request",
+    "context_window_exceeded",
+    "usage_limit_exceeded",
+    "model_not_found",
     "timeout",
     "process_exited",
     "protocol_error",

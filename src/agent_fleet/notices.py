@@ -27,8 +27,15 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         # -- every provider ------------------------------------------------------------------------
         SPEC_UNSUPPORTED: "a Spec field this provider cannot honour was ignored (data: field, reason)",
         "approval_denied": "the approval policy declined a request (data: rule, reason, what was asked)",
+        "events_coalesced": (
+            "the reader fell event_buffer events behind: text deltas after this are merged (data: bound)"
+        ),
         # -- codex (app-server and exec) -----------------------------------------------------------------
-        "stream_error": "the model stream failed and codex is retrying (data: message)",
+        "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
+        "stream_retry": (
+            "codex retries the model stream: discard text streamed since the last AssistantMessage, "
+            "it comes again (data: message)"
+        ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
         "session": "the session's thread started or resumed (data: model, model_provider actually used)",
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
@@ -55,6 +62,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "runner.review_started": "a code review of the task's changes started (data: number, target)",
         "runner.review": "a code review's findings (data: number, thread_id, findings, blocking)",
         "runner.review_skipped": "no review was run (data: reason)",
+        "runner.retry": (
+            "the runner runs a turn again after a retryable failure "
+            "(data: attempt, max_attempts, delay, code, message)"
+        ),
         "runner.finished": "the task ended (data: its TaskResult, without the final text)",
         "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
         "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",

@@ -109,3 +109,10 @@ async def test_cancelling_the_reader_stops_the_session() -> None:
     assert stop.get_name() == "stop:s1"
     await stop
     assert handle.stopped == 1
+
+
+async def test_send_refuses_a_prompt_that_is_not_text() -> None:
+    handle = _Handle()
+    with pytest.raises(UsageError, match="not valid text"):
+        await handle.send("bad \udcff")
+    assert handle.prompts == []

@@ -1,4 +1,4 @@
-"""EventStream: exactly one terminal event, whoever finishes first; bounded producers wait."""
+"""EventStream: exactly one terminal event, whoever finishes first; a bounded stream coalesces."""
 
 from __future__ import annotations
 
@@ -21,21 +21,6 @@ async def test_first_finish_wins_and_later_pushes_are_dropped() -> None:
     assert await stream.get() == TextDelta(text="a")
     terminal = await stream.get()
     assert isinstance(terminal, Error) and terminal.code == "cancelled"
-
-
-async def test_bounded_producer_waits_for_the_consumer_and_finish_releases_it() -> None:
-    stream = EventStream(bound=2)
-    await stream.push_bounded(TextDelta(text="1"))
-    await stream.push_bounded(TextDelta(text="2"))
-    blocked = asyncio.create_task(stream.push_bounded(TextDelta(text="3")))
-    await asyncio.sleep(0.01)
-    assert not blocked.done()
-    assert await stream.get() == TextDelta(text="1")
-    assert await asyncio.wait_for(blocked, 1)
-    waiting = asyncio.create_task(stream.push_bounded(TextDelta(text="4")))
-    await asyncio.sleep(0.01)
-    stream.finish(Error(code="cancelled", message="x"))
-    assert await asyncio.wait_for(waiting, 1) is False  # released, and dropped: the stream is closed
 
 
 async def test_terminal_is_remembered_once_read() -> None:
@@ -68,3 +53,63 @@ async def test_cancelled_result_calls_on_cancel_only_while_running() -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiter
     assert cancelled == ["stop"]
+
+
+def _drain_now(stream: EventStream) -> list[object]:
+    return list(stream.drain_nowait())
+
+
+async def test_coalescing_below_the_bound_is_a_plain_push() -> None:
+    stream = EventStream(bound=3)
+    for t in "ab":
+        assert stream.push_coalescing(TextDelta(text=t, item_id="m"))
+    assert _drain_now(stream) == [TextDelta(text="a", item_id="m"), TextDelta(text="b", item_id="m")]
+
+
+async def test_past_the_bound_deltas_merge_after_one_marker_and_nothing_is_lost() -> None:
+    from agent_fleet.events import System, TokenUsage, ToolUse
+
+    stream = EventStream(bound=2)
+    for t in "abcdef":
+        stream.push_coalescing(TextDelta(text=t, item_id="m"))
+    stream.push_coalescing(TokenUsage(total_tokens=1))
+    stream.push_coalescing(TokenUsage(total_tokens=2))  # cumulative: replaces the one before it
+    stream.push_coalescing(ToolUse(id="t", name="shell"))  # never merged, never dropped
+    stream.push_coalescing(TextDelta(text="g", item_id="m2"))  # another item: not merged into m
+    assert _drain_now(stream) == [
+        TextDelta(text="a", item_id="m"),
+        TextDelta(text="b", item_id="m"),
+        System(subtype="events_coalesced", data={"bound": 2}),
+        TextDelta(text="cdef", item_id="m"),
+        TokenUsage(total_tokens=2),
+        ToolUse(id="t", name="shell"),
+        TextDelta(text="g", item_id="m2"),
+    ]
+    # Drained below the bound: a new episode gets a new marker.
+    for t in "hijk":
+        stream.push_coalescing(TextDelta(text=t, item_id="m2"))
+    assert [getattr(e, "subtype", getattr(e, "text", None)) for e in _drain_now(stream)] == [
+        "h",
+        "i",
+        "events_coalesced",
+        "jk",
+    ]
+
+
+async def test_a_merged_delta_stops_growing_at_the_cap() -> None:
+    from agent_fleet._provider.stream import COALESCE_CHARS
+
+    stream = EventStream(bound=1)
+    chunk = "x" * 1000
+    for _ in range(10):
+        stream.push_coalescing(TextDelta(text=chunk))
+    events = _drain_now(stream)
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(texts) == chunk * 10
+    assert all(len(t) <= COALESCE_CHARS for t in texts) and len(texts) <= 5
+
+
+async def test_coalescing_after_finish_drops_like_push() -> None:
+    stream = EventStream(bound=1)
+    stream.finish(Error(code="cancelled", message="x"))
+    assert stream.push_coalescing(TextDelta(text="late")) is False

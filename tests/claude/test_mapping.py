@@ -136,7 +136,22 @@ def test_error_results_are_classified() -> None:
     [overloaded] = TurnMapper("s", structured=False).feed(
         _result(is_error=True, result="API Error: overloaded", api_error_status=529)
     )
-    assert isinstance(overloaded, Error) and overloaded.code == "turn_failed" and overloaded.retryable
+    assert isinstance(overloaded, Error) and overloaded.code == "server_error" and overloaded.retryable
+
+    [limited] = TurnMapper("s", structured=False).feed(
+        _result(is_error=True, result="API Error: 429", api_error_status=429)
+    )
+    assert isinstance(limited, Error) and limited.code == "rate_limited" and limited.retryable
+
+    bad = TurnMapper("s", structured=False)
+    bad.feed(_assistant(TextBlock(text="prompt is too long"), error="invalid_request"))
+    [refused] = bad.feed(_result(is_error=True, result="prompt is too long", api_error_status=400))
+    assert isinstance(refused, Error) and refused.code == "bad_request" and not refused.retryable
+
+    billing = TurnMapper("s", structured=False)
+    billing.feed(_assistant(TextBlock(text="credit balance too low"), error="billing_error"))
+    [spent] = billing.feed(_result(is_error=True, result="credit balance too low", api_error_status=400))
+    assert isinstance(spent, Error) and spent.code == "usage_limit_exceeded" and not spent.retryable
 
     [aborted] = TurnMapper("s", structured=False).feed(
         _result(subtype="error_during_execution", is_error=True, terminal_reason="aborted_tools")

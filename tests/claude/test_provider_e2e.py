@@ -278,6 +278,24 @@ async def test_timeout_ends_the_turn_and_the_session_goes_on(
     assert result.text == "on time"
 
 
+async def test_idle_timeout_ends_a_stalled_turn_and_the_session_goes_on(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.text("too slow", delay=6.0), AnthropicReply.text("on time"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="slow", cwd=workspace, idle_timeout=1.0))
+        started = time.monotonic()
+        events = await _collect(handle)
+        elapsed = time.monotonic() - started
+        error = _one_terminal(events)
+        assert isinstance(error, Error) and error.code == "timeout" and not error.retryable
+        assert error.data["idle_timeout"] == 1.0
+        assert elapsed < 4.0
+        await handle.send("again")
+        result = await handle.wait()
+    assert result.text == "on time"
+
+
 async def test_stop_cancels_the_running_turn(
     claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
 ) -> None:

@@ -63,7 +63,7 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     assert (
         opts["cli_path"] == "/opt/claude" and opts["env"] == {"A": "1"} and opts["extra_args"] == {"x": None}
     )
-    assert set(plan.local) == {"permission", "timeout"}
+    assert set(plan.local) == {"permission", "timeout", "idle_timeout"}
     assert [u.field for u in plan.untranslated] == ["sandbox"]
     assert isinstance(plan.content, list)
     text, local, remote = plan.content

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 
 from agent_fleet.cli._view import Progress
-from agent_fleet.events import TokenUsage, ToolUse
+from agent_fleet.events import System, TokenUsage, ToolUse
 from agent_fleet.runner import TaskEvent
 from agent_fleet.runner._types import notice
 
@@ -25,3 +25,17 @@ def test_rows_count_while_running_then_show_the_task_result() -> None:
         notice("a", "finished", status="succeeded", reason="ok", tokens=50, commands=3, followups=1)
     )
     assert (row.status, row.command_count, row.tokens, row.followups) == ("succeeded", 3, 50, 1)
+
+
+def test_retries_get_a_line() -> None:
+    from agent_fleet.cli import describe
+
+    retry = System(
+        subtype="runner.retry",
+        data={"attempt": 1, "max_attempts": 2, "delay": 4.8, "code": "server_error", "message": "boom\nmore"},
+    )
+    assert describe(TaskEvent(task_id="t", source="runner", event=retry)) == (
+        "retry 1/2 in 4.8s after server_error: boom"
+    )
+    stream = System(subtype="stream_retry", data={"message": "Reconnecting... 1/5"})
+    assert "retrying" in str(describe(TaskEvent(task_id="t", source="agent", event=stream)))

@@ -11,6 +11,7 @@ import sys
 
 scenario = json.loads(os.environ.get("FAKE_SCENARIO", "[]"))
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
+silent = bool(os.environ.get("FAKE_SILENT"))  # start turns, then never send anything for them
 threads = 0
 
 
@@ -73,7 +74,8 @@ def main():
             delta = {"threadId": tid, "turnId": turn, "itemId": "m1", "delta": "x"}
             for _ in range(flood):
                 send({"method": "item/agentMessage/delta", "params": delta})
-            ask(tid, turn, 0, [])
+            if not silent:
+                ask(tid, turn, 0, [])
         elif method == "model/list":
             if params.get("cursor"):
                 send({"id": mid, "result": {"data": [{"id": "b"}], "nextCursor": None}})

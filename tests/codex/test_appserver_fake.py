@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent_fleet import Error, PermissionConfig, Result, Spec, System, ToolResult, ToolUse
+from agent_fleet import Error, PermissionConfig, Result, Spec, System, TextDelta, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalRequest, Decision
@@ -272,3 +272,50 @@ async def test_shell_snapshot_is_off_by_default_and_user_config_wins(tmp_path: P
         pass
     args = argv_file.read_text().splitlines()
     assert "features.shell_snapshot=true" in args and "features.shell_snapshot=false" not in args
+
+
+async def test_an_unread_bounded_handle_coalesces_instead_of_backing_up(tmp_path: Path) -> None:
+    # 20,000 one-character deltas into a handle nobody reads, with event_buffer=100: the turn still
+    # completes (nothing waits, so no backlog builds up in the connection), the queue stays small,
+    # no text is lost, and another handle on the same connection is not held up.
+    options = _options(tmp_path, [])
+    options = CodexOptions(
+        codex_bin=options.codex_bin, env={**options.env, "FAKE_FLOOD": "20000"}, event_buffer=100
+    )
+    async with CodexProvider(options) as provider:
+        unread = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        probe = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        await asyncio.wait_for(_drain(probe), 10)
+        for _ in range(500):  # the unread turn's terminal arrives although nobody reads it
+            if not unread.running:
+                break
+            await asyncio.sleep(0.01)
+        assert not unread.running
+        events = await _drain(unread)
+    assert isinstance(events[-1], Result)
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert "".join(d.text for d in deltas) == "x" * 20000
+    markers = [e for e in events if isinstance(e, System) and e.subtype == "events_coalesced"]
+    assert len(markers) == 1 and markers[0].data == {"bound": 100}
+    assert len(events) <= 100 + 20000 // 4096 + 10
+
+
+async def test_a_human_deciding_an_approval_is_not_idle(tmp_path: Path) -> None:
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        await asyncio.sleep(1.2)  # four idle limits: someone thinking it over
+        return decision
+
+    options = _options(tmp_path, [_cmd("make build")], approval_handler=handler)
+    _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path, idle_timeout=0.3))
+    assert answers[0]["result"] == {"decision": "acceptForSession"}
+
+
+async def test_a_silent_peer_is_idle(tmp_path: Path) -> None:
+    # The fake starts the turn and then sends nothing more: the watchdog ends it and interrupts it.
+    options = _options(tmp_path, [])
+    options = CodexOptions(codex_bin=options.codex_bin, env={**options.env, "FAKE_SILENT": "1"})
+    async with CodexProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path, idle_timeout=0.3))
+        events = await asyncio.wait_for(_drain(handle), 5)
+    assert isinstance(events[-1], Error) and events[-1].code == "timeout"
+    assert events[-1].data == {"idle_timeout": 0.3}

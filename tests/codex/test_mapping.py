@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -59,7 +60,7 @@ CMD = {"type": "commandExecution", "id": "c1", "command": "ls", "cwd": "/w"}
         (
             "error",
             {"error": {"message": "Reconnecting... 1/5"}, "willRetry": True},
-            [System(subtype="stream_error", data={"message": "Reconnecting... 1/5"})],
+            [System(subtype="stream_retry", data={"message": "Reconnecting... 1/5"})],
         ),
         ("thread/status/changed", {"status": {"type": "idle"}}, []),
         (
@@ -124,16 +125,48 @@ def test_failed_turn_uses_the_structured_error_info() -> None:
     ("info", "expected"),
     [
         ("unauthorized", ("auth_failed", False)),
-        ("serverOverloaded", ("turn_failed", True)),
-        ("contextWindowExceeded", ("turn_failed", False)),
+        ("serverOverloaded", ("server_error", True)),
+        ("internalServerError", ("server_error", True)),
+        ("rateLimitExceeded", ("rate_limited", True)),
+        ("contextWindowExceeded", ("context_window_exceeded", False)),
+        ("usageLimitExceeded", ("usage_limit_exceeded", False)),
+        ("badRequest", ("bad_request", False)),
+        ("cyberPolicy", ("turn_failed", False)),
+        ("other", ("connection_failed", True)),
         ({"responseStreamConnectionFailed": {"httpStatusCode": 401}}, ("auth_failed", False)),
-        ({"responseTooManyFailedAttempts": {"httpStatusCode": 500}}, ("turn_failed", True)),
-        ({"httpConnectionFailed": {"httpStatusCode": 400}}, ("turn_failed", False)),
+        ({"responseTooManyFailedAttempts": {"httpStatusCode": 500}}, ("server_error", True)),
+        ({"responseTooManyFailedAttempts": {"httpStatusCode": 429}}, ("rate_limited", True)),
+        ({"httpConnectionFailed": {"httpStatusCode": 400}}, ("bad_request", False)),
+        ({"httpConnectionFailed": {"httpStatusCode": 404}}, ("model_not_found", False)),
+        ({"httpConnectionFailed": {"httpStatusCode": 503}}, ("server_error", True)),
+        ({"httpConnectionFailed": {"httpStatusCode": None}}, ("connection_failed", True)),
+        ({"responseStreamDisconnected": {}}, ("connection_failed", True)),
         (None, ("turn_failed", False)),
     ],
 )
 def test_error_classification(info: Any, expected: tuple[str, bool]) -> None:
     assert error_code_for({"message": "m", "codexErrorInfo": info}) == expected
+
+
+def _api_body(code: str | None) -> str:
+    return json.dumps({"error": {"message": "refused", "type": "invalid_request_error", "code": code}})
+
+
+@pytest.mark.parametrize(
+    ("api_code", "expected"),
+    [
+        (None, ("bad_request", False)),
+        ("invalid_value", ("bad_request", False)),
+        ("context_length_exceeded", ("context_window_exceeded", False)),
+        ("insufficient_quota", ("usage_limit_exceeded", False)),
+        ("model_not_found", ("model_not_found", False)),
+    ],
+)
+def test_other_with_an_api_error_body_is_classified_by_the_body(
+    api_code: str | None, expected: tuple[str, bool]
+) -> None:
+    # codex 0.163.0 reports HTTP 400 as "other" with the API's JSON body as the message.
+    assert error_code_for({"message": _api_body(api_code), "codexErrorInfo": "other"}) == expected
 
 
 json_values = st.recursive(
@@ -156,3 +189,16 @@ methods = st.sampled_from(
 @given(methods, json_values)
 def test_malformed_params_never_raise(method: str, params: Any) -> None:
     TurnMapper("s").feed(method, params)
+
+
+def test_tools_running_while_a_tool_or_reasoning_item_is_open() -> None:
+    mapper = TurnMapper("s")
+    assert not mapper.tools_running
+    mapper.feed("item/started", {"item": {"type": "reasoning", "id": "r"}})
+    assert mapper.tools_running
+    mapper.feed("item/completed", {"item": {"type": "reasoning", "id": "r", "summary": ["x"]}})
+    assert not mapper.tools_running
+    mapper.feed("item/started", {"item": {"type": "commandExecution", "id": "c", "command": "make"}})
+    assert mapper.tools_running
+    mapper.feed("item/completed", {"item": {"type": "commandExecution", "id": "c", "command": "make"}})
+    assert not mapper.tools_running

@@ -27,6 +27,7 @@ CASES: dict[str, tuple[Any, str]] = {
     "images": (("https://example.invalid/a.png",), "turn.input"),
     "config": ({"model_verbosity": "low"}, "thread.config"),
     "timeout": (30.0, "local"),
+    "idle_timeout": (60.0, "local"),
 }
 
 

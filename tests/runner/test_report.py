@@ -79,7 +79,7 @@ async def test_summary_answers_questions_and_matches_its_schema(
     assert declined["commands"][0]["status"] == "declined" and declined["commands"][0]["exit_code"] is None
     error = tasks["model-error"]
     assert (
-        error["errors"][0]["code"] == "turn_failed"
+        error["errors"][0]["code"] == "bad_request"
         and "gpt-none does not exist" in error["errors"][0]["message"]
     )
     assert tasks["stopped"]["commands"][0]["command"] == "sleep 30"

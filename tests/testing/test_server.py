@@ -82,6 +82,37 @@ def test_http_errors(status: int) -> None:
     assert json.loads(body)["error"]["message"] == "nope"
 
 
+def test_rate_limited_reply_has_the_api_body_and_a_retry_after_header() -> None:
+    with ScriptedModelServer([Reply.rate_limited(2.5)]) as server:
+        req = urllib.request.Request(server.url + "/responses", data=b"{}")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(req, timeout=10)
+    assert caught.value.code == 429
+    assert caught.value.headers["Retry-After"] == "2.5"
+    assert json.loads(caught.value.read())["error"]["code"] == "rate_limit_exceeded"
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        (Reply.context_window_exceeded(), "context_length_exceeded"),
+        (Reply.usage_limit_exceeded(), "insufficient_quota"),
+    ],
+)
+def test_context_window_and_usage_limit_fail_the_response_as_the_api_does(reply: Reply, code: str) -> None:
+    with ScriptedModelServer([reply]) as server:
+        events = _events(_post(server.url, {})[1])
+    assert events[-1]["type"] == "response.failed"
+    assert events[-1]["response"]["error"]["code"] == code
+
+
+def test_cut_after_drops_the_stream_before_its_terminal_event() -> None:
+    with ScriptedModelServer([Reply(items=[Text(text="one two three")], cut_after=3)]) as server:
+        events = _events(_post(server.url, {})[1])
+    assert len(events) == 3
+    assert not any(e["type"] in ("response.completed", "response.failed") for e in events)
+
+
 def test_failed_response() -> None:
     with ScriptedModelServer([Reply(failed=("server_error", "kaput"))]) as server:
         events = _events(_post(server.url, {})[1])

@@ -14,7 +14,7 @@ from typing import Generic, Protocol, TypeVar
 
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream
-from agent_fleet.contract import Handle
+from agent_fleet.contract import Handle, check_text
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event, Result
 
@@ -51,7 +51,7 @@ class StreamedHandle(Handle, Generic[TurnT]):
         """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
         if self.running:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
-        await self._follow_up(prompt)
+        await self._follow_up(check_text(prompt))
 
     @abc.abstractmethod
     async def _follow_up(self, prompt: str) -> None:

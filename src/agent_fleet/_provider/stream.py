@@ -2,9 +2,17 @@
 
 Theory of operation: producers (the notification handler, the turn timer, ``stop()``, crash handling)
 may race in any order. ``finish(event)`` is the only way to close the stream; the first call wins and
-returns True, later calls return False and are no-ops, and nothing is appended after it. ``push``
-never blocks (used for synthetic and terminal events); ``push_bounded`` waits for room when a bound is
-set, so only the producer of this one stream is slowed by a slow consumer.
+returns True, later calls return False and are no-ops, and nothing is appended after it.
+
+Producers never wait for the reader, so no backlog builds up upstream (e.g. in a connection's
+per-thread queue). ``push`` appends; ``push_coalescing`` bounds an unread stream: past ``bound``
+queued events, a ``TextDelta`` is merged into the queued ``TextDelta`` of the same item before it (up to
+``COALESCE_CHARS`` characters per merged delta, so merging stays linear), and a ``TokenUsage``
+replaces a queued ``TokenUsage`` right before it (they are cumulative). Nothing is dropped: every
+other event is still appended, so the queue holds at most ``bound`` + one per ``COALESCE_CHARS`` of
+text + the turn's structural events (tool calls, messages: each one a model round trip). The first
+merge after the queue was below its bound appends ``System(subtype="events_coalesced")`` first, so a
+reader sees where deltas start arriving merged.
 
 Once the reader has taken the terminal event the stream remembers it: ``result()`` answers from it
 again (a ``wait()`` after ``events()``), and a second ``iterate()`` is a ``UsageError`` rather than a
@@ -18,23 +26,25 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from agent_fleet.errors import TurnFailed, UsageError
-from agent_fleet.events import Error, Event, Result
+from agent_fleet.events import Error, Event, Result, System, TextDelta, TokenUsage
 
 # Per event, `type(e) in TERMINAL_TYPES` costs half an isinstance check; only our mappers create
 # terminal events, and never subclasses of them.
 TERMINAL_TYPES: frozenset[type[Event]] = frozenset({Result, Error})
+#: A merged TextDelta grows to at most this many characters; then a new one starts.
+COALESCE_CHARS = 4096
 
 
 class EventStream:
-    __slots__ = ("_bound", "_delivered", "_done", "_items", "_space", "_waiter")
+    __slots__ = ("_bound", "_coalescing", "_delivered", "_done", "_items", "_waiter")
 
     def __init__(self, bound: int | None = None) -> None:
         self._items: deque[Event] = deque()
         self._bound = bound
         self._done = False
         self._waiter: asyncio.Future[None] | None = None
-        self._space: asyncio.Future[None] | None = None
         self._delivered: Result | Error | None = None  # the terminal event, once the reader took it
+        self._coalescing = False  # merging since the queue last was below its bound
 
     @property
     def done(self) -> bool:
@@ -51,11 +61,31 @@ class EventStream:
             waiter.set_result(None)
         return True
 
-    async def push_bounded(self, event: Event) -> bool:
-        while self._bound is not None and len(self._items) >= self._bound and not self._done:
-            if self._space is None or self._space.done():
-                self._space = asyncio.get_running_loop().create_future()
-            await self._space
+    def push_coalescing(self, event: Event) -> bool:
+        """``push``, but past the bound merge text deltas and usage instead of growing (see above)."""
+        items = self._items
+        bound = self._bound
+        if bound is None or len(items) < bound or self._done:
+            self._coalescing = False
+            return self.push(event)
+        if not isinstance(event, TextDelta | TokenUsage):
+            return self.push(event)  # never dropped
+        if not self._coalescing:
+            self._coalescing = True
+            items.append(System(subtype="events_coalesced", data={"bound": bound}))
+            return self.push(event)
+        last = items[-1]
+        if isinstance(event, TokenUsage):
+            if isinstance(last, TokenUsage):
+                items[-1] = event
+                return True
+        elif (
+            isinstance(last, TextDelta)
+            and last.item_id == event.item_id
+            and len(last.text) + len(event.text) <= COALESCE_CHARS
+        ):
+            items[-1] = TextDelta(text=last.text + event.text, item_id=event.item_id)
+            return True
         return self.push(event)
 
     def finish(self, event: Result | Error) -> bool:
@@ -65,8 +95,6 @@ class EventStream:
         self._items.append(event)
         self._done = True
         self._wake()
-        if self._space is not None and not self._space.done():
-            self._space.set_result(None)
         return True
 
     def _wake(self) -> None:
@@ -92,11 +120,7 @@ class EventStream:
         return self._pop() if self._items else None
 
     def _pop(self) -> Event:
-        event = self._items.popleft()
-        space = self._space
-        if space is not None and not space.done():
-            space.set_result(None)
-        return event
+        return self._items.popleft()
 
     def drain_nowait(self) -> list[Event]:
         """Everything queued right now."""
@@ -118,9 +142,6 @@ class EventStream:
             while True:
                 if items:  # get_nowait() inlined: once per event
                     event = items.popleft()
-                    space = self._space
-                    if space is not None and not space.done():
-                        space.set_result(None)
                 else:
                     event = await self.get()
                 if type(event) in TERMINAL_TYPES:

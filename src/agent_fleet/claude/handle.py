@@ -67,12 +67,13 @@ from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
+from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.claude import _approvals
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
-from agent_fleet.events import Error, Event, Result, System
+from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
 
 if TYPE_CHECKING:
@@ -111,12 +112,14 @@ def _user_message(content: str | list[dict[str, Any]], message_uuid: str) -> dic
 
 
 class _ClaudeTurn:
-    __slots__ = ("injected", "mapper", "stream", "timer")
+    __slots__ = ("injected", "mapper", "stream", "timer", "tools", "watchdog")
 
     def __init__(self, mapper: TurnMapper) -> None:
         self.mapper = mapper
         self.stream = EventStream()
         self.timer: asyncio.TimerHandle | None = None
+        self.watchdog: IdleWatchdog | None = None
+        self.tools: set[str] = set()  # tool uses without a result yet: quiet is expected meanwhile
         self.injected: list[str] = []
 
 
@@ -183,6 +186,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         turn = self._turn
         if self._closed or turn is None or turn.stream.done:
             raise UsageError("inject(): no turn is running")
+        check_text(text, "the injected text")
         message_uuid = str(uuid.uuid4())
         turn.injected.append(message_uuid)
         await self._write(_user_message(text, message_uuid))
@@ -263,6 +267,11 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             raise
         if self._spec.timeout is not None and not turn.stream.done:
             turn.timer = asyncio.get_running_loop().call_later(self._spec.timeout, self._on_timeout, turn)
+        if self._spec.idle_timeout and not turn.stream.done:
+            tools = turn.tools
+            turn.watchdog = IdleWatchdog(
+                self._spec.idle_timeout, lambda: self._on_idle(turn), busy=lambda: bool(tools)
+            )
 
     def emit(self, event: Event) -> None:
         """Add a non-terminal event to the running turn (provider notices)."""
@@ -282,6 +291,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         if turn.timer is not None:
             turn.timer.cancel()
             turn.timer = None
+        if turn.watchdog is not None:
+            turn.watchdog.cancel()
         return True
 
     def _exit_data(self, exit_code: int | None) -> dict[str, Any]:
@@ -316,6 +327,13 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
         if self._finish(turn, Error(code="timeout", message=message, retryable=True)):
+            self._owe()
+            self._host.spawn_task(self._interrupt(), f"interrupt:{self._session_id}")
+
+    def _on_idle(self, turn: _ClaudeTurn) -> None:
+        limit = self._spec.idle_timeout
+        message = f"no event from the agent for {limit:g}s (idle timeout); the turn was interrupted"
+        if self._finish(turn, Error(code="timeout", message=message, data={"idle_timeout": limit})):
             self._owe()
             self._host.spawn_task(self._interrupt(), f"interrupt:{self._session_id}")
 
@@ -386,11 +404,17 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         if isinstance(message, ResultMessage):
             self._check_injected(turn, message)
         turn.mapper.session_id = self._session_id
+        if turn.watchdog is not None:
+            turn.watchdog.seen = True
         for event in turn.mapper.feed(message):
             if isinstance(event, Result | Error):
                 self._total_tokens = turn.mapper.total
                 self._finish(turn, event)
             else:
+                if isinstance(event, ToolUse):
+                    turn.tools.add(event.id)
+                elif isinstance(event, ToolResult):
+                    turn.tools.discard(event.id)
                 turn.stream.push(event)
 
     def _check_injected(self, turn: _ClaudeTurn, message: ResultMessage) -> None:

@@ -19,8 +19,10 @@ excepted)                                      ``subtype`` and ``data``
 ``ResultMessage`` success                       ``TokenUsage`` then ``Result``
 ``ResultMessage`` error                         ``Error``: ``auth_failed`` (HTTP 401/403 or
                                                ``authentication_failed``), ``cancelled``
-                                               (aborted), else ``turn_failed`` (retryable for
-                                               429 / 5xx / overloaded)
+                                               (aborted), else by the SDK's error kind or the
+                                               HTTP status: ``rate_limited`` / ``server_error``
+                                               (retryable), ``bad_request``, ``model_not_found``,
+                                               ``usage_limit_exceeded``, ``turn_failed``
 anything else                                  ``UnknownEvent(raw=...)``
 =============================================  ====================================================
 
@@ -77,8 +79,29 @@ QUIET_SYSTEM_SUBTYPES: Final = frozenset(
     {"status", "thinking_tokens", "session_state_changed", "hook_started", "hook_response"}
 )
 _INIT_KEYS: Final = ("session_id", "model", "cwd", "permissionMode", "claude_code_version", "tools")
-_RETRYABLE_STATUS: Final = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
-_RETRYABLE_ERRORS: Final = frozenset({"rate_limit", "server_error"})
+# The SDK's structured error (``AssistantMessage.error``) first, then the HTTP status it reports.
+_API_ERRORS: Final[dict[str, tuple[ErrorCode, bool]]] = {
+    "rate_limit": ("rate_limited", True),
+    "server_error": ("server_error", True),
+    "billing_error": ("usage_limit_exceeded", False),
+    "invalid_request": ("bad_request", False),
+}
+
+
+def _by_status(status: int | None) -> tuple[ErrorCode, bool]:
+    if status == 429:
+        return "rate_limited", True
+    if status in (408, 409):
+        return "connection_failed", True
+    if status is not None and status >= 500:
+        return "server_error", True  # 529: Anthropic's "overloaded"
+    if status == 404:
+        return "model_not_found", False
+    if status in (402,):
+        return "usage_limit_exceeded", False
+    if status is not None and 400 <= status < 500:
+        return "bad_request", False
+    return "turn_failed", False
 
 
 def _int(value: Any) -> int:
@@ -121,13 +144,15 @@ def result_error(msg: ResultMessage, api_error: str | None = None) -> Error:
     ``AssistantMessage.error`` (e.g. ``authentication_failed``) when one was seen."""
     status = msg.api_error_status
     code: ErrorCode
+    retryable = False
     if api_error == "authentication_failed" or status in (401, 403):
         code = "auth_failed"
     elif (msg.terminal_reason or "").startswith("aborted"):
         code = "cancelled"
+    elif api_error in _API_ERRORS:
+        code, retryable = _API_ERRORS[api_error]
     else:
-        code = "turn_failed"
-    retryable = code == "turn_failed" and (status in _RETRYABLE_STATUS or api_error in _RETRYABLE_ERRORS)
+        code, retryable = _by_status(status)
     data: dict[str, Any] = {
         "subtype": msg.subtype,
         "api_error_status": status,

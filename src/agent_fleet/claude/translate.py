@@ -19,7 +19,7 @@ Where the fields go:
   ``{"type": "http"|"sse", "url"}``);
 - ``output_schema`` -> ``output_format={"type": "json_schema", "schema": ...}``;
 - ``config`` -> ``settings`` (inline Claude Code settings JSON, the highest user-controlled layer);
-- ``permission``, ``timeout`` -> local (approval bridge, turn timer);
+- ``permission``, ``timeout``, ``idle_timeout`` -> local (approval bridge, turn timers);
 - ``sandbox`` -> not translated: agent-fleet does not configure Claude Code's OS sandbox; every tool
   call still goes through the approval policy.
 """
@@ -148,7 +148,7 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
                             "every tool call is still decided by the approval policy",
                         )
                     )
-            case "permission" | "timeout":
+            case "permission" | "timeout" | "idle_timeout":
                 local.append(name)  # approval bridge / turn timer
             case "mcp_servers":
                 if value:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
@@ -12,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from agent_fleet.contract import MODES, SANDBOXES, PermissionConfig, Spec
+from agent_fleet.contract import DEFAULT_IDLE_TIMEOUT, MODES, SANDBOXES, PermissionConfig, Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import (
@@ -63,6 +64,12 @@ def read_prompt(prompt: str) -> str:
     return prompt
 
 
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):  # FloatRange lets nan through
+        raise click.BadParameter(f"{value} is not a number of seconds")
+    return value
+
+
 def _permission(allow: Sequence[str], deny: Sequence[str], default: str) -> PermissionConfig | None:
     if not allow and not deny and default == "allow":
         return None
@@ -92,6 +99,9 @@ class Common:
     require_commit: bool
     max_followups: int
     timeout: float | None
+    retries: int
+    retry_delay: float
+    idle_timeout: float
     json_output: bool
     review: bool
     review_threshold: str
@@ -122,6 +132,7 @@ class Common:
             sandbox=self.sandbox,  # type: ignore[arg-type]  # validated by click.Choice
             mode=self.mode,  # type: ignore[arg-type]
             permission=_permission(self.allow, self.deny, self.default_approval),
+            idle_timeout=self.idle_timeout or None,
         )
         return Task(
             id=task_id,
@@ -130,6 +141,8 @@ class Common:
             review=review,
             max_followups=self.max_followups,
             timeout=self.timeout,
+            retries=self.retries,
+            retry_delay=self.retry_delay,
         )
 
 
@@ -192,6 +205,31 @@ def common_options(fn: _F) -> _F:
             type=click.FloatRange(min=0, min_open=True),
             metavar="SECONDS",
             help="Time limit for a whole task (turns, gates, reviews).",
+        ),
+        click.option(
+            "--idle-timeout",
+            type=click.FloatRange(min=0, max=1e9),
+            default=DEFAULT_IDLE_TIMEOUT,
+            show_default=True,
+            callback=_finite,
+            metavar="SECONDS",
+            help="End a turn with a timeout after this long with no event from the agent (0: off).",
+        ),
+        click.option(
+            "--retries",
+            type=click.IntRange(min=0),
+            default=2,
+            show_default=True,
+            help="Retries of a turn that failed retryably (rate limit, 5xx, dropped connection).",
+        ),
+        click.option(
+            "--retry-delay",
+            type=click.FloatRange(min=0, max=3600),
+            default=5.0,
+            show_default=True,
+            callback=_finite,
+            metavar="SECONDS",
+            help="First retry backoff; it doubles per retry, with jitter (a Retry-After hint wins).",
         ),
         click.option(
             "--json", "json_output", is_flag=True, help="Write events as JSON Lines, then a summary."

@@ -79,6 +79,13 @@ def describe(task_event: TaskEvent) -> str | None:
                 if data.get("passed")
                 else f"gate FAILED: {data.get('summary')}"
             )
+        case System(subtype="runner.retry", data=data):
+            return (
+                f"retry {data.get('attempt')}/{data.get('max_attempts')} in {data.get('delay')}s "
+                f"after {data.get('code')}: {first_line(str(data.get('message')))}"
+            )
+        case System(subtype="stream_retry") if task_event.source == "agent":
+            return "the model stream dropped; codex is retrying it"
         case System(subtype="runner.followup", data=data):
             return (
                 f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
@@ -245,8 +252,15 @@ _HINTS = {
     "gate_failed": "fix the gate by hand, or allow more --max-followups",
     "review_failed": "address the findings, or allow more --max-followups / raise --review-threshold",
     "turn_failed": "see the transcript (--transcript FILE) for what the agent did",
-    "timeout": "allow more time with --timeout",
+    "timeout": "allow more time with --timeout (or --idle-timeout when the agent went silent)",
     "cancelled": "run it again when ready",
+    "rate_limited": "the model API kept refusing for rate limits; allow more --retries / --retry-delay",
+    "server_error": "the model API kept failing; allow more --retries / --retry-delay, or try later",
+    "connection_failed": "the model API could not be reached; check the network, or allow more --retries",
+    "context_window_exceeded": "the conversation no longer fits the model; split the task",
+    "usage_limit_exceeded": "the account's quota or usage limit is spent; check the plan and billing",
+    "model_not_found": "check --model (agent-fleet models lists what this account can use)",
+    "bad_request": "the model API refused the request; check -c overrides and the model's options",
 }
 
 

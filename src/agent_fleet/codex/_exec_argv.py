@@ -93,7 +93,15 @@ def build_command(
         name = f.name
         value = getattr(spec, name)
         match name:
-            case "prompt" | "mode" | "timeout" | "config" | "output_schema" | "base_instructions":
+            case (
+                "prompt"
+                | "mode"
+                | "timeout"
+                | "idle_timeout"
+                | "config"
+                | "output_schema"
+                | "base_instructions"
+            ):
                 pass  # stdin / handled by the provider / merged below / caller-written files
             case "cwd":
                 if cwd is not None and not resume:

@@ -56,13 +56,27 @@ _AUTH: Final = re.compile(
     r"|incorrect api key|not logged in|log ?in again|authenticat|refresh token|access token",
     re.IGNORECASE,
 )
-_NOT_RETRYABLE: Final = re.compile(r"quota|usage limit|billing|context window|context_length", re.IGNORECASE)
-_RETRYABLE: Final = re.compile(
-    r"\b(?:5\d\d|429)\b|too many requests|overloaded|high demand|rate[_ ]?limit|temporar"
-    r"|unavailable|internal server error|bad gateway|gateway time-?out|stream disconnected"
-    r"|connection (?:reset|refused|closed)|timed out",
-    re.IGNORECASE,
+# First match wins: codex's own wording for each failure (error.rs), then the HTTP status it quotes.
+_FAILURE_TABLE: Final[tuple[tuple[str, ErrorCode, bool], ...]] = (
+    (r"context window|context_length", "context_window_exceeded", False),
+    (r"quota|usage limit|billing|usage_not_included", "usage_limit_exceeded", False),
+    (r"model_not_found|\b404\b", "model_not_found", False),
+    (r"\b429\b|too many requests|rate[_ ]?limit", "rate_limited", True),
+    (
+        r"\b5\d\d\b|overloaded|high demand|internal server error|bad gateway|unavailable"
+        r"|gateway time-?out",
+        "server_error",
+        True,
+    ),
+    (
+        r"stream disconnected|connection (?:reset|refused|closed)|timed out|temporar"
+        r"|error sending request",
+        "connection_failed",
+        True,
+    ),
+    (r"\b400\b|invalid_request_error|bad request", "bad_request", False),
 )
+_FAILURES: Final = tuple((re.compile(p, re.IGNORECASE), code, retry) for p, code, retry in _FAILURE_TABLE)
 
 _TOOL_ITEMS: Final = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 
@@ -73,13 +87,15 @@ def is_auth_failure(text: str) -> bool:
 
 
 def classify_failure(message: str) -> tuple[ErrorCode, bool]:
-    """``(code, retryable)`` for a failure message: ``auth_failed`` never retries; ``turn_failed``
-    retries for 5xx, 429, overload and dropped streams (not for quota or context-size errors)."""
+    """``(code, retryable)`` for a failure message (the same codes as the app-server's
+    ``codexErrorInfo``): auth, context window, usage limit, model not found and bad request never
+    retry; 429, 5xx / overload and dropped connections do; anything else is ``turn_failed``."""
     if is_auth_failure(message):
         return "auth_failed", False
-    if _NOT_RETRYABLE.search(message):
-        return "turn_failed", False
-    return "turn_failed", bool(_RETRYABLE.search(message))
+    for pattern, code, retryable in _FAILURES:
+        if pattern.search(message):
+            return code, retryable
+    return "turn_failed", False
 
 
 def _str(value: Any) -> str:

@@ -72,6 +72,24 @@ def _route(method: str, params: Any) -> str | None:
     return None
 
 
+def _stderr_reason(tail: str) -> str | None:
+    """codex's own reason for exiting at startup (e.g. a bad ``-c`` value): its ``Error: ...`` block.
+
+    codex prints it (then a backtrace) on stderr and exits 1 before answering ``initialize``;
+    stderr is the only place the reason exists, so it is shown as codex wrote it.
+    """
+    lines = tail.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Error: ")]
+    if not starts:
+        return None
+    block = []
+    for line in lines[starts[-1] :]:
+        if not line.strip() or line.startswith("Stack backtrace:"):
+            break
+        block.append(line.strip())
+    return " ".join(block)[len("Error: ") :][:500] or None
+
+
 class _Child:
     """The running app-server process, its connection and its stderr tail."""
 
@@ -127,6 +145,11 @@ class CodexProvider(Provider):
             tool_permission_format="codex-approval",
             supports_review=True,
         )
+
+    @property
+    def closed(self) -> bool:
+        """True once ``shutdown()`` was called."""
+        return self._closed
 
     @property
     def pid(self) -> int | None:
@@ -190,9 +213,14 @@ class CodexProvider(Provider):
             tail = child.stderr_tail().strip()
             exit_code = proc.returncode
             detail = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+            reason = _stderr_reason(tail)
+            message = (
+                f"codex app-server failed to start: {reason}"
+                if reason
+                else f"codex app-server handshake failed ({detail})"
+            )
             raise ProviderUnavailable(
-                f"codex app-server handshake failed ({detail})"
-                + (f"; exit code {exit_code}" if exit_code is not None else ""),
+                message + (f"; exit code {exit_code}" if exit_code is not None else ""),
                 tried=[" ".join(argv[:2])],
                 stderr_tail=tail[-4000:],
             ) from exc

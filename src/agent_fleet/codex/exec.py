@@ -46,12 +46,13 @@ from typing import Final, Protocol
 from agent_fleet._codex_binary import codex_version_async, find_codex
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
+from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex._exec_argv import ExecCommand, build_command
 from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
-from agent_fleet.events import Error, ErrorCode, Event, Result, is_terminal
+from agent_fleet.events import Error, ErrorCode, Event, Result, ToolResult, ToolUse, is_terminal
 from agent_fleet.notices import spec_unsupported
 
 __all__ = ["CAPABILITIES", "CodexExecHandle", "CodexExecProvider"]
@@ -160,8 +161,12 @@ class _ExecTurn:
         kill_grace: float,
         stderr_tail_bytes: int,
         tempdir: str | None,
+        idle_timeout: float | None = None,
     ) -> None:
         self.command = command
+        self.idle_timeout = idle_timeout or None
+        self._watchdog: IdleWatchdog | None = None
+        self._tools: set[str] = set()  # tool uses without a result: quiet is expected meanwhile
         self.env = env
         self.parser = parser
         self.timeout = timeout
@@ -207,11 +212,17 @@ class _ExecTurn:
             raise ProviderUnavailable(f"cannot start {self.command.argv[0]}: {exc}") from exc
         if self.timeout is not None:
             self._timer = asyncio.get_running_loop().call_later(self.timeout, self._on_timeout)
+        if self.idle_timeout is not None:
+            self._watchdog = IdleWatchdog(self.idle_timeout, self._on_idle, busy=lambda: bool(self._tools))
         self._task = asyncio.create_task(self._drive(self.proc), name=f"codex-exec:{self.proc.pid}")
 
     def _on_timeout(self) -> None:
         self._timer = None
         self.abort("timeout", f"turn exceeded its timeout of {self.timeout:g}s and was killed")
+
+    def _on_idle(self) -> None:
+        message = f"no event from codex exec for {self.idle_timeout:g}s (idle timeout); it was killed"
+        self.abort("timeout", message)
 
     def abort(self, code: ErrorCode, message: str) -> None:
         """Kill the process group now (SIGTERM, SIGKILL after the grace). Sync and idempotent."""
@@ -285,6 +296,8 @@ class _ExecTurn:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            if self._watchdog is not None:
+                self._watchdog.cancel()
             self._cleanup()
             self.stream.finish(terminal)
             self.done.set()
@@ -301,6 +314,10 @@ class _ExecTurn:
 
     def _emit(self, event: Event) -> None:
         if not is_terminal(event):  # the terminal is queued by the driver, after exit
+            if isinstance(event, ToolUse):
+                self._tools.add(event.id)
+            elif isinstance(event, ToolResult):
+                self._tools.discard(event.id)
             self.stream.push(event)
 
     async def _write_stdin(self, proc: asyncio.subprocess.Process) -> None:
@@ -318,6 +335,8 @@ class _ExecTurn:
 
     async def _read_stdout(self, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(_READ_CHUNK):
+            if self._watchdog is not None:
+                self._watchdog.seen = True
             for event in self.parser.feed(chunk):
                 self._emit(event)
             terminal = self.parser.terminal
@@ -525,6 +544,7 @@ class CodexExecProvider(Provider):
             env=self.options.child_env(),
             parser=parser,
             timeout=spec.timeout,
+            idle_timeout=spec.idle_timeout,
             kill_grace=self.kill_grace,
             stderr_tail_bytes=self.stderr_tail_bytes,
             tempdir=tempdir,

@@ -11,7 +11,7 @@ Session states::
 
 Turn states (one ``_AppServerTurn`` at a time)::
 
-    RUNNING ──turn/completed | timeout | stop() | crash──> FINISHED
+    RUNNING ──turn/completed | timeout | idle timeout | stop() | crash──> FINISHED
 
 A turn is created *before* ``turn/start`` is sent, so no early notification is lost. Notifications
 carrying the id of an earlier turn (e.g. ``turn/completed`` of a turn we interrupted on timeout) are
@@ -32,10 +32,11 @@ from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
+from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex import _approvals
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
-from agent_fleet.contract import Spec
+from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
@@ -52,14 +53,23 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 
 
 class _AppServerTurn:
-    __slots__ = ("interrupt", "mapper", "stream", "timer", "turn_id")
+    __slots__ = ("approvals", "interrupt", "mapper", "seen", "stream", "timer", "turn_id", "watchdog")
 
     def __init__(self, session_id: str, *, structured: bool, bound: int | None) -> None:
         self.mapper = TurnMapper(session_id, structured=structured)
         self.stream = EventStream(bound)
         self.turn_id: str | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.watchdog: IdleWatchdog | None = None
+        self.seen = False  # a notification arrived since the watchdog last looked
+        self.approvals = 0  # approval_handler calls in progress (a human may take minutes)
         self.interrupt: asyncio.Task[None] | None = None
+
+    def active(self) -> bool:
+        """For the idle watchdog: anything since it last asked, a command / file change running
+        (codex sends nothing during a long command) or an approval being decided."""
+        seen, self.seen = self.seen, False
+        return seen or self.approvals > 0 or self.mapper.tools_running
 
 
 class CodexHandle(StreamedHandle[_AppServerTurn]):
@@ -113,6 +123,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             raise UsageError("inject(): no turn is running")
         if turn.turn_id is None:
             raise UsageError("inject(): the turn has not started yet")
+        check_text(text, "the injected text")
         await self._conn.request(
             "turn/steer",
             {"threadId": self._thread_id, "expectedTurnId": turn.turn_id, "input": turn_input(text)},
@@ -169,16 +180,23 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if self._spec.timeout is not None and not turn.stream.done:
             loop = asyncio.get_running_loop()
             turn.timer = loop.call_later(self._spec.timeout, self._on_timeout, turn)
+        if self._spec.idle_timeout and not turn.stream.done:
+            turn.watchdog = IdleWatchdog(
+                self._spec.idle_timeout, lambda: self._on_idle(turn), busy=turn.active
+            )
 
     def crashed(self, message: str, data: dict[str, Any]) -> None:
-        """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent."""
+        """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent.
+
+        Retryable only with ``restart_on_crash``: then ``provider.resume`` can continue the thread.
+        """
         if self._closed:
             return
         self._closed = True
         if self._turn is not None:
-            self._finish(
-                self._turn, Error(code="app_server_crashed", message=message, retryable=True, data=data)
-            )
+            retryable = self._provider.options.restart_on_crash and not self._provider.closed
+            error = Error(code="app_server_crashed", message=message, retryable=retryable, data=data)
+            self._finish(self._turn, error)
         self._detach()
 
     # -- internals ---------------------------------------------------------------------------------------
@@ -193,6 +211,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if turn.timer is not None:
             turn.timer.cancel()
             turn.timer = None
+        if turn.watchdog is not None:
+            turn.watchdog.cancel()
         return True
 
     async def _control(self, method: str, params: dict[str, Any]) -> None:
@@ -204,7 +224,15 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     def _on_timeout(self, turn: _AppServerTurn) -> None:
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
-        if self._finish(turn, Error(code="timeout", message=message, retryable=True)) and turn.turn_id:
+        self._time_out(turn, Error(code="timeout", message=message, retryable=True))
+
+    def _on_idle(self, turn: _AppServerTurn) -> None:
+        limit = self._spec.idle_timeout
+        message = f"no event from the agent for {limit:g}s (idle timeout); the turn was interrupted"
+        self._time_out(turn, Error(code="timeout", message=message, data={"idle_timeout": limit}))
+
+    def _time_out(self, turn: _AppServerTurn, error: Error) -> None:
+        if self._finish(turn, error) and turn.turn_id:
             turn.interrupt = self._host.spawn_task(
                 self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
                 f"interrupt:{self._thread_id}",
@@ -249,6 +277,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             turn = self._current_for(msg.method, params)
             if turn is None:
                 return
+        turn.seen = True  # for the idle watchdog: one store, no branch
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
@@ -256,15 +285,18 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             else:
                 stream.push(event)
 
-    async def _on_notification_bounded(self, msg: Notification) -> None:
+    def _on_notification_bounded(self, msg: Notification) -> None:
+        # With CodexOptions.event_buffer: never waits (a wait would only move the backlog into the
+        # connection's queue for this thread); an unread turn's deltas are merged instead.
         turn = self._current_for(msg.method, msg.params)
         if turn is None:
             return
+        turn.seen = True
         for event in turn.mapper.feed(msg.method, msg.params):
             if type(event) in TERMINAL_TYPES:
                 self._finish(turn, event)  # type: ignore[arg-type]
             else:
-                await turn.stream.push_bounded(event)
+                turn.stream.push_coalescing(event)
 
     def _emit(self, event: Event) -> None:
         turn = self._turn
@@ -303,6 +335,9 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     ) -> None:
         handler = self._provider.options.approval_handler
         assert handler is not None
+        turn = self._turn
+        if turn is not None:
+            turn.approvals += 1
         try:
             refined = await handler(request, decision)
             if not isinstance(refined, Decision):
@@ -317,6 +352,9 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             refined = Decision(
                 action="decline", reason=f"approval handler failed: {exc}", rule="handler-error"
             )
+        finally:
+            if turn is not None:
+                turn.approvals -= 1
         await self._answer(msg, params, request, refined)
 
     async def _answer(

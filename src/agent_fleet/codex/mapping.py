@@ -60,22 +60,88 @@ IGNORED: Final[frozenset[str]] = frozenset(
 
 _DELTA: Final = "item/agentMessage/delta"
 _new_text_delta = positional_new(TextDelta)
-_RETRYABLE_INFO: Final = frozenset({"serverOverloaded", "internalServerError", "rateLimitExceeded", "other"})
+# codexErrorInfo (string variants) -> (code, retryable). Anything else codex adds later: turn_failed.
+_INFO_CODES: Final[dict[str, tuple[ErrorCode, bool]]] = {
+    "unauthorized": ("auth_failed", False),
+    "rateLimitExceeded": ("rate_limited", True),
+    "serverOverloaded": ("server_error", True),
+    "internalServerError": ("server_error", True),
+    "contextWindowExceeded": ("context_window_exceeded", False),
+    "usageLimitExceeded": ("usage_limit_exceeded", False),
+    "sessionBudgetExceeded": ("usage_limit_exceeded", False),
+    "badRequest": ("bad_request", False),
+}
+# The API's own ``error.code`` in an HTTP error body codex forwards without classifying it.
+_API_CODES: Final[dict[str, ErrorCode]] = {
+    "context_length_exceeded": "context_window_exceeded",
+    "insufficient_quota": "usage_limit_exceeded",
+    "model_not_found": "model_not_found",
+    "rate_limit_exceeded": "rate_limited",
+}
+
+
+def _api_error_body(message: Any) -> dict[str, Any] | None:
+    """The API's ``{"error": {...}}`` body when codex forwarded it verbatim as the message.
+
+    codex reports an HTTP 400 as ``codexErrorInfo: "other"`` with the response body as the message;
+    that body is the only structured record of what the API said, so it is parsed (as JSON, never
+    matched as text).
+    """
+    if not isinstance(message, str) or not message.startswith("{"):
+        return None
+    try:
+        body = json.loads(message)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else None
+
+
+def _for_status(status: Any, *, connection: bool) -> tuple[ErrorCode, bool]:
+    if status in (401, 403):
+        return "auth_failed", False
+    if status == 404:
+        return "model_not_found", False
+    if status == 429:
+        return "rate_limited", True
+    if isinstance(status, int) and status >= 500:
+        return "server_error", True
+    if isinstance(status, int) and 400 <= status < 500:
+        return "bad_request", False
+    # No status: the API could not be reached, or its stream dropped before completing.
+    return ("connection_failed" if connection else "turn_failed"), True
 
 
 def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
-    """Classify a codex ``TurnError`` by its structured ``codexErrorInfo``: (code, retryable)."""
-    info = (error or {}).get("codexErrorInfo")
-    if info == "unauthorized":
-        return "auth_failed", False
+    """Classify a codex ``TurnError`` by its structured fields: (code, retryable).
+
+    ``codexErrorInfo`` decides; for ``"other"`` (codex's catch-all, which covers both a refused
+    request and a dropped stream) the API error body codex forwards as the message decides: present
+    means the API refused the request (HTTP 4xx, never retryable), absent means a transport or
+    stream failure (retryable).
+    """
+    error = error or {}
+    info = error.get("codexErrorInfo")
     if isinstance(info, str):
-        return "turn_failed", info in _RETRYABLE_INFO
+        if info in _INFO_CODES:
+            return _INFO_CODES[info]
+        if info == "other":
+            body = _api_error_body(error.get("message"))
+            if body is None:
+                return "connection_failed", True
+            code = _API_CODES.get(str(body.get("code")), "bad_request")
+            return code, code == "rate_limited"
+        return "turn_failed", False
     if isinstance(info, dict) and info:
-        detail = next(iter(info.values()))
+        kind, detail = next(iter(info.items()))
         status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
-        if status in (401, 403):
-            return "auth_failed", False
-        return "turn_failed", status is None or status == 429 or status >= 500
+        connection = kind in (
+            "httpConnectionFailed",
+            "responseStreamConnectionFailed",
+            "responseStreamDisconnected",
+            "responseTooManyFailedAttempts",
+        )
+        return _for_status(status, connection=connection)
     return "turn_failed", False
 
 
@@ -116,6 +182,14 @@ class TurnMapper:
         self.last_error: dict[str, Any] | None = None
         self.file_changes: dict[str, list[dict[str, Any]]] = {}
         self._started_items: set[str] = set()
+        self._reasoning: set[str] = set()
+
+    @property
+    def tools_running(self) -> bool:
+        """True while a tool item (command, file change, ...) or a reasoning item has started and not
+        completed: codex sends nothing meanwhile (reasoning deltas are opted out), and a stalled model
+        stream is codex's own ``stream_idle_timeout_ms`` to end."""
+        return bool(self._started_items or self._reasoning)
 
     def feed(self, method: str, params: Any) -> list[Event]:
         """Events for one notification (possibly none). Never raises on malformed params."""
@@ -149,7 +223,8 @@ class TurnMapper:
             case "error":
                 error = p.get("error") or {}
                 if p.get("willRetry"):
-                    return [System(subtype="stream_error", data={"message": error.get("message", "")})]
+                    # codex retries the model stream and will stream this turn's text again.
+                    return [System(subtype="stream_retry", data={"message": error.get("message", "")})]
                 self.last_error = error
                 return []
             case "turn/completed":
@@ -195,6 +270,9 @@ class TurnMapper:
                         id=item_id, name=str(item.get("tool")), input={"arguments": item.get("arguments")}
                     )
                 ]
+            case "reasoning":
+                self._reasoning.add(item_id)
+                return []
             case _:
                 return []
 
@@ -206,6 +284,8 @@ class TurnMapper:
             if item_id not in self._started_items:
                 events += self._item_started(item)
             self._started_items.discard(item_id)
+        elif kind == "reasoning":
+            self._reasoning.discard(item_id)
         match kind:
             case "agentMessage":
                 text = item.get("text") or ""

@@ -31,8 +31,11 @@ class CodexOptions:
     - ``codex_home``: ``CODEX_HOME`` for the child (resume needs the same home as the original run).
     - ``handshake_timeout`` / ``rpc_timeout``: seconds for initialize and for each request.
     - ``restart_on_crash``: start a new app-server when the child dies; old sessions can be resumed.
-    - ``event_buffer``: bound of each handle's event queue (``None``: unbounded). When full, only
-      that thread's dispatch waits; no event is dropped and other handles are never delayed.
+    - ``event_buffer``: bounds the memory of a handle nobody reads (``None``: unbounded, the
+      fastest path). Past that many queued events the handle merges text deltas of the same item
+      (and cumulative token counts) instead of queueing more, after a
+      ``System(subtype="events_coalesced")`` marker; no text and no other event is dropped, and
+      nothing waits, so no backlog moves into the connection and other handles are never delayed.
     - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision.
     - ``dangerously_bypass_approvals_and_sandbox``: exec provider only; off unless asked explicitly.
     - ``skip_git_repo_check``: exec provider only; run outside a git repository.

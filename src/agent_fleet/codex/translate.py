@@ -92,7 +92,7 @@ def plan_spawn(spec: Spec) -> SpawnPlan:
             case "sandbox":
                 if value is not None:
                     thread["sandbox"] = value
-            case "permission" | "timeout":
+            case "permission" | "timeout" | "idle_timeout":
                 local.append(name)  # approval bridge / turn timer
             case "mcp_servers":
                 pass  # config/batchWrite, below

@@ -1,8 +1,8 @@
 """``TaskCounters``: the one place a task's counters are derived from its events.
 
 ``run_task`` feeds every event it emits and builds ``TaskResult`` (``commands``, ``declined``,
-``followups``, ``usage``) from it; a live view feeds the same events (local or from Ray nodes) to show
-the same numbers while the task runs, and takes the final ones from the ``TaskResult`` itself.
+``followups``, ``retries``, ``usage``) from it; a live view feeds the same events (local or from Ray
+nodes) to show the same numbers while the task runs, and takes the final ones from the ``TaskResult`` itself.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class TaskCounters:
     commands: int = 0
     declined: int = 0
     followups: int = 0
+    retries: int = 0
     agent_usage: TokenUsage | None = None
     review_usage: TokenUsage | None = None
     _review_running: TokenUsage | None = None
@@ -55,6 +56,8 @@ class TaskCounters:
                 self._review_running = None
             case "runner", System(subtype="runner.followup", data=data):
                 self.followups = int(data.get("number") or 0)
+            case "runner", System(subtype="runner.retry"):
+                self.retries += 1
 
     @property
     def usage(self) -> TokenUsage | None:

@@ -6,6 +6,9 @@ Theory of operation
 
     validate (UsageError before any work) -> [own provider: check_provider, start]
         -> HEAD recorded -> spawn(spec) -> turn
+    turn ends with a retryable Error, retries left
+                                   -> ``runner.retry`` notice, backoff, the same prompt again (on the
+                                      same session; after an app-server crash, ``provider.resume``)
     turn ends with Error           -> done: failed / timeout / cancelled / error (fatal)
     turn ends with Result -> gate
         gate fails                 -> follow-up turn carrying the gate's output, or failed when the
@@ -24,6 +27,8 @@ review and returns a result with status ``cancelled`` (``timeout``). Cancelling 
 ``run_task`` does the same cleanup, then lets ``CancelledError`` propagate. The session is always
 stopped (``Handle.stop()``) before ``run_task`` returns, and a provider ``run_task`` created is shut down.
 
+Retries: see ``runner/_retry.py``; each is a ``runner.retry`` notice, counted in ``TaskResult.retries``.
+
 Fatal outcomes (``TaskResult.fatal``): the provider is unavailable, the credential is missing or
 refused, or the app-server died. A batch stops on them; the CLI exits 3.
 """
@@ -32,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -52,6 +58,7 @@ from agent_fleet.events import Error, Result, TextDelta, TokenUsage
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
+from agent_fleet.runner._retry import retry_backoff, should_retry
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
 from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
@@ -92,6 +99,8 @@ class Task:
 
     ``timeout`` bounds the whole task (turns, gates, reviews); ``spec.timeout`` bounds each turn.
     ``max_followups`` bounds the follow-up turns (gate failures and review findings share it).
+    ``retries`` bounds the retries of one turn that failed retryably; ``retry_delay`` is the first
+    backoff in seconds (doubling, capped at ``retry_max_delay``).
     """
 
     spec: Spec
@@ -100,10 +109,19 @@ class Task:
     review: ReviewConfig | None = None
     max_followups: int = 2
     timeout: float | None = None
+    retries: int = 2
+    retry_delay: float = 5.0
+    retry_max_delay: float = 120.0
 
     def __post_init__(self) -> None:
         if self.max_followups < 0:
             raise UsageError(f"max_followups must be >= 0, not {self.max_followups!r}")
+        if self.retries < 0:
+            raise UsageError(f"retries must be >= 0, not {self.retries!r}")
+        for name in ("retry_delay", "retry_max_delay"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise UsageError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
         if self.timeout is not None and self.timeout <= 0:
             raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
         if not self.id:
@@ -118,6 +136,7 @@ class TaskResult:
     status: TaskStatus
     reason: str
     followups: int = 0
+    retries: int = 0
     duration: float = 0.0
     usage: TokenUsage | None = None
     session_id: str | None = None
@@ -149,6 +168,7 @@ class TaskResult:
             "status": self.status,
             "reason": self.reason,
             "followups": self.followups,
+            "retries": self.retries,
             "duration": round(self.duration, 3),
             "tokens": self.tokens,
             "session_id": self.session_id,
@@ -333,6 +353,7 @@ class _TaskRun:
             status=self.status,
             reason=self.reason,
             followups=self.followups,
+            retries=self.counters.retries,
             duration=time.monotonic() - started,
             usage=self.counters.usage,
             session_id=self.session_id,
@@ -422,26 +443,58 @@ class _TaskRun:
 
     async def _session(self, provider: Provider, review_provider: Provider | None) -> None:
         handle = await provider.spawn(self.task.spec)
+        prompt = self.task.spec.prompt
+        attempt = 1
         try:
             with contextlib.suppress(AgentFleetError):
                 self.session_id = handle.session_id
             while True:
                 terminal = await self._turn(handle)
                 if isinstance(terminal, Error):
-                    self._turn_error(terminal, "the turn")
-                    return
+                    if not should_retry(terminal, attempt, self.task.retries, session_id=self.session_id):
+                        self._turn_error(terminal, "the turn")
+                        return
+                    handle = await self._retry(provider, handle, terminal, prompt, attempt)
+                    attempt += 1
+                    continue
+                attempt = 1
                 self.final_text = terminal.text
                 if self.session_id is None:
                     self.session_id = terminal.session_id
-                prompt = await self._check(review_provider)
-                if prompt is None:
+                next_prompt = await self._check(review_provider)
+                if next_prompt is None:
                     return
+                prompt = next_prompt
                 self.followups += 1
                 self.note("followup", number=self.followups, limit=self.task.max_followups, prompt=prompt)
                 await handle.send(prompt)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(handle.stop())
+
+    async def _retry(
+        self, provider: Provider, handle: Handle, error: Error, prompt: str, attempt: int
+    ) -> Handle:
+        """Wait out the backoff, then run ``prompt`` again; returns the handle the retry runs on."""
+        task = self.task
+        hint = error.data.get("retry_after")
+        delay = retry_backoff(attempt, base=task.retry_delay, cap=task.retry_max_delay, hint=hint)
+        self.note(
+            "retry",
+            attempt=attempt,
+            max_attempts=self.task.retries,
+            delay=round(delay, 3),
+            code=error.code,
+            message=error.message,
+        )
+        await asyncio.sleep(delay)
+        if error.code == "app_server_crashed":
+            assert self.session_id is not None
+            with contextlib.suppress(Exception):
+                await handle.stop()
+            return await provider.resume(self.session_id, replace(self.task.spec, prompt=prompt))
+        await handle.send(prompt)
+        return handle
 
     async def _turn(self, handle: Handle) -> Result | Error:
         task_id, writer, on_event, clock = self.task.id, self.writer, self.on_event, time.time

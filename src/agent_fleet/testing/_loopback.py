@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar
@@ -200,12 +200,12 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             return json.loads(raw)
         return raw.decode("utf-8", "replace")
 
-    def _send_json(self, status: int, payload: Any) -> None:
+    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
-        for name, value in self._extra_headers().items():
+        for name, value in {**self._extra_headers(), **(headers or {})}.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)

@@ -6,6 +6,7 @@ blocks, and so one server can feed several codex processes and event loops at on
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -58,9 +59,10 @@ class CustomToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningItem:
-    """A reasoning item with a summary text."""
+    """A reasoning item with a summary text; ``duration`` seconds pass between its start and its end."""
 
     summary: str
+    duration: float = 0.0
 
 
 Item = Text | FunctionCall | CustomToolCall | ReasoningItem
@@ -84,8 +86,10 @@ class Reply:
     """One scripted response to one model request.
 
     ``delay`` waits before answering; ``event_delay`` between SSE events. ``status`` other than 200
-    answers with an HTTP error carrying ``error_message``. ``failed`` ends the stream with
-    ``response.failed`` (code, message) instead of ``response.completed``.
+    answers with an HTTP error whose body is the API's error object (``error_message``,
+    ``error_type``, ``error_code``) and with ``headers`` (e.g. ``Retry-After``). ``failed`` ends the
+    stream with ``response.failed`` (code, message) instead of ``response.completed``. ``cut_after``
+    closes the connection after that many SSE events, with no terminal event (a dropped stream).
     """
 
     items: Sequence[Item] = ()
@@ -93,8 +97,12 @@ class Reply:
     event_delay: float = 0.0
     status: int = 200
     error_message: str = "scripted error"
+    error_type: str = "scripted_error"
+    error_code: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
     failed: tuple[str, str] | None = None
     usage: Mapping[str, int] | None = None
+    cut_after: int | None = None
 
     @classmethod
     def text(cls, text: str, **kw: Any) -> Reply:
@@ -111,6 +119,36 @@ class Reply:
     @classmethod
     def http_error(cls, status: int, message: str = "scripted error", **kw: Any) -> Reply:
         return cls(status=status, error_message=message, **kw)
+
+    @classmethod
+    def context_window_exceeded(cls, **kw: Any) -> Reply:
+        """What the Responses API streams when the input does not fit the model's context window."""
+        message = (
+            "Your input exceeds the context window of this model. Please adjust your input and try again."
+        )
+        return cls(failed=("context_length_exceeded", message), **kw)
+
+    @classmethod
+    def usage_limit_exceeded(cls, **kw: Any) -> Reply:
+        """What the Responses API streams when the account's quota (usage limit) is spent."""
+        message = "You exceeded your current quota, please check your plan and billing details."
+        return cls(failed=("insufficient_quota", message), **kw)
+
+    @classmethod
+    def rate_limited(cls, retry_after: float = 1.0, **kw: Any) -> Reply:
+        """HTTP 429 with a ``Retry-After`` header, as the API answers a client over its rate limit."""
+        return cls(
+            status=429,
+            error_message=f"Rate limit reached. Please try again in {retry_after:g}s.",
+            error_type="requests",
+            error_code="rate_limit_exceeded",
+            headers={"Retry-After": f"{retry_after:g}"},
+            **kw,
+        )
+
+    def error_body(self) -> dict[str, Any]:
+        """The JSON body of an HTTP error reply (the API's ``{"error": {...}}`` shape)."""
+        return {"error": {"message": self.error_message, "type": self.error_type, "code": self.error_code}}
 
     def sse_events(self) -> Iterator[dict[str, Any]]:
         response_id = next_id("resp")
@@ -129,8 +167,12 @@ class Reply:
                     yield _sse.function_call_done(call_id or next_id("call"), name, args)
                 case CustomToolCall(name=name, input=input_text, call_id=call_id):
                     yield _sse.custom_tool_call_done(call_id or next_id("call"), name, input_text)
-                case ReasoningItem(summary=summary):
-                    yield _sse.reasoning_done(next_id("rs"), summary)
+                case ReasoningItem(summary=summary, duration=duration):
+                    item_id = next_id("rs")
+                    yield _sse.reasoning_added(item_id)
+                    if duration:
+                        yield {_PAUSE: duration}
+                    yield _sse.reasoning_done(item_id, summary)
         if self.failed is not None:
             yield _sse.response_failed(response_id, *self.failed)
         else:
@@ -253,6 +295,17 @@ class ScriptedModelServer(ScriptedServer[RecordedRequest, Reply]):
         return config
 
 
+_PAUSE = "__pause__"  # not an SSE event: the server waits that many seconds before the next one
+
+
+def _frames(events: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    for event in events:
+        if _PAUSE in event:
+            time.sleep(event[_PAUSE])
+        else:
+            yield _sse.encode_sse([event])
+
+
 class _Handler(ScriptedHandler):
     owner: ScriptedModelServer
 
@@ -271,12 +324,12 @@ class _Handler(ScriptedHandler):
         if reply.delay:
             time.sleep(reply.delay)
         if reply.status != 200:
-            self._send_json(
-                reply.status,
-                {"error": {"message": reply.error_message, "type": "scripted_error", "code": None}},
-            )
+            self._send_json(reply.status, reply.error_body(), reply.headers)
             return
-        self._send_sse((_sse.encode_sse([event]) for event in reply.sse_events()), reply.event_delay)
+        events: Iterable[dict[str, Any]] = reply.sse_events()
+        if reply.cut_after is not None:
+            events = itertools.islice(events, reply.cut_after)
+        self._send_sse(_frames(events), reply.event_delay)
 
 
 ScriptedModelServer.handler_class = _Handler

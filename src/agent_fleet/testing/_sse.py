@@ -87,6 +87,13 @@ def custom_tool_call_done(call_id: str, name: str, input_text: str) -> dict[str,
     }
 
 
+def reasoning_added(item_id: str) -> dict[str, Any]:
+    return {
+        "type": "response.output_item.added",
+        "item": {"type": "reasoning", "id": item_id, "summary": []},
+    }
+
+
 def reasoning_done(item_id: str, summary: str) -> dict[str, Any]:
     return {
         "type": "response.output_item.done",

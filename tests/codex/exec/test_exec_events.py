@@ -250,8 +250,8 @@ def test_structured_output_is_parsed_only_with_a_schema() -> None:
 @pytest.mark.parametrize(
     ("lines", "code", "retryable"),
     [
-        ([STREAM_ERROR_500, FAILED_500], "turn_failed", True),
-        ([FAILED_429], "turn_failed", True),
+        ([STREAM_ERROR_500, FAILED_500], "server_error", True),
+        ([FAILED_429], "rate_limited", True),
         ([FAILED_401], "auth_failed", False),
         ([MISSING_KEY, FAILED_MISSING_KEY], "auth_failed", False),
         (['{"type":"turn.failed","error":{"message":"model refused"}}'], "turn_failed", False),
@@ -272,8 +272,22 @@ def test_an_auth_error_event_makes_a_generic_failure_auth_failed() -> None:
 
 def test_classify_failure() -> None:
     assert classify_failure("unexpected status 403 Forbidden") == ("auth_failed", False)
-    assert classify_failure("stream disconnected before completion: kaput") == ("turn_failed", True)
-    assert classify_failure("You've hit your usage limit (429)") == ("turn_failed", False)
+    assert classify_failure("stream disconnected before completion: kaput") == ("connection_failed", True)
+    assert classify_failure("You've hit your usage limit (429)") == ("usage_limit_exceeded", False)
+    assert classify_failure("exceeded retry limit, last status: 429 Too Many Requests") == (
+        "rate_limited",
+        True,
+    )
+    assert classify_failure("unexpected status 503 Service Unavailable: x") == ("server_error", True)
+    assert classify_failure("Codex ran out of room in the model's context window.") == (
+        "context_window_exceeded",
+        False,
+    )
+    assert classify_failure("unexpected status 404 Not Found: no such model") == ("model_not_found", False)
+    assert classify_failure('{"error": {"type": "invalid_request_error", "code": null}}') == (
+        "bad_request",
+        False,
+    )
 
 
 def test_only_the_first_terminal_counts() -> None:

@@ -169,7 +169,7 @@ async def test_http_500_is_a_retryable_turn_failure(
         with pytest.raises(TurnFailed) as info:
             await handle.wait()  # after events(): the same terminal, raised
     error = events[-1]
-    assert isinstance(error, Error) and error.code == "turn_failed" and error.retryable
+    assert isinstance(error, Error) and error.code == "server_error" and error.retryable
     assert info.value.event is error
     # The `error` event before turn.failed is surfaced, not treated as the end.
     assert any(isinstance(e, System) and e.subtype == "stream_error" for e in events[:-1])
@@ -207,6 +207,21 @@ async def test_timeout_kills_the_process(
         events = await collect(handle)
     error = events[-1]
     assert isinstance(error, Error) and error.code == "timeout"
+    assert not alive(pid)
+
+
+@pytest.mark.e2e
+async def test_idle_timeout_kills_a_stalled_turn(
+    scripted_model: ScriptedModelServer, exec_options: CodexOptions, workspace: Path
+) -> None:
+    scripted_model.enqueue(Reply.text("too late", delay=8))
+    async with CodexExecProvider(exec_options, kill_grace=1.0) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace, idle_timeout=1.5))
+        pid = handle.pid
+        assert pid is not None
+        events = await collect(handle)
+    error = events[-1]
+    assert isinstance(error, Error) and error.code == "timeout" and "idle timeout" in error.message
     assert not alive(pid)
 
 

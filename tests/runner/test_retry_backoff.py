@@ -1,0 +1,61 @@
+"""The runner's retry decision and backoff, and the retry settings of a ``Task`` (pure)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agent_fleet import Error, Spec
+from agent_fleet.errors import UsageError
+from agent_fleet.runner import Task
+from agent_fleet.runner._retry import retry_backoff, should_retry
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    middle = [retry_backoff(n, base=1.0, cap=5.0, jitter=0.5) for n in (1, 2, 3, 4)]
+    assert middle == [1.0, 2.0, 4.0, 5.0]
+
+
+def test_jitter_spreads_within_a_quarter() -> None:
+    assert retry_backoff(1, base=4.0, cap=60, jitter=0.0) == 3.0
+    assert retry_backoff(1, base=4.0, cap=60, jitter=1.0) == 5.0
+    samples = {retry_backoff(1, base=4.0, cap=60) for _ in range(50)}
+    assert len(samples) > 1 and all(3.0 <= s <= 5.0 for s in samples)
+
+
+def test_a_longer_retry_after_hint_wins_but_never_past_the_cap() -> None:
+    def backoff(hint: object) -> float:
+        return retry_backoff(1, base=1.0, cap=30.0, hint=hint, jitter=0.5)
+
+    assert backoff(7.5) == 7.5
+    assert backoff(0.1) == 1.0
+    assert backoff(999) == 30.0
+    assert backoff("soon") == 1.0
+    assert backoff(math.nan) == 1.0
+    assert backoff(True) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("error", "attempt", "session", "expected"),
+    [
+        (Error(code="server_error", message="m", retryable=True), 1, None, True),
+        (Error(code="server_error", message="m", retryable=True), 3, None, False),  # budget of 2 spent
+        (Error(code="bad_request", message="m"), 1, None, False),
+        (Error(code="timeout", message="m", retryable=True), 1, None, False),
+        (Error(code="cancelled", message="m", retryable=True), 1, None, False),
+        (Error(code="app_server_crashed", message="m", retryable=True), 1, "s", True),
+        (Error(code="app_server_crashed", message="m", retryable=True), 1, None, False),
+    ],
+)
+def test_should_retry(error: Error, attempt: int, session: str | None, expected: bool) -> None:
+    assert should_retry(error, attempt, 2, session_id=session) is expected
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"retries": -1}, {"retry_delay": -1.0}, {"retry_delay": math.nan}, {"retry_max_delay": math.inf}],
+)
+def test_bad_retry_settings_are_usage_errors(kw: dict[str, float]) -> None:
+    with pytest.raises(UsageError):
+        Task(spec=Spec(prompt="p"), **kw)  # type: ignore[arg-type]

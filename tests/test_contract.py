@@ -1,0 +1,32 @@
+"""The contract's own checks: prompt text and the idle limit are refused before any provider runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agent_fleet import Spec
+from agent_fleet.contract import DEFAULT_IDLE_TIMEOUT, check_text
+from agent_fleet.errors import UsageError
+
+
+@pytest.mark.parametrize("prompt", ["lone \udcff surrogate", "\ud800", "half a pair \udc00 here"])
+def test_a_prompt_that_is_not_text_is_a_usage_error(prompt: str) -> None:
+    with pytest.raises(UsageError, match="not valid text"):
+        Spec(prompt=prompt)
+
+
+def test_check_text_accepts_any_unicode() -> None:
+    assert check_text("naïve 日本 🎉 \x00") == "naïve 日本 🎉 \x00"
+    with pytest.raises(UsageError, match="the injected text"):
+        check_text("\udfff", "the injected text")
+
+
+def test_idle_timeout_default_and_bounds() -> None:
+    assert Spec(prompt="p").idle_timeout == DEFAULT_IDLE_TIMEOUT > 0
+    assert Spec(prompt="p", idle_timeout=0).idle_timeout == 0  # off
+    assert Spec(prompt="p", idle_timeout=None).idle_timeout is None  # off
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            Spec(prompt="p", idle_timeout=bad)
