@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -31,6 +32,7 @@ from agent_fleet.runner import Redactor, TaskEvent, event_record, make_provider
 from agent_fleet.serve._store import Store
 
 logger = logging.getLogger(__name__)
+_FLUSH_EVERY = 0.05  # seconds between writes of queued event records (terminal events write at once)
 
 
 class NotFound(LookupError):
@@ -42,7 +44,7 @@ class LiveSession:
     id: str
     provider: str
     handle: Handle
-    records: list[dict[str, Any]] = field(default_factory=list)  # records[i] has seq i + 1 + base
+    records: list[tuple[str, bool]] = field(default_factory=list)  # (JSON, terminal); seq i + 1 + base
     base: int = 0
     state: str = "running"
     turns: int = 1
@@ -58,6 +60,9 @@ class LiveSession:
 
 def _terminal(record: Mapping[str, Any]) -> bool:
     return record.get("type") in ("Result", "Error")
+
+
+Batch = list[tuple[int, str]]  # (seq, the record as JSON text)
 
 
 class Sessions:
@@ -83,6 +88,7 @@ class Sessions:
         self._provider_lock = asyncio.Lock()
         self.live: dict[str, LiveSession] = {}
         self.draining = False
+        self._flush_handle: asyncio.TimerHandle | None = None
 
     # -- providers ---------------------------------------------------------------------------------
 
@@ -183,17 +189,25 @@ class Sessions:
 
     def _append(self, session: LiveSession, event: Event) -> None:
         record = event_record(TaskEvent(task_id=session.id, source="agent", event=event), self._redactor)
-        session.records.append(record)
-        seq = session.last_seq
-        self.store.append(session.id, seq, record)
+        text = json.dumps(record)
+        session.records.append((text, isinstance(event, Result | Error)))
+        self.store.append(session.id, session.last_seq, text)
         if isinstance(event, ToolUse):
             session.step = f"{event.name}"
         if isinstance(event, TokenUsage):
             session.usage = dataclasses.asdict(event)
         if isinstance(event, Result) and event.usage is not None:
             session.usage = dataclasses.asdict(event.usage)
+        if isinstance(event, Result | Error):
+            self.store.flush()
+        elif self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(_FLUSH_EVERY, self._flush)
         session.changed.set()
         session.changed = asyncio.Event()
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        self.store.flush()
 
     async def _pump(self, session: LiveSession) -> None:
         terminal: Event | None = None
@@ -239,35 +253,39 @@ class Sessions:
                 row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
         return rows
 
-    async def stream(
-        self, session_id: str, after: int, *, follow: bool
-    ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-        """``(seq, record)`` after ``after``: until a terminal record (or forever with ``follow``)."""
+    async def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
+        """Batches of ``(seq, JSON)`` after ``after`` (each batch what was there when it was read), until
+        a terminal record (or for ever with ``follow``)."""
         live = self.live.get(session_id)
+        if live is None and self.store.session(session_id) is None:
+            raise NotFound(session_id)
+        upto = live.base if live is not None else None
+        batch: Batch = []
+        for seq, record in self.store.events(session_id, after):  # recorded turns (not loaded here)
+            if upto is not None and seq > upto:
+                break
+            batch.append((seq, json.dumps(record)))
+            if _terminal(record) and not follow:
+                yield batch
+                return
+        if batch:
+            yield batch
         if live is None:
-            if self.store.session(session_id) is None:
-                raise NotFound(session_id)
-            for seq, record in self.store.events(session_id, after):
-                yield seq, record
-                if _terminal(record) and not follow:
-                    return
             return
         cursor = max(after, live.base)
-        if after < live.base:  # earlier turns of a resumed session are in the store only
-            for seq, record in self.store.events(session_id, after):
-                if seq > live.base:
-                    break
-                yield seq, record
-                if _terminal(record) and not follow:
-                    return
         while True:
             changed = live.changed
+            batch = []
             while cursor < live.last_seq:
-                record = live.records[cursor - live.base]
+                text, terminal = live.records[cursor - live.base]
                 cursor += 1
-                yield cursor, record
-                if _terminal(record) and not follow:
+                batch.append((cursor, text))
+                if terminal and not follow:
+                    yield batch
                     return
+            if batch:
+                yield batch
+                continue
             if self.draining and live.state != "running":
                 return
             await changed.wait()
@@ -286,6 +304,10 @@ class Sessions:
         pumps = [s.pump for s in self.live.values() if s.pump is not None]
         if pumps:
             await asyncio.wait(pumps, timeout=10)
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        self.store.flush()
         for session in self.live.values():  # wake readers so they end
             session.changed.set()
         for provider in self._providers.values():

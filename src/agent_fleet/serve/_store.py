@@ -1,6 +1,7 @@
 """The daemon's session store: one SQLite file (stdlib ``sqlite3``) with every session and its events.
 
-Written as things happen, on the event loop's thread (WAL, one short transaction per event), so a
+Written as things happen, on the event loop's thread (WAL; event records in one transaction per
+terminal event or per flush interval, session rows at once), so a
 restarted daemon serves the history of finished sessions and the exact event ids a client resumes from.
 Sessions a crashed daemon left ``running`` are marked ``interrupted`` when the store opens.
 """
@@ -45,12 +46,14 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._pending: list[tuple[str, int, str]] = []
         self.interrupted = self._db.execute(
             "UPDATE sessions SET state = 'interrupted', updated = ? WHERE state IN ('running', 'starting')",
             (time.time(),),
         ).rowcount
 
     def close(self) -> None:
+        self.flush()
         self._db.close()
 
     def add_session(self, session_id: str, provider: str, spec: dict[str, Any]) -> None:
@@ -71,13 +74,21 @@ class Store:
             (*fields.values(), time.time(), session_id),
         )
 
-    def append(self, session_id: str, seq: int, record: dict[str, Any]) -> None:
-        self._db.execute(
-            "INSERT INTO events (session_id, seq, record) VALUES (?, ?, ?)",
-            (session_id, seq, json.dumps(record)),
-        )
+    def append(self, session_id: str, seq: int, record: str) -> None:
+        """Queue an event record (JSON text); ``flush()`` writes the queue in one transaction (the
+        caller flushes at each terminal event and a few times a second: a crash loses at most that)."""
+        self._pending.append((session_id, seq, record))
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        rows, self._pending = self._pending, []
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT INTO events (session_id, seq, record) VALUES (?, ?, ?)", rows)
 
     def events(self, session_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+        self.flush()
         rows = self._db.execute(
             "SELECT seq, record FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
             (session_id, after),
@@ -86,6 +97,7 @@ class Store:
             yield seq, json.loads(record)
 
     def last_seq(self, session_id: str) -> int:
+        self.flush()
         row = self._db.execute("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,)).fetchone()
         return int(row[0] or 0)
 
