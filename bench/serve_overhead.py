@@ -38,6 +38,13 @@ from agent_fleet.remote import RemoteProvider
 from agent_fleet.serve import Daemon, ServeConfig
 
 SECTION = "## Serve overhead"
+FINDINGS = [
+    "Where the daemon's time goes (cProfile of one turn): the transcript record of each event and its",
+    "redaction (the same cost as `--json` and the transcripts), HTTP framing on both ends and the",
+    "client's SSE parsing. Records are encoded once, written to SQLite in batches (at each terminal",
+    "event and every 50 ms) and sent in one write per batch. A real turn's events come from a model",
+    "at most a few hundred a second, so ~0.1 ms each is far below what a client notices.",
+]
 FAKE = Path(__file__).resolve().with_name("_fake_stream_server.py")
 
 
@@ -118,7 +125,7 @@ async def main() -> None:
         "",
         f"Overhead of the daemon path: {per_daemon - per_local:.1f} µs per event.",
     ]
-    publish(SECTION, lines, write=not args.no_write)
+    publish(SECTION, lines, FINDINGS, write=not args.no_write)
 
 
 if __name__ == "__main__":
