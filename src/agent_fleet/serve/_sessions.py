@@ -261,7 +261,8 @@ class Sessions:
             raise NotFound(session_id)
         upto = live.base if live is not None else None
         batch: Batch = []
-        for seq, record in self.store.events(session_id, after):  # recorded turns (not loaded here)
+        recorded = self.store.events(session_id, after) if upto is None or after < upto else iter(())
+        for seq, record in recorded:  # turns recorded before this daemon loaded the session
             if upto is not None and seq > upto:
                 break
             batch.append((seq, json.dumps(record)))
