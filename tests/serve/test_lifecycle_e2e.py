@@ -111,3 +111,63 @@ async def test_a_crashed_daemons_running_session_is_interrupted_and_can_be_resum
         proc.send_signal(signal.SIGTERM)
         async with asyncio.timeout(20):
             assert await proc.wait() == 0
+
+
+async def _cli(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "agent-fleet"),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        cwd=cwd,
+    )
+    async with asyncio.timeout(60):
+        out, _ = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_run_and_batch_with_server_use_the_daemon(
+    start_daemon: Start, scripted_model: ScriptedModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    scripted_model.responder = lambda request: Reply.text("answered by the daemon")
+    proc, url = await start_daemon()
+    env = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "OPENAI_API_KEY")}
+    code, out = await _cli(
+        "run",
+        "--server",
+        url,
+        "--json",
+        "--cwd",
+        str(workspace),
+        "say hi",
+        env={**env, "AGENT_FLEET_TOKEN": TOKEN},
+        cwd=workspace,
+    )
+    assert code == 0, out
+    assert "answered by the daemon" in out
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "a", "prompt": "one"}\n{"id": "b", "prompt": "two"}\n')
+    code, out = await _cli(
+        "batch",
+        str(tasks),
+        "--server",
+        url,
+        "--cwd",
+        str(workspace),
+        "--out",
+        str(tmp_path / "out"),
+        env={**env, "AGENT_FLEET_TOKEN": TOKEN},
+        cwd=workspace,
+    )
+    assert code == 0, out
+    async with _client(url) as http:
+        sessions = (await http.get("/v1/sessions")).json()["sessions"]
+    assert len(sessions) == 3  # every session ran on the daemon
+    code, out = await _cli("run", "--server", url, "--cwd", str(workspace), "say hi", env=env, cwd=workspace)
+    assert code != 0
+    assert "AGENT_FLEET_TOKEN" in out and "Traceback" not in out
+    proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(20):
+        assert await proc.wait() == 0
