@@ -30,6 +30,7 @@ from agent_fleet.events import (
     ToolUse,
     UnknownEvent,
 )
+from agent_fleet.tools import Tool
 
 __version__ = "0.1.0"
 
@@ -57,6 +58,7 @@ __all__ = [
     "System",
     "TextDelta",
     "TokenUsage",
+    "Tool",
     "ToolResult",
     "ToolUse",
     "TransportError",

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from agent_fleet.contract import PermissionConfig, Spec
-from agent_fleet.errors import UsageError
+from agent_fleet.errors import Unsupported, UsageError
 from agent_fleet.events import (
     AssistantMessage,
     Diff,
@@ -101,12 +101,15 @@ def event_from_record(record: Mapping[str, Any]) -> Event:
     return event
 
 
-_SPEC_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(Spec))
+_LOCAL_ONLY: Final = frozenset({"tools"})  # Python callables: never on the wire
+_SPEC_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(Spec)) - _LOCAL_ONLY
 _PERMISSION_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(PermissionConfig))
 
 
 def spec_to_json(spec: Spec) -> dict[str, Any]:
     """``spec`` as a JSON object (only the fields that differ from the defaults, paths as strings)."""
+    if getattr(spec, "tools", ()):
+        raise Unsupported("Spec.tools are functions of this process: they cannot be sent to a daemon")
     out: dict[str, Any] = {"prompt": spec.prompt}
     default = Spec(prompt="")
     for f in dataclasses.fields(Spec):
@@ -130,7 +133,9 @@ def spec_from_json(data: Any) -> Spec:
     """A ``Spec`` from a JSON object; ``UsageError`` naming what is wrong."""
     if not isinstance(data, Mapping):
         raise UsageError("a spec must be a JSON object")
-    unknown = set(data) - _SPEC_FIELDS
+    unknown = set(data) - _SPEC_FIELDS - _LOCAL_ONLY
+    if "tools" in data:
+        raise UsageError("spec.tools cannot be sent: tools are functions of the caller's process")
     if unknown:
         raise UsageError(f"unknown spec field(s): {', '.join(sorted(unknown))}")
     if not isinstance(data.get("prompt"), str) or not data["prompt"].strip():

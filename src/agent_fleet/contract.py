@@ -21,10 +21,13 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from agent_fleet.errors import Unsupported, UsageError
 from agent_fleet.events import Event, Result, TokenUsage
+
+if TYPE_CHECKING:
+    from agent_fleet.tools import Tool
 
 __all__ = [
     "Capabilities",
@@ -76,6 +79,10 @@ class PermissionConfig:
     ``rule_packs``: paths of TOML rule packs of the user's own, added to the built-in ones (which can
     never be removed; see docs/rule-packs.md). ``allowed_hosts``: host patterns (``fnmatch``, e.g.
     ``*.corp.example``) installs may fetch from and uploads may go to, besides the package indexes.
+
+    Calls of the caller's own ``Spec.tools`` have their own patterns, searched in the tool name:
+    ``tool_disallow_patterns`` decline, a non-empty ``tool_allow_patterns`` accepts only the names
+    matching one; otherwise the call is allowed (``default`` does not apply: the caller wrote them).
     """
 
     allow_patterns: tuple[str, ...] = ()
@@ -83,6 +90,8 @@ class PermissionConfig:
     default: Literal["allow", "deny", "ask"] = "allow"
     rule_packs: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    tool_allow_patterns: tuple[str, ...] = ()
+    tool_disallow_patterns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
@@ -90,6 +99,8 @@ class PermissionConfig:
         object.__setattr__(self, "disallow_patterns", tuple(self.disallow_patterns))
         object.__setattr__(self, "rule_packs", tuple(str(path) for path in self.rule_packs))
         object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
+        object.__setattr__(self, "tool_allow_patterns", tuple(self.tool_allow_patterns))
+        object.__setattr__(self, "tool_disallow_patterns", tuple(self.tool_disallow_patterns))
         if self.default not in ("allow", "deny", "ask"):
             raise ValueError(
                 f"PermissionConfig.default must be 'allow', 'deny' or 'ask', not {self.default!r}"
@@ -103,6 +114,10 @@ class Spec:
     ``timeout`` bounds each turn's total time (None: no limit). ``idle_timeout`` ends a turn that
     shows no sign of life for that many seconds (no event, no command or approval in progress) with
     ``Error(code="timeout")``; None or 0 turns the watchdog off.
+    ``tools``: Python functions (or ``agent_fleet.tools.Tool`` wrappers) the model may call; they are
+    turned into ``Tool`` objects here, so one that cannot be described raises ``UsageError`` at once.
+    ``answers``: canned answers when the agent asks the user (question id, header or text -> answer),
+    over the provider options' ``canned_answers`` (see ``agent_fleet.user_input``).
     """
 
     prompt: str
@@ -120,9 +135,18 @@ class Spec:
     config: Mapping[str, Any] = field(default_factory=dict)
     timeout: float | None = None
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT
+    tools: Sequence[Tool | Callable[..., Any]] = ()
+    answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_text(self.prompt)  # UsageError at once, before any provider sees it
+        if self.tools:
+            # Derive names and schemas now: a tool that cannot be described fails here, not at spawn.
+            from agent_fleet.tools import as_tools
+
+            object.__setattr__(self, "tools", as_tools(self.tools))
+        else:
+            object.__setattr__(self, "tools", ())
         if self.sandbox is not None and self.sandbox not in SANDBOXES:
             raise ValueError(f"Spec.sandbox must be one of {', '.join(SANDBOXES)}, not {self.sandbox!r}")
         if self.mode not in MODES:
@@ -131,6 +155,14 @@ class Spec:
             raise ValueError(f"Spec.timeout must be positive, not {self.timeout!r}")
         if self.idle_timeout is not None and not (0 <= self.idle_timeout < math.inf):
             raise ValueError(f"Spec.idle_timeout must be >= 0 seconds (0: off), not {self.idle_timeout!r}")
+        for question, answer in self.answers.items():
+            if not isinstance(question, str) or not (
+                isinstance(answer, str)
+                or (isinstance(answer, Sequence) and all(isinstance(a, str) for a in answer))
+            ):
+                raise ValueError(
+                    "Spec.answers must map question strings to a string or a sequence of strings"
+                )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +186,7 @@ class Capabilities:
     emits_subagent_events: bool
     tool_permission_format: str
     supports_review: bool = False  # ``Provider.review`` works
+    supports_python_tools: bool = False  # ``Spec.tools`` functions can be called by the model
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,6 +30,11 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "events_coalesced": (
             "the reader fell event_buffer events behind: text deltas after this are merged (data: bound)"
         ),
+        "user_input": (
+            "the agent or an MCP server asked for input and was answered "
+            "(data: kind, questions or message, action, source; never the answers)"
+        ),
+        "input_handler_failed": "the input_handler raised or returned no InputAnswer; the default answered",
         # -- codex (app-server and exec) -----------------------------------------------------------------
         "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
         "stream_retry": (

@@ -24,3 +24,14 @@ def test_cancel_denies_and_interrupts() -> None:
     result = _approvals.to_permission(Decision(action="cancel"))
     assert isinstance(result, PermissionResultDeny) and result.interrupt
     assert result.message.endswith(": cancel")
+
+
+def test_spec_tools_are_tool_requests_named_plainly() -> None:
+    request = _approvals.to_request("mcp__agent_fleet__add", {"a": 1}, cwd="/w")
+    assert (request.kind, request.tool) == ("tool", "add")
+    assert _approvals.describe(request, "mcp__agent_fleet__add") == {"kind": "tool", "tool": "add"}
+    assert _approvals.tool_name("mcp__agent_fleet__add") == "add"
+    # another MCP server's tools stay what they were
+    other = _approvals.to_request("mcp__docs__search", {}, cwd="/w")
+    assert (other.kind, other.tool) == ("unknown", None)
+    assert _approvals.tool_name("mcp__docs__search") == "mcp:docs/search"

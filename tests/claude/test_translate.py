@@ -31,6 +31,11 @@ def test_minimal_spec(tmp_path: Path) -> None:
     assert plan.untranslated == ()
 
 
+def _shout(text: str) -> str:
+    """Upper-case ``text``."""
+    return text.upper()
+
+
 def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     image = tmp_path / "pic.png"
     image.write_bytes(b"\x89PNG fake")
@@ -49,6 +54,8 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
         images=[image, "https://example.test/a.png"],
         config={"includeCoAuthoredBy": False},
         timeout=5.0,
+        tools=[_shout],
+        answers={"Database": "sqlite"},
     )
     options = ClaudeOptions(cli_path="/opt/claude", env={"A": "1"}, model="fallback", extra_args={"x": None})
     plan = plan_session(spec, options, session_id=SID, resume=True)
@@ -63,7 +70,8 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     assert (
         opts["cli_path"] == "/opt/claude" and opts["env"] == {"A": "1"} and opts["extra_args"] == {"x": None}
     )
-    assert set(plan.local) == {"permission", "timeout", "idle_timeout"}
+    # tools: an in-process MCP server; answers: the handle answers AskUserQuestion with them
+    assert set(plan.local) == {"permission", "timeout", "idle_timeout", "tools", "answers"}
     assert [u.field for u in plan.untranslated] == ["sandbox"]
     assert isinstance(plan.content, list)
     text, local, remote = plan.content

@@ -1,8 +1,8 @@
 """A scripted stand-in for `codex app-server` (run as a child process by the tests).
 
 On each turn/start it sends the server requests listed in $FAKE_SCENARIO (JSON list of
-{"method", "params"}; "threadId"/"conversationId" filled in), waits for every answer, then finishes
-the turn with an agent message whose text is the JSON list of the answers it received.
+{"method", "params"}; "threadId"/"conversationId" filled in unless "global" is true), waits for every
+answer, then finishes the turn with an agent message whose text is the JSON list of the answers it received.
 """
 
 import json
@@ -40,6 +40,8 @@ def ask(tid, turn, n, answers):
         return
     req = scenario[n]
     p = dict(req["params"], threadId=tid, turnId=turn)
+    if req.get("global"):  # a connection-wide request (e.g. auth refresh): no thread to route by
+        p = dict(req["params"])
     if req["method"] in ("execCommandApproval", "applyPatchApproval"):
         p = dict(req["params"], conversationId=tid)
     if isinstance(p.get("command"), str):

@@ -102,11 +102,12 @@ async def test_permissions_request_grants_or_withholds(tmp_path: Path) -> None:
 
 
 async def test_unhandled_server_request_gets_method_not_found(tmp_path: Path) -> None:
-    scenario = [{"method": "item/tool/requestUserInput", "params": {"itemId": "q", "questions": []}}]
+    # (requestUserInput used to be the example; it is answered now: see test_server_requests_fake.py)
+    scenario = [{"method": "attestation/generate", "params": {}}]
     events, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
     assert answers[0]["error"]["code"] == -32601
     notices = [e for e in events if isinstance(e, System) and e.subtype == "unhandled_server_request"]
-    assert notices and notices[0].data["method"] == "item/tool/requestUserInput"
+    assert notices and notices[0].data["method"] == "attestation/generate"
 
 
 async def test_unknown_approval_kind_accepted_unless_default_deny(tmp_path: Path) -> None:

@@ -28,6 +28,8 @@ CASES: dict[str, tuple[Any, str]] = {
     "config": ({"model_verbosity": "low"}, "thread.config"),
     "timeout": (30.0, "local"),
     "idle_timeout": (60.0, "local"),
+    "tools": ((len,), "thread.dynamicTools"),
+    "answers": ({"Database": "sqlite"}, "local"),
 }
 
 

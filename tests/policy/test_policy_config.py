@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent_fleet.contract import PermissionConfig
-from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision, evaluate_command
+from agent_fleet.errors import UsageError
+from agent_fleet.policy import RULES, ApprovalPolicy, ApprovalRequest, Decision, evaluate_command
 
 
 def _cmd(command: str | list[str]) -> ApprovalRequest:
@@ -128,3 +129,35 @@ def test_values_are_validated() -> None:
     assert request.paths == ("a",)
     assert Decision(action="allow_for_session").accepted
     assert not Decision(action="cancel").accepted
+
+
+@pytest.mark.parametrize(
+    ("config", "tool", "action", "rule"),
+    [
+        (None, "add", "allow_for_session", None),
+        (PermissionConfig(default="deny"), "add", "allow_for_session", None),  # own tools: allowed
+        (PermissionConfig(disallow_patterns=("add",)), "add", "allow_for_session", None),  # command patterns
+        (PermissionConfig(tool_disallow_patterns=("^deploy",)), "deploy_prod", "decline", "tool-deny"),
+        (PermissionConfig(tool_disallow_patterns=("^deploy",)), "add", "allow_for_session", None),
+        (PermissionConfig(tool_allow_patterns=("^read_", "^add$")), "add", "allow_for_session", None),
+        (PermissionConfig(tool_allow_patterns=("^read_",)), "write_file", "decline", "tool-not-allowed"),
+        (
+            PermissionConfig(tool_allow_patterns=("^read_",), tool_disallow_patterns=("secret",)),
+            "read_secret",
+            "decline",
+            "tool-deny",
+        ),
+    ],
+)
+def test_tool_requests_have_their_own_patterns(
+    config: PermissionConfig | None, tool: str, action: str, rule: str | None
+) -> None:
+    decision = ApprovalPolicy(config).evaluate(ApprovalRequest(kind="tool", tool=tool))
+    assert (decision.action, decision.rule) == (action, rule)
+    if rule is not None:
+        assert rule in RULES and tool in (decision.reason or "")
+
+
+def test_bad_tool_pattern_raises_at_construction() -> None:
+    with pytest.raises(UsageError, match="tool_allow_patterns"):
+        ApprovalPolicy(PermissionConfig(tool_allow_patterns=("(",)))

@@ -37,6 +37,7 @@ def invoke(*args: str, input: str | None = None) -> Result:
         (["run", "x", "--deny", "[unclosed"], "invalid regular expression '[unclosed'"),
         (["run", "x", "--cwd", "/definitely/not/here"], "does not exist"),
         (["run", "x", "-c", "novalue"], "expected key=value"),
+        (["run", "x", "--answer", "no-equals-sign"], "expected QUESTION=ANSWER"),
         (["run", "x", "--review-threshold", "P9"], "Invalid value for '--review-threshold'"),
         (["run", " "], "the prompt is empty"),
         (["batch", "/definitely/not/here.jsonl"], "cannot read the tasks file"),
@@ -50,6 +51,15 @@ def test_usage_errors_exit_2(args: list[str], message: str) -> None:
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_answers_become_the_providers_canned_answers() -> None:
+    from agent_fleet.cli._options import provider_options
+
+    codex = provider_options("codex", ['model="m"'], ["Database=sqlite", "Which port?=8080=x"])
+    assert codex.canned_answers == {"Database": "sqlite", "Which port?": "8080=x"}
+    assert codex.config == {"model": "m"}
+    assert provider_options("claude", [], ["Name=fleet"]).canned_answers == {"Name": "fleet"}
 
 
 def test_bad_tasks_file_names_the_line(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_fleet.cli import describe, parse_config_overrides
+from agent_fleet.contract import Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System, ToolUse
 from agent_fleet.runner import Redactor, TaskEvent, TranscriptWriter, event_record
@@ -93,6 +94,15 @@ def test_parse_tasks_ok(tmp_path: Path) -> None:
     assert tasks[1].cwd == tmp_path / "sub" and tasks[1].require_commit is True and tasks[1].line == 4
 
 
+def test_a_tasks_answers_reach_its_spec_over_the_templates(tmp_path: Path) -> None:
+    text = '{"id": "a", "prompt": "p", "model": "m", "answers": {"Database": "pg", "Ports?": ["80", "443"]}}'
+    [task] = parse_tasks(text, base_dir=tmp_path)
+    template = Spec(prompt="-", model="default", answers={"Database": "sqlite", "Name": "fleet"})
+    spec = task.spec(template, "/work/a")
+    assert (spec.prompt, spec.cwd, spec.model) == ("p", "/work/a", "m")
+    assert spec.answers == {"Database": "pg", "Name": "fleet", "Ports?": ["80", "443"]}
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -102,6 +112,8 @@ def test_parse_tasks_ok(tmp_path: Path) -> None:
         ('{"id": "a", "prompt": "p"}\n{"id": "a", "prompt": "q"}', "line 2: id 'a' already used on line 1"),
         ('{"id": "a", "prompt": "p", "colour": 1}', "line 1: unknown key"),
         ('{"id": "a", "prompt": "p", "require_commit": "yes"}', "line 1: 'require_commit' must be a bool"),
+        ('{"id": "a", "prompt": "p", "answers": {"q": 1}}', "line 1: 'answers' must map questions"),
+        ('{"id": "a", "prompt": "p", "answers": ["q"]}', "line 1: 'answers' must map questions"),
         ("", "no tasks"),
     ],
 )

@@ -4,6 +4,7 @@ Claude Code asks ``can_use_tool(tool_name, input, context)``; the engine wants a
 
 - ``Bash`` -> ``kind="command"`` with ``input["command"]`` (shell text, parsed by the engine);
 - ``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit`` -> ``kind="file_change"`` with the file path;
+- ``mcp__agent_fleet__<name>`` (a ``Spec.tools`` function) -> ``kind="tool"`` with ``tool=<name>``;
 - anything else (Read, Grep, WebFetch, MCP tools, ...) -> ``kind="unknown"``: the default decides.
 
 The policy's answer goes back as the SDK's permission result (``to_permission``): either allow is an
@@ -18,7 +19,17 @@ from typing import Any, Final
 
 from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
 
+from agent_fleet.claude.translate import TOOLS_SERVER
 from agent_fleet.policy import ApprovalRequest, Decision
+
+#: How Claude names a ``Spec.tools`` function: a tool of the session's own MCP server.
+_OWN_PREFIX: Final = f"mcp__{TOOLS_SERVER}__"
+
+
+def own_tool(claude_name: str) -> str | None:
+    """The ``Spec.tools`` name behind a Claude tool name, or None for any other tool."""
+    return claude_name.removeprefix(_OWN_PREFIX) if claude_name.startswith(_OWN_PREFIX) else None
+
 
 FILE_TOOLS: Final = {
     "Edit": "file_path",
@@ -37,6 +48,9 @@ def to_request(
 ) -> ApprovalRequest:
     """The engine's request for one tool call."""
     roots = tuple(writable_roots)
+    own = own_tool(tool_name)
+    if own is not None:
+        return ApprovalRequest(kind="tool", tool=own, cwd=cwd, writable_roots=roots)
     if tool_name == "Bash":
         command = tool_input.get("command")
         return ApprovalRequest(
@@ -69,6 +83,9 @@ def to_permission(decision: Decision) -> PermissionResultAllow | PermissionResul
 def describe(request: ApprovalRequest, tool_name: str) -> dict[str, Any]:
     """What a decision was about, for audit events: the command or the paths (and the Claude tool)."""
     about: dict[str, Any] = {"kind": request.kind}
+    if request.tool is not None:
+        about["tool"] = request.tool
+        return about
     if request.command is not None:
         about["command"] = request.command if isinstance(request.command, str) else list(request.command)
     elif request.paths:
@@ -79,9 +96,13 @@ def describe(request: ApprovalRequest, tool_name: str) -> dict[str, Any]:
 
 
 def tool_name(name: str) -> str:
-    """Claude tool name -> agent-fleet name: ``Bash`` -> ``shell``, ``mcp__srv__tool`` -> ``mcp:srv/tool``."""
+    """Claude tool name -> agent-fleet name: ``Bash`` -> ``shell``, ``mcp__srv__tool`` -> ``mcp:srv/tool``,
+    a ``Spec.tools`` function -> its own name."""
     if name == "Bash":
         return "shell"
+    own = own_tool(name)
+    if own is not None:
+        return own
     if name.startswith("mcp__"):
         server, _, tool = name.removeprefix("mcp__").partition("__")
         if server and tool:

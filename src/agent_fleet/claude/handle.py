@@ -63,18 +63,20 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import Message
 
+from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet._provider.watchdog import IdleWatchdog
-from agent_fleet.claude import _approvals
+from agent_fleet.claude import _approvals, _questions, _tools
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan
 from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
 from agent_fleet.events import Error, Event, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
+from agent_fleet.tools import as_tools
 
 if TYPE_CHECKING:
     from agent_fleet.claude.provider import ClaudeProvider
@@ -153,8 +155,15 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         self._total_tokens = 0
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
         self._reader: asyncio.Task[None] | None = None
+        sdk_options = dict(plan.options)
+        if spec.tools:
+            tools = as_tools(spec.tools)
+            sdk_options["mcp_servers"] = {
+                **sdk_options.get("mcp_servers", {}),
+                _tools.SERVER: _tools.sdk_server(tools),
+            }
         options = ClaudeAgentOptions(
-            **plan.options,
+            **sdk_options,
             can_use_tool=self._can_use_tool,
             hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[self._ask_hook])]},
             stderr=self._stderr.append,
@@ -428,6 +437,14 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
 
     # -- approvals -------------------------------------------------------------------------------------
 
+    async def _ask_user(self, tool_input: dict[str, Any]) -> PermissionResultAllow | PermissionResultDeny:
+        """Claude asks the user: the ``input_handler``, else canned answers or a decline Claude reads."""
+        options = self._provider.options
+        request = _questions.to_input_request(tool_input, self._session_id)
+        canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
+        answer = await answer_input(request, options.input_handler, canned, self.emit)
+        return _questions.to_permission(request, tool_input, answer)
+
     async def _ask_hook(
         self, hook_input: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
@@ -438,6 +455,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
     ) -> PermissionResultAllow | PermissionResultDeny:
         if tool_name in _approvals.INTERNAL_TOOLS:
             return PermissionResultAllow()
+        if tool_name == _questions.ASK_USER:
+            return await self._ask_user(tool_input)
         request = _approvals.to_request(tool_name, tool_input, cwd=self._cwd)
         turn = self._live_turn()
         if turn is None:

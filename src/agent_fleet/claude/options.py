@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from agent_fleet.errors import UsageError
+
+if TYPE_CHECKING:
+    from agent_fleet.user_input import InputHandler
 
 __all__ = ["ClaudeOptions"]
 
@@ -22,12 +26,17 @@ class ClaudeOptions:
       ``CLAUDE_CONFIG_DIR`` (and the same ``Spec.cwd``) as the session's first run.
     - ``model``: the model when ``Spec.model`` is not set.
     - ``extra_args``: further CLI flags, ``{"flag": "value"}`` or ``{"flag": None}`` for a switch.
+    - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for Claude's ``AskUserQuestion``
+      (``agent_fleet.user_input``); without one, ``canned_answers`` (question header or text ->
+      answer) answer what they can and the rest is declined with a message for the model.
     """
 
     cli_path: str | os.PathLike[str] | None = None
     env: Mapping[str, str] | None = None
     model: str | None = None
     extra_args: Mapping[str, str | None] | None = None
+    input_handler: InputHandler | None = None
+    canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.env is not None:

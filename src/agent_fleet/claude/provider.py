@@ -66,6 +66,7 @@ class ClaudeProvider(Provider):
             needs_permission_config=False,
             emits_subagent_events=True,  # subagents' tool calls and results are reported
             tool_permission_format="claude-can-use-tool",
+            supports_python_tools=True,  # an in-process MCP server (claude._tools)
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------

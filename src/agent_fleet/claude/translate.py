@@ -20,6 +20,7 @@ Where the fields go:
 - ``output_schema`` -> ``output_format={"type": "json_schema", "schema": ...}``;
 - ``config`` -> ``settings`` (inline Claude Code settings JSON, the highest user-controlled layer);
 - ``permission``, ``timeout``, ``idle_timeout`` -> local (approval bridge, turn timers);
+- ``tools`` -> local: an in-process MCP server named ``agent_fleet`` (``claude._tools``);
 - ``sandbox`` -> not translated: agent-fleet does not configure Claude Code's OS sandbox; every tool
   call still goes through the approval policy.
 """
@@ -44,6 +45,9 @@ __all__ = ["ClaudePlan", "Untranslated", "plan_session", "user_content"]
 #: Makes the CLI consult ``can_use_tool`` for whatever its rules would prompt for; a PreToolUse hook
 #: answering "ask" (see ``handle``) turns every other tool call into a prompt too.
 PERMISSION_MODE: Final = "default"
+#: The in-process MCP server that serves ``Spec.tools`` (``claude._tools``); Claude names its tools
+#: ``mcp__agent_fleet__<name>``.
+TOOLS_SERVER: Final = "agent_fleet"
 
 EFFORTS: Final = frozenset({"low", "medium", "high", "xhigh", "max"})
 EFFORT_ALIASES: Final = {"minimal": "low", "none": "low"}
@@ -150,9 +154,19 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
                     )
             case "permission" | "timeout" | "idle_timeout":
                 local.append(name)  # approval bridge / turn timer
+            case "answers":
+                if value:
+                    local.append(name)  # the handle answers AskUserQuestion with them
             case "mcp_servers":
                 if value:
+                    if TOOLS_SERVER in value:
+                        raise UsageError(
+                            f"Spec.mcp_servers: the name {TOOLS_SERVER!r} is kept for Spec.tools"
+                        )
                     opts["mcp_servers"] = {str(k): dict(v) for k, v in value.items()}
+            case "tools":
+                if value:
+                    local.append(name)  # an in-process MCP server the handle builds (claude._tools)
             case "output_schema":
                 if value is not None:
                     opts["output_format"] = {"type": "json_schema", "schema": dict(value)}

@@ -29,6 +29,7 @@ from agent_fleet.runner import (
 __all__ = [
     "Common",
     "common_options",
+    "parse_answers",
     "parse_config_overrides",
     "pop_common",
     "provider_options",
@@ -115,8 +116,10 @@ class Common:
 
         return RemoteProvider(self.server, provider=self.provider)
 
+    answers: tuple[str, ...] = ()
+
     def options(self) -> Any:
-        return provider_options(self.provider, self.config)
+        return provider_options(self.provider, self.config, self.answers)
 
     def template(self, prompt: str, cwd: Path | None, task_id: str) -> Task:
         review = None
@@ -234,6 +237,14 @@ def common_options(fn: _F) -> _F:
         click.option(
             "--json", "json_output", is_flag=True, help="Write events as JSON Lines, then a summary."
         ),
+        click.option(
+            "--answer",
+            "answers",
+            multiple=True,
+            metavar="QUESTION=ANSWER",
+            help="Canned answer when the agent asks (question id, header or text; repeatable). "
+            "Unanswered questions are declined: the agent is told to decide itself.",
+        ),
         click.option("--review", is_flag=True, help="Codex review of the changes once the gate passes."),
         click.option(
             "--review-threshold",
@@ -248,16 +259,35 @@ def common_options(fn: _F) -> _F:
     return fn
 
 
-def provider_options(provider: str, config: Sequence[str]) -> Any:
+def parse_answers(values: Sequence[str]) -> dict[str, str]:
+    """``--answer QUESTION=ANSWER`` flags -> canned answers. Raises ``UsageError`` without ``=``."""
+    answers: dict[str, str] = {}
+    for item in values:
+        key, sep, answer = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--answer {item!r}: expected QUESTION=ANSWER (e.g. --answer Database=sqlite)")
+        answers[key.strip()] = answer
+    return answers
+
+
+def provider_options(provider: str, config: Sequence[str], answers: Sequence[str] = ()) -> Any:
     """The options object of ``provider``'s registry entry, with the ``-c`` overrides (for the
-    providers whose options take a ``config`` mapping)."""
+    providers whose options take a ``config`` mapping) and ``--answer`` canned answers (for those
+    whose options take ``canned_answers``)."""
     entry = provider_entry(provider)
+    kwargs: dict[str, Any] = {}
+    names = {f.name for f in dataclasses.fields(entry.options_type)}
     overrides = parse_config_overrides(config)
-    if not overrides:
-        return entry.options_type()
-    if "config" not in {f.name for f in dataclasses.fields(entry.options_type)}:
-        raise UsageError("-c overrides apply to the codex providers only")
-    return entry.options_type(config=overrides)
+    if overrides:
+        if "config" not in names:
+            raise UsageError("-c overrides apply to the codex providers only")
+        kwargs["config"] = overrides
+    canned = parse_answers(answers)
+    if canned:
+        if "canned_answers" not in names:
+            raise UsageError(f"--answer does not apply to the {provider} provider")
+        kwargs["canned_answers"] = canned
+    return entry.options_type(**kwargs)
 
 
 def pop_common(kwargs: dict[str, Any]) -> Common:

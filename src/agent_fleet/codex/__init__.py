@@ -10,11 +10,13 @@ from agent_fleet._codex_binary import (
 from agent_fleet.codex.appserver import CodexProvider
 from agent_fleet.codex.exec import CodexExecHandle, CodexExecProvider
 from agent_fleet.codex.handle import CodexHandle
-from agent_fleet.codex.options import ApprovalHandler, CodexOptions
+from agent_fleet.codex.options import ApprovalHandler, AuthRefreshHandler, AuthTokens, CodexOptions
 from agent_fleet.codex.translate import SpawnPlan, Untranslated, plan_spawn
 
 __all__ = [
     "ApprovalHandler",
+    "AuthRefreshHandler",
+    "AuthTokens",
     "CodexExecHandle",
     "CodexExecProvider",
     "CodexHandle",

@@ -115,7 +115,9 @@ def to_wire(method: str, params: Mapping[str, Any], decision: Decision) -> dict[
 
 
 def describe(request: ApprovalRequest) -> dict[str, Any]:
-    """What a decision was about, for audit events: the command or the paths."""
+    """What a decision was about, for audit events: the command, the paths or the tool."""
+    if request.tool is not None:
+        return {"kind": request.kind, "tool": request.tool}
     if request.command is not None:
         command = request.command if isinstance(request.command, str) else list(request.command)
         return {"kind": request.kind, "command": command}

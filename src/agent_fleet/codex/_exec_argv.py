@@ -147,6 +147,16 @@ def build_command(
                     else:
                         # --image=PATH: a bare `-i PATH` would swallow the trailing `-` as another image.
                         flags.append(f"--image={Path(path).expanduser().resolve()}")
+            case "answers":
+                pass  # codex exec never asks the user: nothing to answer
+            case "tools":
+                if value:
+                    untranslated.append(
+                        Untranslated(
+                            name,
+                            "codex exec cannot call back into Python; use the codex app-server provider",
+                        )
+                    )
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex exec provider"))
 

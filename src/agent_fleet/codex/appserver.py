@@ -33,6 +33,7 @@ from agent_fleet import __version__
 from agent_fleet._codex_binary import find_codex
 from agent_fleet._codex_toml import config_args
 from agent_fleet._provider.sessions import Sessions
+from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
@@ -46,8 +47,8 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import Event, System
-from agent_fleet.jsonrpc import Connection, Notification, StreamTransport
+from agent_fleet.events import Error, Event, System
+from agent_fleet.jsonrpc import Connection, Notification, Request, StreamTransport
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
@@ -144,6 +145,7 @@ class CodexProvider(Provider):
             emits_subagent_events=False,
             tool_permission_format="codex-approval",
             supports_review=True,
+            supports_python_tools=True,  # dynamicTools + item/tool/call
         )
 
     @property
@@ -192,7 +194,7 @@ class CodexProvider(Provider):
         conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=_route, name="codex-app-server")
         child = _Child(proc, conn)
         child.stderr_task = asyncio.get_running_loop().create_task(child.read_stderr(), name="codex-stderr")
-        conn.set_fallback(on_notification=self._on_global_notification)
+        conn.set_fallback(on_notification=self._on_global_notification, on_request=self._on_global_request)
         conn.on_close(lambda cause: self._on_close(child, cause))
         conn.start()
         try:
@@ -336,7 +338,9 @@ class CodexProvider(Provider):
         plan = plan_spawn(spec)
         policy = ApprovalPolicy(spec.permission)
         notices = [*await self._write_mcp(child, plan.mcp_edits), *spec_unsupported(plan.untranslated)]
+        # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
         params = {**plan.thread_params, "threadId": session_id}
+        params.pop("dynamicTools", None)
         result = await child.conn.request_with_retry(
             "thread/resume", params, timeout=self.options.rpc_timeout
         )
@@ -441,6 +445,45 @@ class CodexProvider(Provider):
 
     def _on_global_notification(self, msg: Notification) -> None:
         logger.debug("codex notification without a live thread: %s", msg.method)
+
+    async def _on_global_request(self, msg: Request) -> None:
+        child = self._child
+        if child is None:
+            return
+        if msg.method == _requests.AUTH_REFRESH:
+            # The handler may take long (a browser login): answer from a task, never on the worker.
+            self._spawn_task(self._refresh_auth(child.conn, msg), f"auth-refresh:{msg.id}")
+        elif msg.method == _requests.CURRENT_TIME:
+            with contextlib.suppress(AgentFleetError):
+                await child.conn.respond(msg.id, _requests.current_time_response())
+        else:
+            with contextlib.suppress(AgentFleetError):
+                await child.conn.respond_error(
+                    msg.id, RPCError.METHOD_NOT_FOUND, f"agent-fleet does not handle {msg.method}"
+                )
+
+    async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
+        """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
+        every live turn with ``auth_failed`` (nothing can run until someone logs in again)."""
+        params = msg.params if isinstance(msg.params, dict) else {}
+        handler = self.options.auth_refresh_handler
+        problem = "no auth_refresh_handler is configured"
+        if handler is not None:
+            try:
+                tokens = await handler(params.get("previousAccountId"))
+                with contextlib.suppress(AgentFleetError):
+                    await conn.respond(msg.id, _requests.auth_tokens_response(tokens))
+                return
+            except Exception as exc:
+                problem = f"the auth_refresh_handler failed: {type(exc).__name__}: {exc}"
+        with contextlib.suppress(AgentFleetError):
+            await conn.respond_error(msg.id, -32603, f"cannot refresh ChatGPT tokens: {problem}")
+        message = (
+            f"codex's ChatGPT authentication must be refreshed ({problem}); "
+            "log in again (codex login) or give CodexOptions.auth_refresh_handler"
+        )
+        for handle in self._sessions.handles():
+            handle.end_turn(Error(code="auth_failed", message=message, data={"reason": params.get("reason")}))
 
 
 def _model_info(record: dict[str, Any]) -> ModelInfo:

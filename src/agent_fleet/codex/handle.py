@@ -19,7 +19,9 @@ dropped. Every way a turn can end calls ``EventStream.finish``: the first wins, 
 so ``stop()``, crash handling and the forwarder can race in any order.
 
 Approvals are server requests on the same worker: the policy decides at once; an ``approval_handler``
-runs on a task of its own so it may take as long as it likes.
+runs on a task of its own so it may take as long as it likes. So do ``Spec.tools`` calls
+(``item/tool/call``: policy, then the function) and questions / MCP elicitations (the
+``input_handler``, else canned answers or a decline). ``currentTime/read`` is answered at once.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex import _approvals
+from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Spec, check_text
@@ -41,6 +45,7 @@ from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+from agent_fleet.tools import by_name, failure
 
 if TYPE_CHECKING:
     from agent_fleet.codex.appserver import CodexProvider
@@ -98,6 +103,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         self._turn: _AppServerTurn | None = None
         self._old_turn_ids: set[str] = set()
         self._closed = False
+        self._tools = by_name(spec.tools)
         on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
         self._sub: Subscription = connection.subscribe(
             thread_id, on_notification=on_note, on_request=self._on_request
@@ -306,10 +312,23 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     # -- server requests -----------------------------------------------------------------------------
 
     async def _on_request(self, msg: Request) -> None:
-        if not _approvals.is_approval(msg.method):
-            self._emit(System(subtype="unhandled_server_request", data={"method": msg.method, "id": msg.id}))
-            await self._reply_error(msg, -32601, f"agent-fleet does not handle {msg.method}")
+        method = msg.method
+        if _approvals.is_approval(method):
+            await self._on_approval(msg)
             return
+        params = msg.params if isinstance(msg.params, dict) else {}
+        if method == _requests.TOOL_CALL:
+            # The caller's function may take long: run it on a task so this thread's events flow.
+            self._host.spawn_task(self._tool_call(msg, params), f"tool:{msg.id}")
+        elif method in _requests.INPUT_METHODS:
+            self._host.spawn_task(self._user_input(msg, params), f"input:{msg.id}")
+        elif method == _requests.CURRENT_TIME:
+            await self._reply(msg, _requests.current_time_response())
+        else:
+            self._emit(System(subtype="unhandled_server_request", data={"method": method, "id": msg.id}))
+            await self._reply_error(msg, -32601, f"agent-fleet does not handle {method}")
+
+    async def _on_approval(self, msg: Request) -> None:
         params = msg.params if isinstance(msg.params, dict) else {}
         turn = self._turn
         request = _approvals.to_request(
@@ -333,11 +352,16 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     async def _refine(
         self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
     ) -> None:
+        await self._answer(msg, params, request, await self._ask_handler(request, decision))
+
+    async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
+        """The ``approval_handler``'s refinement of ``decision`` (a decline when it fails)."""
         handler = self._provider.options.approval_handler
-        assert handler is not None
+        if handler is None or decision.action == "decline":
+            return decision
         turn = self._turn
         if turn is not None:
-            turn.approvals += 1
+            turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog
         try:
             refined = await handler(request, decision)
             if not isinstance(refined, Decision):
@@ -355,7 +379,50 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         finally:
             if turn is not None:
                 turn.approvals -= 1
-        await self._answer(msg, params, request, refined)
+        return refined
+
+    async def _tool_call(self, msg: Request, params: dict[str, Any]) -> None:
+        """Answer ``item/tool/call``: the policy, then the ``Spec.tools`` function (``ToolUse`` and
+        ``ToolResult`` come from codex's own ``dynamicToolCall`` item)."""
+        name = str(params.get("tool") or "")
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            output = failure(f"unknown tool {name!r} (this session's tools: {known})")
+        else:
+            request = ApprovalRequest(kind="tool", tool=name, cwd=self._cwd)
+            decision = await self._ask_handler(request, self._policy.evaluate(request))
+            use_id = f"approval:{params.get('callId') or msg.id}"
+            for event in approval_events(use_id, _approvals.describe(request), decision):
+                self._emit(event)
+            if decision.accepted:
+                output = await tool.call(params.get("arguments"))
+            else:
+                rule = f" ({decision.rule})" if decision.rule else ""
+                output = failure(
+                    f"Declined by the agent-fleet approval policy{rule}: {decision.reason or decision.action}"
+                )
+                if decision.action == "cancel":
+                    self.end_turn(Error(code="cancelled", message=f"tool call {name!r} cancelled the turn"))
+        await self._reply(msg, _requests.tool_call_response(output))
+
+    async def _user_input(self, msg: Request, params: dict[str, Any]) -> None:
+        """Answer a question or an MCP elicitation: the ``input_handler``, else canned answers or a
+        decline the model can act on (``agent_fleet.user_input``)."""
+        options = self._provider.options
+        request = _requests.input_request(msg.method, params, self._thread_id)
+        canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
+        answer = await answer_input(request, options.input_handler, canned, self._emit)
+        await self._reply(msg, _requests.input_response(msg.method, request, answer))
+
+    def end_turn(self, error: Error) -> None:
+        """End the live turn with ``error`` and interrupt it on the server (the session stays open)."""
+        turn = self._turn
+        if turn is not None and self._finish(turn, error) and turn.turn_id:
+            turn.interrupt = self._host.spawn_task(
+                self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
+                f"interrupt:{self._thread_id}",
+            )
 
     async def _answer(
         self, msg: Request, params: dict[str, Any], request: ApprovalRequest, decision: Decision
@@ -367,6 +434,12 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision))
         except AgentFleetError as exc:
             logger.debug("approval reply for thread %s failed: %s", self._thread_id, exc)
+
+    async def _reply(self, msg: Request, result: Any) -> None:
+        try:
+            await self._conn.respond(msg.id, result)
+        except AgentFleetError as exc:
+            logger.debug("reply to %s for thread %s failed: %s", msg.method, self._thread_id, exc)
 
     async def _reply_error(self, msg: Request, code: int, message: str) -> None:
         try:

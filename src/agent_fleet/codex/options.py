@@ -13,10 +13,24 @@ from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:
     from agent_fleet.policy import ApprovalRequest, Decision
+    from agent_fleet.user_input import InputHandler
 
-__all__ = ["ApprovalHandler", "CodexOptions"]
+__all__ = ["ApprovalHandler", "AuthRefreshHandler", "AuthTokens", "CodexOptions"]
 
 ApprovalHandler = Callable[["ApprovalRequest", "Decision"], Awaitable["Decision"]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthTokens:
+    """Fresh ChatGPT credentials for codex (``account/chatgptAuthTokens/refresh``)."""
+
+    access_token: str
+    account_id: str
+    plan_type: str | None = None
+
+
+#: async ``(previous_account_id) -> AuthTokens``.
+AuthRefreshHandler = Callable[[str | None], Awaitable[AuthTokens]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +51,11 @@ class CodexOptions:
       ``System(subtype="events_coalesced")`` marker; no text and no other event is dropped, and
       nothing waits, so no backlog moves into the connection and other handles are never delayed.
     - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision.
+    - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for the agent's questions and MCP
+      elicitations (``agent_fleet.user_input``); without one, ``canned_answers`` (question id, header
+      or text -> answer) answer what they can and the rest is declined with a message for the model.
+    - ``auth_refresh_handler``: async ``(previous_account_id) -> AuthTokens`` when codex's ChatGPT
+      token is rejected; without one every live turn ends with ``Error(code="auth_failed")``.
     - ``dangerously_bypass_approvals_and_sandbox``: exec provider only; off unless asked explicitly.
     - ``skip_git_repo_check``: exec provider only; run outside a git repository.
     """
@@ -52,6 +71,9 @@ class CodexOptions:
     restart_on_crash: bool = False
     event_buffer: int | None = None
     approval_handler: ApprovalHandler | None = None
+    input_handler: InputHandler | None = None
+    canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
+    auth_refresh_handler: AuthRefreshHandler | None = None
     dangerously_bypass_approvals_and_sandbox: bool = False
     skip_git_repo_check: bool = False
 

@@ -11,12 +11,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet._provider.prompt import apply_mode
 from agent_fleet.contract import Spec, Untranslated
 
-__all__ = ["APPROVAL_POLICY", "SpawnPlan", "Untranslated", "plan_spawn", "turn_input"]
+if TYPE_CHECKING:
+    from agent_fleet.tools import Tool
+
+__all__ = ["APPROVAL_POLICY", "SpawnPlan", "Untranslated", "dynamic_tool", "plan_spawn", "turn_input"]
 
 # Every thread asks before running anything codex does not itself know to be harmless, so the approval
 # bridge sees every such command. The sandbox stays whatever the spec asked for.
@@ -61,6 +64,16 @@ def _mcp_edits(servers: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
     ]
 
 
+def dynamic_tool(tool: Tool) -> dict[str, Any]:
+    """A ``Spec.tools`` entry as a ``thread/start`` ``dynamicTools`` spec."""
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+    }
+
+
 def plan_spawn(spec: Spec) -> SpawnPlan:
     """Translate ``spec`` into app-server requests. Pure: no I/O beyond path normalisation."""
     thread: dict[str, Any] = {"approvalPolicy": APPROVAL_POLICY}
@@ -94,6 +107,9 @@ def plan_spawn(spec: Spec) -> SpawnPlan:
                     thread["sandbox"] = value
             case "permission" | "timeout" | "idle_timeout":
                 local.append(name)  # approval bridge / turn timer
+            case "answers":
+                if value:
+                    local.append(name)  # the handle answers questions with them
             case "mcp_servers":
                 pass  # config/batchWrite, below
             case "output_schema":
@@ -102,6 +118,9 @@ def plan_spawn(spec: Spec) -> SpawnPlan:
             case "config":
                 if value:
                     thread["config"] = dict(value)
+            case "tools":
+                if value:  # experimental; answered by the handle on item/tool/call
+                    thread["dynamicTools"] = [dynamic_tool(tool) for tool in value]
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex app-server provider"))
 

@@ -9,7 +9,7 @@ from typing import Literal, get_args
 
 __all__ = ["Action", "ApprovalRequest", "Decision", "RequestKind"]
 
-RequestKind = Literal["command", "file_change", "permissions", "unknown"]
+RequestKind = Literal["command", "file_change", "permissions", "tool", "unknown"]
 #: The policy's own words, translated to each provider's wire format in that provider's package:
 #: ``allow_once`` (this request only), ``allow_for_session`` (this and the same again in the session),
 #: ``decline`` (refuse; the agent may try something else), ``cancel`` (refuse and stop the turn).
@@ -31,7 +31,8 @@ class ApprovalRequest:
     ``command``: shell text, or an argv list (codex sends both; ``["bash", "-lc", "..."]`` is common);
     stored as ``str`` or ``tuple[str, ...]``. ``paths``: the files a ``file_change`` touches, relative to
     ``cwd`` or absolute. ``cwd``: where the agent works. ``writable_roots``: further directories it may
-    write (relative ones are taken from ``cwd``). Path-likes are stored as ``str``.
+    write (relative ones are taken from ``cwd``). Path-likes are stored as ``str``. ``tool``: the name
+    of a caller-defined tool (``Spec.tools``) a ``kind="tool"`` request calls.
     Raises ``ValueError`` for an unknown ``kind``.
     """
 
@@ -40,6 +41,7 @@ class ApprovalRequest:
     paths: Sequence[str | os.PathLike[str]] = ()
     cwd: str | os.PathLike[str] | None = None
     writable_roots: Sequence[str | os.PathLike[str]] = ()
+    tool: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:

@@ -29,6 +29,10 @@ file change with no paths has nothing to escape, so the default decides.
 
 ``permissions`` and ``unknown``: the default decides.
 
+``tool`` (a caller-defined ``Spec.tools`` function): ``tool_disallow_patterns`` searched in the tool
+name -> ``tool-deny``; when ``tool_allow_patterns`` are given and none matches -> ``tool-not-allowed``;
+otherwise allowed whatever ``default`` says (the caller wrote and passed the tool).
+
 A ``None`` configuration is the built-in rules plus default ``allow``. ``ApprovalPolicy`` compiles its
 patterns once, in the constructor (a bad pattern raises ``UsageError``, a ``ValueError``, naming it),
 holds no mutable state, and is safe to use from many threads at once.
@@ -63,6 +67,8 @@ RULES: dict[str, str] = {
     "not-allowed": "allow_patterns are set and a command matches none of them",
     "default-deny": "nothing accepted the request and the configuration's default is deny",
     "default-ask": "nothing decided the request and the configuration's default is ask (nobody answered)",
+    "tool-deny": "the tool's name matches one of the configuration's tool_disallow_patterns",
+    "tool-not-allowed": "tool_allow_patterns are set and the tool's name matches none of them",
 }
 
 
@@ -89,12 +95,16 @@ def _allow(reason: str) -> Decision:
 class ApprovalPolicy:
     """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
 
-    __slots__ = ("_allow", "_config", "_default", "_disallow", "_packs")
+    __slots__ = ("_allow", "_config", "_default", "_disallow", "_packs", "_tool_allow", "_tool_disallow")
 
     def __init__(self, config: PermissionConfig | None = None) -> None:
         self._config = config
         self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
         self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
+        self._tool_disallow = (
+            _compile(config.tool_disallow_patterns, "tool_disallow_patterns") if config else ()
+        )
+        self._tool_allow = _compile(config.tool_allow_patterns, "tool_allow_patterns") if config else ()
         self._default = config.default if config else "allow"
         self._packs = pack_set(config.rule_packs, config.allowed_hosts) if config else pack_set()
 
@@ -112,6 +122,8 @@ class ApprovalPolicy:
                 return self._command(request)
             case "file_change":
                 return self._file_change(request)
+            case "tool":
+                return self._tool(request.tool or "")
             case "permissions" | "unknown":
                 return self._by_default(f"{request.kind} request")
             case _:
@@ -127,6 +139,14 @@ class ApprovalPolicy:
                 return _decline("default-ask", f"{what}: nothing decided it and nobody was asked")
             case _:
                 assert_never(self._default)
+
+    def _tool(self, name: str) -> Decision:
+        for pattern in self._tool_disallow:
+            if pattern.search(name):
+                return _decline("tool-deny", f"tool {name!r} matches disallowed pattern {pattern.pattern!r}")
+        if self._tool_allow and not any(pattern.search(name) for pattern in self._tool_allow):
+            return _decline("tool-not-allowed", f"tool {name!r} matches no allowed tool pattern")
+        return _allow(f"tool {name!r}: the caller's own tool")
 
     def _file_change(self, request: ApprovalRequest) -> Decision:
         escaped = check_paths(request.paths, request.cwd, request.writable_roots)

@@ -178,7 +178,7 @@ class RayBatch:
                 command=t.gate_cmd if t.gate_cmd is not None else gate.command,
                 require_commit=t.require_commit if t.require_commit is not None else gate.require_commit,
             )
-        spec = replace(template.spec, prompt=t.prompt, cwd=directory, model=t.model or template.spec.model)
+        spec = t.spec(template.spec, directory)
         return replace(template, id=t.id, spec=spec, gate=gate)
 
     async def _remote_head(self, url: str) -> str:

@@ -3,11 +3,13 @@
 Tasks file (JSON Lines, one object a line; blank lines and lines starting with ``#`` are skipped)::
 
     {"id": "fix-1", "prompt": "...", "cwd": "repo", "gate_cmd": "pytest -q", "require_commit": true,
-     "model": "gpt-5.5"}
+     "model": "gpt-5.5", "answers": {"Which database?": "sqlite"}}
 
 ``id`` and ``prompt`` are required; ``id`` must be unique and made of letters, digits, ``.``, ``_``
 and ``-`` (it names the transcript and the branch). A relative ``cwd`` is relative to the tasks file's
-directory. ``load_tasks`` raises ``UsageError`` naming the line of the first bad entry.
+directory. ``answers`` are canned answers for the agent's questions (``Spec.answers``; question id,
+header or text -> a string or a list of strings). ``load_tasks`` raises ``UsageError`` naming the
+line of the first bad entry.
 
 Theory of operation
 -------------------
@@ -41,12 +43,12 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.contract import Provider
+from agent_fleet.contract import Provider, Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
 from agent_fleet.runner._otel import BatchTelemetry
@@ -72,7 +74,7 @@ __all__ = [
 
 BRANCH_PREFIX = "agent-fleet/"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_KEYS = frozenset({"id", "prompt", "cwd", "gate_cmd", "require_commit", "model"})
+_KEYS = frozenset({"id", "prompt", "cwd", "gate_cmd", "require_commit", "model", "answers"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +87,19 @@ class BatchTask:
     gate_cmd: str | None = None
     require_commit: bool | None = None
     model: str | None = None
+    answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     line: int = 0
+
+    def spec(self, template: Spec, cwd: str) -> Spec:
+        """The session's ``Spec``: ``template`` with this task's prompt, directory, model and answers
+        (a task's answers win over the template's)."""
+        return replace(
+            template,
+            prompt=self.prompt,
+            cwd=cwd,
+            model=self.model or template.model,
+            answers={**template.answers, **self.answers},
+        )
 
 
 def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
@@ -93,6 +107,19 @@ def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if value is not None and not isinstance(value, kind):
         raise UsageError(f"{where}: {key!r} must be a {kind.__name__}, not {type(value).__name__}")
     return value
+
+
+def _answers(obj: dict[str, Any], where: str) -> dict[str, str | list[str]]:
+    value = obj.get("answers")
+    if value is None:
+        return {}
+    good = isinstance(value, dict) and all(
+        isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
+        for v in value.values()
+    )
+    if not good:
+        raise UsageError(f"{where}: 'answers' must map questions to a string or a list of strings")
+    return dict(value)
 
 
 def parse_tasks(text: str, *, base_dir: Path, source: str = "tasks") -> list[BatchTask]:
@@ -135,6 +162,7 @@ def parse_tasks(text: str, *, base_dir: Path, source: str = "tasks") -> list[Bat
                 gate_cmd=_field(obj, "gate_cmd", str, where),
                 require_commit=_field(obj, "require_commit", bool, where),
                 model=_field(obj, "model", str, where),
+                answers=_answers(obj, where),
                 line=number,
             )
         )
@@ -492,7 +520,7 @@ async def _run_one(
             )
             return BatchEntry(result=TaskResult(task_id=t.id, status="failed", reason=reason))
         run_cwd = worktree / cwd.relative_to(repo)
-    spec = replace(template.spec, prompt=t.prompt, cwd=str(run_cwd), model=t.model or template.spec.model)
+    spec = t.spec(template.spec, str(run_cwd))
     task = replace(template, id=t.id, spec=spec, gate=gate)
     kept: Path | None = None
     try:

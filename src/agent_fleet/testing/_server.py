@@ -113,6 +113,13 @@ class Reply:
         return cls(items=(exec_command(cmd, workdir=workdir),), **kw)
 
     @classmethod
+    def call(
+        cls, name: str, arguments: str | Mapping[str, Any], *, call_id: str | None = None, **kw: Any
+    ) -> Reply:
+        """The model calls function ``name``, e.g. a ``Spec.tools`` function (codex dynamic tool)."""
+        return cls(items=(FunctionCall(name=name, arguments=arguments, call_id=call_id),), **kw)
+
+    @classmethod
     def patch(cls, patch: str, **kw: Any) -> Reply:
         return cls(items=(apply_patch(patch),), **kw)
 
