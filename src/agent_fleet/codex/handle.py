@@ -54,6 +54,13 @@ __all__ = ["CodexHandle"]
 
 logger = logging.getLogger("agent_fleet.codex")
 
+
+def _for_handler(decision: Decision) -> bool:
+    """Whether the ``approval_handler`` sees ``decision``: anything but a decline, and the one decline
+    that asks for someone (``PermissionConfig(default="ask")``, rule ``default-ask``)."""
+    return decision.action != "decline" or decision.rule == "default-ask"
+
+
 _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
 
 
@@ -343,7 +350,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if unknown:
             self._emit(System(subtype="unknown_approval_kind", data={"method": msg.method}))
         handler = self._provider.options.approval_handler
-        if handler is not None and (decision.action != "decline" or decision.rule == "default-ask"):
+        if handler is not None and _for_handler(decision):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
             self._host.spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
             return
@@ -357,7 +364,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         """The ``approval_handler``'s refinement of ``decision`` (a decline when it fails)."""
         handler = self._provider.options.approval_handler
-        if handler is None or decision.action == "decline":
+        if handler is None or not _for_handler(decision):
             return decision
         turn = self._turn
         if turn is not None:
