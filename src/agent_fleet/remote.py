@@ -95,7 +95,7 @@ class RemoteProvider(Provider):
         self.kind = provider
         token = token if token is not None else os.environ.get("AGENT_FLEET_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._timeout = timeout
+        self.timeout = timeout  # seconds per request
         self._client: httpx.AsyncClient | None = None
         self._headers = headers
         self._capabilities = _DEFAULT_CAPABILITIES
@@ -112,7 +112,7 @@ class RemoteProvider(Provider):
             self._client = httpx.AsyncClient(
                 base_url=self.url,
                 headers=self._headers,
-                timeout=httpx.Timeout(self._timeout),
+                timeout=httpx.Timeout(self.timeout),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
             )
         return self._client
@@ -209,7 +209,7 @@ class RemoteHandle(Handle):
                     "GET",
                     path,
                     headers=headers,
-                    timeout=httpx.Timeout(self._provider._timeout, read=None),
+                    timeout=httpx.Timeout(self._provider.timeout, read=None),
                 ) as source:
                     _raise_for(source.response)
                     async for sse in source.aiter_sse():

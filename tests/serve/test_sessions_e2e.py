@@ -48,6 +48,10 @@ async def test_session_streams_until_result_then_a_follow_up_turn(
         assert second[-1][1]["text"] == "second answer"
         assert second[0][0] == first[-1][0] + 1
 
+        both = len(first) + len(second)
+        assert await read_events(http, sid, follow=True, limit=both) == first + second
+        assert await read_events(http, sid) == first  # without follow: up to the first terminal
+
         info = (await http.get(f"/v1/sessions/{sid}")).json()
         assert info["state"] == "idle"
         assert info["turns"] == 2

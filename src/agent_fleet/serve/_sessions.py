@@ -176,6 +176,9 @@ class Sessions:
         if session.state == "running":
             raise UsageError("the session's turn is still running; wait for it or stop it first")
         await session.handle.send(prompt)
+        # Earlier turns are in the store (flushed at their terminal event): memory holds one turn.
+        self.store.flush()
+        session.base, session.records = session.last_seq, []
         session.state = "running"
         session.turns += 1
         self.store.update(session.id, state="running", turns=session.turns)
@@ -259,24 +262,30 @@ class Sessions:
         live = self.live.get(session_id)
         if live is None and self.store.session(session_id) is None:
             raise NotFound(session_id)
-        upto = live.base if live is not None else None
-        batch: Batch = []
-        recorded = self.store.events(session_id, after) if upto is None or after < upto else iter(())
-        for seq, record in recorded:  # turns recorded before this daemon loaded the session
-            if upto is not None and seq > upto:
-                break
-            batch.append((seq, json.dumps(record)))
-            if _terminal(record) and not follow:
-                yield batch
-                return
-        if batch:
-            yield batch
-        if live is None:
-            return
-        cursor = max(after, live.base)
+        cursor = after
         while True:
+            # Events before the session's turn in memory are in the store (earlier turns, or turns
+            # recorded before this daemon loaded the session).
+            upto = live.base if live is not None else None
+            batch: Batch = []
+            if upto is None or cursor < upto:
+                for seq, record in self.store.events(session_id, cursor):
+                    if upto is not None and seq > upto:
+                        break
+                    batch.append((seq, json.dumps(record)))
+                    if _terminal(record) and not follow:
+                        yield batch
+                        return
+                cursor = upto if upto is not None else cursor
+            if live is None:
+                if batch:
+                    yield batch
+                return
             changed = live.changed
-            batch = []
+            if cursor < live.base:  # a turn was sent meanwhile: read the store again
+                if batch:
+                    yield batch
+                continue
             while cursor < live.last_seq:
                 text, terminal = live.records[cursor - live.base]
                 cursor += 1
