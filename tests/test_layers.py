@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "agent_fleet"
-ABOVE_PROVIDERS = ("runner", "cli")
+ABOVE_PROVIDERS = ("runner", "cli", "serve")
 FORBIDDEN_IMPORTS = ("agent_fleet.jsonrpc", "agent_fleet.codex.mapping", "agent_fleet.codex._review")
 METHOD = re.compile(r"^[a-z][A-Za-z]*(/[a-z][A-Za-z]*)+$")  # thread/start, item/completed, ...
 WIRE_PACKAGES = ("codex", "execserver", "jsonrpc")

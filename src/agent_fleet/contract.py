@@ -73,7 +73,9 @@ class PermissionConfig:
     """User approval rules, applied after the built-in safety rules.
 
     ``disallow_patterns`` decline first; when ``allow_patterns`` is non-empty only commands matching
-    one are accepted; otherwise ``default`` decides (``allow`` accepts for the session).
+    one are accepted; otherwise ``default`` decides (``allow`` accepts for the session; ``ask`` defers
+    the request to an ``approval_handler`` such as the daemon's approval queue, and declines where no
+    handler is there to ask).
     Patterns are Python regular expressions searched in the command text.
     ``rule_packs``: paths of TOML rule packs of the user's own, added to the built-in ones (which can
     never be removed; see docs/rule-packs.md). ``allowed_hosts``: host patterns (``fnmatch``, e.g.
@@ -93,7 +95,7 @@ class PermissionConfig:
 
     allow_patterns: tuple[str, ...] = ()
     disallow_patterns: tuple[str, ...] = ()
-    default: Literal["allow", "deny"] = "allow"
+    default: Literal["allow", "deny", "ask"] = "allow"
     rule_packs: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     mcp_tools: tuple[str, ...] = ()
@@ -110,8 +112,10 @@ class PermissionConfig:
         object.__setattr__(self, "mcp_tools", tuple(self.mcp_tools))
         object.__setattr__(self, "tool_allow_patterns", tuple(self.tool_allow_patterns))
         object.__setattr__(self, "tool_disallow_patterns", tuple(self.tool_disallow_patterns))
-        if self.default not in ("allow", "deny"):
-            raise ValueError(f"PermissionConfig.default must be 'allow' or 'deny', not {self.default!r}")
+        if self.default not in ("allow", "deny", "ask"):
+            raise ValueError(
+                f"PermissionConfig.default must be 'allow', 'deny' or 'ask', not {self.default!r}"
+            )
         if self.profile not in ("default", "strict"):
             raise ValueError(f"PermissionConfig.profile must be 'default' or 'strict', not {self.profile!r}")
 

@@ -86,12 +86,23 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
             _check_writable(transcript)
         options = common.options()
         task = common.template(text, cwd, f"run-{time.strftime('%Y%m%d-%H%M%S')}")
-        preflight(common.provider, options)
+        remote = common.remote()
+        if remote is None:
+            preflight(common.provider, options)
         progress_console, console = consoles(common.json_output)
         progress = Progress(progress_console, json_output=common.json_output, batch=False)
 
         async def go(stop: asyncio.Event) -> TaskResult:
             with progress:
+                if remote is not None:
+                    async with remote:
+                        return await run_task(
+                            task,
+                            provider=remote,
+                            on_event=progress.on_event,
+                            transcript=transcript,
+                            stop=stop,
+                        )
                 return await run_task(
                     task,
                     provider_name=common.provider,
@@ -187,7 +198,11 @@ def batch_command(
         common = settings.common
         options = common.options()
         template = common.template("(per task)", settings.cwd, "batch")
-        if settings.backend == "local":  # with ray each node checks its own binary and credential
+        remote = common.remote()
+        if remote is not None and settings.backend != "local":
+            raise UsageError("--server runs the batch's sessions on the daemon: it needs --backend local")
+        # With ray each node checks its own binary and credential; with --server the daemon does.
+        if settings.backend == "local" and remote is None:
             for name in sorted({common.provider, *settings.providers}):
                 preflight(name, options_for(name, options))
         price_table = load_prices(prices) if prices is not None else None
@@ -209,6 +224,7 @@ def batch_command(
                     out_dir=settings.out,
                     jobs=settings.jobs,
                     worktrees=settings.worktrees,
+                    provider=remote,
                     provider_name=common.provider,
                     options=options,
                     cwd=settings.cwd,

@@ -84,7 +84,7 @@ def _permission(
     config = PermissionConfig(
         allow_patterns=tuple(allow),
         disallow_patterns=tuple(deny),
-        default="deny" if default == "deny" else "allow",
+        default="deny" if default == "deny" else "ask" if default == "ask" else "allow",
         allowed_hosts=tuple(hosts),
         mcp_tools=tuple(mcp),
     )
@@ -117,6 +117,16 @@ class Common:
     json_output: bool
     review: bool
     review_threshold: str
+    server: str | None = None
+
+    def remote(self) -> Any:
+        """A ``RemoteProvider`` for ``--server`` (token from ``AGENT_FLEET_TOKEN``), or None."""
+        if self.server is None:
+            return None
+        from agent_fleet.remote import RemoteProvider
+
+        return RemoteProvider(self.server, provider=self.provider)
+
     answers: tuple[str, ...] = ()
 
     def options(self) -> Any:
@@ -178,10 +188,16 @@ def common_options(fn: _F) -> _F:
         ),
         click.option(
             "--default-approval",
-            type=click.Choice(["allow", "deny"]),
+            type=click.Choice(["allow", "deny", "ask"]),
             default="allow",
             show_default=True,
-            help="Decision for commands no rule decides.",
+            help="Decision for commands no rule decides (ask: a person decides on the --server's "
+            "dashboard or API; declined where nobody can be asked).",
+        ),
+        click.option(
+            "--server",
+            metavar="URL",
+            help="Run the sessions on an `agent-fleet serve` daemon (token from AGENT_FLEET_TOKEN).",
         ),
         click.option(
             "--allow-host",

@@ -40,6 +40,7 @@ from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.board import Backlog
 from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.refine import for_handler, refine
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
@@ -52,7 +53,6 @@ from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
-from agent_fleet.policy.engine import STRICT_RULE
 from agent_fleet.tools import by_name, failure
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["CodexHandle"]
 
 logger = logging.getLogger("agent_fleet.codex")
+
 
 _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead peer hang stop()
 _MAX_CONTINUATIONS = 20  # refusals carried as "cancel" in one turn before the turn is left cancelled
@@ -490,7 +491,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             self._emit(notice)
         handler = self._provider.options.approval_handler
         decision = judged.decision
-        if handler is not None and (decision.action != "decline" or decision.rule == STRICT_RULE):
+        if handler is not None and for_handler(decision):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
             self._host.spawn_task(self._refine(msg, judged), f"approval:{msg.id}")
             return
@@ -500,31 +501,16 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         await self._answer(msg, judged, await self._ask_handler(judged.request, judged.decision))
 
     async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
-        """The ``approval_handler``'s refinement of ``decision`` (a decline when it fails)."""
-        handler = self._provider.options.approval_handler
-        if handler is None or (decision.action == "decline" and decision.rule != STRICT_RULE):
-            return decision  # other declines are final: a handler refines, never overrides
+        """The ``approval_handler``'s refinement of ``decision`` (``_provider.refine``)."""
         turn = self._turn
         if turn is not None:
             turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog
         try:
-            refined = await handler(request, decision)
-            if not isinstance(refined, Decision):
-                raise TypeError(f"approval_handler returned {type(refined).__name__}, not Decision")
-        except Exception as exc:
-            self._emit(
-                System(
-                    subtype="approval_handler_failed",
-                    data={"error": f"{type(exc).__name__}: {exc}", **_approvals.describe(request)},
-                )
-            )
-            refined = Decision(
-                action="decline", reason=f"approval handler failed: {exc}", rule="handler-error"
-            )
+            handler = self._provider.options.approval_handler
+            return await refine(handler, request, decision, self._emit, _approvals.describe)
         finally:
             if turn is not None:
                 turn.approvals -= 1
-        return refined
 
     async def _tool_call(self, msg: Request, params: dict[str, Any]) -> None:
         """Answer ``item/tool/call``: the policy, then the ``Spec.tools`` function (``ToolUse`` and

@@ -12,9 +12,11 @@ Order for a ``command`` request (the first step that decides wins):
    decline's rule is ``domain/name`` (``database/sql-destructive``);
 3. ``disallow_patterns`` in order -> ``user-deny``;
 4. the strict profile (``profile="strict"``): anything not provably harmless -> ``strict-unproven``
-   (``_strict``), the one decline a provider's ``approval_handler`` may turn into an accept;
+   (``_strict``), a decline a provider's ``approval_handler`` may turn into an accept;
 5. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
-6. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``.
+6. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``,
+   ``ask`` -> ``decline`` with rule ``default-ask`` (the other decline a provider hands to its approval
+   handler: the daemon parks it for a person; with no handler it stays declined, failing closed).
 
 ``evaluate`` never raises: an internal error declines with rule ``policy-error``. Work is linear in the
 command's size; commands up to ``INLINE_CHARS`` are judged in well under 50 ms, so ``evaluate_async``
@@ -101,6 +103,7 @@ RULES: dict[str, str] = {
     "user-deny": "the command matches one of the configuration's disallow_patterns",
     "not-allowed": "allow_patterns are set and a command matches none of them",
     "default-deny": "nothing accepted the request and the configuration's default is deny",
+    "default-ask": "nothing decided the request and the configuration's default is ask (nobody answered)",
     "tool-deny": "the tool's name matches one of the configuration's tool_disallow_patterns",
     "tool-not-allowed": "tool_allow_patterns are set and the tool's name matches none of them",
     **REQUEST_RULES,
@@ -213,6 +216,8 @@ class ApprovalPolicy:
                 return _allow(f"{what}: default allow")
             case "deny":
                 return _decline("default-deny", f"{what}: default deny")
+            case "ask":
+                return _decline("default-ask", f"{what}: nothing decided it and nobody was asked")
             case _:
                 assert_never(self._default)
 

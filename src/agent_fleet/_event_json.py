@@ -1,0 +1,123 @@
+"""Events and specs as JSON, both ways: what the daemon (``serve``) sends and ``RemoteProvider`` reads.
+
+An event's record is ``{"type": <class name>, <its fields>...}`` — the same fields as a transcript or
+``--json`` record (``runner.transcript.event_record``), which adds ``ts``, ``task_id`` and ``source``.
+``event_from_record`` ignores keys it does not know, so a newer daemon never crashes an older client;
+a record of an unknown type becomes ``UnknownEvent(raw=record)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from agent_fleet.contract import PermissionConfig, Spec
+from agent_fleet.errors import Unsupported, UsageError
+from agent_fleet.events import ERROR_CODES, Error, Event, UnknownEvent
+
+__all__ = ["event_from_record", "event_to_record", "spec_from_json", "spec_to_json"]
+
+# Every member of the ``Event`` union, by class name: a new event type is carried with no change here.
+_TYPES: Final[dict[str, type[Any]]] = {cls.__name__: cls for cls in typing.get_args(Event)}
+# Transcript envelope keys; a field of the same name is stored as ``event_<name>``.
+_ENVELOPE: Final = frozenset({"ts", "task_id", "source", "type"})
+
+
+def event_to_record(event: Event) -> dict[str, Any]:
+    """``{"type": ..., **fields}`` for ``event`` (JSON-ready)."""
+    record: dict[str, Any] = {"type": type(event).__name__}
+    for key, value in dataclasses.asdict(event).items():
+        record[key if key not in _ENVELOPE else f"event_{key}"] = value
+    return record
+
+
+def event_from_record(record: Mapping[str, Any]) -> Event:
+    """The event ``record`` describes (see the module docstring).
+
+    Fields are converted by their declared types (nested ``TokenUsage``, ``PlanStep``, tuples) and keys
+    this version does not know are ignored. A record that does not fit its type becomes an
+    ``UnknownEvent``, except a terminal ``Error`` whose ``code`` is newer than this version: it stays an
+    ``Error`` (code ``protocol_error``, the daemon's code in ``data["code"]``) so the turn still ends."""
+    cls = _TYPES.get(str(record.get("type")))
+    if cls is None:
+        return UnknownEvent(raw=dict(record))
+    fields: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in _ENVELOPE:
+            continue
+        name = key.removeprefix("event_") if key.removeprefix("event_") in _ENVELOPE else key
+        fields[name] = value
+    if cls is Error and fields.get("code") not in ERROR_CODES and isinstance(fields.get("message"), str):
+        given = fields.get("data")
+        data: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        return Error(
+            code="protocol_error",
+            message=fields["message"],
+            retryable=fields.get("retryable") is True,
+            data={**data, "code": fields.get("code")},
+        )
+    try:
+        event: Event = msgspec.convert(fields, cls, strict=False)
+    except msgspec.ValidationError:
+        return UnknownEvent(raw=dict(record))
+    return event
+
+
+_LOCAL_ONLY: Final = frozenset({"tools"})  # Python callables: never on the wire
+_SPEC_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(Spec)) - _LOCAL_ONLY
+_PERMISSION_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(PermissionConfig))
+
+
+def spec_to_json(spec: Spec) -> dict[str, Any]:
+    """``spec`` as a JSON object (only the fields that differ from the defaults, paths as strings)."""
+    if getattr(spec, "tools", ()):
+        raise Unsupported("Spec.tools are functions of this process: they cannot be sent to a daemon")
+    out: dict[str, Any] = {"prompt": spec.prompt}
+    default = Spec(prompt="")
+    for f in dataclasses.fields(Spec):
+        value = getattr(spec, f.name)
+        if f.name == "prompt" or value == getattr(default, f.name):
+            continue
+        if f.name == "permission":
+            assert isinstance(value, PermissionConfig)
+            value = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(value).items()}
+        elif f.name == "cwd":
+            value = str(value)
+        elif f.name == "images":
+            value = [str(v) for v in value]
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        out[f.name] = value
+    return out
+
+
+def spec_from_json(data: Any) -> Spec:
+    """A ``Spec`` from a JSON object; ``UsageError`` naming what is wrong."""
+    if not isinstance(data, Mapping):
+        raise UsageError("a spec must be a JSON object")
+    unknown = set(data) - _SPEC_FIELDS - _LOCAL_ONLY
+    if "tools" in data:
+        raise UsageError("spec.tools cannot be sent: tools are functions of the caller's process")
+    if unknown:
+        raise UsageError(f"unknown spec field(s): {', '.join(sorted(unknown))}")
+    if not isinstance(data.get("prompt"), str) or not data["prompt"].strip():
+        raise UsageError("spec.prompt must be a non-empty string")
+    fields = dict(data)
+    permission = fields.get("permission")
+    if permission is not None:
+        if not isinstance(permission, Mapping) or set(permission) - _PERMISSION_FIELDS:
+            raise UsageError(f"spec.permission must be an object with fields {sorted(_PERMISSION_FIELDS)}")
+        try:
+            fields["permission"] = PermissionConfig(**permission)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"spec.permission: {exc}") from exc
+    if "images" in fields:
+        fields["images"] = tuple(fields["images"] or ())
+    try:
+        return Spec(**fields)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"bad spec: {exc}") from exc

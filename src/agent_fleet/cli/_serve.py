@@ -1,0 +1,95 @@
+"""``agent-fleet serve``: build a ``ServeConfig`` from the flags and run the daemon until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from agent_fleet.cli._commands import cli
+from agent_fleet.cli._exits import handled
+from agent_fleet.cli._options import _permission, provider_options
+from agent_fleet.runner import PROVIDER_NAMES
+
+
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0 picks a free port."
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="File holding the bearer token (default: generated in the state dir; required off loopback).",
+)
+@click.option(
+    "--state-dir", type=click.Path(file_okay=False, path_type=Path), help="Sessions, batches, the token."
+)
+@click.option(
+    "--allow-root",
+    "allow_roots",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A directory sessions may work in (repeatable; default: the current directory).",
+)
+@click.option("--provider", type=click.Choice(PROVIDER_NAMES), default="codex", show_default=True)
+@click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
+@click.option("--allow", multiple=True, metavar="REGEX", help="Accept only commands matching (repeatable).")
+@click.option("--deny", multiple=True, metavar="REGEX", help="Decline commands matching (repeatable).")
+@click.option(
+    "--default-approval",
+    type=click.Choice(["allow", "deny", "ask"]),
+    default="allow",
+    show_default=True,
+    help="Decision for commands no rule decides (ask: queue them for a person, see /v1/approvals).",
+)
+@click.option(
+    "--approval-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a deferred approval waits before it is declined.",
+)
+@click.option("--max-body", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
+def serve_command(
+    host: str,
+    port: int,
+    token_file: Path | None,
+    state_dir: Path | None,
+    allow_roots: tuple[Path, ...],
+    provider: str,
+    config: tuple[str, ...],
+    allow: tuple[str, ...],
+    deny: tuple[str, ...],
+    default_approval: str,
+    approval_timeout: float,
+    max_body: int,
+) -> None:
+    """Run the daemon: the provider contract over HTTP (see docs/api.md)."""
+    from agent_fleet.serve import Daemon, ServeConfig, default_state_dir
+
+    with handled():
+        serve_config = ServeConfig(
+            host=host,
+            port=port,
+            token_file=token_file,
+            state_dir=state_dir or default_state_dir(),
+            provider=provider,
+            options={provider: provider_options(provider, config)},
+            permission=_permission(allow, deny, default_approval),
+            allow_roots=tuple(allow_roots),
+            approval_timeout=approval_timeout,
+            max_body=max_body,
+        )
+
+        async def main() -> None:
+            daemon = Daemon(serve_config)
+            await daemon.start()
+            click.echo(f"listening on {daemon.url}", err=False)
+            click.echo(f"token: in {daemon.token_path}")
+            if daemon.store.interrupted:
+                click.echo(f"{daemon.store.interrupted} session(s) of a previous run marked interrupted")
+            await daemon.wait()
+
+        asyncio.run(main())

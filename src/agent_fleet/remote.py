@@ -1,0 +1,277 @@
+"""``RemoteProvider``: the ``Provider`` contract over the ``agent-fleet serve`` API.
+
+Switching a program from local to remote is one line::
+
+    provider = CodexProvider(options)                       # local
+    provider = RemoteProvider("http://127.0.0.1:8765")      # the daemon's (token: $AGENT_FLEET_TOKEN)
+
+A handle reads its session's server-sent events from the last event id it saw, so a dropped connection
+is resumed exactly after it (``Last-Event-ID``), nothing lost or repeated. Cancelling the task reading
+``events()`` stops the turn, as the contract says. HTTP errors become the library's: 400 ``UsageError``,
+409 ``Unsupported``, 401 ``AuthenticationError``, 503 ``ProviderUnavailable``, anything else or a
+dropped connection that cannot be resumed ``TransportError``. The token is sent only in the
+``Authorization`` header and never appears in an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from agent_fleet._event_json import event_from_record, spec_to_json
+from agent_fleet.contract import Capabilities, Handle, Provider, Spec
+from agent_fleet.errors import (
+    AuthenticationError,
+    ProviderUnavailable,
+    TransportError,
+    TurnFailed,
+    Unsupported,
+    UsageError,
+)
+from agent_fleet.events import Error, Event, Result
+
+__all__ = ["RemoteHandle", "RemoteProvider"]
+
+_RECONNECTS = 5
+_DEFAULT_CAPABILITIES = Capabilities(
+    supports_injection=True,
+    supports_resume=True,
+    supports_tool_plugins=True,
+    supports_output_schema=True,
+    supports_reasoning_effort=True,
+    needs_permission_config=True,
+    emits_subagent_events=False,
+    tool_permission_format="agent-fleet policy (on the daemon)",
+    supports_review=False,
+)
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.is_success:
+        return
+    try:
+        message = str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        message = f"HTTP {response.status_code}"
+    match response.status_code:
+        case 400 | 403 | 404 | 413:
+            raise UsageError(f"the daemon refused the request: {message}")
+        case 409:
+            raise Unsupported(message)
+        case 401:
+            raise AuthenticationError("the daemon refused the token (set AGENT_FLEET_TOKEN)")
+        case 503:
+            raise ProviderUnavailable(f"the daemon's provider is unavailable: {message}")
+        case _:
+            raise TransportError(f"the daemon answered {response.status_code}: {message}")
+
+
+class RemoteProvider(Provider):
+    """A provider whose sessions run on an ``agent-fleet serve`` daemon at ``url``.
+
+    ``token``: the daemon's bearer token (default ``$AGENT_FLEET_TOKEN``). ``provider``: the daemon's
+    provider kind (default: the daemon's own default). ``timeout``: seconds per request (the event
+    stream itself has no read timeout: a turn may be quiet for long)."""
+
+    name = "remote"
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        provider: str | None = None,
+        timeout: float | None = 30.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.options = None
+        self.kind = provider
+        token = token if token is not None else os.environ.get("AGENT_FLEET_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = timeout  # seconds per request
+        self._client: httpx.AsyncClient | None = None
+        self._headers = headers
+        self._capabilities = _DEFAULT_CAPABILITIES
+        self._handles: set[RemoteHandle] = set()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Static until ``start()``, then what the daemon reports for its provider (review excepted)."""
+        return self._capabilities
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                base_url=self.url,
+                headers=self._headers,
+                timeout=httpx.Timeout(self.timeout),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            )
+        return self._client
+
+    async def request(self, method: str, path: str, body: Any = None, **params: str) -> Any:
+        try:
+            response = await self.client.request(method, path, json=body, params=params or None)
+        except httpx.TransportError as exc:
+            raise TransportError(f"cannot reach the daemon at {self.url}: {type(exc).__name__}") from exc
+        _raise_for(response)
+        return response.json()
+
+    async def start(self) -> None:
+        info = await self.request("GET", "/v1/info")
+        caps = info.get("capabilities") if isinstance(info, dict) else None
+        if isinstance(caps, dict):
+            with contextlib.suppress(TypeError):
+                self._capabilities = Capabilities(**{**caps, "supports_review": False})
+
+    async def spawn(self, spec: Spec) -> RemoteHandle:
+        params = {"provider": self.kind} if self.kind else {}
+        data = await self.request("POST", "/v1/sessions", spec_to_json(spec), **params)
+        return self._handle(str(data["session_id"]), int(data.get("last_event_id", 0)))
+
+    async def resume(self, session_id: str, spec: Spec) -> RemoteHandle:
+        params = {"resume": session_id, **({"provider": self.kind} if self.kind else {})}
+        data = await self.request("POST", "/v1/sessions", spec_to_json(spec), **params)
+        return self._handle(str(data["session_id"]), int(data.get("last_event_id", 0)))
+
+    def _handle(self, session_id: str, cursor: int) -> RemoteHandle:
+        handle = RemoteHandle(self, session_id, cursor)
+        self._handles.add(handle)
+        return handle
+
+    async def shutdown(self) -> None:
+        """Stop this client's running turns (the daemon and its other sessions go on); close the client."""
+        for handle in list(self._handles):
+            if handle.running:
+                with contextlib.suppress(Exception):
+                    await handle.stop()
+        self._handles.clear()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+class RemoteHandle(Handle):
+    """One session on the daemon (see the module docstring)."""
+
+    def __init__(self, provider: RemoteProvider, session_id: str, cursor: int) -> None:
+        self._provider = provider
+        self._session_id = session_id
+        self._cursor = cursor  # the last event id seen
+        self._terminal: Result | Error | None = None
+        self._stopped = False
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def running(self) -> bool:
+        return self._terminal is None
+
+    def events(self) -> AsyncIterator[Event]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[Event]:
+        if self._terminal is not None:
+            return
+        finished = False
+        try:
+            async for event in self._read():
+                if isinstance(event, Result | Error):
+                    self._terminal = event
+                    finished = True
+                yield event
+                if finished:
+                    return
+        finally:
+            if not finished and self._terminal is None:
+                # The reader went away mid-turn (cancelled or closed): stop the turn, as stop() does.
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._stop_request())
+
+    async def _read(self) -> AsyncIterator[Event]:
+        path = f"/v1/sessions/{self._session_id}/events"
+        failures = 0
+        while True:
+            headers = {"Last-Event-ID": str(self._cursor)}
+            try:
+                async with aconnect_sse(
+                    self._provider.client,
+                    "GET",
+                    path,
+                    headers=headers,
+                    timeout=httpx.Timeout(self._provider.timeout, read=None),
+                ) as source:
+                    _raise_for(source.response)
+                    async for sse in source.aiter_sse():
+                        if sse.event != "event" or not sse.id:
+                            continue
+                        record = json.loads(sse.data)
+                        self._cursor = int(sse.id)
+                        failures = 0
+                        event = event_from_record(record)
+                        yield event
+                        if isinstance(event, Result | Error):
+                            return
+            except httpx.TransportError as exc:
+                failures += 1
+                if failures > _RECONNECTS:
+                    raise TransportError(f"lost the daemon's event stream: {type(exc).__name__}") from exc
+                await asyncio.sleep(0.2 * failures)
+                continue
+            # The stream ended without a terminal event (the daemon is draining): ask again.
+            failures += 1
+            if failures > _RECONNECTS:
+                raise TransportError("the daemon's event stream ended before the turn did")
+            await asyncio.sleep(0.2 * failures)
+
+    async def send(
+        self,
+        prompt: str,
+        *,
+        images: Sequence[str | Path] = (),
+        output_schema: Mapping[str, Any] | None = None,
+    ) -> None:
+        """A follow-up turn; ``images`` are URLs or paths on the daemon's machine (under its roots)."""
+        if self._terminal is None:
+            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        body: dict[str, Any] = {"prompt": prompt}
+        if images:
+            body["images"] = [str(i) for i in images]
+        if output_schema is not None:
+            body["output_schema"] = dict(output_schema)
+        # The cursor stays on the previous turn's terminal event: the new turn's events come after it.
+        await self._provider.request("POST", f"/v1/sessions/{self._session_id}/turns", body)
+        self._terminal = None
+
+    async def inject(self, text: str) -> None:
+        await self._provider.request("POST", f"/v1/sessions/{self._session_id}/inject", {"text": text})
+
+    async def _stop_request(self) -> None:
+        await self._provider.request("POST", f"/v1/sessions/{self._session_id}/stop")
+
+    async def stop(self) -> None:
+        if self._terminal is not None:
+            return
+        await self._stop_request()
+
+    async def wait(self) -> Result:
+        if self._terminal is None:
+            async for _ in self._events():
+                pass
+        terminal = self._terminal
+        if isinstance(terminal, Error):
+            raise TurnFailed(terminal)
+        if terminal is None:
+            raise TransportError("the daemon's event stream ended before the turn did")
+        return terminal

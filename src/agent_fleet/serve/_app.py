@@ -1,0 +1,251 @@
+"""The daemon's HTTP API (Starlette): routes over ``Sessions``, ``ApprovalQueue`` and ``Batches``.
+
+Errors are JSON ``{"error": {"code", "message"}}``: 400 a bad request (``UsageError``), 401 no or a
+wrong token (``_guard``), 403 a ``cwd`` outside the allowed roots, 404 an unknown id, 409 an operation
+the provider cannot do (``Unsupported``), 413 a body too large, 503 the provider is unavailable.
+Every response is built from redacted records; no token or credential is ever echoed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from agent_fleet import __version__
+from agent_fleet._event_json import spec_from_json
+from agent_fleet.errors import AgentFleetError, ProviderUnavailable, Unsupported, UsageError
+from agent_fleet.runner import provider_entry
+from agent_fleet.serve._approvals import ApprovalQueue
+from agent_fleet.serve._batches import Batches
+from agent_fleet.serve._dashboard import login_page, render_dashboard
+from agent_fleet.serve._guard import COOKIE, Guard
+from agent_fleet.serve._openapi import OPENAPI
+from agent_fleet.serve._sessions import NotFound, Sessions
+
+logger = logging.getLogger(__name__)
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _err(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _errors(fn: Endpoint) -> Endpoint:
+    """Map the library's errors to HTTP statuses (see the module docstring)."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except NotFound as exc:
+            return _err(404, "not_found", f"no such id: {exc.args[0] if exc.args else ''}")
+        except PermissionError as exc:
+            return _err(403, "forbidden", str(exc))
+        except Unsupported as exc:
+            return _err(409, "unsupported", str(exc))
+        except UsageError as exc:
+            return _err(400, "bad_request", str(exc))
+        except ProviderUnavailable as exc:
+            return _err(503, "provider_unavailable", str(exc))
+        except AgentFleetError as exc:
+            logger.warning("%s %s failed: %s", request.method, request.url.path, type(exc).__name__)
+            return _err(502, "provider_error", str(exc))
+
+    return wrapped
+
+
+class App:
+    """Builds the ASGI application. ``max_body`` bounds every request body (bytes)."""
+
+    def __init__(
+        self,
+        *,
+        sessions: Sessions,
+        approvals: ApprovalQueue,
+        batches: Batches,
+        token: str,
+        provider: str,
+        max_body: int = 1 << 20,
+    ) -> None:
+        self.sessions = sessions
+        self.approvals = approvals
+        self.batches = batches
+        self.provider = provider
+        self.max_body = max_body
+        routes = [
+            Route("/healthz", self.healthz),
+            Route("/login", self.login, methods=["GET", "POST"]),
+            Route("/", _errors(self.dashboard)),
+            Route("/v1/openapi.json", self.openapi),
+            Route("/v1/info", self.info),
+            Route("/v1/sessions", _errors(self.list_sessions), methods=["GET"]),
+            Route("/v1/sessions", _errors(self.create_session), methods=["POST"]),
+            Route("/v1/sessions/{sid}", _errors(self.get_session)),
+            Route("/v1/sessions/{sid}/events", _errors(self.events)),
+            Route("/v1/sessions/{sid}/turns", _errors(self.turn), methods=["POST"]),
+            Route("/v1/sessions/{sid}/inject", _errors(self.inject), methods=["POST"]),
+            Route("/v1/sessions/{sid}/stop", _errors(self.stop), methods=["POST"]),
+            Route("/v1/approvals", _errors(self.list_approvals)),
+            Route("/v1/approvals/{aid}", _errors(self.decide), methods=["POST"]),
+            Route("/v1/batches", _errors(self.list_batches), methods=["GET"]),
+            Route("/v1/batches", _errors(self.create_batch), methods=["POST"]),
+            Route("/v1/batches/{bid}", _errors(self.get_batch)),
+            Route("/v1/batches/{bid}/report", _errors(self.batch_report)),
+        ]
+        self.starlette = Starlette(routes=routes)
+        self.asgi = Guard(self.starlette, token=token, max_body=max_body)
+
+    async def _json(self, request: Request) -> Any:
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.max_body:
+                raise UsageError(f"request body over {self.max_body} bytes")
+        if not body:
+            return {}
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise UsageError(f"the body is not JSON: {exc}") from exc
+
+    async def _field(self, request: Request, name: str) -> str:
+        data = await self._json(request)
+        value = data.get(name) if isinstance(data, dict) else None
+        if not isinstance(value, str) or not value.strip():
+            raise UsageError(f"the body must be a JSON object with a non-empty string {name!r}")
+        return value
+
+    # -- open ----------------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"ok": True, "draining": self.sessions.draining})
+
+    async def login(self, request: Request) -> Response:
+        if request.method == "GET":
+            return HTMLResponse(login_page())
+        form = await request.form(max_files=0, max_fields=2)
+        token = form.get("token")
+        response = RedirectResponse("/", status_code=303)
+        if isinstance(token, str):
+            response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict")
+        return response
+
+    # -- reference -------------------------------------------------------------------------------------
+
+    async def openapi(self, request: Request) -> Response:
+        return JSONResponse(OPENAPI)
+
+    async def info(self, request: Request) -> Response:
+        try:
+            caps: dict[str, Any] | None = dataclasses.asdict(provider_entry(self.provider).capabilities())
+        except AgentFleetError:
+            caps = None
+        return JSONResponse(
+            {"version": __version__, "provider": self.provider, "api": "v1", "capabilities": caps}
+        )
+
+    # -- sessions --------------------------------------------------------------------------------------
+
+    async def create_session(self, request: Request) -> Response:
+        spec = spec_from_json(await self._json(request))
+        provider = request.query_params.get("provider", self.provider)
+        resume = request.query_params.get("resume") or None
+        session, cursor = await self.sessions.create(spec, provider, resume=resume)
+        return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
+
+    async def list_sessions(self, request: Request) -> Response:
+        return JSONResponse({"sessions": self.sessions.rows()})
+
+    async def get_session(self, request: Request) -> Response:
+        return JSONResponse(self.sessions.describe(request.path_params["sid"]))
+
+    async def events(self, request: Request) -> Response:
+        sid = request.path_params["sid"]
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        if not raw.isdigit():
+            raise UsageError("Last-Event-ID must be a non-negative integer")
+        follow = request.query_params.get("follow") in ("1", "true")
+        self.sessions.describe(sid)  # 404 before the stream starts
+
+        async def content() -> AsyncIterator[bytes]:
+            # Everything already recorded goes out in one write (records are single-line JSON).
+            async for batch in self.sessions.stream(sid, int(raw), follow=follow):
+                yield "".join(f"id: {seq}\nevent: event\ndata: {text}\n\n" for seq, text in batch).encode()
+
+        return EventSourceResponse(content(), ping=15)
+
+    async def turn(self, request: Request) -> Response:
+        sid = request.path_params["sid"]
+        data = await self._json(request)
+        prompt = data.get("prompt") if isinstance(data, dict) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise UsageError("the body must be a JSON object with a non-empty string 'prompt'")
+        images = data.get("images") or []
+        if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
+            raise UsageError("'images' must be a list of paths or URLs (strings)")
+        schema = data.get("output_schema")
+        if schema is not None and not isinstance(schema, dict):
+            raise UsageError("'output_schema' must be a JSON object (a JSON Schema)")
+        await self.sessions.send(sid, prompt, images=images, output_schema=schema)
+        return JSONResponse({"session_id": sid, "last_event_id": self.sessions.get(sid).last_seq})
+
+    async def inject(self, request: Request) -> Response:
+        await self.sessions.inject(request.path_params["sid"], await self._field(request, "text"))
+        return JSONResponse({"ok": True})
+
+    async def stop(self, request: Request) -> Response:
+        await self.sessions.stop(request.path_params["sid"])
+        return JSONResponse({"ok": True})
+
+    # -- approvals -------------------------------------------------------------------------------------
+
+    async def list_approvals(self, request: Request) -> Response:
+        return JSONResponse({"approvals": self.approvals.pending()})
+
+    async def decide(self, request: Request) -> Response:
+        aid = request.path_params["aid"]
+        data = await self._json(request)
+        decision = data.get("decision") if isinstance(data, dict) else None
+        if not isinstance(decision, str):
+            raise UsageError('the body must be {"decision": "allow_once" | "allow_for_session" | ...}')
+        try:
+            self.approvals.decide(
+                aid, decision, data.get("reason") if isinstance(data.get("reason"), str) else None
+            )
+        except KeyError:
+            raise NotFound(aid) from None
+        return JSONResponse({"ok": True})
+
+    # -- batches ---------------------------------------------------------------------------------------
+
+    async def create_batch(self, request: Request) -> Response:
+        data = await self._json(request)
+        batch = self.batches.create(data, default_provider=self.provider)
+        return JSONResponse({"batch_id": batch.id}, status_code=201)
+
+    async def list_batches(self, request: Request) -> Response:
+        return JSONResponse({"batches": self.batches.rows()})
+
+    async def get_batch(self, request: Request) -> Response:
+        return JSONResponse(self.batches.describe(request.path_params["bid"]))
+
+    async def batch_report(self, request: Request) -> Response:
+        return HTMLResponse(self.batches.report(request.path_params["bid"]))
+
+    # -- dashboard -------------------------------------------------------------------------------------
+
+    async def dashboard(self, request: Request) -> Response:
+        return HTMLResponse(
+            render_dashboard(
+                sessions=self.sessions.rows(), batches=self.batches.rows(), approvals=self.approvals.pending()
+            )
+        )

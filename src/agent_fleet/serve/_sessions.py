@@ -1,0 +1,351 @@
+"""Sessions of the daemon: one provider per kind, started lazily; each session's events numbered and kept.
+
+Theory of operation: ``Sessions.create`` spawns a session on the provider of its kind (starting that
+provider the first time; codex restarts its app-server child on a crash) and starts a *pump*, a task
+reading the turn's events into the session's record list and the store. Every record gets the next
+sequence number of its session (the SSE ``id``), so a reader resumes exactly after the last one it saw.
+Readers wait on ``LiveSession.changed``, which is set and replaced at every append. A follow-up turn
+(``send``) starts a new pump. Session states::
+
+    running --Result--> idle --send--> running
+    running --Error(cancelled)--> stopped     running --other Error--> failed
+    (daemon crashed while running) -> interrupted       (any) --drain--> stopped
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_fleet._event_json import spec_to_json
+from agent_fleet.contract import Handle, Provider, Spec
+from agent_fleet.errors import UsageError
+from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
+from agent_fleet.runner import Redactor, TaskEvent, event_record, make_provider
+from agent_fleet.serve._store import Store
+
+logger = logging.getLogger(__name__)
+_FLUSH_EVERY = 0.05  # seconds between writes of queued event records (terminal events write at once)
+
+
+class NotFound(LookupError):
+    """No session (or approval, batch) with that id."""
+
+
+@dataclass(slots=True, eq=False)
+class LiveSession:
+    id: str
+    provider: str
+    handle: Handle
+    records: list[tuple[str, bool]] = field(default_factory=list)  # (JSON, terminal); seq i + 1 + base
+    base: int = 0
+    state: str = "running"
+    turns: int = 1
+    usage: dict[str, Any] | None = None
+    step: str = ""
+    pump: asyncio.Task[None] | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def last_seq(self) -> int:
+        return self.base + len(self.records)
+
+
+def _terminal(record: Mapping[str, Any]) -> bool:
+    return record.get("type") in ("Result", "Error")
+
+
+Batch = list[tuple[int, str]]  # (seq, the record as JSON text)
+
+
+class Sessions:
+    """The daemon's sessions (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        options: Mapping[str, Any],
+        approval_handler: Any,
+        allow_roots: Sequence[Path],
+        redactor: Redactor,
+        default_permission: Any = None,
+    ) -> None:
+        self.store = store
+        self._options = dict(options)
+        self._handler = approval_handler
+        self.allow_roots = tuple(Path(os.path.realpath(root)) for root in allow_roots)
+        self._redactor = redactor
+        self._default_permission = default_permission
+        self._providers: dict[str, Provider] = {}
+        self._provider_lock = asyncio.Lock()
+        self.live: dict[str, LiveSession] = {}
+        self.draining = False
+        self._flush_handle: asyncio.TimerHandle | None = None
+
+    # -- providers ---------------------------------------------------------------------------------
+
+    def _provider_options(self, name: str) -> Any:
+        options = self._options.get(name)
+        if options is None:
+            from agent_fleet.runner import provider_entry
+
+            options = provider_entry(name).options(None)
+        names = {f.name for f in dataclasses.fields(options)}
+        extra: dict[str, Any] = {}
+        if "approval_handler" in names and options.approval_handler is None:
+            extra["approval_handler"] = self._handler
+        if "restart_on_crash" in names:
+            extra["restart_on_crash"] = True
+        return dataclasses.replace(options, **extra) if extra else options
+
+    async def provider(self, name: str) -> Provider:
+        """The started provider of kind ``name`` (started on first use)."""
+        async with self._provider_lock:
+            provider = self._providers.get(name)
+            if provider is None:
+                provider = make_provider(name, self._provider_options(name))
+                await provider.start()
+                self._providers[name] = provider
+            return provider
+
+    def provider_pids(self) -> dict[str, int | None]:
+        return {name: p.pid for name, p in self._providers.items()}
+
+    # -- sessions ----------------------------------------------------------------------------------
+
+    def check_cwd(self, cwd: str | os.PathLike[str] | None) -> str:
+        """``cwd`` resolved (the first allowed root when None); ``UsageError`` when outside them all."""
+        path = Path(os.path.realpath(cwd if cwd is not None else self.allow_roots[0]))
+        if not any(path == root or path.is_relative_to(root) for root in self.allow_roots):
+            raise PermissionError(f"cwd {str(path)!r} is outside the daemon's --allow-root directories")
+        if not path.is_dir():
+            raise UsageError(f"cwd {str(path)!r} is not a directory")
+        return str(path)
+
+    def check_images(self, images: Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
+        """``images`` as given: URLs, or files under an allowed root (``PermissionError`` otherwise: a
+        client may not have the agent look at a file of the daemon's machine it could not work in)."""
+        out: list[str] = []
+        for image in images:
+            text = str(image)
+            if not text.startswith(("http://", "https://", "data:")):
+                path = Path(os.path.realpath(text))
+                if not any(path == root or path.is_relative_to(root) for root in self.allow_roots):
+                    raise PermissionError(
+                        f"image {str(path)!r} is outside the daemon's --allow-root directories"
+                    )
+            out.append(text)
+        return tuple(out)
+
+    def _prepare(self, spec: Spec) -> Spec:
+        if self.draining:
+            raise UsageError("the daemon is shutting down")
+        self.check_images(spec.images)
+        cwd = self.check_cwd(spec.cwd)
+        permission = spec.permission if spec.permission is not None else self._default_permission
+        return dataclasses.replace(spec, cwd=cwd, permission=permission)
+
+    async def create(
+        self, spec: Spec, provider_name: str, resume: str | None = None
+    ) -> tuple[LiveSession, int]:
+        """Start a session (or resume ``resume``); returns it and the event id its new turn follows."""
+        spec = self._prepare(spec)
+        if resume is not None and resume in self.live:  # still loaded here: a follow-up turn
+            session = self.live[resume]
+            cursor = session.last_seq
+            await self.send(resume, spec.prompt, images=spec.images, output_schema=spec.output_schema)
+            return session, cursor
+        provider = await self.provider(provider_name)
+        if resume is not None:
+            handle = await provider.resume(resume, spec)
+        else:
+            handle = await provider.spawn(spec)
+        sid = handle.session_id
+        base = self.store.last_seq(sid) if resume is not None else 0
+        session = LiveSession(id=sid, provider=provider_name, handle=handle, base=base)
+        if resume is not None and self.store.session(sid) is not None:
+            self.store.update(sid, state="running")
+        else:
+            self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(spec)))
+        self.live[sid] = session
+        session.pump = asyncio.create_task(self._pump(session), name=f"pump:{sid}")
+        return session, base
+
+    def get(self, session_id: str) -> LiveSession:
+        session = self.live.get(session_id)
+        if session is None:
+            raise NotFound(session_id)
+        return session
+
+    async def send(
+        self,
+        session_id: str,
+        prompt: str,
+        *,
+        images: Sequence[str | os.PathLike[str]] = (),
+        output_schema: Mapping[str, Any] | None = None,
+    ) -> None:
+        session = self.get(session_id)
+        if self.draining:
+            raise UsageError("the daemon is shutting down")
+        if session.state == "running":
+            raise UsageError("the session's turn is still running; wait for it or stop it first")
+        await session.handle.send(prompt, images=self.check_images(images), output_schema=output_schema)
+        # Earlier turns are in the store (flushed at their terminal event): memory holds one turn.
+        self.store.flush()
+        session.base, session.records = session.last_seq, []
+        session.state = "running"
+        session.turns += 1
+        self.store.update(session.id, state="running", turns=session.turns)
+        session.pump = asyncio.create_task(self._pump(session), name=f"pump:{session.id}")
+
+    async def stop(self, session_id: str) -> None:
+        await self.get(session_id).handle.stop()
+
+    async def inject(self, session_id: str, text: str) -> None:
+        await self.get(session_id).handle.inject(text)
+
+    def _append(self, session: LiveSession, event: Event) -> None:
+        record = event_record(TaskEvent(task_id=session.id, source="agent", event=event), self._redactor)
+        text = json.dumps(record)
+        session.records.append((text, isinstance(event, Result | Error)))
+        self.store.append(session.id, session.last_seq, text)
+        if isinstance(event, ToolUse):
+            session.step = f"{event.name}"
+        if isinstance(event, TokenUsage):
+            session.usage = dataclasses.asdict(event)
+        if isinstance(event, Result) and event.usage is not None:
+            session.usage = dataclasses.asdict(event.usage)
+        if isinstance(event, Result | Error):
+            self.store.flush()
+        elif self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(_FLUSH_EVERY, self._flush)
+        session.changed.set()
+        session.changed = asyncio.Event()
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        self.store.flush()
+
+    async def _pump(self, session: LiveSession) -> None:
+        terminal: Event | None = None
+        try:
+            async for event in session.handle.events():
+                self._append(session, event)
+                if isinstance(event, Result | Error):
+                    terminal = event
+        except Exception as exc:  # the provider broke its contract: record it, never lose the session
+            logger.warning("session %s: event stream failed: %s", session.id, type(exc).__name__)
+        if terminal is None:
+            terminal = Error(code="protocol_error", message="the event stream ended without a terminal event")
+            self._append(session, terminal)
+        match terminal:
+            case Result():
+                session.state = "idle"
+            case Error(code="cancelled"):
+                session.state = "stopped"
+            case _:
+                session.state = "failed"
+        session.step = ""
+        self.store.update(session.id, state=session.state, usage=session.usage, step="")
+        session.changed.set()
+        session.changed = asyncio.Event()
+
+    def describe(self, session_id: str) -> dict[str, Any]:
+        row = self.store.session(session_id)
+        if row is None:
+            raise NotFound(session_id)
+        live = self.live.get(session_id)
+        if live is not None:
+            row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
+            row["last_event_id"] = live.last_seq
+        else:
+            row["last_event_id"] = self.store.last_seq(session_id)
+        return row
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = self.store.sessions()
+        for row in rows:
+            live = self.live.get(row["session_id"])
+            if live is not None:
+                row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
+        return rows
+
+    async def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
+        """Batches of ``(seq, JSON)`` after ``after`` (each batch what was there when it was read), until
+        a terminal record (or for ever with ``follow``)."""
+        live = self.live.get(session_id)
+        if live is None and self.store.session(session_id) is None:
+            raise NotFound(session_id)
+        cursor = after
+        while True:
+            # Events before the session's turn in memory are in the store (earlier turns, or turns
+            # recorded before this daemon loaded the session).
+            upto = live.base if live is not None else None
+            batch: Batch = []
+            if upto is None or cursor < upto:
+                for seq, record in self.store.events(session_id, cursor):
+                    if upto is not None and seq > upto:
+                        break
+                    batch.append((seq, json.dumps(record)))
+                    if _terminal(record) and not follow:
+                        yield batch
+                        return
+                cursor = upto if upto is not None else cursor
+            if live is None:
+                if batch:
+                    yield batch
+                return
+            changed = live.changed
+            if cursor < live.base:  # a turn was sent meanwhile: read the store again
+                if batch:
+                    yield batch
+                continue
+            while cursor < live.last_seq:
+                text, terminal = live.records[cursor - live.base]
+                cursor += 1
+                batch.append((cursor, text))
+                if terminal and not follow:
+                    yield batch
+                    return
+            if batch:
+                yield batch
+                continue
+            if self.draining and live.state != "running":
+                return
+            await changed.wait()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Refuse new work, stop running turns, wait for their records, shut the providers down."""
+        self.draining = True
+        running = [s for s in self.live.values() if s.state == "running"]
+        for session in running:
+            try:
+                await session.handle.stop()
+            except Exception as exc:  # a dying provider: its pump still records a terminal event
+                logger.warning("session %s: stop failed: %s", session.id, type(exc).__name__)
+        pumps = [s.pump for s in self.live.values() if s.pump is not None]
+        if pumps:
+            await asyncio.wait(pumps, timeout=10)
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        self.store.flush()
+        for session in self.live.values():  # wake readers so they end
+            session.changed.set()
+        for provider in self._providers.values():
+            try:
+                await provider.shutdown()
+            except Exception as exc:
+                logger.warning("provider shutdown failed: %s", type(exc).__name__)
+        self._providers.clear()

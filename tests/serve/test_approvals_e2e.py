@@ -1,0 +1,108 @@
+"""Deferred approvals on the daemon, against the real codex binary and the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent_fleet.testing import Reply, ScriptedModelServer, exec_command
+
+from .conftest import MakeDaemon, client, read_events
+
+pytestmark = pytest.mark.e2e  # runs the real binary
+
+ASK = {"default": "ask"}
+
+
+async def _pending(http: httpx.AsyncClient, count: int = 1) -> list[dict[str, Any]]:
+    async with asyncio.timeout(30):
+        while True:
+            approvals: list[dict[str, Any]] = (await http.get("/v1/approvals")).json()["approvals"]
+            if len(approvals) >= count:
+                return approvals
+            await asyncio.sleep(0.05)
+
+
+async def _start(http: httpx.AsyncClient, prompt: str, cwd: Path) -> str:
+    spec = {"prompt": prompt, "cwd": str(cwd), "sandbox": "workspace-write", "permission": ASK}
+    response = await http.post("/v1/sessions", json=spec)
+    assert response.status_code == 201, response.text
+    return str(response.json()["session_id"])
+
+
+async def test_a_deferred_approval_decided_through_the_api_lets_the_command_run_and_blocks_no_one(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    scripted_model.enqueue(Reply(items=(exec_command("touch approved.txt"),)))
+    daemon = await make_daemon(options=codex_serve_options)
+    async with client(daemon) as http:
+        sid = await _start(http, "make the file", workspace)
+        [pending] = await _pending(http)
+        assert "touch approved.txt" in str(pending["command"])
+        # Another session runs to its end while the first one waits for a person.
+        scripted_model.enqueue(Reply.text("not blocked"))
+        other = (await http.post("/v1/sessions", json={"prompt": "quick", "cwd": str(workspace)})).json()
+        other_events = await read_events(http, other["session_id"])
+        assert other_events[-1][1]["type"] == "Result" and other_events[-1][1]["text"] == "not blocked"
+        assert not (workspace / "approved.txt").exists()
+
+        scripted_model.enqueue(Reply.text("made it"))
+        decided = await http.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "allow_once"})
+        assert decided.status_code == 200
+        events = await read_events(http, sid)
+        assert events[-1][1]["type"] == "Result" and events[-1][1]["text"] == "made it"
+        assert (workspace / "approved.txt").exists()
+        assert (await http.get("/v1/approvals")).json()["approvals"] == []
+        again = await http.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": "decline"})
+        assert again.status_code == 404
+
+
+async def test_an_undecided_approval_is_declined_at_its_timeout(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    scripted_model.enqueue(Reply(items=(exec_command("touch never.txt"),)), Reply.text("gave up"))
+    daemon = await make_daemon(options=codex_serve_options, approval_timeout=1.0)
+    async with client(daemon) as http:
+        sid = await _start(http, "make the file", workspace)
+        await _pending(http)
+        events = await read_events(http, sid)
+    assert events[-1][1]["type"] == "Result" and events[-1][1]["text"] == "gave up"
+    assert not (workspace / "never.txt").exists()
+    denied = [r for _, r in events if r["type"] == "System" and r["subtype"] == "approval_denied"]
+    assert [d["data"]["rule"] for d in denied] == ["approval-timeout"]
+
+
+@pytest.fixture
+def repo(workspace: Path) -> Path:
+    path = workspace / "repo"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True)
+    return path
+
+
+async def test_a_built_in_decline_never_waits_in_the_queue(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    repo: Path,
+) -> None:
+    scripted_model.enqueue(Reply(items=(exec_command("git reset --hard"),)), Reply.text("ok then"))
+    daemon = await make_daemon(options=codex_serve_options)
+    async with client(daemon) as http:
+        sid = await _start(http, "reset", repo)
+        events = await read_events(http, sid)
+    assert events[-1][1]["type"] == "Result"
+    denied = [r for _, r in events if r["type"] == "System" and r["subtype"] == "approval_denied"]
+    assert [d["data"]["rule"] for d in denied] == ["git-reset-hard"]
+    assert daemon.approvals.parked == 0

@@ -1,0 +1,130 @@
+"""The daemon's gate, hermetic (no session is started, so no agent binary runs)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from agent_fleet.cli import cli
+from agent_fleet.errors import UsageError
+from agent_fleet.serve import Daemon, ServeConfig
+from agent_fleet.serve._openapi import OPENAPI
+
+from .conftest import TOKEN, MakeDaemon, client
+
+ENDPOINTS = [
+    ("GET", "/"),
+    ("GET", "/v1/openapi.json"),
+    ("GET", "/v1/info"),
+    ("GET", "/v1/sessions"),
+    ("POST", "/v1/sessions"),
+    ("GET", "/v1/sessions/x"),
+    ("GET", "/v1/sessions/x/events"),
+    ("POST", "/v1/sessions/x/turns"),
+    ("POST", "/v1/sessions/x/inject"),
+    ("POST", "/v1/sessions/x/stop"),
+    ("GET", "/v1/approvals"),
+    ("POST", "/v1/approvals/a1"),
+    ("GET", "/v1/batches"),
+    ("POST", "/v1/batches"),
+    ("GET", "/v1/batches/x"),
+    ("GET", "/v1/batches/x/report"),
+]
+
+
+async def test_every_endpoint_but_healthz_needs_the_token(make_daemon: MakeDaemon) -> None:
+    daemon = await make_daemon()
+    async with client(daemon, token=None) as anonymous, client(daemon, token="wrong-" + TOKEN) as wrong:
+        assert (await anonymous.get("/healthz")).json()["ok"] is True
+        for method, path in ENDPOINTS:
+            for http in (anonymous, wrong):
+                response = await http.request(method, path, json={})
+                assert response.status_code == 401, (method, path, response.status_code)
+                assert TOKEN not in response.text
+    async with client(daemon) as http:
+        assert (await http.get("/v1/info")).status_code == 200
+        assert (await http.get("/v1/sessions/nope")).status_code == 404
+
+
+async def test_a_cookie_alone_cannot_change_state_without_the_page_header(make_daemon: MakeDaemon) -> None:
+    daemon = await make_daemon()
+    async with client(daemon, token=None) as http:
+        login = await http.post("/login", data={"token": TOKEN})
+        assert login.status_code == 303
+        assert (await http.get("/v1/sessions")).status_code == 200  # the cookie reads
+        assert (await http.post("/v1/approvals/a1", json={"decision": "decline"})).status_code == 401
+        ok = await http.post("/v1/approvals/a1", json={"decision": "decline"}, headers={"X-Agent-Fleet": "1"})
+        assert ok.status_code == 404  # authorised; there is just no such approval
+
+
+async def test_bodies_over_the_limit_are_refused(make_daemon: MakeDaemon) -> None:
+    daemon = await make_daemon(max_body=4096)
+    async with client(daemon) as http:
+        response = await http.post("/v1/sessions", json={"prompt": "x" * 10_000})
+        assert response.status_code == 413
+
+        async def chunks():  # no Content-Length: bounded while read
+            for _ in range(10):
+                yield b"x" * 1000
+
+        streamed = await http.post("/v1/sessions", content=chunks())
+        assert streamed.status_code == 400
+        assert "over 4096 bytes" in streamed.json()["error"]["message"]
+
+
+async def test_cwd_outside_the_allowed_roots_is_refused(make_daemon: MakeDaemon, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    link = tmp_path / "workspace" / "escape"
+    link.symlink_to(outside)
+    daemon = await make_daemon()
+    async with client(daemon) as http:
+        for cwd in (outside, link, tmp_path / "workspace" / ".." / "elsewhere"):
+            response = await http.post("/v1/sessions", json={"prompt": "hi", "cwd": str(cwd)})
+            assert response.status_code == 403, response.text
+        bad = await http.post("/v1/sessions", json={"prompt": "hi", "nope": 1})
+        assert bad.status_code == 400 and "nope" in bad.json()["error"]["message"]
+        tasks = [{"id": "a", "prompt": "p", "cwd": str(outside)}]
+        batch = await http.post("/v1/batches", json={"tasks": tasks})
+        assert batch.status_code == 403
+
+
+def test_a_non_loopback_host_needs_a_token_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not a loopback address"):
+        ServeConfig(host="0.0.0.0", state_dir=tmp_path)
+    ServeConfig(host="0.0.0.0", state_dir=tmp_path, token_file=tmp_path / "t")  # allowed with a token
+    result = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "not a loopback address" in result.output
+    assert "Traceback" not in result.output
+
+
+async def test_a_generated_token_is_private_and_never_printed(tmp_path: Path) -> None:
+    daemon = Daemon(ServeConfig(state_dir=tmp_path / "state", allow_roots=(tmp_path,)))
+    await daemon.start()
+    try:
+        mode = stat.S_IMODE(daemon.token_path.stat().st_mode)
+        assert mode == 0o600
+        assert len(daemon.token) >= 32
+        assert daemon.port > 0  # --port 0 picked one
+        async with client(daemon, token=daemon.token) as http:
+            for method, path in ENDPOINTS[:4]:
+                response = await http.request(method, path)
+                assert daemon.token not in response.text
+    finally:
+        await daemon.close()
+    again = Daemon(ServeConfig(state_dir=tmp_path / "state", allow_roots=(tmp_path,)))
+    assert again.token == daemon.token  # kept across restarts
+    again.store.close()
+
+
+def test_the_openapi_document_describes_every_route(tmp_path: Path) -> None:
+    paths = set(OPENAPI["paths"])
+    for _, path in ENDPOINTS:
+        templated = path.replace("/x", "/{sid}").replace("/a1", "/{aid}")
+        if templated.startswith("/v1/batches/{sid}"):
+            templated = templated.replace("{sid}", "{bid}")
+        assert templated in paths, templated
