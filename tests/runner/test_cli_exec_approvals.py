@@ -59,7 +59,10 @@ def test_codex_refusals_appear_in_json_output(
         "justification": "x",
     }
     scripted_model.enqueue(
-        Reply(items=(exec_command("touch /etc/agent-fleet-probe"),)),
+        # Not a bare `touch`: codex exec --json reports no command_execution item for a command that
+        # ends within a few milliseconds (docs/codex-protocol-notes.md), so the refusal would have no
+        # output to be read from.
+        Reply(items=(exec_command("sleep 0.5; touch /etc/agent-fleet-probe"),)),
         Reply(items=(FunctionCall(name="exec_command", arguments=escalate),)),
         Reply.text("done"),
     )
