@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +95,28 @@ def test_serve_runs_the_command_with_the_overrides_and_returns_its_exit_code() -
 def test_serve_a_missing_command_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["serve", "--", "/nonexistent/agent-fleet"])
     assert result.exit_code == 2 and "cannot run" in result.output
+
+
+def test_serve_without_a_command_prints_the_wiring_and_stops_on_ctrl_c() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent_fleet.testing", "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(4)]
+        assert lines[0].startswith("export CODEX_HOME=")
+        assert lines[1] == "export AGENT_FLEET_SCRIPTED_API_KEY=scripted-dummy-key\n"
+        assert lines[2].startswith("# add to agent-fleet run / batch")
+        flags = shlex.split(lines[3])
+        assert flags[:2] == ["-c", 'model_provider="scripted"']
+        home = lines[0].strip().split("=", 1)[1]
+        assert Path(home).is_dir()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert not Path(home).exists()  # the temporary CODEX_HOME goes with the server
+    finally:
+        proc.kill()
+        proc.wait()
