@@ -81,6 +81,9 @@ class PermissionConfig:
     Calls of the caller's own ``Spec.tools`` have their own patterns, searched in the tool name:
     ``tool_disallow_patterns`` decline, a non-empty ``tool_allow_patterns`` accepts only the names
     matching one; otherwise the call is allowed (``default`` does not apply: the caller wrote them).
+    ``profile="strict"`` (for unattended fleets) accepts only commands the policy can prove harmless
+    (known read-only and build/test programs, literal arguments inside the workspace); everything else is
+    declined with rule ``strict-unproven``, which an ``approval_handler`` may turn into an accept.
     """
 
     allow_patterns: tuple[str, ...] = ()
@@ -90,6 +93,7 @@ class PermissionConfig:
     allowed_hosts: tuple[str, ...] = ()
     tool_allow_patterns: tuple[str, ...] = ()
     tool_disallow_patterns: tuple[str, ...] = ()
+    profile: Literal["default", "strict"] = "default"
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
@@ -101,6 +105,8 @@ class PermissionConfig:
         object.__setattr__(self, "tool_disallow_patterns", tuple(self.tool_disallow_patterns))
         if self.default not in ("allow", "deny"):
             raise ValueError(f"PermissionConfig.default must be 'allow' or 'deny', not {self.default!r}")
+        if self.profile not in ("default", "strict"):
+            raise ValueError(f"PermissionConfig.profile must be 'default' or 'strict', not {self.profile!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

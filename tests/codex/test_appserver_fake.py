@@ -134,6 +134,23 @@ async def test_approval_handler_refines_but_cannot_override_builtin_declines(tmp
     assert seen == ["npm test"]  # never consulted for a built-in decline
 
 
+async def test_strict_profile_sends_unproven_commands_to_the_handler(tmp_path: Path) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
+        seen.append((str(request.command), decision.rule))
+        return Decision(action="allow_once")
+
+    scenario = [_cmd("git status"), _cmd("./scripts/release.sh"), _cmd("rm -rf /")]
+    strict = PermissionConfig(profile="strict")
+    options = _options(tmp_path, scenario, approval_handler=handler)
+    _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path, permission=strict))
+    assert [a["result"]["decision"] for a in answers] == ["accept", "accept", "decline"]
+    assert seen == [("git status", None), ("./scripts/release.sh", "strict-unproven")]
+    _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=strict))
+    assert [a["result"]["decision"] for a in answers] == ["acceptForSession", "decline", "decline"]
+
+
 async def test_approval_handler_that_raises_declines_and_reports(tmp_path: Path) -> None:
     async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
         raise RuntimeError("reviewer offline")

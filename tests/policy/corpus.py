@@ -96,6 +96,7 @@ DANGEROUS: list[tuple[str, str]] = [
     ("trap 'rm -rf ~' EXIT", "rm-root"),
     ("rsync -a --delete empty/ /", "rm-root"),
     ("printf '/\\n' | xargs rm -rf", "rm-root"),
+    ("rm -rf ..", "write-outside-workspace"),  # the parent of the working directory, whatever it is
     # git
     ("git reset --hard", "git-reset-hard"),
     ("git reset --hard HEAD~3", "git-reset-hard"),
@@ -191,7 +192,6 @@ EVERYDAY: list[str] = [
     "rm -rf node_modules",
     "rm -rf ./node_modules",
     "rm -rf .",
-    "rm -rf ..",
     "rm -rf *",
     "rm -rf /tmp/build-cache",
     "rm -rf ~/project/build",

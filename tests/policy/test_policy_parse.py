@@ -35,13 +35,13 @@ from .corpus import DANGEROUS, EVERYDAY
         ("echo $'a\\tb' a\"b\"'c'", [("echo", "a\tb", "abc")]),
         (
             "find . -name '*.o' -exec rm -f {} \\;",
-            [("find", ".", "-name", "*.o", "-exec", "rm", "-f", "{}", ";"), ("rm", "-f", "{}")],
+            [("find", ".", "-name", "*.o", "-exec", "rm", "-f", "{}", ";"), ("rm", "-f", "./*")],
         ),
         ("xargs -0 -n1 rm -f", [("rm", "-f")]),
         ("command -v rm", [("command", "-v", "rm")]),
         ("echo a > out b", [("echo", "a", "b")]),
         ("rm${IFS}-rf${IFS}x", [("rm", "-rf", "x")]),
-        ('echo "a${IFS}b"', [("echo", "a${IFS}b")]),
+        ('echo "a${IFS}b"', [("echo", "a \t\nb")]),  # quoted: the default IFS value, not split
         (["echo", "a${IFS}b"], [("echo", "a${IFS}b")]),
         ("sh -c 'rm \"$1\"' sh x", [("sh", "-c", 'rm "$1"', "sh", "x"), ("rm", "x")]),
     ],

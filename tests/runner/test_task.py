@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet import Spec
+from agent_fleet import Spec, TextDelta
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.errors import UsageError
-from agent_fleet.events import TextDelta
 from agent_fleet.runner import GateConfig, ReviewConfig, Task, TaskEvent, run_task
 from agent_fleet.runner._lean import diff_of
 from agent_fleet.testing import ScriptedModelServer

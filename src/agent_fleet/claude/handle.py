@@ -463,7 +463,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             decision = Decision(action="decline", reason="the turn is no longer running", rule="turn-ended")
         else:
             try:
-                decision = self._policy.evaluate(request)
+                decision = await self._policy.evaluate_async(request)
             except Exception as exc:  # the engine fails closed by design; this guards a bug in it
                 decision = Decision(
                     action="decline", reason=f"approval policy failed: {exc}", rule="policy-error"

@@ -39,6 +39,7 @@ from agent_fleet.runner import (
     PROVIDER_NAMES,
     BatchEntry,
     BatchResult,
+    Redactor,
     TaskResult,
     load_tasks,
     make_provider,
@@ -211,7 +212,7 @@ def batch_command(
         if result.report_path is not None:
             console.print(f"report: {result.report_path}")
         if result.stopped:
-            console.print(Text(f"batch stopped: {result.stopped}", style="red"))
+            console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
         if result.fatal:
             die(EXIT_UNAVAILABLE)
         die(EXIT_OK if result.ok else EXIT_FAILED)

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from agent_fleet.events import AssistantMessage, Error, Reasoning, System, ToolResult, ToolUse
 from agent_fleet.runner import BatchResult, Redactor, TaskCounters, TaskEvent, TaskResult, event_record
+from agent_fleet.runner._delta_redact import DeltaCoalescer
 
 __all__ = ["Progress", "command_text", "consoles", "describe", "first_line", "result_line", "summary_table"]
 
@@ -155,6 +156,7 @@ class Progress:
         self.live_mode = console.is_terminal and not json_output
         self.rows: dict[str, _Row] = {}
         self.redactor = Redactor()
+        self.deltas = DeltaCoalescer(self.redactor)
         self.live: Live | None = None
         self.started = time.monotonic()
 
@@ -178,8 +180,9 @@ class Progress:
 
     def on_event(self, task_event: TaskEvent) -> None:
         if self.json_output:
-            record = event_record(task_event, self.redactor)
-            self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+            for streamed in self.deltas.events(task_event):  # deltas held back, redacted as a whole
+                record = event_record(streamed, self.redactor)
+                self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.out.flush()
         row = self.row(task_event.task_id)
         event = task_event.event
@@ -189,7 +192,7 @@ class Progress:
         row.counters.feed(task_event)
         match event:
             case ToolUse(name="shell", synthetic=False, input=data) if task_event.source == "agent":
-                row.commands.append(command_text(data.get("command")))
+                row.commands.append(self.redactor.text(command_text(data.get("command"))))
             case System(subtype="approval_denied"):
                 if line:
                     row.declined.append(line.removeprefix("declined: "))
@@ -200,7 +203,7 @@ class Progress:
             case System(subtype="runner.finished", data=data):
                 row.result = data
                 row.status = str(data.get("status"))
-                row.step = first_line(str(data.get("reason")), 80)
+                row.step = first_line(self.redactor.text(str(data.get("reason"))), 80)
                 row.ended = time.monotonic()
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
@@ -266,10 +269,11 @@ _HINTS = {
 
 def result_line(result: TaskResult) -> tuple[str, str]:
     took = f"{result.duration:.1f}s, {result.followups} follow-up(s), {result.tokens:,} tokens"
+    reason = Redactor().text(result.reason)
     if result.ok:
-        return "green", f"succeeded ({took}): {result.reason}"
+        return "green", f"succeeded ({took}): {reason}"
     hint = _HINTS.get(result.error_code or "", "")
-    return "red", f"{result.status} ({took}): {result.reason}" + (f" — {hint}" if hint else "")
+    return "red", f"{result.status} ({took}): {reason}" + (f" — {hint}" if hint else "")
 
 
 def consoles(json_output: bool) -> tuple[Console, Console]:
@@ -286,6 +290,7 @@ def summary_table(result: BatchResult) -> Table:
     for name in ("task", "status", "follow-ups", "duration", "tokens", "branch", "reason"):
         table.add_column(name, overflow="fold")
     styles = {"succeeded": "green", "failed": "red", "error": "red"}
+    redactor = Redactor()
     for entry in result.entries:
         r = entry.result
         table.add_row(
@@ -295,6 +300,7 @@ def summary_table(result: BatchResult) -> Table:
             f"{r.duration:.1f}s",
             f"{r.tokens:,}",
             entry.branch or "",
-            first_line(r.reason, 80) + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
+            first_line(redactor.text(r.reason), 80)
+            + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
         )
     return table

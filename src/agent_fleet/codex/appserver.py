@@ -24,14 +24,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
-from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
 from agent_fleet._codex_binary import find_codex
 from agent_fleet._codex_toml import config_args
+from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._review import ReviewSession
@@ -92,26 +91,14 @@ def _stderr_reason(tail: str) -> str | None:
 
 
 class _Child:
-    """The running app-server process, its connection and its stderr tail."""
+    """The running app-server process (with its stderr tail) and its connection."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, conn: Connection) -> None:
+    def __init__(self, proc: ChildProcess, conn: Connection) -> None:
         self.proc = proc
         self.conn = conn
-        self.stderr: deque[bytes] = deque()
-        self.stderr_bytes = 0
-        self.stderr_task: asyncio.Task[None] | None = None
 
     def stderr_tail(self) -> str:
-        return b"".join(self.stderr).decode("utf-8", "replace")[-_STDERR_TAIL_BYTES:]
-
-    async def read_stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
-        while chunk := await stream.read(65536):
-            self.stderr.append(chunk)
-            self.stderr_bytes += len(chunk)
-            while self.stderr_bytes > _STDERR_TAIL_BYTES and len(self.stderr) > 1:
-                self.stderr_bytes -= len(self.stderr.popleft())
+        return self.proc.stderr_tail()
 
 
 class CodexProvider(Provider):
@@ -178,22 +165,20 @@ class CodexProvider(Provider):
         binary = find_codex(opts.codex_bin)
         argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            # Under the reaper: a crash, a shutdown or our own death ends every command codex started.
+            proc = await ChildProcess.start(
+                argv,
                 env=opts.child_env(),
-                cwd=os.fspath(opts.cwd) if opts.cwd is not None else None,
-                start_new_session=True,  # our own process group: shutdown can end codex's children too
+                cwd=opts.cwd,
+                tail_bytes=_STDERR_TAIL_BYTES,
                 limit=_STDOUT_LIMIT,
+                name="codex-app-server",
             )
         except OSError as exc:
             raise ProviderUnavailable(f"cannot start {binary}: {exc}", tried=[str(binary)]) from exc
         assert proc.stdout is not None and proc.stdin is not None
         conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=_route, name="codex-app-server")
         child = _Child(proc, conn)
-        child.stderr_task = asyncio.get_running_loop().create_task(child.read_stderr(), name="codex-stderr")
         conn.set_fallback(on_notification=self._on_global_notification, on_request=self._on_global_request)
         conn.on_close(lambda cause: self._on_close(child, cause))
         conn.start()
@@ -251,23 +236,8 @@ class CodexProvider(Provider):
 
     async def _kill(self, child: _Child) -> None:
         await child.conn.close(ConnectionClosed("provider shut down"))
-        proc = child.proc
-        if proc.returncode is None:
-            # Closing stdin asks codex to exit; then the group gets TERM, then KILL.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), 2.0)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if proc.returncode is not None:
-                break
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), 3.0)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # stragglers in the group (commands codex started)
-        if child.stderr_task is not None:
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(child.stderr_task, 1.0)
+        # Closing stdin (above) asks codex to exit; then its whole tree gets TERM, then KILL.
+        await child.proc.stop(stdin_grace=2.0)
 
     # -- crash handling ------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Every turn is one ``codex exec --json`` child in its own process group (``start_new_session``). The
+Every turn is one ``codex exec --json`` child under the reaper (``agent_fleet._process``). The
 first turn of a session runs ``codex exec``; every later one (``send``, ``Provider.resume``) runs
 ``codex exec resume <thread_id>``, so codex replays the recorded thread and the model sees the whole
 history. The prompt is written to stdin (``-``) and stdin is closed; it never appears in argv. The
@@ -17,10 +17,10 @@ can use both: the stream's own ``Result`` / ``turn.failed`` wins; otherwise a no
 exit without a terminal is a ``protocol_error``.
 
 Aborts (``Spec.timeout``, ``stop()``, cancelling a task awaiting the turn's next event,
-``shutdown()``) send SIGTERM to codex's process group at once and SIGKILL after ``kill_grace``
+``shutdown()``) send SIGTERM to codex and every descendant at once and SIGKILL after ``kill_grace``
 seconds. Codex starts sandboxed commands and its shell snapshot with ``setsid``, so they are not in
-that group: every process left in a session created under the turn's process tree (Linux ``/proc``)
-is SIGKILLed too, so no orphan outlives an aborted turn. The turn then ends with
+its process group; the reaper reaches them anyway (it is their subreaper), and it also ends what a
+finished turn left running, so no orphan outlives a turn. An aborted turn then ends with
 ``Error(code="timeout")`` (retryable) or ``Error(code="cancelled")``, unless codex had already
 reported its own terminal event, which then stands.
 
@@ -37,13 +37,13 @@ import json
 import logging
 import os
 import shutil
-import signal
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Protocol
 
 from agent_fleet._codex_binary import codex_version_async, find_codex
+from agent_fleet._process import ChildProcess
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
@@ -73,60 +73,6 @@ CAPABILITIES: Final = Capabilities(
 _READ_CHUNK: Final = 64 * 1024
 _EOF_GRACE: Final = 2.0  # after exit, how long a pipe held open by a stray descendant may delay EOF
 _EXIT_GRACE: Final = 10.0  # after EOF, how long codex may take to exit before it is killed
-
-
-def _processes() -> list[tuple[int, int, int, bytes]]:
-    """``(pid, ppid, session, state)`` of every process (Linux ``/proc``; empty elsewhere)."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    table: list[tuple[int, int, int, bytes]] = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                raw = f.read()
-            # Fields after the parenthesised command name (which may contain spaces or parentheses).
-            fields = raw.rpartition(b")")[2].split()
-            table.append((int(name), int(fields[1]), int(fields[3]), fields[0]))
-        except (OSError, ValueError, IndexError):
-            continue
-    return table
-
-
-def _turn_sessions(root: int) -> set[int]:
-    """The session of ``root`` plus every session its descendants created (codex starts sandboxed
-    commands and its shell snapshot with ``setsid``, so they are not in its process group)."""
-    table = _processes()
-    children: dict[int, list[tuple[int, int]]] = {}
-    for pid, ppid, sid, _ in table:
-        children.setdefault(ppid, []).append((pid, sid))
-    sessions = {root}
-    stack = [root]
-    while stack:
-        for pid, sid in children.get(stack.pop(), ()):
-            sessions.add(sid)
-            stack.append(pid)
-    sessions.discard(os.getsid(0))  # never our own
-    return sessions
-
-
-def _kill_sessions(sessions: set[int]) -> int:
-    """SIGKILL every live process in ``sessions`` (also those reparented away from codex)."""
-    killed = 0
-    for pid, _, sid, state in _processes():
-        if sid in sessions and state != b"Z":
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-    return killed
-
-
-def _killpg(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def _write_turn_files(spec: Spec) -> tuple[str | None, str | None, str | None]:
@@ -176,11 +122,10 @@ class _ExecTurn:
         self.stream = EventStream()
         self.session_known = asyncio.Event()
         self.done = asyncio.Event()
-        self.proc: asyncio.subprocess.Process | None = None
-        self._stderr = bytearray()
+        self.proc: ChildProcess | None = None
         self._abort_code: ErrorCode | None = None
         self._abort_message = ""
-        self._killer: asyncio.Task[None] | None = None
+        self._aborted = False
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.on_done: Callable[[_ExecTurn], None] | None = None
@@ -191,21 +136,20 @@ class _ExecTurn:
 
     @property
     def stderr_tail(self) -> str:
-        return self._stderr.decode("utf-8", "replace")
+        return self.proc.stderr_tail() if self.proc is not None else ""
 
     async def start(self) -> None:
         """Start the child and its driver. Raises ``ProviderUnavailable`` when it cannot be started."""
         for notice in spec_unsupported(self.command.untranslated):
             self.stream.push(notice)
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.command.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            self.proc = await ChildProcess.start(
+                self.command.argv,
                 cwd=self.command.cwd,
                 env=self.env,
-                start_new_session=True,
+                tail_bytes=self.stderr_limit,
+                grace=self.kill_grace,
+                name="codex-exec",
             )
         except OSError as exc:
             self._cleanup()
@@ -225,38 +169,24 @@ class _ExecTurn:
         self.abort("timeout", message)
 
     def abort(self, code: ErrorCode, message: str) -> None:
-        """Kill the process group now (SIGTERM, SIGKILL after the grace). Sync and idempotent."""
+        """End codex and its whole tree now (SIGTERM, SIGKILL after the grace). Sync and idempotent."""
         proc = self.proc
-        if self.done.is_set() or proc is None or self._killer is not None:
+        if self.done.is_set() or proc is None or self._aborted:
             return
+        self._aborted = True
         if self.parser.terminal is None:
             self._abort_code, self._abort_message = code, message
-        sessions = _turn_sessions(proc.pid)
-        _killpg(proc.pid, signal.SIGTERM)
-        self._killer = asyncio.create_task(self._escalate(proc, sessions), name=f"kill:{proc.pid}")
-
-    async def _escalate(self, proc: asyncio.subprocess.Process, sessions: set[int]) -> None:
-        try:
-            await asyncio.wait_for(proc.wait(), self.kill_grace)
-        except TimeoutError:
-            sessions |= _turn_sessions(proc.pid)  # not reaped yet, so the pid is still codex's
-            _killpg(proc.pid, signal.SIGKILL)
-        # Whatever codex's descendants left behind in their own sessions must not outlive the turn.
-        # A few passes: a dying shell loop may fork once more between scan and kill.
-        for _ in range(3):
-            if not _kill_sessions(sessions):
-                break
-            await asyncio.sleep(0.05)
+        proc.terminate()  # the reaper escalates to SIGKILL after kill_grace
 
     async def wait_done(self) -> None:
         await self.done.wait()
 
     # --- the driver ---------------------------------------------------------------------------------
-    async def _drive(self, proc: asyncio.subprocess.Process) -> None:
+    async def _drive(self, proc: ChildProcess) -> None:
         terminal: Result | Error = Error(code="cancelled", message="the turn's driver was cancelled")
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
         feeder = asyncio.create_task(self._write_stdin(proc))
-        stderr = asyncio.create_task(self._read_stderr(proc.stderr))
+        stderr = asyncio.create_task(proc.stderr_done(_EOF_GRACE + _EXIT_GRACE))
         reader = asyncio.create_task(self._read_stdout(proc.stdout))
         exited = asyncio.create_task(proc.wait())
         try:
@@ -279,16 +209,14 @@ class _ExecTurn:
                 raise exc
             for event in self.parser.close():
                 self._emit(event)
-            if self._killer is not None:
-                await self._killer
             terminal = self._decide(proc.returncode)
         except asyncio.CancelledError:
             # The loop is going away (e.g. asyncio.run() ended without shutdown()): leave no orphan.
-            _killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
             raise
         except Exception as exc:  # a bug here must still end the stream and kill the child
             logger.exception("codex exec driver failed")
-            _killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
             terminal = Error(code="protocol_error", message=f"codex exec driver failed: {exc!r}")
         finally:
             for pending in (feeder, stderr, reader, exited):
@@ -320,7 +248,7 @@ class _ExecTurn:
                 self._tools.discard(event.id)
             self.stream.push(event)
 
-    async def _write_stdin(self, proc: asyncio.subprocess.Process) -> None:
+    async def _write_stdin(self, proc: ChildProcess) -> None:
         stdin = proc.stdin
         assert stdin is not None
         try:
@@ -344,12 +272,6 @@ class _ExecTurn:
                 self.abort("protocol_error", terminal.message)  # the stream is unusable: stop codex
             if self.parser.thread_id is not None:
                 self.session_known.set()
-
-    async def _read_stderr(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(_READ_CHUNK):
-            self._stderr += chunk
-            if len(self._stderr) > self.stderr_limit:
-                del self._stderr[: len(self._stderr) - self.stderr_limit]
 
     def _cleanup(self) -> None:
         if self.tempdir is not None:

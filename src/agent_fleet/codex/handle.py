@@ -45,6 +45,7 @@ from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System
 from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+from agent_fleet.policy.engine import STRICT_RULE
 from agent_fleet.tools import by_name, failure
 
 if TYPE_CHECKING:
@@ -137,7 +138,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         )
 
     async def stop(self) -> None:
-        """Interrupt the running turn, unsubscribe, end the stream with ``Error(code="cancelled")``.
+        """Interrupt the running turn, end the commands it left running, unsubscribe, end the stream
+        with ``Error(code="cancelled")``.
 
         Idempotent and safe to race with crash handling; never raises for a dead connection.
         """
@@ -148,6 +150,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         cancelled = Error(code="cancelled", message="stopped by the caller")
         if turn is not None and self._finish(turn, cancelled) and turn.turn_id is not None:
             await self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id})
+        # Commands the session left running (codex keeps them as background terminals) end with it.
+        await self._control("thread/backgroundTerminals/clean", {"threadId": self._thread_id})
         await self._control("thread/unsubscribe", {"threadId": self._thread_id})
         self._detach()
 
@@ -338,12 +342,12 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             writable_roots=self._provider.writable_roots,
             file_changes=turn.mapper.file_changes if turn is not None else None,
         )
-        decision = self._policy.evaluate(request)
+        decision = await self._policy.evaluate_async(request)
         unknown = msg.method not in _approvals.APPROVAL_METHODS
         if unknown:
             self._emit(System(subtype="unknown_approval_kind", data={"method": msg.method}))
         handler = self._provider.options.approval_handler
-        if handler is not None and decision.action != "decline":
+        if handler is not None and (decision.action != "decline" or decision.rule == STRICT_RULE):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
             self._host.spawn_task(self._refine(msg, params, request, decision), f"approval:{msg.id}")
             return
@@ -357,8 +361,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         """The ``approval_handler``'s refinement of ``decision`` (a decline when it fails)."""
         handler = self._provider.options.approval_handler
-        if handler is None or decision.action == "decline":
-            return decision
+        if handler is None or (decision.action == "decline" and decision.rule != STRICT_RULE):
+            return decision  # other declines are final: a handler refines, never overrides
         turn = self._turn
         if turn is not None:
             turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog

@@ -51,6 +51,8 @@ class CodexOptions:
       ``System(subtype="events_coalesced")`` marker; no text and no other event is dropped, and
       nothing waits, so no backlog moves into the connection and other handles are never delayed.
     - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision.
+      It sees accepted requests and, under ``PermissionConfig(profile="strict")``, the ``strict-unproven``
+      declines (which it may accept); other declines are final.
     - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for the agent's questions and MCP
       elicitations (``agent_fleet.user_input``); without one, ``canned_answers`` (question id, header
       or text -> answer) answer what they can and the rest is declined with a message for the model.

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -19,12 +18,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed as WsConnectionClosed
 from websockets.exceptions import ConnectionClosedOK, InvalidHandshake, InvalidURI
 
+from agent_fleet._process import ChildProcess
 from agent_fleet.errors import ProviderUnavailable, TransportError
 from agent_fleet.jsonrpc import StreamTransport
 
 __all__ = ["ChildTransport", "WebSocketTransport", "spawn_child"]
 
-_STDERR_TAIL_LINES: Final = 50
+_STDERR_TAIL_BYTES: Final = 16 * 1024
 _KILL_GRACE: Final = 2.0
 _TCP_QUICKACK: Final[int | None] = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
@@ -111,18 +111,14 @@ class ChildTransport:
 
     At EOF on stdout the child's exit status and stderr tail become the close cause (a
     ``TransportError``). ``close`` closes stdin (a stdio server then stops its processes and exits;
-    ``stops_on_eof=False`` skips that wait), then sends SIGTERM, then SIGKILL, a couple of seconds
-    apart: the child never outlives the transport.
+    ``stops_on_eof=False`` skips that wait), then ends the child and every process it started
+    (SIGTERM, then SIGKILL; ``agent_fleet._process``): nothing outlives the transport.
     """
 
-    def __init__(self, proc: asyncio.subprocess.Process, *, stops_on_eof: bool = True) -> None:
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    def __init__(self, proc: ChildProcess, *, stops_on_eof: bool = True) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
         self._proc = proc
         self._stream = StreamTransport(proc.stdout, proc.stdin)
-        self._stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
-        self._stderr_task = asyncio.get_running_loop().create_task(
-            self._drain_stderr(proc.stderr), name="codex-exec-server:stderr"
-        )
         self._closed = False
         self._stops_on_eof = stops_on_eof
 
@@ -135,13 +131,7 @@ class ChildTransport:
         return self._proc.returncode
 
     def stderr_tail(self) -> str:
-        return "".join(self._stderr)
-
-    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
-        # Always drained, so a chatty child can never block on a full stderr pipe.
-        with contextlib.suppress(Exception):
-            async for line in stream:
-                self._stderr.append(line.decode(errors="replace"))
+        return self._proc.stderr_tail()
 
     async def receive(self) -> bytes:
         data = await self._stream.receive()
@@ -150,8 +140,7 @@ class ChildTransport:
         code: int | None = None
         with contextlib.suppress(TimeoutError):
             code = await asyncio.wait_for(self._proc.wait(), _KILL_GRACE)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+        await self._proc.stderr_done(0.5)
         raise TransportError(
             f"codex exec-server closed its output (exit code {code})",
             exit_code=code,
@@ -172,27 +161,9 @@ class ChildTransport:
         if self._closed:
             return
         self._closed = True
-        proc = self._proc
         with contextlib.suppress(Exception):
-            await self._stream.close()
-        if proc.returncode is None:
-            try:
-                # Closing stdin stops a stdio server; then SIGTERM, then SIGKILL.
-                first = (None,) if self._stops_on_eof else ()
-                for signal_child in (*first, proc.terminate, proc.kill):
-                    if signal_child is not None:
-                        with contextlib.suppress(ProcessLookupError):
-                            signal_child()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(proc.wait(), _KILL_GRACE)
-                        break
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                raise
-        self._stderr_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._stderr_task
+            await self._stream.close()  # closing stdin stops a stdio server
+        await self._proc.stop(grace=_KILL_GRACE, stdin_grace=_KILL_GRACE if self._stops_on_eof else 0.0)
 
 
 async def spawn_child(
@@ -200,16 +171,15 @@ async def spawn_child(
     args: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
-) -> asyncio.subprocess.Process:
+) -> ChildProcess:
     """Start ``codex <args>`` with piped stdio. Raises ``ProviderUnavailable`` if it cannot start."""
     try:
-        return await asyncio.create_subprocess_exec(
-            os.fspath(codex),
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=dict(env) if env is not None else None,
+        return await ChildProcess.start(
+            [codex, *args],
+            env=env,
+            tail_bytes=_STDERR_TAIL_BYTES,
+            grace=_KILL_GRACE,
+            name="codex-exec-server",
         )
     except OSError as exc:
         raise ProviderUnavailable(f"cannot start {os.fspath(codex)} {' '.join(args)}: {exc}") from exc

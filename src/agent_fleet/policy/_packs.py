@@ -350,6 +350,10 @@ class PackSet:
             if cmd.carrier:
                 continue
             found = self._check_command(cmd, ctx)
+            if found is None and cmd.wrappers and cmd.written and cmd.written != cmd.argv:
+                # The built-in walker peels wrappers (``systemd-run``, ``at``, ``nohup`` ...) off argv;
+                # a pack may have a rule for the wrapper itself (a timer that outlives the session).
+                found = self._check_command(replace(cmd, argv=cmd.written), ctx)
             if found is not None:
                 return found
             if depth >= _MAX_NESTING:

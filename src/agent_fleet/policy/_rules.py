@@ -1,18 +1,23 @@
 """The built-in safety rules: always on, judged on parsed commands, never overridable.
 
-Each rule is a function of one normalised ``SimpleCommand`` (or of the whole script, for fork bombs and
-redirections) and a ``RuleContext``; it returns a ``Violation`` naming a stable rule id, or ``None``.
-``find_violation`` runs them in a fixed order and returns the first that fires: script-level fork bomb
-first, then every command in execution order (for each: the program-specific rule, then
-download-to-shell, then privilege escalation), then redirections. So ``sudo rm -rf /`` reports
-``rm-root``, the more specific reason.
+Each rule is a function of one normalised ``SimpleCommand`` (or of the whole script, for fork bombs,
+redirections and code we cannot see) and a ``RuleContext``; it returns a ``Violation`` naming a stable
+rule id, or ``None``. ``find_violation`` runs them in a fixed order and returns the first that fires:
+script-level fork bomb and opaque code first, then every command in execution order (for each: the
+program-specific rule, git, whole-system commands, download-to-shell, decoder-to-shell, credentials,
+written paths, privilege escalation), then redirections, then files written from a download or decoder
+and run later. So ``sudo rm -rf /`` reports ``rm-root``, the more specific reason. Path judgments live in
+``_files``, git in ``_git``, whole-system commands in ``_system``.
 
 Documented choices:
 
 * ``git push`` with any plain force (``--force``, ``-f``, a ``+refspec``) is declined even when
   ``--force-with-lease`` is also given: only lease-protected forces pass.
 * ``--delete`` / ``:ref`` deletions are declined for ``main`` and ``master`` only.
-* ``rm`` needs ``-r``/``-R``/``--recursive`` (or ``--no-preserve-root``) to be judged; ``-f`` is not needed.
+* ``rm`` needs ``-r``/``-R``/``--recursive`` (or ``--no-preserve-root``; GNU abbreviations such as
+  ``--recu`` count) to be judged as ``rm-root``; any ``rm`` of a vital path is ``vital-path``.
+  A recursive ``rm`` whose target cannot be resolved (``rm -rf $R``, ``rm -rf "$(cmd)"``) is declined
+  (``dynamic-command``), and so is removing a ``.git`` directory (``git-destroy``).
 * ``chmod``/``chown``/``chgrp -R`` are declined on protected paths and on any absolute or home path
   outside the working directory and writable roots (any absolute path when no working directory is known).
 * A write to any ``/dev`` node other than the harmless ones (``null``, ``zero``, ``tty``, ``stdout``,
@@ -21,35 +26,47 @@ Documented choices:
   script ``cd``s into (``cd / && rm -rf *``); ``find <protected> -delete`` (or ``-exec rm``) and
   ``rsync --delete ... <protected>`` count as ``rm-root``; ``xargs rm -rf`` fed by ``echo``/``printf``/
   ``find`` gets those words as operands.
-* A program name we cannot resolve (``$X -rf /``, ``$(which git) reset --hard``) is judged as if it were
-  ``rm``, ``git``, ``chmod`` and ``dd`` in turn.
+* A program name we cannot resolve (``$X -rf /``, ``$(which git) reset --hard``, ``/b?n/r?``) is judged
+  as if it were each program that has a rule here, with ``rm`` taken as recursive.
 * A pipeline runs what a download feeds it when a later stage is a shell or interpreter reading its
   code from standard input (``sh``, ``bash -s``, ``python -``, ``source /dev/stdin``, ``xargs bash -c``);
-  ``python -m json.tool``, ``python -c CODE``, ``jq`` and ``sh script.sh`` read data, not code.
-
-Out of reach (by design, not parsed): code inside other languages (``python -c "shutil.rmtree('/')"``),
-decoded payloads (``base64 -d | sh``), and files run later (``curl -o x.sh && sh x.sh``).
+  ``python -m json.tool``, ``python -c CODE``, ``jq`` and ``sh script.sh`` read data, not code. The same
+  with a decoder (``base64 -d``, ``xxd -r``, ``rev``, ``tr`` ...) is ``decoder-to-shell``; so is a file
+  written from a download or decoder and then run (``curl -o x.sh URL && sh x.sh``).
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
-import shlex
+import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import Final
 
+from agent_fleet.policy._execution import (
+    decoder_to_shell,
+    download_to_shell,
+    opaque_script,
+    run_later,
+    unresolved_program,
+)
+from agent_fleet.policy._files import (
+    credential_violation,
+    leaked_later,
+    path_violation,
+    redirect_violation,
+)
+from agent_fleet.policy._git import git_violation
 from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
-from agent_fleet.policy._targets import HOME_FALLBACK, inside, protected_reason, resolve_target
+from agent_fleet.policy._system import system_violation
+from agent_fleet.policy._targets import inside, protected_reason, resolve_target
 from agent_fleet.policy._unwrap import (
-    DOWNLOADERS,
     PRIVILEGE,
-    executes_stdin,
     expand_braces,
     is_dynamic,
-    is_executor,
     normalise_program,
 )
+from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
 
 __all__ = ["BUILTIN_RULES", "RuleContext", "Violation", "find_violation"]
 
@@ -61,12 +78,23 @@ BUILTIN_RULES: dict[str, str] = {
     "git-reset-hard": "git reset --hard (discards uncommitted work)",
     "git-push-force": "git push --force/-f/+refspec/--mirror, or deleting main/master on the remote",
     "git-worktree-remove": "git worktree remove|prune",
+    "git-destroy": "git clean, checkout/restore of the whole tree, stash clear, branch -D, reflog expire,"
+    " gc --prune=now, filter-branch, rm -r ., removing .git: uncommitted work or history destroyed",
+    "git-config-shell": "git configuration that runs code we cannot see (core.hooksPath, --config-env)",
     "privilege-escalation": "sudo, sudoedit, doas, su, pkexec, run0",
     "download-to-shell": 'downloaded content executed: curl|sh, bash <(curl ...), sh -c "$(curl ...)"',
+    "decoder-to-shell": "decoded or transformed text executed: base64 -d | sh, rev | sh, eval $(xxd -r)",
+    "opaque-code": "code we cannot see is run: computed commands in inline code, sed s///e, exec(decode())",
+    "dynamic-command": "a destructive command whose program or target cannot be resolved statically",
     "fork-bomb": "a function that calls itself in a pipeline or in the background",
+    "system": "whole-machine commands: kill -1, shutdown, reboot, firewall, SELinux/AppArmor, sysctl ...",
+    "vital-path": "writing, moving or deleting system files, another user's home, shell start-up files,"
+    " ~/.ssh, ~/.config and other home configuration, or installing cron jobs",
+    "write-outside-workspace": "writing, moving or deleting a path outside the session's workspace",
+    "credential-access": "reading credential files (~/.ssh, ~/.aws, ~/.netrc ...), exporting secret keys,"
+    " or sending the environment or secret variables over the network",
 }
 
-DEFAULT_BRANCHES = frozenset({"main", "master", "refs/heads/main", "refs/heads/master"})
 _HARMLESS_DEVICES = frozenset(
     {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/stdin", "/dev/stdout"}
     | {"/dev/stderr", "/dev/tty", "/dev/ptmx"}
@@ -79,49 +107,63 @@ _DEVICE_WRITERS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Violation:
-    rule: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RuleContext:
-    """Where the command would run. ``cwd`` and ``roots`` are absolute and normalised.
-
-    ``cd_targets``: directories the script itself ``cd``s into (``cd / && rm -rf *``); relative targets
-    are judged against each of them as well as against ``cwd``.
-    """
-
-    cwd: str | None = None
-    roots: tuple[str, ...] = ()
-    home: str = HOME_FALLBACK
-    cd_targets: tuple[str, ...] = ()
-
-    @classmethod
-    def build(
-        cls, cwd: str | os.PathLike[str] | None, writable_roots: Iterable[str | os.PathLike[str]] = ()
-    ) -> RuleContext:
-        home = os.path.expanduser("~")
-        if not home.startswith("/"):
-            home = HOME_FALLBACK
-        norm_cwd = posixpath.normpath(os.path.abspath(cwd)) if cwd else None
-        roots: list[str] = [norm_cwd] if norm_cwd else []
-        for root in (os.fspath(raw) for raw in writable_roots):
-            if not root.startswith("/"):
-                if norm_cwd is None:
-                    continue
-                root = posixpath.join(norm_cwd, root)
-            roots.append(posixpath.normpath(root))
-        return cls(cwd=norm_cwd, roots=tuple(roots), home=posixpath.normpath(home))
-
-
 # --------------------------------------------------------------------------------------------------
 # Helpers.
 
 
-def _short_flags(args: Sequence[str]) -> tuple[set[str], list[str]]:
+#: Long options of the programs whose flags decide a rule, for GNU-style abbreviations (``--recu``).
+_LONG_OPTIONS: dict[str, tuple[str, ...]] = {
+    "rm": (
+        "force",
+        "interactive",
+        "one-file-system",
+        "no-preserve-root",
+        "preserve-root",
+        "recursive",
+        "dir",
+        "verbose",
+        "help",
+    ),
+    "chmod": (
+        "changes",
+        "silent",
+        "quiet",
+        "verbose",
+        "no-preserve-root",
+        "preserve-root",
+        "reference",
+        "recursive",
+        "help",
+    ),
+    "chown": (
+        "changes",
+        "silent",
+        "quiet",
+        "verbose",
+        "dereference",
+        "no-dereference",
+        "from",
+        "no-preserve-root",
+        "preserve-root",
+        "reference",
+        "recursive",
+        "help",
+    ),
+}
+_LONG_OPTIONS["chgrp"] = _LONG_OPTIONS["chown"]
+
+
+def _canonical(name: str, options: tuple[str, ...]) -> str:
+    """The long option ``name`` abbreviates (GNU getopt: an exact name or a unique prefix)."""
+    if not options or name in options:
+        return name
+    matches = [option for option in options if option.startswith(name)]
+    return matches[0] if len(matches) == 1 else name
+
+
+def _short_flags(args: Sequence[str], program: str = "") -> tuple[set[str], list[str]]:
     """Split ``args`` into option letters/long names and operands (options may follow operands)."""
+    options = _LONG_OPTIONS.get(program, ())
     flags: set[str] = set()
     operands: list[str] = []
     for i, arg in enumerate(args):
@@ -129,7 +171,7 @@ def _short_flags(args: Sequence[str]) -> tuple[set[str], list[str]]:
             operands.extend(args[i + 1 :])
             break
         if arg.startswith("--"):
-            flags.add(arg[2:].partition("=")[0])
+            flags.add(_canonical(arg[2:].partition("=")[0], options))
         elif arg.startswith("-") and len(arg) > 1:
             flags.update(arg[1:])
         else:
@@ -157,7 +199,8 @@ def _protected(words: Iterable[str], ctx: RuleContext) -> tuple[str, str] | None
 def _cd_targets(commands: Sequence[SimpleCommand], ctx: RuleContext) -> tuple[str, ...]:
     """Where ``cd``/``pushd`` in the script may move, each resolved from the previous one."""
     found: list[str] = []
-    current = ctx.cwd
+    # With no cwd, a stand-in that still shows `cd ..` climbing out of the working directory.
+    current: str | None = ctx.cwd or VIRTUAL_CWD
     for cmd in commands:
         if cmd.program not in ("cd", "pushd"):
             continue
@@ -175,6 +218,9 @@ def _xargs_input(cmd: SimpleCommand) -> list[str]:
     if "xargs" not in cmd.wrappers:
         return []
     words: list[str] = []
+    for redirect in cmd.redirects:
+        if redirect.op in ("<<<", "<<", "<<-"):
+            words.extend(redirect.target.split())
     for argv in cmd.stdin:
         if not argv:
             continue
@@ -217,17 +263,48 @@ def _is_device(word: str) -> bool:
 # Program-specific rules.
 
 
+_DYNAMIC_TARGET = re.compile(r"^(?:\$\{[^}]*\}|\$[A-Za-z_0-9@*#?!$-]+|\$\(.*\)|`.*`|[/.*\s])*$", re.DOTALL)
+
+
+def _unresolvable(word: str) -> bool:
+    """A target whose value is wholly unknown: ``$R``, ``"$(cmd)"``, ``${X}/``; not ``$TMPDIR/foo``."""
+    return is_dynamic(word) and _DYNAMIC_TARGET.match(word) is not None
+
+
 def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    flags, operands = _short_flags(cmd.argv[1:])
+    flags, operands = _short_flags(cmd.argv[1:], "rm")
     recursive = bool(flags & {"r", "R", "recursive"})
     if "no-preserve-root" in flags:
         return Violation(rule="rm-root", reason="rm --no-preserve-root removes the root directory")
+    targets = [*operands, *_xargs_input(cmd)]
+    for word in targets:
+        if ".git" in posixpath.normpath(word.rstrip("/*") or "/").split("/"):
+            return Violation(rule="git-destroy", reason=f"removing {word!r} deletes the repository's history")
     if not recursive:
         return None
-    hit = _protected([*operands, *_xargs_input(cmd)], ctx)
+    hit = _protected(targets, ctx)
     if hit is not None:
         return Violation(rule="rm-root", reason=f"recursive removal of {hit[0]!r}: {hit[1]}")
+    if "xargs" in cmd.wrappers and any(
+        w in ("-a", "--arg-file") or w.startswith("--arg-file=") for w in cmd.written
+    ):
+        return Violation(rule="dynamic-command", reason="xargs rm -r of names read from a file")
+    for word in targets:
+        if _unresolvable(word):
+            return Violation(
+                rule="dynamic-command", reason=f"recursive removal of {word!r}, whose value cannot be known"
+            )
     return None
+
+
+def _mv(cmd: SimpleCommand) -> Violation | None:
+    _, operands = _short_flags(cmd.argv[1:])
+    for word in operands[:-1]:
+        if ".git" in posixpath.normpath(word.rstrip("/") or "/").split("/"):
+            return Violation(
+                rule="git-destroy", reason=f"moving {word!r} away takes the repository's history"
+            )
+    return _device_operands(cmd)
 
 
 def _rsync(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
@@ -237,7 +314,7 @@ def _rsync(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     hit = _protected(operands[-1:], ctx)
     if hit is not None:
         return Violation(rule="rm-root", reason=f"rsync --delete into {hit[0]!r}: {hit[1]}")
-    return None
+    return _dynamic_target(cmd, operands[-1:], "rsync --delete into")
 
 
 def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
@@ -248,18 +325,27 @@ def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             deletes = deletes or normalise_program(args[i + 1]) in ("rm", "shred", "unlink", "rmdir")
     if not deletes:
         return None
-    hit = _protected(_find_starts(args), ctx)
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]:
+            return Violation(rule="git-destroy", reason="find deleting .git directories deletes history")
+    found = _dynamic_target(cmd, _find_starts(args), "find deleting under")
+    if found is not None:
+        return found
+    starts = [s for s in _find_starts(args) if s.rstrip("/") not in _TEMP_DIRS]  # find /tmp -name x -delete
+    hit = _protected(starts, ctx)
     if hit is not None:
         return Violation(rule="rm-root", reason=f"find deleting under {hit[0]!r}: {hit[1]}")
     return None
 
 
+_TEMP_DIRS = frozenset({"/tmp", "/var/tmp", "/dev/shm"})
 _CHMOD_LETTERS = frozenset("cfvR")
 _CHOWN_LETTERS = frozenset("cfvRhHLP")
 
 
 def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     letters = _CHMOD_LETTERS if cmd.program == "chmod" else _CHOWN_LETTERS
+    options = _LONG_OPTIONS.get(cmd.program, ())
     recursive = False
     has_reference = False
     operands: list[str] = []
@@ -269,7 +355,7 @@ def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             operands.extend(args[i + 1 :])
             break
         if arg.startswith("--"):
-            name = arg[2:].partition("=")[0]
+            name = _canonical(arg[2:].partition("=")[0], options)
             recursive = recursive or name == "recursive"
             has_reference = has_reference or name == "reference"
         elif arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= letters:
@@ -279,6 +365,9 @@ def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     if not recursive:
         return None
     targets = operands if has_reference else operands[1:]
+    found = _dynamic_target(cmd, targets, f"recursive {cmd.program} of")
+    if found is not None:
+        return found
     hit = _protected(targets, ctx)
     if hit is not None:
         return Violation(
@@ -294,123 +383,27 @@ def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     return None
 
 
-def _git(cmd: SimpleCommand) -> Violation | None:
-    args = list(cmd.argv[1:])
-    aliases: dict[str, str] = {}
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        arg = args[i]
-        if arg in ("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env"):
-            if arg == "-c" and i + 1 < len(args):
-                key, _, value = args[i + 1].partition("=")
-                if key.lower().startswith("alias."):
-                    aliases[key[len("alias.") :]] = value
-            i += 2
-            continue
-        i += 1
-    if i >= len(args):
-        return None
-    sub, rest = args[i], args[i + 1 :]
-    for _ in range(5):  # aliases defined on the command line: `git -c alias.x='reset --hard' x`
-        alias = aliases.pop(sub, None)
-        if alias is None or alias.startswith("!"):
-            break
-        try:
-            words = shlex.split(alias)
-        except ValueError:
-            break
-        if not words:
-            break
-        sub, rest = words[0], words[1:] + rest
-    match sub:
-        case "reset":
-            return _git_reset(rest)
-        case "worktree":
-            action = next((arg for arg in rest if not arg.startswith("-")), None)
-            if action in ("remove", "prune"):
-                return Violation(
-                    rule="git-worktree-remove", reason=f"git worktree {action} deletes worktrees"
-                )
-            return None
-        case "push":
-            return _git_push(rest)
-        case _:
-            return None
-
-
-def _long(arg: str, name: str, shortest: int) -> bool:
-    """``arg`` is ``name`` or an unambiguous abbreviation git would accept (at least ``shortest`` long)."""
-    base = arg.partition("=")[0]
-    return len(base) >= shortest and name.startswith(base)
-
-
-def _git_reset(rest: Sequence[str]) -> Violation | None:
-    for arg in rest:
-        if arg == "--":
-            break
-        if _long(arg, "--hard", 3):
-            return Violation(rule="git-reset-hard", reason="git reset --hard discards uncommitted work")
-    return None
-
-
-def _git_push(rest: Sequence[str]) -> Violation | None:
-    force = delete = mirror = False
-    positional: list[str] = []
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        if arg == "--":
-            positional.extend(rest[i + 1 :])
-            break
-        if arg.startswith("--"):
-            base = arg.partition("=")[0]
-            if base == "--force":
-                force = True
-            elif _long(arg, "--mirror", 4):
-                mirror = True
-            elif _long(arg, "--delete", 4):
-                delete = True
-            elif base in ("--repo", "--receive-pack", "--exec", "--push-option") and "=" not in arg:
-                i += 1
-        elif arg.startswith("-") and len(arg) > 1:
-            for j, letter in enumerate(arg[1:]):
-                if letter == "f":
-                    force = True
-                elif letter == "d":
-                    delete = True
-                elif letter == "o":
-                    if j == len(arg) - 2:
-                        i += 1
-                    break
-        else:
-            positional.append(arg)
-        i += 1
-    refspecs = positional[1:]
-    if force or any(ref.startswith("+") for ref in refspecs):
-        return Violation(
-            rule="git-push-force",
-            reason="force push (--force, -f or +refspec); use --force-with-lease alone",
-        )
-    if mirror:
-        return Violation(rule="git-push-force", reason="git push --mirror overwrites and deletes remote refs")
-    for ref in refspecs:
-        target = ref[1:] if ref.startswith(":") else ref
-        if (ref.startswith(":") or delete) and target in DEFAULT_BRANCHES:
-            return Violation(rule="git-push-force", reason=f"deleting the remote default branch {target!r}")
-    return None
-
-
 def _dd(cmd: SimpleCommand) -> Violation | None:
     for arg in cmd.argv[1:]:
         if arg.startswith("of=") and _is_device(arg[3:]):
             return Violation(rule="disk-write", reason=f"dd writing to the device {arg[3:]!r}")
-    return None
+    return _dynamic_target(cmd, [arg[3:] for arg in cmd.argv[1:] if arg.startswith("of=")], "dd writing to")
 
 
 def _device_operands(cmd: SimpleCommand) -> Violation | None:
     for arg in cmd.argv[1:]:
         if _is_device(arg):
             return Violation(rule="disk-write", reason=f"{cmd.program} writing to the device {arg!r}")
+    if cmd.program in ("shred", "wipefs", "blkdiscard"):  # they destroy what they are given
+        return _dynamic_target(cmd, _short_flags(cmd.argv[1:])[1], cmd.program)
+    return None
+
+
+def _dynamic_target(cmd: SimpleCommand, words: Sequence[str], what: str) -> Violation | None:
+    """A destructive command's target whose value cannot be known (``chmod -R 777 $X``)."""
+    for word in words:
+        if _unresolvable(word):
+            return Violation(rule="dynamic-command", reason=f"{what} {word!r}, whose value cannot be known")
     return None
 
 
@@ -418,26 +411,15 @@ def _device_operands(cmd: SimpleCommand) -> Violation | None:
 # Cross-cutting rules.
 
 
-def _download_to_shell(cmd: SimpleCommand) -> Violation | None:
-    program = cmd.program
-    downloaded = [p for p in cmd.substituted if p in DOWNLOADERS]
-    if downloaded and (is_executor(program) or is_dynamic(program)):
-        return Violation(
-            rule="download-to-shell",
-            reason=f"{program} runs what {downloaded[0]} downloads (substitution)",
-        )
-    if executes_stdin(cmd.argv) or ("xargs" in cmd.wrappers and is_executor(program)):
-        feeders = [argv[0] for argv in cmd.stdin if argv and argv[0] in DOWNLOADERS]
-        if feeders:
-            return Violation(
-                rule="download-to-shell",
-                reason=f"{program} runs what {feeders[0]} downloads (pipe)",
-            )
-    return None
+# Programs whose command runs on another machine: a sudo after one of them raises privileges there, not
+# here (the other rules still judge what it runs).
+_REMOTE: Final = frozenset({"ssh", "autossh", "mosh"})
 
 
 def _privilege(cmd: SimpleCommand) -> Violation | None:
     for name in (*cmd.wrappers, cmd.program):
+        if name in _REMOTE:
+            return None
         if name in PRIVILEGE:
             return Violation(
                 rule="privilege-escalation", reason=f"{name} runs commands with raised privileges"
@@ -466,12 +448,14 @@ def _program_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     match program:
         case "rm":
             return _rm(cmd, ctx)
+        case "mv":
+            return _mv(cmd)
         case "find":
             return _find(cmd, ctx)
         case "chmod" | "chown" | "chgrp":
             return _chmod(cmd, ctx)
         case "git":
-            return _git(cmd)
+            return git_violation(cmd.argv)
         case "dd":
             return _dd(cmd)
         case "rsync":
@@ -482,27 +466,96 @@ def _program_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             return Violation(rule="disk-write", reason=f"{program} creates a filesystem")
         case _ if program in _DEVICE_WRITERS:
             return _device_operands(cmd)
-        case _ if is_dynamic(program):
+        case _ if unresolved_program(program):
             return _unknown_program(cmd, ctx)
         case _:
             return None
 
 
+#: Programs some rule here judges: what an unresolved or globbed program name is tried as.
+_RULE_PROGRAMS = (
+    "rm",
+    "git",
+    "chmod",
+    "chown",
+    "dd",
+    "rsync",
+    "find",
+    "kill",
+    "pkill",
+    "killall",
+    "shred",
+    "mkfs",
+    "mkfs.ext4",
+    "mkfs.xfs",
+    "mkfs.vfat",
+    "wipefs",
+    "shutdown",
+    "reboot",
+    "halt",
+    "poweroff",
+    "init",
+    "systemctl",
+    "iptables",
+    "setenforce",
+    "sysctl",
+    "ufw",
+    "killall5",
+    "sudo",
+    "su",
+    "doas",
+    "crontab",
+    "passwd",
+    "useradd",
+    "usermod",
+    "mount",
+    "umount",
+    "swapoff",
+    "curl",
+    "wget",
+    "sh",
+    "bash",
+)
+
+
 def _unknown_program(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    """``$X -rf /``, ``$(which git) reset --hard``: judge the arguments as if the program were one of
-    those whose arguments make them dangerous."""
-    for candidate in ("rm", "git", "chmod", "dd"):
-        found = _program_rule(replace(cmd, argv=(candidate, *cmd.argv[1:])), ctx)
+    """``$X -rf /``, ``$(which git) reset --hard``, ``/b?n/r?``: judge the command as each program a
+    glob could name, or (for an unknown name) as each program with a rule, ``rm`` taken as recursive."""
+    program = cmd.program
+    if not is_dynamic(program):
+        named = [name for name in _RULE_PROGRAMS if re.fullmatch(_glob_regex(program), name)]
+        if named:
+            return Violation(
+                rule="dynamic-command", reason=f"the program {program!r} is a glob that may name {named[0]}"
+            )
+    args = cmd.argv[1:]
+    for candidate in ("rm", "git", "chmod", "dd", "kill", "find", "rsync"):
+        argv = (candidate, *args) if candidate != "rm" else ("rm", "-r", *args)
+        found = _program_rule(replace(cmd, argv=argv), ctx) or system_violation(argv)
         if found is not None:
-            reason = f"unknown program {cmd.program!r} with arguments that would be: {found.reason}"
+            reason = f"unknown program {program!r} with arguments that would be: {found.reason}"
             return replace(found, reason=reason)
     return None
 
 
+def _glob_regex(pattern: str) -> str:
+    import fnmatch
+
+    return fnmatch.translate(pattern)
+
+
+def _privilege_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
+    return _privilege(cmd) or opaque_script(cmd)
+
+
 _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], ...] = (
     _program_rule,
-    lambda cmd, _ctx: _download_to_shell(cmd),
-    lambda cmd, _ctx: _privilege(cmd),
+    lambda cmd, _ctx: download_to_shell(cmd),
+    lambda cmd, _ctx: decoder_to_shell(cmd),
+    _privilege_rule,
+    lambda cmd, _ctx: system_violation(cmd.argv),
+    credential_violation,
+    path_violation,
 )
 
 
@@ -518,7 +571,9 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
             if found is not None:
                 return found
     for redirect in script.redirects:
-        found = _redirect(redirect)
+        found = _redirect(redirect) or redirect_violation(redirect, ctx)
         if found is not None:
             return found
-    return None
+    if script.opaque:
+        return Violation(rule="opaque-code", reason=script.opaque[0])
+    return run_later(script.commands, ctx) or leaked_later(script.commands, ctx)

@@ -36,7 +36,7 @@ HOME_FALLBACK = "/home/~"
 
 _HOME_VAR = re.compile(r"\$(?:HOME(?![A-Za-z0-9_])|\{HOME(?:[^A-Za-z0-9_}][^}]*)?\})")
 _PWD_VAR = re.compile(r"\$(?:PWD(?![A-Za-z0-9_])|\{PWD\})")
-_OTHER_VAR = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[^}]*\}|[0-9@*#?$!-])")
+_OTHER_VAR = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[^}]*\}|[0-9@*#?$!-]|\([^)]*\))|`[^`]*`")
 _TILDE = re.compile(r"~([A-Za-z0-9._-]*)(?=/|$)")
 # A component holding an unresolved variable may expand to anything (even nothing): like a glob.
 _GLOB = re.compile(r"[*?\[$`]")
@@ -60,7 +60,8 @@ def resolve_target(word: str, *, cwd: str | None, home: str) -> str | None:
             if match is None:
                 return None
             user = match.group(1)
-            word = (home if not user else f"/home/{user}") + word[match.end() :]
+            base = home if not user else ("/root" if user == "root" else f"/home/{user}")
+            word = base + word[match.end() :]
     elif match := _HOME_VAR.match(word):
         word = home + word[match.end() :]
     elif match := _PWD_VAR.match(word):
@@ -106,6 +107,8 @@ def protected_reason(path: str, *, home: str) -> str | None:
         return f"the system directory {path}"
     if len(parts) == 2 and parts[0] in ("home", "Users"):
         return f"the home directory {path}"
+    if path.startswith(home.rstrip("/") + "/") and "/" not in path[len(home.rstrip("/")) + 1 :]:
+        return f"{path}, a top-level directory of the home directory"
     if len(parts) == 2 and parts[0] in DEEP_DIRS:
         return f"the system directory {path}"
     return None

@@ -46,11 +46,9 @@ class ApprovalRequest:
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"ApprovalRequest.kind must be one of {', '.join(_KINDS)}, not {self.kind!r}")
-        if self.command is not None and not isinstance(self.command, str):
-            argv = tuple(self.command)
-            if not all(isinstance(word, str) for word in argv):
-                raise TypeError("ApprovalRequest.command must be a string or a sequence of strings")
-            object.__setattr__(self, "command", argv)
+        if self.command is not None and not isinstance(self.command, str | bytes | bytearray):
+            # Kept as given (even non-strings): the policy declines what it cannot judge, never raises.
+            object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "paths", _paths(self.paths, "paths"))
         object.__setattr__(self, "writable_roots", _paths(self.writable_roots, "writable_roots"))
         if self.cwd is not None:

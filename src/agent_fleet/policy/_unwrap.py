@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "DECODERS",
     "DOWNLOADERS",
     "EXECUTORS",
     "INTERPRETERS",
@@ -44,6 +45,14 @@ INTERPRETERS = frozenset(
 #: Programs that execute text they are given: shells, interpreters, ``eval`` and ``source``.
 EXECUTORS = SHELLS | INTERPRETERS | frozenset({"eval", "source", "."})
 DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request"})
+#: Programs whose output is a transformation of their input: piped into a shell, nothing can be judged.
+DECODERS = frozenset(
+    {"base64", "base32", "basenc", "xxd", "uudecode", "rev", "tr", "openssl", "gpg", "od", "hexdump"}
+    | {"gunzip", "gzip", "zcat", "bzcat", "bunzip2", "xzcat", "unxz", "xz", "zstd", "zstdcat", "lz4cat"}
+    | {"brotli", "iconv", "recode", "uncompress", "compress", "rot13", "caesar", "ruby", "perl", "python"}
+    | {"python3", "node", "php", "awk", "gawk", "sed", "cut", "paste", "fold", "dd", "tac", "sort"}
+    | {"unzip", "bsdtar", "tar", "cpio", "ar", "7z", "7za", "zpaq", "lua", "jq", "yq", "xargs"}
+)
 PRIVILEGE = frozenset({"sudo", "sudoedit", "doas", "su", "pkexec", "run0"})
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -236,29 +245,159 @@ def _watch(args: Sequence[str]) -> list[str] | None:
     return None
 
 
-_WRAPPERS: dict[str, Callable[[Sequence[str]], list[str] | None]] = {
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """A wrapper that runs its operands as a command: ``short``/``long`` options take a value, ``skip``
+    operands come before the command (``chroot DIR``, ``flock FILE``), ``sub`` is a required first word
+    (``uv run``), ``inert`` options mean it runs nothing (``sudo -l``)."""
+
+    short: str = ""
+    long: frozenset[str] = frozenset()
+    skip: int = 0
+    sub: tuple[str, ...] = ()
+    inert: frozenset[str] = frozenset()
+
+
+def _spec(short: str = "", long: str = "", skip: int = 0, sub: str = "", inert: str = "") -> _Spec:
+    return _Spec(short, frozenset(long.split()), skip, tuple(sub.split()), frozenset(inert.split()))
+
+
+#: Transparent wrappers described as data: ``name -> _Spec``. Unknown options count as flags, which at
+#: worst makes us look at an option's value as the program (never skips a command).
+WRAPPER_SPECS: dict[str, _Spec] = {
+    "builtin": _spec(),
+    "exec": _spec("a"),
+    "nohup": _spec(),
+    "setsid": _spec(),
+    "nocorrect": _spec(),
+    "noglob": _spec(),
+    "unbuffer": _spec(),
+    "chronic": _spec(),
+    "coproc": _spec(),
+    "time": _spec("fo", "format output"),
+    "xargs": _spec(
+        "adEILnPs", "arg-file delimiter max-args max-procs max-chars process-slot-var max-lines replace"
+    ),
+    "doas": _spec("uC"),
+    "pkexec": _spec("", "user"),
+    "run0": _spec("uDM", "user unit property description slice chdir"),
+    "stdbuf": _spec("ioe", "input output error"),
+    "toybox": _spec(inert="help"),
+    "unshare": _spec("SGRwt", "setuid setgid root wd"),
+    "flock": _spec("wE", "timeout conflict-exit-code", skip=1, inert="c command"),
+    "strace": _spec("oeEpPsuaIbOSXU", "output signal trace-path"),
+    "ltrace": _spec("oeEpPsuaIbnAlL", "output"),
+    "systemd-run": _spec(
+        "upEMH",
+        "unit property setenv uid gid working-directory machine host slice description on-calendar"
+        " on-active on-boot on-unit-active timer-property path-property socket-property",
+    ),
+    "setpriv": _spec("", "reuid regid groups inh-caps ambient-caps bounding-set securebits selinux-label"),
+    "runuser": _spec("ugG", "user group supp-group", inert="c command l login"),
+    "chroot": _spec("", "userspec groups", skip=1),
+    "nsenter": _spec("tSGrwF", "target setuid setgid root wd"),
+    "firejail": _spec(),
+    "cgexec": _spec("g"),
+    "numactl": _spec("CNmplPi", "cpunodebind physcpubind membind preferred localalloc interleave"),
+    "prlimit": _spec("p", "pid"),
+    "trickle": _spec("udwtlLs"),
+    "torsocks": _spec("uapP"),
+    "torify": _spec(),
+    "proxychains": _spec("f"),
+    "proxychains4": _spec("f"),
+    "faketime": _spec("", "", skip=1),
+    "catchsegv": _spec(),
+    "valgrind": _spec(),
+    "eatmydata": _spec(),
+    "fakeroot": _spec("ls"),
+    "fakechroot": _spec(),
+    "setarch": _spec("", "", skip=1),
+    "linux32": _spec(),
+    "linux64": _spec(),
+    "daemonize": _spec("aceEopPluv"),
+    "systemd-inhibit": _spec("", "what who why mode"),
+    "dbus-run-session": _spec("", "config-file dbus-daemon"),
+    "xvfb-run": _spec("nsfe", "server-num server-args auth-file error-file"),
+    "tini": _spec("psel"),
+    "dumb-init": _spec("r", "rewrite"),
+    "gosu": _spec("", "", skip=1),
+    "su-exec": _spec("", "", skip=1),
+    "setuidgid": _spec("", "", skip=1),
+    "chpst": _spec("ugUenlmdofpc/"),
+    "ssh-agent": _spec("aEPt", inert="k s c l D"),
+    "screen": _spec("cehpSsTt", "", inert="ls list r R x"),
+    "rlwrap": _spec("aAcCfHlopPqsStw"),
+    "cpulimit": _spec("lpe", "limit pid exe"),
+    "runcon": _spec("urtl", "user role type range"),
+    "systemd-cat": _spec("tp", "identifier priority"),
+    "caffeinate": _spec("tw"),
+    "entr": _spec(),
+    "uv": _spec("p", "python with directory project", sub="run"),
+    "poetry": _spec("C", "directory", sub="run"),
+    "pipenv": _spec("", "", sub="run"),
+    "pdm": _spec("p", "project", sub="run"),
+    "hatch": _spec("e", "env", sub="run"),
+    "bundle": _spec("", "", sub="exec"),
+    "direnv": _spec("", "", skip=1, sub="exec"),
+    "conda": _spec("npc", "name prefix cwd", sub="run"),
+    "mamba": _spec("npc", "name prefix cwd", sub="run"),
+    "pixi": _spec("e", "environment manifest-path", sub="run"),
+    "distrobox-enter": _spec("n", "name"),
+    "toolbox": _spec("c", "container", sub="run"),
+    "flatpak-spawn": _spec(),
+    "lxc-attach": _spec("nP", "name lxcpath"),
+    "proot": _spec("rbwSq", "rootfs bind cwd"),
+    "systemd-nspawn": _spec("DMuiEZ", "directory machine user image setenv chdir"),
+    "dbus-launch": _spec(),
+    "spawn": _spec(),  # expect's spawn, when an expect script is read as shell
+    "sg": _spec("", "", skip=1, inert="c"),
+}
+
+_BWRAP_TWO = frozenset(
+    [
+        "--bind",
+        "--ro-bind",
+        "--dev-bind",
+        "--bind-try",
+        "--ro-bind-try",
+        "--dev-bind-try",
+        "--setenv",
+        "--file",
+        "--bind-data",
+        "--ro-bind-data",
+        "--symlink",
+        "--chmod",
+    ]
+)
+
+
+def _bwrap(args: Sequence[str]) -> list[str] | None:
+    """``bwrap [--opt VALUE | --opt SRC DEST ...] [--] CMD ...``."""
+    i = 0
+    while i < len(args) and args[i].startswith("--"):
+        if args[i] == "--":
+            i += 1
+            break
+        if args[i] in _BWRAP_TWO:
+            i += 3
+        elif (
+            args[i] in ("--unshare-all", "--share-net", "--die-with-parent", "--new-session", "--clearenv")
+            or args[i].startswith("--unshare-")
+            or args[i].startswith("--as-pid-1")
+        ):
+            i += 1
+        else:
+            i += 2
+    return list(args[i:])
+
+
+_SPECIAL_WRAPPERS: dict[str, Callable[[Sequence[str]], list[str] | None]] = {
+    "bwrap": _bwrap,
     "env": _env,
     "command": _command,
-    "builtin": _plain(),
-    "exec": _plain("a"),
     "nice": _nice,
-    "nohup": _plain(),
-    "setsid": _plain(),
-    "nocorrect": _plain(),
-    "noglob": _plain(),
-    "unbuffer": _plain(),
-    "chronic": _plain(),
     "timeout": _timeout,
-    "time": _plain("fo", frozenset({"format", "output"})),
-    "xargs": _plain(
-        "adEILnPs",
-        frozenset({"arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"}),
-    ),
     "sudo": _sudo,
-    "doas": _plain("uC"),
-    "pkexec": _plain("", frozenset({"user"})),
-    "run0": _plain("uDM", frozenset({"user", "unit", "property", "description", "slice", "chdir"})),
-    "stdbuf": _plain("ioe", frozenset({"input", "output", "error"})),
     "ionice": _ionice,
     "chrt": _chrt,
     "taskset": _taskset,
@@ -267,12 +406,35 @@ _WRAPPERS: dict[str, Callable[[Sequence[str]], list[str] | None]] = {
 }
 
 
+def _by_spec(spec: _Spec, args: Sequence[str]) -> list[str] | None:
+    args = list(args)
+    for word in spec.sub:
+        opts = _options(args, spec.short, spec.long)
+        rest = args[opts.index :]
+        if not rest or rest[0] != word:
+            return None
+        args = rest[1:]
+    opts = _options(args, spec.short, spec.long)
+    if opts.flags & spec.inert:
+        return None
+    rest = list(args[opts.index :])[spec.skip :]
+    if spec.skip and rest[:1] and rest[0].startswith("-"):  # `flock FILE -c CMD`: options after the file
+        more = _options(rest, spec.short, spec.long)
+        if more.flags & spec.inert:
+            return None
+        rest = rest[more.index :]
+    return rest
+
+
 def split_wrapper(argv: Sequence[str]) -> list[str] | None:
     """If ``argv`` is a transparent wrapper, the argv it runs (possibly empty); else ``None``."""
     if not argv:
         return None
-    strip = _WRAPPERS.get(argv[0])
-    return None if strip is None else strip(argv[1:])
+    special = _SPECIAL_WRAPPERS.get(argv[0])
+    if special is not None:
+        return special(argv[1:])
+    spec = WRAPPER_SPECS.get(argv[0])
+    return None if spec is None else _by_spec(spec, argv[1:])
 
 
 @dataclass(slots=True)
@@ -358,7 +520,8 @@ _CODE_FLAGS: tuple[tuple[re.Pattern[str], str, str, frozenset[str]], ...] = (
     (re.compile(r"(node|nodejs)[0-9.]*"), "ep", "r", frozenset({"eval", "print", "require"})),
     (re.compile(r"php[0-9.]*"), "rfBRFE", "dcz", frozenset()),
     (re.compile(r"(lua|luajit)[0-9.]*"), "e", "l", frozenset()),
-    (re.compile(r"tclsh[0-9.]*|pwsh|osascript"), "ec", "", frozenset({"command"})),
+    (re.compile(r"tclsh[0-9.]*|wish|expect|pwsh|osascript"), "ec", "", frozenset({"command"})),
+    (re.compile(r"Rscript|julia|bun|deno|irb|jshell|groovy|scala|kotlinc?|ghci|swift"), "e", "", frozenset()),
 )
 
 

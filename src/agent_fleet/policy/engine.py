@@ -2,14 +2,23 @@
 
 Order for a ``command`` request (the first step that decides wins):
 
+0. shape: a command that is not text or a list of strings (bytes, numbers ...) -> ``malformed``; NUL or
+   other control characters -> ``control-characters``; more than ``MAX_COMMAND_CHARS`` characters ->
+   ``too-large`` (a command too large to judge is not judged);
 1. parse (``_shell``); text that is not valid shell, nests too deeply, or is empty (``None``, ``""``,
    ``[]``, only blanks or comments) -> ``decline`` with rule ``unparsable``;
 2. built-in safety rules (``_rules``), always on, not overridable by any pattern; then the rule packs
    (``_packs``: the built-in domain packs plus ``PermissionConfig.rule_packs``), just as binding; a pack
    decline's rule is ``domain/name`` (``database/sql-destructive``);
 3. ``disallow_patterns`` in order -> ``user-deny``;
-4. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
-5. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``.
+4. the strict profile (``profile="strict"``): anything not provably harmless -> ``strict-unproven``
+   (``_strict``), the one decline a provider's ``approval_handler`` may turn into an accept;
+5. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
+6. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``.
+
+``evaluate`` never raises: an internal error declines with rule ``policy-error``. Work is linear in the
+command's size; commands up to ``INLINE_CHARS`` are judged in well under 50 ms, so ``evaluate_async``
+judges those on the event loop and larger ones in a worker thread.
 
 User patterns are Python regular expressions searched (``re.search``) in several texts: the command as
 sent (argv joined with ``shlex.join``) and, for each simple command it runs, its words as written
@@ -38,6 +47,7 @@ holds no mutable state, and is safe to use from many threads at once.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import re
@@ -47,19 +57,33 @@ from typing import assert_never
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._commands import CommandTooLarge
 from agent_fleet.policy._packs import PACK_RULES, pack_set
 from agent_fleet.policy._paths import check_paths
 from agent_fleet.policy._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy._shell import ParsedScript, UnparsableCommand, parse_script
+from agent_fleet.policy._strict import STRICT_RULE, strict_violation
 from agent_fleet.policy._types import ApprovalRequest, Decision
 
-__all__ = ["RULES", "ApprovalPolicy", "evaluate_command"]
+__all__ = ["INLINE_CHARS", "MAX_COMMAND_CHARS", "RULES", "STRICT_RULE", "ApprovalPolicy", "evaluate_command"]
+
+#: Commands longer than this are declined as ``too-large`` without being judged.
+MAX_COMMAND_CHARS = 256 * 1024
+#: Commands up to this size are judged on the event loop by ``evaluate_async`` (see bench/policy_eval.py).
+INLINE_CHARS = 1024
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 #: Every rule id a decline can carry, with what it means.
 RULES: dict[str, str] = {
     **BUILTIN_RULES,
     **PACK_RULES,
     "unparsable": "the command is not valid shell, nests too deeply, or is empty",
+    "malformed": "the command is neither text nor a list of strings",
+    "control-characters": "the command holds NUL or other control characters",
+    "too-large": f"the command is longer than {MAX_COMMAND_CHARS} characters, or runs more simple commands"
+    " or inline scripts than the policy judges",
+    "policy-error": "the policy itself failed on this request (fails closed)",
+    STRICT_RULE: "strict profile: not provably harmless (an approval_handler may still accept it)",
     "path-escape": "a file change resolves outside the working directory and writable roots",
     "user-deny": "the command matches one of the configuration's disallow_patterns",
     "not-allowed": "allow_patterns are set and a command matches none of them",
@@ -92,7 +116,16 @@ def _allow(reason: str) -> Decision:
 class ApprovalPolicy:
     """Decides ``ApprovalRequest``s under one ``PermissionConfig`` (see the module docstring)."""
 
-    __slots__ = ("_allow", "_config", "_default", "_disallow", "_packs", "_tool_allow", "_tool_disallow")
+    __slots__ = (
+        "_allow",
+        "_config",
+        "_default",
+        "_disallow",
+        "_packs",
+        "_strict",
+        "_tool_allow",
+        "_tool_disallow",
+    )
 
     def __init__(self, config: PermissionConfig | None = None) -> None:
         self._config = config
@@ -104,6 +137,7 @@ class ApprovalPolicy:
         self._tool_allow = _compile(config.tool_allow_patterns, "tool_allow_patterns") if config else ()
         self._default = config.default if config else "allow"
         self._packs = pack_set(config.rule_packs, config.allowed_hosts) if config else pack_set()
+        self._strict = config is not None and config.profile == "strict"
 
     @property
     def config(self) -> PermissionConfig | None:
@@ -113,7 +147,21 @@ class ApprovalPolicy:
         return f"ApprovalPolicy({self._config!r})"
 
     def evaluate(self, request: ApprovalRequest) -> Decision:
-        """The decision for ``request``. Never raises for a well-formed request: it fails closed."""
+        """The decision for ``request``. Never raises: anything unexpected declines (``policy-error``)."""
+        try:
+            return self._evaluate(request)
+        except Exception as exc:  # fail closed on our own bugs, never crash the session
+            return _decline("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}")
+
+    async def evaluate_async(self, request: ApprovalRequest) -> Decision:
+        """``evaluate`` without stalling the event loop: large commands are judged in a worker thread."""
+        command = request.command
+        size = len(command) if isinstance(command, str) else sum(len(str(w)) for w in command or ())
+        if size <= INLINE_CHARS:
+            return self.evaluate(request)
+        return await asyncio.to_thread(self.evaluate, request)
+
+    def _evaluate(self, request: ApprovalRequest) -> Decision:
         match request.kind:
             case "command":
                 return self._command(request)
@@ -151,11 +199,17 @@ class ApprovalPolicy:
 
     def _command(self, request: ApprovalRequest) -> Decision:
         command = request.command
+        shape = _shape(command)
+        if shape is not None:
+            return shape
+        assert command is None or isinstance(command, str | tuple)
         if command is None or not (command.strip() if isinstance(command, str) else command):
             return _decline("unparsable", "empty command")
         text = command if isinstance(command, str) else shlex.join(command)
         try:
             script = parse_script(command)
+        except CommandTooLarge as exc:
+            return _decline("too-large", str(exc))
         except UnparsableCommand as exc:
             return _decline("unparsable", str(exc))
         if script.empty:
@@ -170,11 +224,17 @@ class ApprovalPolicy:
             return _decline(in_pack.rule, in_pack.reason)
 
         units = [
-            (shlex.join(cmd.written), shlex.join(cmd.argv)) for cmd in script.commands if not cmd.carrier
+            (shlex.join(cmd.written), shlex.join(cmd.argv))
+            for cmd in script.commands
+            if not cmd.carrier and not cmd.implied
         ]
         for pattern in self._disallow:
             if pattern.search(text) or any(pattern.search(u) for unit in units for u in unit):
                 return _decline("user-deny", f"matches disallowed pattern {pattern.pattern!r}")
+        if self._strict:
+            unproven = strict_violation(script, ctx)
+            if unproven is not None:
+                return _decline(unproven.rule, unproven.reason)
         if self._allow:
             for unit in units or [(text, text)]:
                 if not any(pattern.search(u) for pattern in self._allow for u in unit):
@@ -187,6 +247,23 @@ def _elsewhere(script: ParsedScript) -> tuple[str, str] | None:
     """The built-in rules for a script run in a container or on another machine (no known cwd)."""
     found = find_violation(script, RuleContext.build(None))
     return (found.rule, found.reason) if found is not None else None
+
+
+def _shape(command: object) -> Decision | None:
+    """A decline for a command that cannot be judged as given, or ``None``."""
+    if command is None:
+        return None
+    if isinstance(command, str):
+        texts: Sequence[str] = (command,)
+    elif isinstance(command, tuple | list) and all(isinstance(word, str) for word in command):
+        texts = command
+    else:
+        return _decline("malformed", f"the command is a {type(command).__name__}, not text or strings")
+    if sum(len(text) for text in texts) > MAX_COMMAND_CHARS:
+        return _decline("too-large", f"the command is longer than {MAX_COMMAND_CHARS} characters")
+    if any(_CONTROL.search(text) for text in texts):
+        return _decline("control-characters", "the command holds NUL or other control characters")
+    return None
 
 
 @functools.lru_cache(maxsize=64)
@@ -205,5 +282,8 @@ def evaluate_command(
 
     Policies are cached per configuration, so calling this repeatedly compiles patterns once.
     """
-    request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=writable_roots)
+    try:
+        request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=writable_roots)
+    except (TypeError, ValueError) as exc:
+        return _decline("malformed", f"the request cannot be built: {exc}")
     return _policy(config).evaluate(request)

@@ -38,6 +38,7 @@ from typing import Any
 from agent_fleet.contract import Provider
 from agent_fleet.errors import AgentFleetError, AuthenticationError, ProviderUnavailable, UsageError
 from agent_fleet.runner import _git
+from agent_fleet.runner._delta_redact import DeltaCoalescer
 from agent_fleet.runner._types import TaskEvent, notice
 from agent_fleet.runner.providers import check_provider, make_provider, provider_state_dir
 from agent_fleet.runner.task import Task, TaskResult, run_task
@@ -183,9 +184,11 @@ class NodeRunner:
         Cancelling it (``ray.cancel``) interrupts the task, removes a clean worktree and re-raises."""
         pending: list[TaskEvent] = []
         ready = asyncio.Event()
+        deltas = DeltaCoalescer(self.redactor)  # a node secret split over deltas is redacted whole
 
         def on_event(task_event: TaskEvent) -> None:
-            pending.append(replace(task_event, event=redact_event(task_event.event, self.redactor)))
+            for streamed in deltas.events(task_event):
+                pending.append(replace(streamed, event=redact_event(streamed.event, self.redactor)))
             ready.set()
 
         work = asyncio.get_running_loop().create_task(self._execute(job, on_event))

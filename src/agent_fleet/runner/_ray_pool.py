@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_fleet.errors import AuthenticationError, ProviderUnavailable, UsageError
+from agent_fleet.runner._ray_local import local_init_kwargs, loopback_only
 from agent_fleet.runner._ray_node import NodeConfig, NodeInfo, NodeRunner
 
 __all__ = ["RAY_EXTRA_HINT", "ActorPool", "Worker", "import_ray", "one_line"]
@@ -99,10 +100,11 @@ class ActorPool:
             kwargs["address"] = address
             what = f"connect to the Ray cluster at {address!r}"
         else:
-            kwargs.update(num_cpus=1, include_dashboard=False, object_store_memory=_LOCAL_OBJECT_STORE)
+            kwargs.update(local_init_kwargs(_LOCAL_OBJECT_STORE))  # listening on 127.0.0.1 only
             what = "start a local Ray instance"
         try:
-            await asyncio.to_thread(ray.init, **kwargs)
+            with loopback_only() if address is None else contextlib.nullcontext():
+                await asyncio.to_thread(ray.init, **kwargs)
         except Exception as exc:
             raise ProviderUnavailable(f"cannot {what}: {one_line(exc)}") from exc
         self.owns_ray = True

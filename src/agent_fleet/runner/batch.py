@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 BRANCH_PREFIX = "agent-fleet/"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _KEYS = frozenset({"id", "prompt", "cwd", "gate_cmd", "require_commit", "model", "answers"})
 
 
@@ -100,6 +100,34 @@ class BatchTask:
             model=self.model or template.model,
             answers={**template.answers, **self.answers},
         )
+
+
+def task_id_problem(task_id: object) -> str | None:
+    """Why ``task_id`` cannot name a transcript file and a branch ``agent-fleet/<id>``, or ``None``.
+
+    Letters, digits, ``.``, ``_`` and ``-`` only, starting with a letter or digit (so no ``/``, no
+    control character, no trailing newline: ``fullmatch``, not ``match``), and nothing git refuses in a
+    ref name (``..``, a trailing ``.`` or ``.lock``).
+    """
+    if not isinstance(task_id, str) or not task_id:
+        return "must be a non-empty string"
+    if not _ID.fullmatch(task_id):
+        return "may only use letters, digits, '.', '_' and '-', start with a letter or digit (at most 100)"
+    if ".." in task_id or task_id.endswith((".", ".lock")):
+        return "is not a valid branch name (no '..', no trailing '.' or '.lock')"
+    return None
+
+
+def check_task_ids(tasks: Sequence[BatchTask]) -> None:
+    """``UsageError`` for the first task id that is unsafe or used twice, before anything is touched."""
+    seen: set[str] = set()
+    for t in tasks:
+        problem = task_id_problem(t.id)
+        if problem is not None:
+            raise UsageError(f"task id {t.id!r} {problem}")
+        if t.id in seen:
+            raise UsageError(f"task id {t.id!r} is used twice")
+        seen.add(t.id)
 
 
 def _field(obj: dict[str, Any], key: str, kind: type, where: str) -> Any:
@@ -146,8 +174,9 @@ def parse_tasks(text: str, *, base_dir: Path, source: str = "tasks") -> list[Bat
         prompt = _field(obj, "prompt", str, where)
         if not task_id:
             raise UsageError(f"{where}: 'id' is required")
-        if not _ID.match(task_id):
-            raise UsageError(f"{where}: id {task_id!r} may only use letters, digits, '.', '_' and '-'")
+        problem = task_id_problem(task_id)
+        if problem is not None:
+            raise UsageError(f"{where}: id {task_id!r} {problem}")
         if task_id in seen:
             raise UsageError(f"{where}: id {task_id!r} already used on line {seen[task_id]}")
         if not prompt or not prompt.strip():
@@ -296,7 +325,11 @@ async def run_batch(
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
     ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
+
+    Raises ``UsageError`` up front for a task id that is not a safe file name and branch name (see
+    ``task_id_problem``) or is used twice.
     """
+    check_task_ids(tasks)
     if backend == "ray":
         if provider is not None:
             raise UsageError("backend='ray' starts one provider per node: pass provider_name, not provider")

@@ -13,14 +13,12 @@ A gate with no check configured passes at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from agent_fleet._process import ChildProcess, Tail
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
 
@@ -127,42 +125,26 @@ async def _check_command(config: GateConfig, cwd: str | os.PathLike[str]) -> Gat
     assert command is not None
     limit = config.output_limit
     try:
-        proc = await asyncio.create_subprocess_shell(
-            command,
-            cwd=os.fspath(Path(cwd)),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own process group: a timeout ends everything it started
+        # Under the reaper: a timeout, a cancel or the end of the shell ends everything it started.
+        proc = await ChildProcess.start(
+            ["/bin/sh", "-c", command], cwd=Path(cwd), stdin=asyncio.subprocess.DEVNULL, stderr="stdout"
         )
     except OSError as exc:
         return GateCheck(
             name="command", passed=False, detail=f"gate command `{command}` could not start: {exc}"
         )
-    tail: deque[bytes] = deque()
-    size = 0
-
-    async def read() -> None:
-        nonlocal size
-        assert proc.stdout is not None
-        while chunk := await proc.stdout.read(65536):
-            tail.append(chunk)
-            size += len(chunk)
-            # Keep a few times the character limit in bytes: UTF-8 may need up to 4 bytes a character.
-            while size > 4 * limit + 65536 and len(tail) > 1:
-                size -= len(tail.popleft())
-
+    # Keep a few times the character limit in bytes: UTF-8 may need up to 4 bytes a character.
+    tail = Tail(4 * limit + 65536)
     timed_out = False
     try:
-        await asyncio.wait_for(asyncio.gather(read(), proc.wait()), config.command_timeout)
+        assert proc.stdout is not None
+        await asyncio.wait_for(asyncio.gather(tail.drain(proc.stdout), proc.wait()), config.command_timeout)
     except TimeoutError:
         timed_out = True
     finally:
         if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-    text = b"".join(tail).decode("utf-8", "replace")
+            await proc.stop(grace=0)
+    text = tail.text()
     output = text[-limit:] if limit else ""
     if timed_out:
         detail = f"gate command `{command}` timed out after {config.command_timeout:g}s"

@@ -48,8 +48,9 @@ from typing import Any
 from agent_fleet.errors import UsageError
 from agent_fleet.runner._ray_pool import RAY_EXTRA_HINT, import_ray
 from agent_fleet.runner._types import EventSink
-from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask
+from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask, check_task_ids
 from agent_fleet.runner.task import Task
+from agent_fleet.runner.transcript import Redactor
 
 __all__ = ["RAY_EXTRA_HINT", "RayBatchEntry", "RayBatchResult", "RayNode", "import_ray", "run_batch_ray"]
 
@@ -73,7 +74,7 @@ class RayBatchEntry(BatchEntry):
             node=self.node,
             node_id=self.node_id,
             attempts=self.attempts,
-            failures=list(self.failures),
+            failures=[Redactor().text(f) for f in self.failures],  # may quote a node's output
             bundle=str(self.bundle) if self.bundle is not None else None,
         )
         return out
@@ -160,6 +161,7 @@ async def run_batch_ray(
         raise UsageError(f"start_timeout must be positive, not {start_timeout}")
     if not tasks:
         raise UsageError("no tasks")
+    check_task_ids(tasks)
     from agent_fleet.runner._ray_driver import RayBatch  # it imports the result types above
 
     ray = import_ray()

@@ -69,7 +69,7 @@ from agent_fleet.runner.review import (
     followup_prompt,
     review_target,
 )
-from agent_fleet.runner.transcript import TranscriptWriter
+from agent_fleet.runner.transcript import Redactor, TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
 
@@ -162,8 +162,8 @@ class TaskResult:
         return self.usage.total_tokens if self.usage is not None else 0
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (no event payloads)."""
-        return {
+        """A JSON-ready summary (no event payloads), secrets redacted (reasons, commands, gate output)."""
+        out = {
             "task_id": self.task_id,
             "status": self.status,
             "reason": self.reason,
@@ -195,6 +195,8 @@ class TaskResult:
             "transcript": str(self.transcript) if self.transcript is not None else None,
             "final_text": self.final_text,
         }
+        redacted: dict[str, Any] = Redactor().value(out)
+        return redacted
 
 
 def _resolve_cwd(cwd: str | os.PathLike[str] | None) -> Path:

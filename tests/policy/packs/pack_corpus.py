@@ -450,6 +450,7 @@ PERSISTENCE_DANGEROUS: list[tuple[str, str]] = [
     ("systemctl stop firewalld", "persistence/systemd-persistence"),
     ("systemctl mask sshd", "persistence/systemd-persistence"),
     ("systemd-run --user --on-calendar=hourly /tmp/x.sh", "persistence/systemd-run-persistent"),
+    ("systemd-run --user ./worker.sh", "persistence/systemd-run-detached"),
     ("launchctl load -w ~/Library/LaunchAgents/com.evil.plist", "persistence/launchd-persistence"),
     ("launchctl bootstrap gui/501 agent.plist", "persistence/launchd-persistence"),
     ("loginctl enable-linger", "persistence/login-linger"),

@@ -39,7 +39,7 @@ def test_nested_commands(argv: list[str], inner: list[str | list[str]]) -> None:
         ("docker exec db sh -c 'psql -c \"drop table x\"'", "database/sql-destructive"),
         ("ssh prod 'psql -c \"DROP TABLE users\"'", "database/sql-destructive"),
         ("uv run python manage.py flush --noinput", "database/django-flush"),
-        ("poetry run alembic downgrade base", "database/migration-reset-runner"),
+        ("poetry run alembic downgrade base", "database/migration-reset"),
         ("bundle exec rake db:drop", "database/framework-db-wipe"),
         ("doppler run -- terraform destroy -auto-approve", "infrastructure/terraform-destroy"),
         ("aws-vault exec prod -- aws s3 rm s3://b --recursive", "cloud/aws-s3-remove"),

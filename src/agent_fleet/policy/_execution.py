@@ -1,0 +1,112 @@
+"""Rules about code being executed that we cannot see: downloads and decoded text run as code, scripts
+held in unknown variables, and files written from a download or decoder and then run."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Sequence
+
+from agent_fleet.policy._commands import SimpleCommand
+from agent_fleet.policy._unwrap import (
+    DECODERS,
+    DOWNLOADERS,
+    SHELLS,
+    executes_stdin,
+    inline_script,
+    is_dynamic,
+    is_executor,
+)
+from agent_fleet.policy._verdict import RuleContext, Violation
+
+__all__ = ["decoder_to_shell", "download_to_shell", "opaque_script", "run_later", "unresolved_program"]
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def unresolved_program(program: str) -> bool:
+    return is_dynamic(program) or _GLOB_CHARS.search(program) is not None
+
+
+def _runs_stdin(cmd: SimpleCommand) -> bool:
+    return (
+        executes_stdin(cmd.argv)
+        or cmd.program in ("at", "batch")
+        or ("xargs" in cmd.wrappers and is_executor(cmd.program))
+    )
+
+
+def download_to_shell(cmd: SimpleCommand) -> Violation | None:
+    program = cmd.program
+    downloaded = [p for p in cmd.substituted if p in DOWNLOADERS]
+    if downloaded and (is_executor(program) or is_dynamic(program) or cmd.carrier):
+        return Violation(
+            rule="download-to-shell",
+            reason=f"{program} runs what {downloaded[0]} downloads (substitution)",
+        )
+    if _runs_stdin(cmd):
+        feeders = [name for name in cmd.feeders if name in DOWNLOADERS]
+        if feeders:
+            return Violation(
+                rule="download-to-shell",
+                reason=f"{program} runs what {feeders[0]} downloads (pipe)",
+            )
+    return None
+
+
+def decoder_to_shell(cmd: SimpleCommand) -> Violation | None:
+    program = cmd.program
+    decoded = [p for p in cmd.substituted if p in DECODERS]
+    if decoded and (is_executor(program) or unresolved_program(program) or cmd.carrier or _runs_stdin(cmd)):
+        return Violation(
+            rule="decoder-to-shell", reason=f"{program} runs what {decoded[0]} produces (substitution)"
+        )
+    if _runs_stdin(cmd):
+        feeders = [name for name in cmd.feeders if name in DECODERS or is_executor(name)]
+        if feeders:
+            return Violation(
+                rule="decoder-to-shell", reason=f"{program} runs what {feeders[0]} produces (pipe)"
+            )
+    return None
+
+
+_PURE_VARIABLE = re.compile(r"\s*\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)\s*")
+
+
+def opaque_script(cmd: SimpleCommand) -> Violation | None:
+    """``eval "$X"``/``sh -c "$X"`` with ``X`` unknown: the script itself cannot be seen."""
+    if not cmd.carrier or not (cmd.program == "eval" or cmd.program in SHELLS):
+        return None
+    carried = inline_script(cmd.argv)
+    script = carried[0] if carried is not None else ""
+    if _PURE_VARIABLE.fullmatch(script):
+        return Violation(
+            rule="dynamic-command", reason=f"{cmd.program} runs {script.strip()!r}, which cannot be known"
+        )
+    return None
+
+
+def run_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violation | None:
+    """A file written from a download or decoder, then run (``curl -o x.sh URL; sh x.sh``)."""
+    from agent_fleet.policy._files import written_words
+
+    produced: dict[str, str] = {}
+    for cmd in commands:
+        sources = [name for name in (cmd.program, *cmd.feeders) if name in DOWNLOADERS or name in DECODERS]
+        if sources:
+            words = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|", "&>", "&>>")]
+            words += written_words(cmd.argv) if cmd.program in DOWNLOADERS else []
+            for word in words:
+                produced[posixpath.basename(word.rstrip("/"))] = sources[0]
+        if not produced:
+            continue
+        operands = [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
+        runs = [cmd.program]
+        if is_executor(cmd.program) or cmd.program in SHELLS:
+            runs += operands[:1]
+        for run in runs:
+            source = produced.get(posixpath.basename(run))
+            if source is not None:
+                rule = "download-to-shell" if source in DOWNLOADERS else "decoder-to-shell"
+                return Violation(rule=rule, reason=f"{run!r} runs a file written by {source}")
+    return None

@@ -1,0 +1,60 @@
+"""A local Ray instance that listens on loopback only.
+
+Ray 2.60 on Linux binds its GCS, raylet, agents and workers to every interface and advertises the
+machine's address, without authentication: a local instance started by ``ray.init()`` would be open
+to the network. Ray binds to 127.0.0.1 only when its "cluster mode" is off, the mode it uses on
+macOS and Windows (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). That switch is read in two places:
+
+- by every Ray process at start-up, from the environment (the GCS, raylet and agents inherit the
+  driver's environment; workers the raylet's), and
+- by the driver, from ``ray._private.ray_constants.ENABLE_RAY_CLUSTER``, evaluated when Ray was first
+  imported. If the two disagree (the variable set after ``import ray``) the driver looks for its
+  node on the machine's address while the node listens on 127.0.0.1, and start-up times out.
+
+``loopback_only()`` sets both for the duration of ``ray.init`` and restores them afterwards (Ray's
+processes keep what they started with). ``local_init_kwargs`` also passes ``address="local"``: without
+it ``ray.init()`` joins any cluster a ``ray start`` left on the machine (``/tmp/ray/ray_current_cluster``)
+instead of starting one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any, Final
+
+__all__ = ["local_init_kwargs", "loopback_only"]
+
+_SWITCH: Final = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_LOOPBACK: Final = "127.0.0.1"
+
+
+def local_init_kwargs(object_store_memory: int) -> dict[str, Any]:
+    """``ray.init`` arguments for a small, private, loopback-only instance (no dashboard)."""
+    return {
+        "address": "local",
+        "num_cpus": 1,
+        "include_dashboard": False,
+        "object_store_memory": object_store_memory,
+        "_node_ip_address": _LOOPBACK,
+    }
+
+
+@contextlib.contextmanager
+def loopback_only() -> Iterator[None]:
+    """Ray's cluster mode off (see the module docstring) while the block starts a local instance."""
+    import ray._private.ray_constants as constants
+
+    saved_env = os.environ.get(_SWITCH)
+    saved_constant = constants.ENABLE_RAY_CLUSTER
+    os.environ[_SWITCH] = "0"
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = saved_constant
+        if saved_env is None:
+            os.environ.pop(_SWITCH, None)
+        else:
+            os.environ[_SWITCH] = saved_env

@@ -1,0 +1,94 @@
+"""Listening sockets of processes, from /proc (no psutil): for the "nothing listens beyond loopback" tests."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    pid: int
+    program: str
+    proto: str  # tcp, tcp6, udp, udp6
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        addr = ipaddress.ip_address(self.host)
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        return addr.is_loopback
+
+
+def _address(hexaddr: str) -> tuple[str, int]:
+    ip, port = hexaddr.split(":")
+    raw = bytes.fromhex(ip)
+    if len(raw) == 4:
+        host = socket.inet_ntop(socket.AF_INET, raw[::-1])
+    else:  # four host-order 32-bit words
+        host = socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+    return host, int(port, 16)
+
+
+def _program(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return "?"
+
+
+def listening(pids: Iterable[int]) -> list[Listener]:
+    """TCP sockets in LISTEN state and bound UDP sockets held by ``pids``."""
+    inodes: dict[str, int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes[link[8:-1]] = pid
+    found = []
+    for proto in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            with open(f"/proc/net/{proto}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if inode in inodes and (state == "0A" or proto.startswith("udp")):
+                host, port = _address(local)
+                found.append(Listener(inodes[inode], _program(inodes[inode]), proto, host, port))
+    return found
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it (by parent PID, from /proc)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        children.setdefault(int(stat[stat.rindex(b")") + 2 :].split()[1]), []).append(int(name))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, ()))
+    return out
