@@ -32,6 +32,12 @@ def test_the_tryout_block_is_what_the_test_expects() -> None:
     assert "agent-fleet run " in commands[1] and "agent-fleet batch " in commands[2]
 
 
+def test_the_docs_site_shows_the_same_commands() -> None:
+    for page in ("getting-started.md", "how-to/offline.md"):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert "\n".join(tryout_commands()) in text, f"docs/{page} drifted from the README's try-out"
+
+
 @pytest.mark.e2e
 def test_readme_tryout_runs_as_written(tmp_path: Path) -> None:
     # A fresh directory with the README's `.venv` (the one running this test), so `tryout/` lands there.
