@@ -77,15 +77,10 @@ def test_the_check_finds_wire_protocol_code() -> None:
 
 
 MAX_LINES = 600
-# Over the limit on this branch and left alone on purpose: engineer C's child-process work rewrites
-# execserver/client.py's process start (spawn, serve_websocket) in parallel, so splitting it here would
-# only collide. The test fails once an entry is back under the limit, so this list cannot go stale.
-_PENDING_SPLIT = {"execserver/client.py"}
 
 
 def test_no_module_is_over_600_lines() -> None:
     sizes = {str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines()) for p in _modules(".")}
     assert len(sizes) > 50, "the source tree was not found"
-    over = {name for name, n in sizes.items() if n > MAX_LINES}
-    assert over - _PENDING_SPLIT == set(), {name: sizes[name] for name in over}
-    assert over >= _PENDING_SPLIT, "a pending module is under the limit now: drop it from _PENDING_SPLIT"
+    over = {name: n for name, n in sizes.items() if n > MAX_LINES}
+    assert over == {}

@@ -27,7 +27,8 @@ Example::
 
 from agent_fleet.execserver._assembly import Stream
 from agent_fleet.execserver._transport import WebSocketTransport
-from agent_fleet.execserver.client import ExecServerClient, ExecServerStats, serve_websocket
+from agent_fleet.execserver._websocket_server import serve_websocket
+from agent_fleet.execserver.client import ExecServerClient, ExecServerStats
 from agent_fleet.execserver.errors import (
     ExecServerError,
     InternalServerError,

@@ -36,8 +36,7 @@ import os
 import secrets
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Final
@@ -52,6 +51,7 @@ from agent_fleet.errors import (
     TransportError,
     UsageError,
 )
+from agent_fleet.execserver._opening import Opening
 from agent_fleet.execserver._transport import ChildTransport, WebSocketTransport, spawn_child
 from agent_fleet.execserver._wire import to_uri
 from agent_fleet.execserver.errors import ExecServerError, ProcessTimeout, translate_rpc_error
@@ -59,7 +59,7 @@ from agent_fleet.execserver.fs import FileSystem
 from agent_fleet.execserver.process import ProcessResult, RemoteProcess
 from agent_fleet.jsonrpc import Connection, JsonRpcCore, Notification, ProtocolError, Transport, param_key
 
-__all__ = ["ExecServerClient", "ExecServerStats", "serve_websocket"]
+__all__ = ["ExecServerClient", "ExecServerStats"]
 
 logger = logging.getLogger("agent_fleet.execserver")
 
@@ -165,7 +165,7 @@ class ExecServerClient:
         gap_grace: float = 0.05,
         stall_timeout: float = 2.0,
         request_timeout: float | None = 60.0,
-    ) -> _Opening:
+    ) -> Opening:
         """A client for the exec-server listening at ``url`` (``ws://host:port``).
 
         ``headers`` go on the websocket handshake (e.g. ``Authorization`` for ``--ws-auth``). With
@@ -179,7 +179,7 @@ class ExecServerClient:
                 url, open_timeout=open_timeout, additional_headers=headers
             )
 
-        return _Opening(
+        return Opening(
             cls(
                 open_transport,
                 can_reconnect=reconnect,
@@ -205,7 +205,7 @@ class ExecServerClient:
         gap_grace: float = 0.05,
         stall_timeout: float = 2.0,
         request_timeout: float | None = 60.0,
-    ) -> _Opening:
+    ) -> Opening:
         """A client for a new ``codex exec-server --listen stdio`` child (found by ``find_codex``).
 
         ``args`` are extra CLI arguments (e.g. ``("-c", "key=value")``), ``env`` the child's whole
@@ -225,7 +225,7 @@ class ExecServerClient:
             proc = await spawn_child(codex, ["exec-server", "--listen", "stdio", *args], env=env)
             return ChildTransport(proc)
 
-        return _Opening(
+        return Opening(
             cls(
                 open_transport,
                 can_reconnect=False,
@@ -598,86 +598,3 @@ class ExecServerClient:
 
     def _on_stray_notification(self, msg: Notification) -> None:
         logger.debug("%s: notification for no live process: %s", self._name, msg.method)
-
-
-class _Opening:
-    """What ``connect``/``spawn`` return: ``await`` it for an open client, or ``async with`` it."""
-
-    __slots__ = ("_client",)
-
-    def __init__(self, client: ExecServerClient) -> None:
-        self._client = client
-
-    def __await__(self) -> Generator[Any, None, ExecServerClient]:
-        return self._open().__await__()
-
-    async def _open(self) -> ExecServerClient:
-        try:
-            await self._client.open()
-        except BaseException:
-            await self._client.close()
-            raise
-        return self._client
-
-    async def __aenter__(self) -> ExecServerClient:
-        return await self._open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._client.close()
-
-
-@asynccontextmanager
-async def serve_websocket(
-    codex_bin: str | os.PathLike[str] | None = None,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    args: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    startup_timeout: float = 30.0,
-) -> AsyncIterator[str]:
-    """Run ``codex exec-server --listen ws://host:port`` and yield its URL; kill it on exit.
-
-    With ``port=0`` the server picks a free port and prints the bound URL (``ws://127.0.0.1:PORT``) as
-    its first stdout line, which is what is yielded. Raises ``ProviderUnavailable`` if it does not
-    start listening within ``startup_timeout`` seconds.
-    """
-    codex = find_codex(codex_bin)
-    proc = await spawn_child(
-        codex,
-        ["exec-server", "--listen", f"ws://{host}:{port}", *args],
-        env=env,
-    )
-    # ChildTransport drains stderr, and its close() stops (SIGTERM, then SIGKILL) the child.
-    transport = ChildTransport(proc, stops_on_eof=False)
-    assert proc.stdout is not None
-    try:
-        try:
-            async with asyncio.timeout(startup_timeout):
-                line = await proc.stdout.readline()
-        except TimeoutError:
-            line = b""
-        url = line.decode(errors="replace").strip()
-        if not url.startswith("ws://"):
-            raise ProviderUnavailable(
-                f"codex exec-server did not report a ws:// URL (got {url!r})",
-                stderr_tail=transport.stderr_tail(),
-            )
-
-        async def drain_stdout() -> None:
-            assert proc.stdout is not None
-            while await proc.stdout.read(65536):
-                pass
-
-        drain = asyncio.get_running_loop().create_task(drain_stdout(), name="exec-server:stdout")
-        try:
-            yield url
-        finally:
-            drain.cancel()
-    finally:
-        await transport.close()
