@@ -59,14 +59,15 @@ def serve_command(command: tuple[str, ...]) -> None:
         overrides = env.codex_args()
         note = f"scripted model at {server.url} (no real model, no credentials, no network)"
         if not command:
+            # Handlers first: a Ctrl-C right after the wiring is printed must still stop cleanly.
+            stopped = threading.Event()
+            signal.signal(signal.SIGINT, lambda *_: stopped.set())
+            signal.signal(signal.SIGTERM, lambda *_: stopped.set())
             click.echo(f"# {note}", err=True)
             for key, value in env.env.items():
                 click.echo(f"export {key}={shlex.quote(value)}")
             click.echo(f"# add to agent-fleet run / batch:\n{shlex.join(overrides)}")
             click.echo("# serving until Ctrl-C", err=True)
-            stopped = threading.Event()
-            signal.signal(signal.SIGINT, lambda *_: stopped.set())
-            signal.signal(signal.SIGTERM, lambda *_: stopped.set())
             while not stopped.wait(0.5):
                 pass
             return
