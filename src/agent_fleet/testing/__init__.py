@@ -7,6 +7,8 @@
         # run codex with env.config (as -c overrides) and env.env (CODEX_HOME, dummy key)
 
 The pytest plugin (loaded automatically) provides the ``scripted_model`` and ``codex_env`` fixtures.
+``python -m agent_fleet.testing`` serves a scripted agent to try ``agent-fleet run`` and ``batch`` from
+the command line (``example DIR``, then ``serve -- COMMAND``; see the README).
 """
 
 from agent_fleet.testing._anthropic import (
