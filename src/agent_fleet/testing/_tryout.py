@@ -70,7 +70,10 @@ def _prompt_texts(request: RecordedRequest) -> tuple[list[str], int]:
         content = item.get("content")
         parts = content if isinstance(content, list) else []
         texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
-        text = "\n".join(t for t in texts if t and not t.lstrip().startswith("<"))
+        # "<...>" is codex's own context; "[agent-fleet] ..." is the provider telling the agent that a
+        # request was declined (the turn goes on after a refusal codex only lets us send as a cancel):
+        # part of the same scripted turn, not a prompt.
+        text = "\n".join(t for t in texts if t and not t.lstrip().startswith(("<", "[agent-fleet]")))
         if text:
             prompts.append(text)
             last = index
