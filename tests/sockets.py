@@ -8,6 +8,10 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .procs import descendants
+
+__all__ = ["Listener", "descendants", "listening"]
+
 
 @dataclass(frozen=True, slots=True)
 class Listener:
@@ -72,23 +76,3 @@ def listening(pids: Iterable[int]) -> list[Listener]:
                 host, port = _address(local)
                 found.append(Listener(inodes[inode], _program(inodes[inode]), proto, host, port))
     return found
-
-
-def descendants(root: int) -> list[int]:
-    """``root`` and every process below it (by parent PID, from /proc)."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        children.setdefault(int(stat[stat.rindex(b")") + 2 :].split()[1]), []).append(int(name))
-    out, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        out.append(pid)
-        stack.extend(children.get(pid, ()))
-    return out

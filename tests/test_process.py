@@ -15,23 +15,7 @@ import pytest
 
 from agent_fleet._process import ChildProcess, Tail
 
-
-def sleepers(marker: str) -> list[int]:
-    """Live ``sleep`` processes whose argument contains ``marker``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rpartition(b")")[2].split()[0]
-        except OSError:
-            continue
-        if len(argv) > 1 and argv[0].endswith(b"sleep") and marker.encode() in argv[1] and state != b"Z":
-            found.append(int(name))
-    return found
+from .procs import sleepers
 
 
 async def until(predicate: object, within: float = 10.0) -> None:

@@ -23,27 +23,11 @@ from agent_fleet.codex.exec import CodexExecProvider
 from agent_fleet.contract import Handle, Provider
 from agent_fleet.testing import CodexTestEnv, FunctionCall, RecordedRequest, Reply, ScriptedModelServer
 
+from ..procs import sleepers as running
+
 pytestmark = pytest.mark.e2e
 
 TOKEN = re.compile(r"session-(\d+)")
-
-
-def running(marker: str) -> list[int]:
-    """PIDs of live (not zombie) ``sleep`` processes whose argument contains ``marker``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rpartition(b")")[2].split()[0]
-        except OSError:
-            continue
-        if len(argv) > 1 and argv[0].endswith(b"sleep") and marker.encode() in argv[1] and state != b"Z":
-            found.append(int(name))
-    return found
 
 
 async def wait_for(predicate: Callable[[], bool], within: float) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import struct
 import tempfile
 import zlib
@@ -22,6 +21,8 @@ from agent_fleet.errors import ProviderUnavailable, TurnFailed, Unsupported, Usa
 from agent_fleet.events import AssistantMessage, Error, Event, Result, System, TokenUsage, ToolResult, ToolUse
 from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
 
+from ...procs import alive, descendants
+
 FakeCodex = Callable[..., CodexOptions]
 THREAD = '{"type":"thread.started","thread_id":"fake-thread-1"}'
 MESSAGE = '{"type":"item.completed","item":{"id":"m1","type":"agent_message","text":"echo: $PROMPT"}}'
@@ -30,38 +31,6 @@ COMPLETED = '{"type":"turn.completed","usage":{"input_tokens":1,"cached_input_to
 
 async def collect(handle: CodexExecHandle) -> list[Event]:
     return [event async for event in handle.events()]
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rpartition(b")")[2].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-
-
-def descendants(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    parents[int(name)] = int(f.read().rpartition(b")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    out: list[int] = []
-    frontier = [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent]
-        out += children
-        frontier += children
-    return out
 
 
 # --- the real binary --------------------------------------------------------------------------------
@@ -264,7 +233,7 @@ async def test_stop_mid_turn_leaves_no_process(
         async for event in handle.events():
             events.append(event)
             if isinstance(event, ToolUse):
-                children = descendants(pid)
+                children = descendants(pid)[1:]
                 await handle.stop()
                 await handle.stop()  # idempotent
         assert not alive(pid)
