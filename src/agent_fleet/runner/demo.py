@@ -40,6 +40,7 @@ from agent_fleet.testing import (
     Text,
     scripted_codex_env,
 )
+from agent_fleet.testing._repo import make_repo
 
 __all__ = ["DEMO_PROMPT", "DEMO_SCRIPT", "DemoResult", "run_demo"]
 
@@ -94,20 +95,6 @@ def _git(repo: Path, *args: str) -> str:
     return proc.stdout
 
 
-def _make_repo(repo: Path) -> None:
-    repo.mkdir(parents=True)
-    _git(repo, "init", "-q")
-    for key, value in (
-        ("user.name", "agent-fleet demo"),
-        ("user.email", "demo@agent-fleet.invalid"),
-        ("commit.gpgsign", "false"),
-    ):
-        _git(repo, "config", key, value)
-    (repo / "README.md").write_text("# demo repository\n", encoding="utf-8")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "Initial commit")
-
-
 async def run_demo(
     *,
     workdir: str | os.PathLike[str] | None = None,
@@ -120,7 +107,7 @@ async def run_demo(
     """
     base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="agent-fleet-demo-"))
     repo = base / "repo"
-    await asyncio.to_thread(_make_repo, repo)
+    await asyncio.to_thread(make_repo, repo, who="demo")
     transcript = base / "transcript.jsonl"
     async with ScriptedModelServer(DEMO_SCRIPT) as server:
         env = scripted_codex_env(server, base / "codex-home")

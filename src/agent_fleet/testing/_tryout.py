@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any, Final
 
+from agent_fleet.testing._repo import make_repo
 from agent_fleet.testing._server import (
     CustomToolCall,
     FunctionCall,
@@ -121,10 +121,6 @@ def tryout_agent(request: RecordedRequest) -> Reply | None:
     return Reply(items=(Text(text=done if turn == 0 else "Committed now."),), usage=_USAGE)
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
-
-
 def make_example(directory: Path) -> tuple[Path, Path]:
     """Create ``directory/repo`` (a git repository with one commit) and ``directory/tasks.jsonl``.
 
@@ -134,16 +130,6 @@ def make_example(directory: Path) -> tuple[Path, Path]:
     for path in (repo, tasks):
         if path.exists():
             raise FileExistsError(f"{path} already exists")
-    repo.mkdir(parents=True)
-    _git(repo, "init", "-q")
-    for key, value in (
-        ("user.name", "agent-fleet try-out"),
-        ("user.email", "tryout@agent-fleet.invalid"),
-        ("commit.gpgsign", "false"),
-    ):
-        _git(repo, "config", key, value)
-    (repo / "README.md").write_text("# try-out repository\n", encoding="utf-8")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "Initial commit")
+    make_repo(repo, who="try-out")
     tasks.write_text("".join(json.dumps(task) + "\n" for task in EXAMPLE_TASKS), encoding="utf-8")
     return repo, tasks
