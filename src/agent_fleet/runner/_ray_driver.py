@@ -145,6 +145,13 @@ class RayBatch:
 
     async def _prepare(self, tasks: Sequence[BatchTask], cwd: str | os.PathLike[str] | None) -> None:
         self.tasks = list(tasks)
+        for t in tasks:
+            if t.provider is not None and t.provider != self.pool.provider_name:
+                raise UsageError(
+                    f"task {t.id!r} (line {t.line}): 'provider' {t.provider!r} is not the batch's "
+                    f"({self.pool.provider_name!r}): on --backend ray every node runs the batch's one "
+                    "provider"
+                )
         if self.repo_url is not None:
             if cwd is not None:
                 raise UsageError(
@@ -468,12 +475,14 @@ class RayBatch:
             if self.on_result is not None:
                 self.on_result(entry)
 
-    def _record(self, entry: BatchEntry) -> None:
+    def _record(self, entry: RayBatchEntry) -> None:
         if self.ledger is not None:
             self.ledger.finish(
                 entry.result.task_id,
                 result=entry.to_dict(),
-                attempts=1 + entry.result.retries,
+                # The turns tried, as on a local batch: every attempt on the cluster (one that died tried
+                # its first turn) plus the turn-level retries of the last.
+                attempts=entry.attempts + entry.result.retries,
                 worktree_kept=str(entry.worktree) if entry.worktree is not None else None,
             )
 

@@ -30,7 +30,7 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,17 @@ from agent_fleet.runner.providers import check_provider, make_provider, provider
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import Redactor
 
-__all__ = ["BRANCH_PREFIX", "Events", "Job", "NodeConfig", "NodeInfo", "NodeRunner", "Outcome"]
+__all__ = [
+    "BRANCH_PREFIX",
+    "Events",
+    "Job",
+    "NodeConfig",
+    "NodeInfo",
+    "NodeRunner",
+    "Outcome",
+    "provider_environ",
+    "redact_event",
+]
 
 BRANCH_PREFIX = "agent-fleet/"  # the same as batch.BRANCH_PREFIX (not imported: batch imports us lazily)
 _LOCK_POLL = 0.05
@@ -115,6 +125,17 @@ class Outcome:
     bundle: bytes | None = None
 
 
+def provider_environ(options: Any) -> dict[str, str]:
+    """The environment this node's provider children get (the node's own, the options' over it): what
+    the node's events are redacted with. Codex options build it (``child_env``); others, such as
+    ``ClaudeOptions``, carry an ``env`` mapping merged over the process environment."""
+    child_env = getattr(options, "child_env", None)
+    if callable(child_env):
+        return dict(child_env())
+    env = getattr(options, "env", None)
+    return {**os.environ, **(env if isinstance(env, Mapping) else {})}
+
+
 def redact_event(value: Any, redactor: Redactor) -> Any:
     """``value`` (an event dataclass, or anything in one) with every string redacted."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -134,8 +155,7 @@ class NodeRunner:
         self.config = config
         self.node_id = str(ray.get_runtime_context().get_node_id())
         self.hostname = socket.gethostname()
-        options = config.options
-        self.redactor = Redactor(options.child_env() if options is not None else None)
+        self.redactor = Redactor(provider_environ(config.options))
         self.provider: Provider | None = None
         self.stop_event = asyncio.Event()
         base = Path(config.work_root) if config.work_root else Path(tempfile.gettempdir())

@@ -14,7 +14,8 @@ Connect: to ``ray_address`` (or ``$RAY_ADDRESS``); without one a small local Ray
 (and shut down at the end). A process that already called ``ray.init`` keeps its connection.
 
 Before any work: the tasks are checked as ``run_batch`` checks them (directories, repositories and their
-start commit; with ``repo_url``, ``git ls-remote`` gives the start commit), then one ``NodeRunner`` actor
+start commit; with ``repo_url``, ``git ls-remote`` gives the start commit; a task may not ask for
+another provider than the batch's: every node runs one), then one ``NodeRunner`` actor
 is placed on every alive node (``NodeAffinitySchedulingStrategy``, no CPU reserved) and starts that
 node's one provider. A failure there raises (``UsageError``, ``ProviderUnavailable`` and
 ``AuthenticationError`` naming the node) and nothing was changed.

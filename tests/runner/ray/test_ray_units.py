@@ -76,6 +76,23 @@ def test_cli_ray_flags_need_the_ray_backend(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "need --backend ray" in result.output
 
 
+async def test_a_task_asking_for_another_provider_is_refused_before_any_work(
+    repo: Path, tmp_path: Path
+) -> None:
+    # Every node runs the batch's one provider: a task asking for another is refused, not run on it.
+    with pytest.raises(UsageError, match=r"task 'b' \(line 2\): 'provider' 'claude' is not the batch's"):
+        await run_batch(
+            [
+                BatchTask(id="a", prompt="p", provider="codex"),
+                BatchTask(id="b", prompt="p", provider="claude", line=2),
+            ],
+            template=_template(repo),
+            out_dir=tmp_path / "o",
+            backend="ray",
+        )
+    assert not (tmp_path / "o" / "batch.db").exists()
+
+
 def test_events_are_redacted_on_the_node_with_its_environment() -> None:
     redactor = Redactor({"NODE_API_TOKEN": "node-secret-123"})
     plan = Plan(steps=(PlanStep(step="use node-secret-123", status="pending"),))
