@@ -89,6 +89,9 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
         "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",
         "runner.attempt_failed": "Ray: an attempt was lost with its node or actor (data: reason, retry)",
+        "runner.push": (
+            "Ray --push: the task's branch was pushed or refused (data: branch, commit, pushed, error)"
+        ),
     }
 )
 

@@ -47,6 +47,7 @@ class BatchSettings:
     backend: str
     ray_address: str | None
     repo_url: str | None
+    push: bool = False
     resume: bool = False
     rerun_failed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
@@ -141,6 +142,8 @@ def settings_for(
     backend: str = kwargs["backend"]
     if backend != "ray" and (kwargs["ray_address"] is not None or kwargs["repo_url"] is not None):
         raise UsageError("--ray-address and --repo-url need --backend ray")
+    if kwargs["push"] and (backend != "ray" or kwargs["repo_url"] is None):
+        raise UsageError("--push needs --backend ray and --repo-url (it pushes to that repository)")
     return BatchSettings(
         tasks=tasks,
         total=total,
@@ -153,6 +156,7 @@ def settings_for(
         backend=backend,
         ray_address=kwargs["ray_address"],
         repo_url=kwargs["repo_url"],
+        push=bool(kwargs["push"]),
         resume=resume_dir is not None,
         rerun_failed=rerun == "failed",
         meta=meta,

@@ -171,6 +171,11 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="Ray: a git URL each node clones (implies --worktrees; tasks have no cwd).",
 )
 @click.option(
+    "--push",
+    is_flag=True,
+    help="With --repo-url: push each task's branch agent-fleet/<id> to that repository (never forced).",
+)
+@click.option(
     "--prices",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
@@ -234,6 +239,7 @@ def batch_command(
                     backend=settings.backend,
                     ray_address=settings.ray_address,
                     repo_url=settings.repo_url,
+                    push=settings.push,
                     resume=settings.resume,
                     rerun_failed=settings.rerun_failed,
                     meta=settings.meta,

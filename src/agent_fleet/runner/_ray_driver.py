@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import os
-import tempfile
 import time
 import uuid
 from collections import deque
@@ -19,14 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.errors import UsageError
 from agent_fleet.events import System
-from agent_fleet.runner import _git
 from agent_fleet.runner._batch_types import entry_from_summary
 from agent_fleet.runner._ledger_views import write_records
+from agent_fleet.runner._ray_jobs import plan_jobs, resumed_job
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
 from agent_fleet.runner._ray_pool import ActorPool, Worker, one_line
-from agent_fleet.runner._tasks_file import build_task, entry_object
+from agent_fleet.runner._ray_repo import PushOutcome, keep_bundle
+from agent_fleet.runner._tasks_file import entry_object
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
 from agent_fleet.runner.batch import BatchEntry, BatchTask
 from agent_fleet.runner.ledger import Ledger
@@ -80,6 +79,7 @@ class RayBatch:
         on_event: EventSink | None,
         on_result: Callable[[BatchEntry], None] | None,
         repo_url: str | None,
+        push: bool,
         max_retries: int,
         start_timeout: float,
         work_root: str | None,
@@ -96,6 +96,7 @@ class RayBatch:
         self.on_event = on_event
         self.on_result = on_result
         self.repo_url = repo_url
+        self.push = push
         self.max_retries = max_retries
         self.batch_id = time.strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self.pool = ActorPool(
@@ -123,98 +124,34 @@ class RayBatch:
         Resuming (``resume_from``): ``tasks`` are the ledger's; only those it has not finished are queued,
         interrupted ones with their session and the branch an earlier run made."""
         try:
-            await self._prepare(tasks, cwd)
+            self.tasks = list(tasks)
+            jobs = await plan_jobs(
+                self.tasks,
+                template=self.template,
+                cwd=cwd,
+                worktrees=self.worktrees,
+                repo_url=self.repo_url,
+                push=self.push,
+                provider_name=self.pool.provider_name,
+            )
+            await asyncio.to_thread(self.out.mkdir, parents=True, exist_ok=True)
         except BaseException:
             if self.resumed is not None:
                 self.resumed.close()
             raise
+        pairs = zip(self.tasks, jobs, strict=True)
         if self.resumed is not None:
             self.ledger = self.resumed
             rows = {row.id: row for row in self.ledger.rows(states=("queued", "running", "interrupted"))}
-            queued: deque[_Pending] = deque()
-            for pending in self.queue:
-                row = rows.get(pending.task.id)
-                if row is not None:
-                    session = row.session_id if row.resumable and not row.fresh else None
-                    job = replace(pending.job, reuse_branch=row.runs > 0, resume_session=session)
-                    queued.append(replace(pending, job=job))
-            self.queue = queued
+            self.queue = deque(
+                _Pending(task=t, job=resumed_job(job, rows[t.id], self.out))
+                for t, job in pairs
+                if t.id in rows
+            )
         else:
+            self.queue = deque(_Pending(task=t, job=job) for t, job in pairs)
             entries = [(t.id, t.line, entry_object(t)) for t in tasks]
             self.ledger = Ledger.create(self.out, entries, meta=self.meta)
-
-    async def _prepare(self, tasks: Sequence[BatchTask], cwd: str | os.PathLike[str] | None) -> None:
-        self.tasks = list(tasks)
-        if self.repo_url is not None:
-            if cwd is not None:
-                raise UsageError(
-                    "--cwd cannot be combined with a repository URL (tasks run at its top level)"
-                )
-            start = await self._remote_head(self.repo_url)
-            for t in tasks:
-                if t.cwd is not None:
-                    raise UsageError(
-                        f"task {t.id!r} (line {t.line}): 'cwd' cannot be used with a repository URL "
-                        "(tasks run at the repository's top level)"
-                    )
-                job = Job(
-                    task=self._task(t, "."),
-                    repo=self.repo_url,
-                    clone=True,
-                    start=start,
-                    worktree=True,
-                    attempt=0,
-                )
-                self.queue.append(_Pending(task=t, job=job))
-        else:
-            default_cwd = Path(cwd) if cwd is not None else Path(self.template.spec.cwd or os.getcwd())
-            starts: dict[Path, str | None] = {}
-            for t in tasks:
-                directory = (t.cwd or default_cwd).expanduser()
-                if not directory.is_dir():
-                    raise UsageError(
-                        f"task {t.id!r} (line {t.line}): directory {str(directory)!r} does not exist"
-                    )
-                directory = directory.resolve()
-                top = await _git.toplevel(directory)
-                needs_git = (
-                    self.worktrees
-                    or t.require_commit
-                    or (t.require_commit is None and self.template.gate.require_commit)
-                )
-                if top is None and needs_git:
-                    raise UsageError(
-                        f"task {t.id!r} (line {t.line}): {str(directory)!r} is not in a git repository"
-                    )
-                if top is not None and self.worktrees and top not in starts:
-                    starts[top] = await _git.head(top)
-                    if starts[top] is None:
-                        raise UsageError(
-                            f"task {t.id!r} (line {t.line}): the repository {str(top)!r} has no commit yet"
-                        )
-                job = Job(
-                    task=self._task(t, str(directory)),
-                    repo=str(top) if top is not None else None,
-                    clone=False,
-                    start=starts.get(top) if top is not None else None,
-                    worktree=self.worktrees and top is not None,
-                    attempt=0,
-                )
-                self.queue.append(_Pending(task=t, job=job))
-        await asyncio.to_thread(self.out.mkdir, parents=True, exist_ok=True)
-
-    def _task(self, t: BatchTask, directory: str) -> Task:
-        return build_task(t, self.template, Path(directory))
-
-    async def _remote_head(self, url: str) -> str:
-        try:
-            listing = await _git.git(tempfile.gettempdir(), "ls-remote", url, "HEAD")
-        except _git.GitError as exc:
-            raise UsageError(f"cannot read the repository {url!r}: {exc}") from exc
-        sha = listing.split()[0] if listing.split() else ""
-        if not sha:
-            raise UsageError(f"the repository {url!r} has no HEAD commit")
-        return sha
 
     # -- the run ---------------------------------------------------------------------------------------
 
@@ -355,11 +292,12 @@ class RayBatch:
     def _settle(self, pending: _Pending, worker: Worker, outcome: Outcome | _Lost | _Broken) -> None:
         task_id = pending.task.id
         match outcome:
-            case Outcome(result=result, branch=branch, worktree_kept=kept, bundle=bundle):
+            case Outcome(result=result, branch=branch, worktree_kept=kept, bundle=bundle, push=push):
                 bundle_path: Path | None = None
                 if bundle is not None:
-                    bundle_path = self.out / f"{task_id}.bundle"
-                    bundle_path.write_bytes(bundle)
+                    bundle_path = keep_bundle(self.out, task_id, bundle)  # an earlier one is kept aside
+                elif pending.job.earlier_bundle is not None:
+                    bundle_path = self.out / f"{task_id}.bundle"  # none came back: the earlier one holds all
                 self._finish(
                     pending,
                     worker,
@@ -367,6 +305,7 @@ class RayBatch:
                     branch=branch,
                     kept=Path(kept) if kept is not None else None,
                     bundle=bundle_path,
+                    push=push,
                 )
             case _Lost(reason=reason):
                 self.pool.lost(worker, reason, replace=self.stopped is None)
@@ -424,6 +363,7 @@ class RayBatch:
         branch: str | None = None,
         kept: Path | None = None,
         bundle: Path | None = None,
+        push: PushOutcome | None = None,
     ) -> None:
         task_id = pending.task.id
         if branch is None and pending.branch_created:
@@ -437,6 +377,7 @@ class RayBatch:
             attempts=pending.attempt,
             failures=tuple(pending.failures),
             bundle=bundle,
+            push=push,
         )
         self.entries[task_id] = entry
         self._record(entry)
@@ -468,12 +409,14 @@ class RayBatch:
             if self.on_result is not None:
                 self.on_result(entry)
 
-    def _record(self, entry: BatchEntry) -> None:
+    def _record(self, entry: RayBatchEntry) -> None:
         if self.ledger is not None:
             self.ledger.finish(
                 entry.result.task_id,
                 result=entry.to_dict(),
-                attempts=1 + entry.result.retries,
+                # The turns tried, as on a local batch: every attempt on the cluster (one that died tried
+                # its first turn) plus the turn-level retries of the last.
+                attempts=entry.attempts + entry.result.retries,
                 worktree_kept=str(entry.worktree) if entry.worktree is not None else None,
             )
 

@@ -16,7 +16,11 @@ module imports neither ``ray`` (only inside the actor's methods) nor anything bu
 Repository modes (see ``docs/ray.md``): a path every node shares (``clone=False``: worktrees are
 created on the node, in the shared repository, serialised by an ``flock`` on a file in its git
 directory so nodes do not race on it) or a git URL (``clone=True``: each node clones it once per
-batch into its work directory; commits come back to the driver as a git bundle of the task's branch).
+batch into its work directory; commits come back to the driver as a git bundle of the task's branch,
+and with ``Job.push`` go to the URL's branch too). The git work is ``_ray_repo.NodeRepos``'s.
+
+A task whose branch is to be pushed announces its end (``runner.finished``) after the push, with the
+status the push left: a refused push turns a success into a failure (``push_failed``).
 """
 
 from __future__ import annotations
@@ -24,30 +28,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import os
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from agent_fleet.contract import Provider
 from agent_fleet.errors import AgentFleetError, AuthenticationError, ProviderUnavailable, UsageError
+from agent_fleet.events import System
 from agent_fleet.runner import _git
 from agent_fleet.runner._delta_redact import DeltaCoalescer
+from agent_fleet.runner._ray_repo import NodeRepos, PushOutcome, flock
 from agent_fleet.runner._types import TaskEvent, notice
 from agent_fleet.runner.providers import check_provider, make_provider, provider_state_dir
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import Redactor
 
-__all__ = ["BRANCH_PREFIX", "Events", "Job", "NodeConfig", "NodeInfo", "NodeRunner", "Outcome"]
+__all__ = [
+    "BRANCH_PREFIX",
+    "Events",
+    "Job",
+    "NodeConfig",
+    "NodeInfo",
+    "NodeRunner",
+    "Outcome",
+    "provider_environ",
+    "redact_event",
+]
 
 BRANCH_PREFIX = "agent-fleet/"  # the same as batch.BRANCH_PREFIX (not imported: batch imports us lazily)
-_LOCK_POLL = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,8 +98,10 @@ class Job:
     ``reset_branch``: an earlier attempt created the branch, so it is reset to ``start`` (``-B``) after
     ``stale_worktree`` (that attempt's worktree, if known) is removed.
     ``reuse_branch``: the batch is resumed and an earlier run made the branch: it is checked out as it is
-    (its commits kept) in a new worktree. ``resume_session``: the session the task continues
-    (``run_task(resume_session=...)``).
+    (its commits kept) in a new worktree; in a clone, from ``earlier_bundle`` (the bundle that run
+    brought back; None when it made no commit). ``resume_session``: the session the task continues
+    (``run_task(resume_session=...)``). ``push`` (clone only): push the task's branch to the URL after
+    the task (never forced; see ``_ray_repo``).
     """
 
     task: Task
@@ -98,6 +114,8 @@ class Job:
     stale_worktree: str | None = None
     reuse_branch: bool = False
     resume_session: str | None = None
+    earlier_bundle: bytes | None = None
+    push: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,12 +125,25 @@ class Events:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    """The end of an attempt: the result, the branch, a worktree left in place and a bundle of commits."""
+    """The end of an attempt: the result, the branch, a worktree left in place, a bundle of commits and
+    what became of pushing them."""
 
     result: TaskResult
     branch: str | None = None
     worktree_kept: str | None = None
     bundle: bytes | None = None
+    push: PushOutcome | None = None
+
+
+def provider_environ(options: Any) -> dict[str, str]:
+    """The environment this node's provider children get (the node's own, the options' over it): what
+    the node's events are redacted with. Codex options build it (``child_env``); others, such as
+    ``ClaudeOptions``, carry an ``env`` mapping merged over the process environment."""
+    child_env = getattr(options, "child_env", None)
+    if callable(child_env):
+        return dict(child_env())
+    env = getattr(options, "env", None)
+    return {**os.environ, **(env if isinstance(env, Mapping) else {})}
 
 
 def redact_event(value: Any, redactor: Redactor) -> Any:
@@ -134,15 +165,12 @@ class NodeRunner:
         self.config = config
         self.node_id = str(ray.get_runtime_context().get_node_id())
         self.hostname = socket.gethostname()
-        options = config.options
-        self.redactor = Redactor(options.child_env() if options is not None else None)
+        self.redactor = Redactor(provider_environ(config.options))
         self.provider: Provider | None = None
         self.stop_event = asyncio.Event()
         base = Path(config.work_root) if config.work_root else Path(tempfile.gettempdir())
         self.root = base / "agent-fleet-ray" / config.batch_id / self.node_id[:12]
-        self.kept: set[str] = set()
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._clones: dict[str, Path] = {}
+        self.repos = NodeRepos(self.root, self.redactor)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -177,7 +205,7 @@ class NodeRunner:
         if provider is not None:
             with contextlib.suppress(Exception):
                 await provider.shutdown()
-        if not self.kept:
+        if not self.repos.kept:
             await asyncio.to_thread(shutil.rmtree, self.root, True)
         await asyncio.to_thread(_prune_empty, self.root.parent)
 
@@ -234,11 +262,7 @@ class NodeRunner:
 
         def failed(reason: str, code: str) -> Outcome:
             result = TaskResult(task_id=task.id, status="failed", reason=reason, error_code=code)
-            on_event(
-                notice(
-                    task.id, "finished", **{k: v for k, v in result.to_dict().items() if k != "final_text"}
-                )
-            )
+            on_event(notice(task.id, "finished", **_finished_data(result)))
             return Outcome(result=result)
 
         if self.provider is None:
@@ -250,13 +274,22 @@ class NodeRunner:
         run_cwd = Path(directory)
         try:
             if job.repo is not None:
-                repo = await self._clone(job.repo, job.start) if job.clone else Path(job.repo)
+                repo = await self.repos.clone(job.repo, job.start) if job.clone else Path(job.repo)
                 if job.clone:
                     run_cwd = repo / directory
             if job.worktree and repo is not None:
                 branch = BRANCH_PREFIX + task.id
                 worktree = self.root / "worktrees" / task.id
-                await self._add_worktree(repo, worktree, branch, job)
+                await self.repos.add_worktree(
+                    repo,
+                    worktree,
+                    branch,
+                    start=job.start,
+                    reset=job.reset_branch,
+                    reuse=job.reuse_branch,
+                    stale=job.stale_worktree,
+                    earlier=job.earlier_bundle,
+                )
                 subdir = directory if job.clone else str(Path(directory).relative_to(repo))
                 run_cwd = worktree / subdir
                 on_event(notice(task.id, "worktree", path=str(worktree), branch=branch, node_id=self.node_id))
@@ -264,7 +297,19 @@ class NodeRunner:
             what = f"the worktree for branch {branch}" if branch else f"the repository {job.repo}"
             hint = " (delete the branch or rename the task)" if branch and not job.reset_branch else ""
             return failed(f"cannot prepare {what} on {self.hostname}: {exc}{hint}", "worktree_failed")
+        pushing = job.push and job.clone and branch is not None
+        held: list[TaskEvent] = []
+
+        def sink(task_event: TaskEvent) -> None:
+            # With a push to come, the task's end is announced after it: the status may change.
+            event = task_event.event
+            if pushing and isinstance(event, System) and event.subtype == "runner.finished":
+                held.append(task_event)
+            else:
+                on_event(task_event)
+
         kept: Path | None = None
+        ran: TaskResult | None = None
         try:
             if not run_cwd.is_dir():
                 return failed(
@@ -274,10 +319,10 @@ class NodeRunner:
                 )
             task = replace(task, spec=replace(task.spec, cwd=str(run_cwd)))
             try:
-                result = await run_task(
+                ran = await run_task(
                     task,
                     provider=self.provider,
-                    on_event=on_event,
+                    on_event=sink,
                     stop=self.stop_event,
                     resume_session=job.resume_session,
                 )
@@ -285,92 +330,44 @@ class NodeRunner:
                 return failed(f"{exc} (on {self.hostname})", "usage")
         finally:
             if worktree is not None and repo is not None:
-                kept = await asyncio.shield(self._remove_worktree(repo, worktree))
+                kept = await asyncio.shield(self.repos.remove_worktree(repo, worktree))
+            if ran is None:
+                for task_event in held:
+                    on_event(task_event)  # no push after all (raised): the end as it was
+        result = ran
         bundle: bytes | None = None
+        pushed: PushOutcome | None = None
         if job.clone and repo is not None and branch is not None and job.start is not None:
-            bundle = await self._bundle(repo, branch, job.start)
+            bundle = await self.repos.bundle(repo, branch, job.start)
+            if pushing and job.repo is not None and result.status != "cancelled":
+                # A stopped run is pushed when it finishes (`--resume`); pushing now would delay the stop.
+                pushed = await self.repos.push(repo, job.repo, branch, job.start)
+                if pushed is not None:
+                    on_event(notice(task.id, "push", **pushed.to_dict()))
+                    result = _after_push(result, pushed, bundle is not None)
+        if held:
+            on_event(notice(task.id, "finished", **_finished_data(result)))
         return Outcome(
-            result=result, branch=branch, worktree_kept=str(kept) if kept is not None else None, bundle=bundle
+            result=result,
+            branch=branch,
+            worktree_kept=str(kept) if kept is not None else None,
+            bundle=bundle,
+            push=pushed,
         )
 
-    # -- git ---------------------------------------------------------------------------------------
 
-    def _lock(self, key: str) -> asyncio.Lock:
-        return self._locks.setdefault(key, asyncio.Lock())
+def _finished_data(result: TaskResult) -> dict[str, Any]:
+    return {k: v for k, v in result.to_dict().items() if k != "final_text"}
 
-    @contextlib.asynccontextmanager
-    async def _repo_lock(self, repo: Path) -> AsyncIterator[None]:
-        """Serialise worktree changes in ``repo``: among this actor's tasks, then across processes and
-        nodes (an ``flock`` on a file in the git directory; polled so cancellation never leaks it)."""
-        async with self._lock(str(repo)):
-            common = Path(await _git.git(repo, "rev-parse", "--git-common-dir"))
-            async with _flock((common if common.is_absolute() else repo / common) / "agent-fleet.lock"):
-                yield
 
-    async def _clone(self, url: str, start: str | None) -> Path:
-        """This node's clone of ``url`` for this batch (bare; made once, then reused)."""
-        async with self._lock("clone:" + url):
-            if url in self._clones:
-                return self._clones[url]
-            target = self.root / "repos" / str(len(self._clones))
-            if not (target / "HEAD").exists():
-                await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
-                await _git.git(self.root, "clone", "--quiet", "--bare", url, str(target), time_limit=600)
-            if start is not None and not await _has_commit(target, start):
-                await _git.git(target, "fetch", "--quiet", url, start, time_limit=600)
-            self._clones[url] = target
-            return target
-
-    async def _add_worktree(self, repo: Path, worktree: Path, branch: str, job: Job) -> None:
-        start = job.start or "HEAD"
-        async with self._repo_lock(repo):
-            if job.reuse_branch and not job.reset_branch and await _has_commit(repo, f"refs/heads/{branch}"):
-                # A resumed batch: the branch as the earlier run left it. `--force`: an earlier worktree
-                # (kept for its uncommitted work) may still hold it; that one is left as it is.
-                await _git.git(repo, "worktree", "prune")
-                await asyncio.to_thread(shutil.rmtree, worktree, True)
-                await asyncio.to_thread(worktree.parent.mkdir, parents=True, exist_ok=True)
-                await _git.git(repo, "worktree", "add", "--quiet", "--force", str(worktree), branch)
-                return
-            if job.reset_branch:
-                # An earlier attempt died holding the branch in its worktree: drop that worktree (on this
-                # node it still exists; on another node's disk it is gone and `prune` forgets it).
-                for stale in {job.stale_worktree, str(worktree)} - {None}:
-                    with contextlib.suppress(_git.GitError):
-                        await _git.git(repo, "worktree", "remove", "--force", str(stale))
-                await _git.git(repo, "worktree", "prune")
-                await asyncio.to_thread(shutil.rmtree, worktree, True)
-            await asyncio.to_thread(worktree.parent.mkdir, parents=True, exist_ok=True)
-            flag = "-B" if job.reset_branch else "-b"
-            await _git.git(repo, "worktree", "add", "--quiet", flag, branch, str(worktree), start)
-
-    async def _remove_worktree(self, repo: Path, worktree: Path) -> Path | None:
-        """Remove a clean worktree (the branch stays); keep a dirty one and return its path."""
-        try:
-            if await _git.is_dirty(worktree):
-                self.kept.add(str(worktree))
-                return worktree
-            async with self._repo_lock(repo):
-                await _git.git(repo, "worktree", "remove", str(worktree))
-        except _git.GitError:
-            self.kept.add(str(worktree))
-            return worktree
-        return None
-
-    async def _bundle(self, repo: Path, branch: str, start: str) -> bytes | None:
-        """A git bundle of ``branch``'s commits after ``start`` (None when there are none)."""
-        try:
-            if int(await _git.git(repo, "rev-list", "--count", f"{start}..{branch}") or 0) == 0:
-                return None
-            path = self.root / "bundles" / (branch.replace("/", "_") + ".bundle")
-            await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-            await _git.git(repo, "bundle", "create", "--quiet", str(path), branch, f"^{start}")
-            data = await asyncio.to_thread(path.read_bytes)
-            await asyncio.to_thread(path.unlink)
-            return data
-        except (_git.GitError, OSError):
-            self.kept.add(str(repo))  # the commits stay in this node's clone: keep it
-            return None
+def _after_push(result: TaskResult, pushed: PushOutcome, bundled: bool) -> TaskResult:
+    """A task whose branch was to be pushed and was not did not deliver: a success becomes a failure
+    (``push_failed``); a failure keeps its own reason (the push's is in the ``runner.push`` notice)."""
+    if pushed.pushed or result.status != "succeeded":
+        return result
+    where = " (its commits are in the task's bundle)" if bundled else ""
+    reason = f"the push of {pushed.branch} was refused: {pushed.error}{where}"
+    return replace(result, status="failed", reason=reason, error_code="push_failed")
 
 
 def _prune_empty(top: Path) -> None:
@@ -389,30 +386,6 @@ def _start_lock(state_dir: Path | None) -> contextlib.AbstractAsyncContextManage
     if state_dir is None:
         return contextlib.nullcontext()
     if state_dir.is_dir():
-        return _flock(state_dir / ".agent-fleet-start.lock")
+        return flock(state_dir / ".agent-fleet-start.lock")
     digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
-    return _flock(Path(tempfile.gettempdir()) / f"agent-fleet-start-{digest}.lock")
-
-
-@contextlib.asynccontextmanager
-async def _flock(path: Path) -> AsyncIterator[None]:
-    """An exclusive ``flock`` on ``path``, polled so a cancelled waiter never holds it."""
-    with path.open("a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                await asyncio.sleep(_LOCK_POLL)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-async def _has_commit(repo: Path, sha: str) -> bool:
-    try:
-        await _git.git(repo, "cat-file", "-e", f"{sha}^{{commit}}")
-    except _git.GitError:
-        return False
-    return True
+    return flock(Path(tempfile.gettempdir()) / f"agent-fleet-start-{digest}.lock")

@@ -166,6 +166,7 @@ async def run_batch(
     backend: str = "local",
     ray_address: str | None = None,
     repo_url: str | None = None,
+    push: bool = False,
     resume: bool = False,
     rerun_failed: bool = False,
     meta: Mapping[str, Any] | None = None,
@@ -184,7 +185,8 @@ async def run_batch(
     task.
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
-    ``repo_url``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
+    ``repo_url``, ``push``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be
+    given).
 
     Raises ``UsageError`` up front for a task id that is not a safe file name and branch name (see
     ``task_id_problem``) or is used twice.
@@ -224,6 +226,7 @@ async def run_batch(
             stop=stop,
             ray_address=ray_address,
             repo_url=repo_url,
+            push=push,
             meta=meta,
             resume_from=resumed,
         )
@@ -232,8 +235,8 @@ async def run_batch(
         )
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
-    if ray_address is not None or repo_url is not None:
-        raise UsageError("ray_address and repo_url need backend='ray'")
+    if ray_address is not None or repo_url is not None or push:
+        raise UsageError("ray_address, repo_url and push need backend='ray'")
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
     default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())

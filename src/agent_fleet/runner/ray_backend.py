@@ -14,7 +14,8 @@ Connect: to ``ray_address`` (or ``$RAY_ADDRESS``); without one a small local Ray
 (and shut down at the end). A process that already called ``ray.init`` keeps its connection.
 
 Before any work: the tasks are checked as ``run_batch`` checks them (directories, repositories and their
-start commit; with ``repo_url``, ``git ls-remote`` gives the start commit), then one ``NodeRunner`` actor
+start commit; with ``repo_url``, ``git ls-remote`` gives the start commit; a task may not ask for
+another provider than the batch's: every node runs one), then one ``NodeRunner`` actor
 is placed on every alive node (``NodeAffinitySchedulingStrategy``, no CPU reserved) and starts that
 node's one provider. A failure there raises (``UsageError``, ``ProviderUnavailable`` and
 ``AuthenticationError`` naming the node) and nothing was changed.
@@ -23,7 +24,8 @@ Scheduling: the driver keeps the queue. A task goes to the least loaded node wit
 node runs at most ``jobs`` tasks at once (the actor's ``max_concurrency`` leaves room for control
 calls). Each attempt is a streaming actor call: event batches come back as the task runs (the driver
 writes ``out_dir/<id>.jsonl`` and calls ``on_event``, so transcripts and the live view work as
-locally), then the result. Worktrees are made on the node that runs the task (see ``_ray_node``).
+locally), then the result. Worktrees are made on the node that runs the task (see ``_ray_node``);
+in URL mode its commits come back as a bundle and, with ``push``, go to the URL (see ``_ray_repo``).
 
 Faults: when an actor or its node dies mid-task, the attempt is recorded (a
 ``runner.attempt_failed`` notice with the reason) and the task goes back to the queue, to another
@@ -47,27 +49,38 @@ from typing import Any
 
 from agent_fleet.errors import UsageError
 from agent_fleet.runner._ray_pool import RAY_EXTRA_HINT, import_ray
+from agent_fleet.runner._ray_repo import PushOutcome
 from agent_fleet.runner._types import EventSink
 from agent_fleet.runner.batch import BatchEntry, BatchResult, BatchTask, check_task_ids
 from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.task import Task
 from agent_fleet.runner.transcript import Redactor
 
-__all__ = ["RAY_EXTRA_HINT", "RayBatchEntry", "RayBatchResult", "RayNode", "import_ray", "run_batch_ray"]
+__all__ = [
+    "RAY_EXTRA_HINT",
+    "PushOutcome",
+    "RayBatchEntry",
+    "RayBatchResult",
+    "RayNode",
+    "import_ray",
+    "run_batch_ray",
+]
 
 DEFAULT_START_TIMEOUT = 180.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RayBatchEntry(BatchEntry):
-    """A ``BatchEntry`` plus where it ran: the node of the last attempt, the attempts made, why earlier
-    attempts failed, and (repository URL mode) the git bundle of the task's commits in ``out_dir``."""
+    """A ``BatchEntry`` plus where it ran: the node of the last attempt, the attempts made on the cluster,
+    why earlier attempts failed, and (repository URL mode) the git bundle of the task's commits in
+    ``out_dir`` and, with ``push``, what became of pushing its branch (``PushOutcome``)."""
 
     node: str | None = None
     node_id: str | None = None
     attempts: int = 0
     failures: tuple[str, ...] = ()
     bundle: Path | None = None
+    push: PushOutcome | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = BatchEntry.to_dict(self)  # not super(): slotted dataclasses break its zero-argument form
@@ -77,6 +90,7 @@ class RayBatchEntry(BatchEntry):
             attempts=self.attempts,
             failures=[Redactor().text(f) for f in self.failures],  # may quote a node's output
             bundle=str(self.bundle) if self.bundle is not None else None,
+            push=self.push.to_dict() if self.push is not None else None,
         )
         return out
 
@@ -134,6 +148,7 @@ async def run_batch_ray(
     stop: asyncio.Event | None = None,
     ray_address: str | None = None,
     repo_url: str | None = None,
+    push: bool = False,
     max_retries_per_task: int = 1,
     start_timeout: float = DEFAULT_START_TIMEOUT,
     work_root: str | None = None,
@@ -147,7 +162,12 @@ async def run_batch_ray(
       instance (started here and shut down at the end).
     - ``repo_url``: a git URL each node clones (once per batch) instead of a path the nodes share;
       tasks then run at the repository's top level in worktrees (``worktrees`` is implied) and their
-      commits come back as ``out_dir/<id>.bundle``.
+      commits come back as ``out_dir/<id>.bundle`` (an earlier run's is kept in
+      ``out_dir/earlier-bundles/``; a resumed task continues from it on whichever node runs it).
+    - ``push`` (needs ``repo_url``): each task's branch ``agent-fleet/<id>`` is also pushed to the URL
+      from its node, never forced. A refused push (the remote's branch has commits the task's lacks, no
+      access) is recorded in the entry's ``push`` and a ``runner.push`` notice, and turns a success into
+      ``failed`` (``error_code="push_failed"``); the commits are still in the bundle.
     - ``max_retries_per_task``: how often a task whose actor or node died is run again.
     - ``start_timeout``: seconds for each node's actor and provider to start.
     - ``work_root``: node-local directory for clones and worktrees (default: each node's temp dir).
@@ -162,6 +182,8 @@ async def run_batch_ray(
         raise UsageError(f"max_retries_per_task must be >= 0, not {max_retries_per_task}")
     if start_timeout <= 0:
         raise UsageError(f"start_timeout must be positive, not {start_timeout}")
+    if push and repo_url is None:
+        raise UsageError("--push needs --repo-url (each task's branch is pushed to that repository)")
     if not tasks:
         raise UsageError("no tasks")
     check_task_ids(tasks)
@@ -179,6 +201,7 @@ async def run_batch_ray(
         on_event=on_event,
         on_result=on_result,
         repo_url=repo_url,
+        push=push,
         max_retries=max_retries_per_task,
         start_timeout=start_timeout,
         work_root=work_root,

@@ -157,6 +157,7 @@ async def test_six_tasks_spread_over_the_nodes_and_a_killed_actor_is_rescheduled
         victim_summary["retries"] == 1
         and victim_summary["prompt"] == f"[task:{victim}] write {victim}.txt and commit"
     )
+    assert victim_summary["attempts"] == 2, "the lost attempt tried a turn too"
     assert all(t["commands"] and t["model"] for t in summary["tasks"])
     assert (out / "report.html").is_file()
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(summary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,7 @@ from agent_fleet.cli import cli
 from agent_fleet.errors import ProviderUnavailable, UsageError
 from agent_fleet.runner import Redactor, Task
 from agent_fleet.runner._ray_node import redact_event
+from agent_fleet.runner._ray_repo import keep_bundle
 from agent_fleet.runner.batch import BatchTask, run_batch
 
 from ..conftest import make_repo
@@ -74,6 +76,74 @@ def test_cli_ray_flags_need_the_ray_backend(tmp_path: Path) -> None:
     tasks.write_text(json.dumps({"id": "a", "prompt": "p"}) + "\n")
     result = CliRunner().invoke(cli, ["batch", str(tasks), "--ray-address", "auto"])
     assert result.exit_code == 2 and "need --backend ray" in result.output
+    for flags in (["--push"], ["--push", "--backend", "ray"]):
+        result = CliRunner().invoke(cli, ["batch", str(tasks), *flags])
+        assert result.exit_code == 2 and "--push needs --backend ray and --repo-url" in result.output
+
+
+async def test_push_and_per_task_providers_are_checked_before_any_work(repo: Path, tmp_path: Path) -> None:
+    tasks = [BatchTask(id="a", prompt="p")]
+    with pytest.raises(UsageError, match="push need backend='ray'"):
+        await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", push=True)
+    with pytest.raises(UsageError, match="--push needs --repo-url"):
+        await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", backend="ray", push=True)
+    # Every node runs the batch's one provider: a task asking for another is refused, not run on it.
+    with pytest.raises(UsageError, match=r"task 'b' \(line 2\): 'provider' 'claude' is not the batch's"):
+        await run_batch(
+            [
+                BatchTask(id="a", prompt="p", provider="codex"),
+                BatchTask(id="b", prompt="p", provider="claude", line=2),
+            ],
+            template=_template(repo),
+            out_dir=tmp_path / "o",
+            backend="ray",
+        )
+    assert not (tmp_path / "o" / "batch.db").exists()
+
+
+def test_cli_passes_push_to_the_batch_and_records_it_for_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+
+    async def fake_run_batch(tasks: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        raise UsageError("stop here")  # the wiring is what is under test
+
+    monkeypatch.setattr("agent_fleet.cli._commands.run_batch", fake_run_batch)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "prompt": "p"}) + "\n")
+    url = f"file://{tmp_path / 'origin'}"
+    args = [
+        "batch",
+        str(tasks),
+        "--backend",
+        "ray",
+        "--repo-url",
+        url,
+        "--push",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "stop here" in result.output
+    assert seen["push"] is True and seen["repo_url"] == url
+    assert seen["meta"]["cli"]["push"] is True  # `--resume OUT` pushes too
+
+
+def test_a_later_bundle_never_overwrites_an_earlier_one(tmp_path: Path) -> None:
+    first = keep_bundle(tmp_path, "t.1", b"first run")
+    assert first == tmp_path / "t.1.bundle" and first.read_bytes() == b"first run"
+    assert keep_bundle(tmp_path, "t.1", b"first run") == first  # the same again: nothing to keep aside
+    assert not (tmp_path / "earlier-bundles").exists()
+    keep_bundle(tmp_path, "t.1", b"second run")
+    keep_bundle(tmp_path, "t.1", b"third run")
+    assert first.read_bytes() == b"third run"
+    history = tmp_path / "earlier-bundles"
+    assert sorted(p.name for p in history.iterdir()) == ["t.1.1.bundle", "t.1.2.bundle"]
+    assert (history / "t.1.1.bundle").read_bytes() == b"first run"
+    assert (history / "t.1.2.bundle").read_bytes() == b"second run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier-bundles", "t.1.bundle"]
 
 
 def test_events_are_redacted_on_the_node_with_its_environment() -> None:
