@@ -128,3 +128,23 @@ def test_the_openapi_document_describes_every_route(tmp_path: Path) -> None:
         if templated.startswith("/v1/batches/{sid}"):
             templated = templated.replace("{sid}", "{bid}")
         assert templated in paths, templated
+
+
+@pytest.mark.parametrize("raw", ["²", "١٢", "-1", "1.0", "0x1", "9" * 30, str(2**63)])
+async def test_a_last_event_id_that_is_not_a_small_ascii_number_is_a_400(
+    make_daemon: MakeDaemon, raw: str
+) -> None:
+    daemon = await make_daemon()
+    daemon.store.add_session("s1", "codex", {"prompt": "p"})  # a recorded session: no agent runs
+    daemon.store.update("s1", state="idle")
+    async with client(daemon) as http:
+        try:  # a header travels as bytes, read back as latin-1: "²" arrives as "²"
+            header = raw.encode("latin-1")
+        except UnicodeEncodeError:
+            header = raw.encode()
+        for where in ({"headers": {"Last-Event-ID": header}}, {"params": {"after": raw}}):
+            response = await http.get("/v1/sessions/s1/events", **where)  # type: ignore[arg-type]
+            assert response.status_code == 400, (raw, response.status_code, response.text)
+            assert "Last-Event-ID" in response.json()["error"]["message"]
+        ok = await http.get("/v1/sessions/s1/events", headers={"Last-Event-ID": "0"})
+        assert ok.status_code == 200

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -38,6 +39,17 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 def _err(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+# str.isdigit() takes "²" (int() then fails inside the stream) and SQLite integers stop at 2**63:
+# an event id is ASCII digits, at most 15 of them (more events than a session ever has).
+_EVENT_ID = re.compile(r"[0-9]{1,15}")
+
+
+def _event_id(raw: str) -> int:
+    if not _EVENT_ID.fullmatch(raw):
+        raise UsageError("Last-Event-ID (or ?after) must be a non-negative integer of at most 15 digits")
+    return int(raw)
 
 
 def _errors(fn: Endpoint) -> Endpoint:
@@ -170,15 +182,13 @@ class App:
 
     async def events(self, request: Request) -> Response:
         sid = request.path_params["sid"]
-        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        if not raw.isdigit():
-            raise UsageError("Last-Event-ID must be a non-negative integer")
+        after = _event_id(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
         follow = request.query_params.get("follow") in ("1", "true")
         self.sessions.describe(sid)  # 404 before the stream starts
 
         async def content() -> AsyncIterator[bytes]:
             # Everything already recorded goes out in one write (records are single-line JSON).
-            async for batch in self.sessions.stream(sid, int(raw), follow=follow):
+            async for batch in self.sessions.stream(sid, after, follow=follow):
                 yield "".join(f"id: {seq}\nevent: event\ndata: {text}\n\n" for seq, text in batch).encode()
 
         return EventSourceResponse(content(), ping=15)
