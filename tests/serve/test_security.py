@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -148,3 +149,70 @@ async def test_a_last_event_id_that_is_not_a_small_ascii_number_is_a_400(
             assert "Last-Event-ID" in response.json()["error"]["message"]
         ok = await http.get("/v1/sessions/s1/events", headers={"Last-Event-ID": "0"})
         assert ok.status_code == 200
+
+
+async def test_login_checks_the_token_before_it_sets_a_cookie(make_daemon: MakeDaemon) -> None:
+    daemon = await make_daemon()
+    async with client(daemon, token=None) as http:
+        wrong = await http.post("/login", data={"token": "not-the-token"})
+        assert wrong.status_code == 401
+        assert "set-cookie" not in wrong.headers
+        assert TOKEN not in wrong.text
+        assert (await http.get("/v1/sessions")).status_code == 401
+        right = await http.post("/login", data={"token": TOKEN})
+        assert right.status_code == 303
+        cookie = right.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        assert "secure" not in cookie.replace("samesite", "")  # plain http on loopback
+        assert (await http.get("/v1/sessions")).status_code == 200
+
+
+async def test_the_cookie_is_secure_when_the_daemon_is_not_on_loopback(
+    tmp_path: Path, token_file: Path
+) -> None:
+    import httpx
+
+    # Not started (nothing binds 0.0.0.0): the ASGI app is driven in process.
+    daemon = Daemon(ServeConfig(host="0.0.0.0", state_dir=tmp_path / "s", token_file=token_file))
+    try:
+        transport = httpx.ASGITransport(app=daemon.app.asgi)
+        async with httpx.AsyncClient(transport=transport, base_url="http://daemon") as http:
+            right = await http.post("/login", data={"token": TOKEN})
+            assert right.status_code == 303
+            assert "; secure" in right.headers["set-cookie"].lower()
+    finally:
+        daemon.store.close()
+
+
+async def test_a_token_file_others_can_read_is_refused_and_one_the_group_can_read_warned_about(
+    tmp_path: Path, token_file: Path
+) -> None:
+    os.chmod(token_file, 0o604)
+    with pytest.raises(UsageError, match="chmod 600"):
+        Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
+    os.chmod(token_file, 0o640)
+    daemon = Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
+    daemon.store.close()
+    assert len(daemon.warnings) == 1 and "group" in daemon.warnings[0]
+    os.chmod(token_file, 0o600)
+    daemon = Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
+    daemon.store.close()
+    assert daemon.warnings == []
+
+
+def test_serve_exits_2_on_a_token_file_others_can_read(tmp_path: Path, token_file: Path) -> None:
+    os.chmod(token_file, 0o644)
+    argv = ["serve", "--state-dir", str(tmp_path / "s"), "--token-file", str(token_file)]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2 and "chmod 600" in result.output
+
+
+async def test_the_state_dir_and_the_database_are_private(tmp_path: Path) -> None:
+    state = tmp_path / "fresh" / "state"
+    daemon = Daemon(ServeConfig(state_dir=state, allow_roots=(tmp_path,)))
+    try:
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        for name in ("sessions.sqlite3", "sessions.sqlite3-wal"):
+            assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
+    finally:
+        daemon.store.close()

@@ -85,6 +85,8 @@ def serve_command(
 
         async def main() -> None:
             daemon = Daemon(serve_config)
+            for warning in daemon.warnings:
+                click.echo(f"warning: {warning}", err=True)
             await daemon.start()
             click.echo(f"listening on {daemon.url}", err=False)
             click.echo(f"token: in {daemon.token_path}")

@@ -28,7 +28,7 @@ from agent_fleet.runner import provider_entry
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
 from agent_fleet.serve._dashboard import login_page, render_dashboard
-from agent_fleet.serve._guard import COOKIE, Guard
+from agent_fleet.serve._guard import COOKIE, Guard, token_matches
 from agent_fleet.serve._openapi import OPENAPI
 from agent_fleet.serve._sessions import NotFound, Sessions
 
@@ -87,8 +87,11 @@ class App:
         token: str,
         provider: str,
         max_body: int = 1 << 20,
+        secure_cookie: bool = False,
     ) -> None:
         self.sessions = sessions
+        self._token = token
+        self.secure_cookie = secure_cookie
         self.approvals = approvals
         self.batches = batches
         self.provider = provider
@@ -146,9 +149,13 @@ class App:
             return HTMLResponse(login_page())
         form = await request.form(max_files=0, max_fields=2)
         token = form.get("token")
+        if not isinstance(token, str) or not token_matches(token, self._token):
+            # Checked here, not only on later requests: a cookie is never set from a wrong value.
+            return HTMLResponse(login_page(error="wrong token"), status_code=401)
         response = RedirectResponse("/", status_code=303)
-        if isinstance(token, str):
-            response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict")
+        response.set_cookie(
+            COOKIE, token.strip(), httponly=True, samesite="strict", secure=self.secure_cookie
+        )
         return response
 
     # -- reference -------------------------------------------------------------------------------------

@@ -96,8 +96,9 @@ class Daemon:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         state = config.state_dir
-        state.mkdir(parents=True, exist_ok=True)
-        self.token, self.token_path = load_or_create_token(config.token_file, state)
+        # Sessions, prompts and transcripts live here: nobody else on the machine may read them.
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.token, self.token_path, self.warnings = load_or_create_token(config.token_file, state)
         self.redactor = Redactor(extra=(self.token,))
         self.store = Store(state / "sessions.sqlite3")
         self.approvals = ApprovalQueue(timeout=config.approval_timeout)
@@ -118,6 +119,7 @@ class Daemon:
             token=self.token,
             provider=config.provider,
             max_body=config.max_body,
+            secure_cookie=not is_loopback(config.host),
         )
         self.closing = False
         self._closed = asyncio.Event()
