@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from agent_fleet import Spec
 from agent_fleet.cli import cli
 from agent_fleet.errors import UsageError
 from agent_fleet.serve import Daemon, ServeConfig
 from agent_fleet.serve._openapi import OPENAPI
 
-from .conftest import TOKEN, MakeDaemon, client
+from .conftest import TOKEN, MakeDaemon, PermissionConfig, client
 
 ENDPOINTS = [
     ("GET", "/"),
@@ -216,3 +217,78 @@ async def test_the_state_dir_and_the_database_are_private(tmp_path: Path) -> Non
             assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
     finally:
         daemon.store.close()
+
+
+REFUSED_SPECS = [
+    ({"sandbox": "danger-full-access"}, "danger-full-access"),
+    ({"config": {"model_provider": "mine"}}, "config overrides"),
+    ({"mcp_servers": {"sh": {"command": "/bin/sh", "args": ["-c", "id"]}}}, "starts a process"),
+    ({"permission": {"allowed_hosts": ["*"]}}, "not within the daemon's"),
+    ({"permission": {"mcp_tools": ["shell/*"]}}, "not within the daemon's"),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), REFUSED_SPECS)
+async def test_what_escapes_the_sandbox_or_the_policy_is_refused(
+    make_daemon: MakeDaemon, workspace: Path, fields: dict[str, object], message: str
+) -> None:
+    daemon = await make_daemon()  # no provider is started: the refusal comes first
+    async with client(daemon) as http:
+        session = await http.post("/v1/sessions", json={"prompt": "p", "cwd": str(workspace), **fields})
+        assert session.status_code == 403, session.text
+        assert message in session.json()["error"]["message"]
+        batch = await http.post(
+            "/v1/batches",
+            json={"tasks": [{"id": "a", "prompt": "p"}], "spec": {"cwd": str(workspace), **fields}},
+        )
+        assert batch.status_code == 403, batch.text
+        assert message in batch.json()["error"]["message"]
+    assert daemon.sessions.provider_pids() == {}
+
+
+@pytest.mark.parametrize(
+    ("line", "extra", "message"),
+    [
+        ({"sandbox": "danger-full-access"}, {}, "danger-full-access"),
+        ({"env": {"LD_PRELOAD": "/tmp/x.so"}}, {}, "'env'"),
+        ({"gate_cmd": "curl -o f https://example.com"}, {}, "rule user-deny"),
+        ({"gate_cmd": "rm -rf ~"}, {}, "rule rm-root"),
+        ({}, {"gate_cmd": "git reset --hard"}, "rule git-reset-hard"),
+        ({"deny": ["^x"], "gate_cmd": "curl -o f https://example.com"}, {}, "rule user-deny"),
+    ],
+)
+async def test_batch_task_lines_and_gates_are_held_to_the_floor(
+    make_daemon: MakeDaemon,
+    workspace: Path,
+    line: dict[str, object],
+    extra: dict[str, object],
+    message: str,
+) -> None:
+    daemon = await make_daemon(permission=PermissionConfig(disallow_patterns=("^curl",)))
+    async with client(daemon) as http:
+        tasks = [{"id": "ok", "prompt": "p"}, {"id": "bad", "prompt": "p", **line}]
+        response = await http.post(
+            "/v1/batches", json={"tasks": tasks, "spec": {"cwd": str(workspace)}, **extra}
+        )
+        assert response.status_code == 403, response.text
+        text = response.json()["error"]["message"]
+        assert message in text
+        assert ("task 'ok'" if extra else "task 'bad'") in text  # the template's gate fails every task
+    assert daemon.sessions.provider_pids() == {}
+
+
+async def test_a_trusting_daemon_takes_what_it_would_refuse(make_daemon: MakeDaemon, workspace: Path) -> None:
+    daemon = await make_daemon(trust_clients=True)
+    spec = daemon.floor.spec(Spec(prompt="p", sandbox="danger-full-access", config={"a": 1}))
+    assert spec.sandbox == "danger-full-access" and spec.config == {"a": 1}
+
+
+async def test_a_task_asking_for_another_provider_is_refused(
+    make_daemon: MakeDaemon, workspace: Path
+) -> None:
+    daemon = await make_daemon()
+    async with client(daemon) as http:
+        tasks = [{"id": "a", "prompt": "p", "provider": "claude"}]
+        response = await http.post("/v1/batches", json={"tasks": tasks, "spec": {"cwd": str(workspace)}})
+    assert response.status_code == 400
+    assert "not the batch's (codex)" in response.json()["error"]["message"]

@@ -35,6 +35,8 @@ from agent_fleet.serve._sessions import NotFound, Sessions
 logger = logging.getLogger(__name__)
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+_ALL_TASKS = 1 << 30
+_DASHBOARD_TASKS = 50  # tasks listed per batch on the page (the counts cover every task)
 
 
 def _err(status: int, code: str, message: str) -> JSONResponse:
@@ -115,6 +117,7 @@ class App:
             Route("/v1/batches", _errors(self.create_batch), methods=["POST"]),
             Route("/v1/batches/{bid}", _errors(self.get_batch)),
             Route("/v1/batches/{bid}/report", _errors(self.batch_report)),
+            Route("/v1/batches/{bid}/resume", _errors(self.resume_batch), methods=["POST"]),
         ]
         self.starlette = Starlette(routes=routes)
         self.asgi = Guard(self.starlette, token=token, max_body=max_body)
@@ -246,14 +249,19 @@ class App:
 
     async def create_batch(self, request: Request) -> Response:
         data = await self._json(request)
-        batch = self.batches.create(data, default_provider=self.provider)
-        return JSONResponse({"batch_id": batch.id}, status_code=201)
+        batch_id = await self.batches.create(data, default_provider=self.provider)
+        return JSONResponse({"batch_id": batch_id}, status_code=201)
+
+    async def resume_batch(self, request: Request) -> Response:
+        batch_id = request.path_params["bid"]
+        await self.batches.resume(batch_id, await self._json(request))
+        return JSONResponse({"batch_id": batch_id, "state": "running"})
 
     async def list_batches(self, request: Request) -> Response:
         return JSONResponse({"batches": self.batches.rows()})
 
     async def get_batch(self, request: Request) -> Response:
-        return JSONResponse(self.batches.describe(request.path_params["bid"]))
+        return JSONResponse(self.batches.describe(request.path_params["bid"], tasks=_ALL_TASKS))
 
     async def batch_report(self, request: Request) -> Response:
         return HTMLResponse(self.batches.report(request.path_params["bid"]))
@@ -263,6 +271,8 @@ class App:
     async def dashboard(self, request: Request) -> Response:
         return HTMLResponse(
             render_dashboard(
-                sessions=self.sessions.rows(), batches=self.batches.rows(), approvals=self.approvals.pending()
+                sessions=self.sessions.rows(),
+                batches=self.batches.rows(tasks=_DASHBOARD_TASKS),
+                approvals=self.approvals.pending(),
             )
         )

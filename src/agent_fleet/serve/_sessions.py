@@ -29,6 +29,7 @@ from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
 from agent_fleet.runner import Redactor, TaskEvent, event_record, make_provider
+from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._store import Store
 
 logger = logging.getLogger(__name__)
@@ -76,14 +77,14 @@ class Sessions:
         approval_handler: Any,
         allow_roots: Sequence[Path],
         redactor: Redactor,
-        default_permission: Any = None,
+        floor: Floor | None = None,
     ) -> None:
         self.store = store
         self._options = dict(options)
         self._handler = approval_handler
         self.allow_roots = tuple(Path(os.path.realpath(root)) for root in allow_roots)
         self._redactor = redactor
-        self._default_permission = default_permission
+        self.floor = floor if floor is not None else Floor(allow_roots=self.allow_roots)
         self._providers: dict[str, Provider] = {}
         self._provider_lock = asyncio.Lock()
         self.live: dict[str, LiveSession] = {}
@@ -148,10 +149,9 @@ class Sessions:
     def _prepare(self, spec: Spec) -> Spec:
         if self.draining:
             raise UsageError("the daemon is shutting down")
+        spec = self.floor.spec(spec)  # the daemon's permission as a floor; Refused (403) first
         self.check_images(spec.images)
-        cwd = self.check_cwd(spec.cwd)
-        permission = spec.permission if spec.permission is not None else self._default_permission
-        return dataclasses.replace(spec, cwd=cwd, permission=permission)
+        return dataclasses.replace(spec, cwd=self.check_cwd(spec.cwd))
 
     async def create(
         self, spec: Spec, provider_name: str, resume: str | None = None
