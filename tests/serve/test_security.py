@@ -292,3 +292,28 @@ async def test_a_task_asking_for_another_provider_is_refused(
         response = await http.post("/v1/batches", json={"tasks": tasks, "spec": {"cwd": str(workspace)}})
     assert response.status_code == 400
     assert "not the batch's (codex)" in response.json()["error"]["message"]
+
+
+def test_serve_takes_the_permission_flags_of_run_and_batch(
+    tmp_path: Path, token_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent_fleet.serve
+
+    seen: list[ServeConfig] = []
+
+    def daemon(config: ServeConfig) -> None:  # stands in for the daemon: nothing listens
+        seen.append(config)
+        raise UsageError("stop here")
+
+    monkeypatch.setattr(agent_fleet.serve, "Daemon", daemon)
+    argv = ["serve", "--state-dir", str(tmp_path / "s"), "--token-file", str(token_file)]
+    argv += ["--deny", "^rm", "--allow-host", "*.corp.example", "--allow-mcp", "docs/*"]
+    argv += ["--default-approval", "ask", "--trust-clients"]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2 and "stop here" in result.output
+    [config] = seen
+    assert config.permission == PermissionConfig(
+        disallow_patterns=("^rm",), default="ask", allowed_hosts=("*.corp.example",), mcp_tools=("docs/*",)
+    )
+    assert config.trust_clients is True
+    assert config.port == 8765  # the documented default
