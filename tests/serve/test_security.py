@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from agent_fleet import Spec
 from agent_fleet.cli import cli
-from agent_fleet.errors import UsageError
+from agent_fleet.errors import ProviderUnavailable, TransportError, UsageError
 from agent_fleet.serve import Daemon, ServeConfig
+from agent_fleet.serve._floor import Refused
 from agent_fleet.serve._openapi import OPENAPI
 
 from .conftest import TOKEN, MakeDaemon, PermissionConfig, client
@@ -317,3 +318,29 @@ def test_serve_takes_the_permission_flags_of_run_and_batch(
     )
     assert config.trust_clients is True
     assert config.port == 8765  # the documented default
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (TransportError, 502),
+        (ProviderUnavailable, 503),
+        (UsageError, 400),
+        (Refused, 403),
+    ],
+)
+async def test_error_messages_are_redacted(
+    make_daemon: MakeDaemon, workspace: Path, monkeypatch: pytest.MonkeyPatch, error: type, status: int
+) -> None:
+    secret = "sk-proj-" + "x7" * 16
+    daemon = await make_daemon()
+
+    async def create(*args: object, **kwargs: object) -> None:  # a provider that quotes a credential
+        raise error(f"codex exited: stderr says Authorization: Bearer {secret} and {TOKEN}")
+
+    monkeypatch.setattr(daemon.sessions, "create", create)
+    async with client(daemon) as http:
+        response = await http.post("/v1/sessions", json={"prompt": "p", "cwd": str(workspace)})
+    assert response.status_code == status
+    assert "codex exited" in response.text and "[REDACTED]" in response.text
+    assert secret not in response.text and TOKEN not in response.text

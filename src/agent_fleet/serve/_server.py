@@ -105,7 +105,7 @@ class Daemon:
         self.token, self.token_path, self.warnings = load_or_create_token(config.token_file, state)
         self.redactor = Redactor(extra=(self.token,))
         self.store = Store(state / "sessions.sqlite3")
-        self.approvals = ApprovalQueue(timeout=config.approval_timeout)
+        self.approvals = ApprovalQueue(timeout=config.approval_timeout, redactor=self.redactor)
         roots = tuple(Path(os.path.realpath(r)) for r in (tuple(config.allow_roots) or (Path.cwd(),)))
         self.floor = Floor(
             permission=config.permission, trust_clients=config.trust_clients, allow_roots=roots
@@ -130,6 +130,7 @@ class Daemon:
             approvals=self.approvals,
             batches=self.batches,
             token=self.token,
+            redactor=self.redactor,
             provider=config.provider,
             max_body=config.max_body,
             secure_cookie=not is_loopback(config.host),
