@@ -223,8 +223,8 @@ class App:
         schema = data.get("output_schema")
         if schema is not None and not isinstance(schema, dict):
             raise UsageError("'output_schema' must be a JSON object (a JSON Schema)")
-        await self.sessions.send(sid, prompt, images=images, output_schema=schema)
-        return JSONResponse({"session_id": sid, "last_event_id": self.sessions.get(sid).last_seq})
+        cursor = await self.sessions.send(sid, prompt, images=images, output_schema=schema)
+        return JSONResponse({"session_id": sid, "last_event_id": cursor})
 
     async def inject(self, request: Request) -> Response:
         await self.sessions.inject(request.path_params["sid"], await self._field(request, "text"))

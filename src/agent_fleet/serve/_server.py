@@ -69,6 +69,7 @@ class ServeConfig:
     approval_timeout: float | None = 300.0
     max_body: int = 1 << 20
     trust_clients: bool = False
+    max_live_sessions: int = 256
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and self.token_file is None:
@@ -78,6 +79,8 @@ class ServeConfig:
             )
         if not 0 <= self.port <= 65535:
             raise UsageError(f"--port must be 0..65535, not {self.port}")
+        if self.max_live_sessions < 1:
+            raise UsageError(f"max_live_sessions must be >= 1, not {self.max_live_sessions}")
 
 
 class _Server(uvicorn.Server):
@@ -117,6 +120,7 @@ class Daemon:
             allow_roots=roots,
             redactor=self.redactor,
             floor=self.floor,
+            max_live=config.max_live_sessions,
         )
         self.batches = Batches(
             root=state / "batches",
