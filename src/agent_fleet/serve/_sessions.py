@@ -34,7 +34,7 @@ from typing import Any
 
 from agent_fleet._event_json import spec_from_json, spec_to_json
 from agent_fleet.contract import Handle, Provider, Spec
-from agent_fleet.errors import UsageError
+from agent_fleet.errors import ConnectionClosed, UsageError
 from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
 from agent_fleet.runner import Redactor, TaskEvent, event_record, make_provider
 from agent_fleet.serve._floor import Floor
@@ -189,7 +189,13 @@ class Sessions:
 
     async def _open(self, spec: Spec, provider_name: str, resume: str | None) -> tuple[LiveSession, int]:
         provider = await self.provider(provider_name)
-        handle = await (provider.resume(resume, spec) if resume is not None else provider.spawn(spec))
+        try:
+            handle = await (provider.resume(resume, spec) if resume is not None else provider.spawn(spec))
+        except ConnectionClosed:
+            # The child died under this request before anyone noticed (a crash the provider restarts
+            # from): once more, on the new child. A second failure is the client's 502.
+            logger.warning("the %s provider's connection closed; trying once more", provider_name)
+            handle = await (provider.resume(resume, spec) if resume is not None else provider.spawn(spec))
         sid = handle.session_id
         base = self.store.last_seq(sid) if resume is not None else 0
         row = self.store.session(sid) if resume is not None else None
