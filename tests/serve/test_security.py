@@ -309,7 +309,7 @@ def test_serve_takes_the_permission_flags_of_run_and_batch(
     monkeypatch.setattr(agent_fleet.serve, "Daemon", daemon)
     argv = ["serve", "--state-dir", str(tmp_path / "s"), "--token-file", str(token_file)]
     argv += ["--deny", "^rm", "--allow-host", "*.corp.example", "--allow-mcp", "docs/*"]
-    argv += ["--default-approval", "ask", "--trust-clients"]
+    argv += ["--default-approval", "ask", "--trust-clients", "-c", 'model="m1"']
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 2 and "stop here" in result.output
     [config] = seen
@@ -318,6 +318,9 @@ def test_serve_takes_the_permission_flags_of_run_and_batch(
     )
     assert config.trust_clients is True
     assert config.port == 8765  # the documented default
+    # Every kind the -c overrides apply to gets them (a batch or session may ask for another kind).
+    assert config.options["codex"].config == {"model": "m1"}
+    assert config.options["codex-exec"].config == {"model": "m1"}
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,7 +19,19 @@ from agent_fleet.cli._options import (
     permission_config,
     provider_options,
 )
+from agent_fleet.errors import UsageError
 from agent_fleet.runner import PROVIDER_NAMES
+
+
+def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
+    """Options for ``provider`` and for every other kind the ``-c`` overrides apply to (a session or
+    batch may ask for another kind: it gets the daemon's overrides, not a bare provider)."""
+    options = {provider: provider_options(provider, config)}
+    for other in PROVIDER_NAMES:
+        if other != provider:
+            with contextlib.suppress(UsageError):  # -c does not apply to it: its defaults
+                options[other] = provider_options(other, config)
+    return options
 
 
 @cli.command("serve")
@@ -94,7 +108,7 @@ def serve_command(
             token_file=token_file,
             state_dir=state_dir or default_state_dir(),
             provider=provider,
-            options={provider: provider_options(provider, config)},
+            options=_options(provider, config),
             permission=permission_config(allow, deny, default_approval, allow_host, allow_mcp),
             allow_roots=tuple(allow_roots),
             approval_timeout=approval_timeout,
