@@ -77,6 +77,20 @@ def test_allow_patterns_of_both_must_match() -> None:
     assert floor.permission_for(PermissionConfig()).allow_patterns == ("^git ", "(?i)^MAKE")  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("default", ["ask", "deny"])
+def test_a_clients_allow_patterns_cannot_accept_what_the_daemons_default_leaves_undecided(
+    default: str,
+) -> None:
+    floor = Floor(permission=PermissionConfig(default=default))  # type: ignore[arg-type]
+    merged = floor.permission_for(PermissionConfig(allow_patterns=("^make", "^ls")))
+    assert merged is not None and merged.allow_patterns == ()
+    assert _rule("make test", merged) == f"default-{default}"  # still the daemon's to decide
+    assert _rule("touch x", merged) == "user-deny"  # and what the client would not accept, declined
+    assert floor.permission_for(merged) == merged
+    # Under a daemon that allows what nothing decides, the client's patterns narrow as they are.
+    assert Floor().permission_for(PermissionConfig(allow_patterns=("^make",))).allow_patterns == ("^make",)  # type: ignore[union-attr]
+
+
 def test_hosts_and_mcp_tools_must_lie_within_the_daemons() -> None:
     floor = Floor(
         permission=PermissionConfig(allowed_hosts=("*.corp.example", "pypi.org"), mcp_tools=("docs/*",))

@@ -7,9 +7,12 @@ Permission (``Floor.permission_for``): a client's ``permission`` may add restric
 daemon's. The daemon's disallow patterns and rule packs always apply (the built-in rules always do);
 ``default`` is the stricter of the two (deny > ask > allow); ``profile`` is strict when either is;
 where both give ``allow_patterns`` a command must match one of each (combined into one pattern per
-client pattern, so the engine needs no change); a client's ``allowed_hosts`` / ``mcp_tools`` must each
-lie within the daemon's (an equal pattern, or a plain name one of the daemon's patterns matches), and
-its ``rule_packs`` must be files under an allowed root. Anything else is ``Refused`` (HTTP 403).
+client pattern, so the engine needs no change); where only the client gives them and the daemon's
+default is ask or deny, they only narrow (a command matching none is declined, rule ``user-deny``;
+one matching is still left to the daemon's default, since allow patterns would accept it); a
+client's ``allowed_hosts`` / ``mcp_tools`` must each lie within the daemon's (an equal pattern, or a
+plain name one of the daemon's patterns matches), and its ``rule_packs`` must be files under an
+allowed root. Anything else is ``Refused`` (HTTP 403).
 A spec without ``permission`` gets the daemon's.
 
 Trust (``Floor.check_trust``): without ``trust_clients`` (``serve --trust-clients``) a client may not
@@ -97,6 +100,16 @@ def _both(daemon: Sequence[str], client: Sequence[str], field: str) -> tuple[str
     return tuple(out)
 
 
+def _none_of(patterns: Sequence[str]) -> str:
+    """A pattern that matches a text none of ``patterns`` matches (a disallow pattern)."""
+    pattern = rf"\A(?!{_ANY}(?:{'|'.join(map(_scoped, patterns))}))"
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise Refused(f"permission.allow_patterns {list(patterns)!r} cannot be used here ({exc})") from None
+    return pattern
+
+
 def _within(given: Sequence[str], limits: Sequence[str], field: str, flag: str) -> tuple[str, ...]:
     """``given`` when every pattern lies within ``limits`` (an equal pattern, ``*``, or a name without
     wildcards that one of them matches); ``Refused`` otherwise."""
@@ -132,9 +145,15 @@ class Floor:
             if not any(path == root or path.is_relative_to(root) for root in self.allow_roots):
                 raise Refused(f"permission.rule_packs: {pack!r} is outside the daemon's --allow-root")
         stricter = max(base.default, client.default, key=_STRICTNESS.__getitem__)
+        allow = _both(base.allow_patterns, client.allow_patterns, "allow_patterns")
+        disallow = _union(base.disallow_patterns, client.disallow_patterns)
+        if client.allow_patterns and not base.allow_patterns and base.default != "allow":
+            # Allow patterns accept what they match, and the daemon leaves what no rule decides to
+            # its default (ask or deny): a client's may only narrow, as a decline of what matches none.
+            allow, disallow = (), (*disallow, _none_of(client.allow_patterns))
         return PermissionConfig(
-            allow_patterns=_both(base.allow_patterns, client.allow_patterns, "allow_patterns"),
-            disallow_patterns=_union(base.disallow_patterns, client.disallow_patterns),
+            allow_patterns=allow,
+            disallow_patterns=disallow,
             default=stricter,
             rule_packs=_union(base.rule_packs, client.rule_packs),
             allowed_hosts=_within(client.allowed_hosts, base.allowed_hosts, "allowed_hosts", "--allow-host"),
