@@ -99,8 +99,8 @@ class Sessions:
         self._provider_lock = asyncio.Lock()
         self.live: dict[str, LiveSession] = {}
         self.max_live = max_live
-        self._opening: dict[str, asyncio.Lock] = {}  # one resume of a session at a time
-        self._releasing: set[asyncio.Task[None]] = set()
+        self._opening: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # one resume of a session at once
+        self._releasing: dict[str, asyncio.Task[None]] = {}  # evicted handles being stopped
         self.draining = False
         self._flush_handle: asyncio.TimerHandle | None = None
 
@@ -173,7 +173,8 @@ class Sessions:
         spec = self._prepare(spec)
         if resume is None:
             return await self._open(spec, provider_name, None)
-        lock = self._opening.setdefault(resume, asyncio.Lock())
+        lock, users = self._opening.setdefault(resume, (asyncio.Lock(), [0]))
+        users[0] += 1
         try:
             async with lock:  # two follow-ups racing must not resume the thread twice
                 if resume in self.live:  # still loaded here: a follow-up turn
@@ -182,10 +183,14 @@ class Sessions:
                         resume, spec.prompt, images=spec.images, output_schema=spec.output_schema
                     )
                     return session, cursor
+                releasing = self._releasing.get(resume)
+                if releasing is not None:  # evicted a moment ago: the provider must forget it first
+                    await asyncio.wait([releasing])
                 return await self._open(spec, provider_name, resume)
         finally:
-            if not lock.locked():
-                self._opening.pop(resume, None)
+            users[0] -= 1
+            if not users[0]:
+                del self._opening[resume]
 
     async def _open(self, spec: Spec, provider_name: str, resume: str | None) -> tuple[LiveSession, int]:
         provider = await self.provider(provider_name)
@@ -340,16 +345,16 @@ class Sessions:
             del self.live[session.id]
             session.changed.set()  # a reader still on it reads the store from now on
             release = asyncio.create_task(self._release(session), name=f"release:{session.id}")
-            self._releasing.add(release)
-            release.add_done_callback(self._releasing.discard)
+            self._releasing[session.id] = release
 
-    @staticmethod
-    async def _release(session: LiveSession) -> None:
+    async def _release(self, session: LiveSession) -> None:
         # No turn runs: stop() only makes the provider forget the thread (a resume reopens it).
         try:
             await session.handle.stop()
         except Exception as exc:
             logger.warning("session %s: release failed: %s", session.id, type(exc).__name__)
+        finally:
+            self._releasing.pop(session.id, None)
 
     def describe(self, session_id: str) -> dict[str, Any]:
         row = self.store.session(session_id)
