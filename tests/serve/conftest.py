@@ -23,6 +23,7 @@ MakeDaemon = Callable[..., Awaitable[Daemon]]
 def token_file(tmp_path: Path) -> Path:
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n")
+    path.chmod(0o600)  # the daemon refuses a token file others can read
     return path
 
 

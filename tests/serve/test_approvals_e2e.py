@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_fleet.contract import PermissionConfig
 from agent_fleet.testing import Reply, ScriptedModelServer, exec_command
 
 from .conftest import MakeDaemon, client, read_events
@@ -106,3 +107,47 @@ async def test_a_built_in_decline_never_waits_in_the_queue(
     denied = [r for _, r in events if r["type"] == "System" and r["subtype"] == "approval_denied"]
     assert [d["data"]["rule"] for d in denied] == ["git-reset-hard"]
     assert daemon.approvals.parked == 0
+
+
+async def test_a_clients_permission_cannot_weaken_the_daemons(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    """The daemon says --deny ^rm --default-approval ask; the client says allow everything."""
+    (workspace / "keep.txt").write_text("keep")
+    scripted_model.enqueue(
+        Reply(items=(exec_command("rm keep.txt"),)),
+        Reply.text("could not"),
+        Reply(items=(exec_command("touch asked.txt"),)),
+    )
+    daemon = await make_daemon(
+        options=codex_serve_options,
+        permission=PermissionConfig(disallow_patterns=("^rm",), default="ask"),
+    )
+    async with client(daemon) as http:
+        spec = {
+            "prompt": "remove it",
+            "cwd": str(workspace),
+            "sandbox": "workspace-write",
+            "permission": {"default": "allow", "allow_patterns": [".*"]},
+        }
+        response = await http.post("/v1/sessions", json=spec)
+        assert response.status_code == 201, response.text
+        sid = response.json()["session_id"]
+        events = await read_events(http, sid)
+        denied = [
+            r["data"]["rule"]
+            for _, r in events
+            if r["type"] == "System" and r["subtype"] == "approval_denied"
+        ]
+        assert denied == ["user-deny"]
+        assert (workspace / "keep.txt").exists()
+        effective = (await http.get(f"/v1/sessions/{sid}")).json()["spec"]["permission"]
+        assert "^rm" in effective["disallow_patterns"] and effective["default"] == "ask"
+        # The stricter default stands too: what no rule decides waits for a person.
+        await http.post(f"/v1/sessions/{sid}/turns", json={"prompt": "make a file"})
+        [pending] = await _pending(http)
+        assert "touch asked.txt" in str(pending["command"])
+        await http.post(f"/v1/sessions/{sid}/stop")

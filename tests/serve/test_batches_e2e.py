@@ -1,18 +1,32 @@
-"""Batches on the daemon (real codex binary, scripted model): progress, summary, report page."""
+"""Batches on the daemon (real codex binary, scripted model): progress from the ledger, summary, report
+page, the daemon's approval policy as a floor, and a batch that fails after its 201 keeping its reason."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from agent_fleet.testing import Reply, ScriptedModelServer
+from agent_fleet.contract import PermissionConfig
+from agent_fleet.serve import Daemon
+from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer, exec_command
 
 from .conftest import MakeDaemon, client
 
 pytestmark = pytest.mark.e2e  # runs the real binary
+
+
+async def _finished(daemon: Daemon, http: httpx.AsyncClient, batch_id: str) -> dict[str, Any]:
+    running = daemon.batches.running.get(batch_id)
+    if running is not None:
+        async with asyncio.timeout(120):
+            await asyncio.wait([running])
+    done: dict[str, Any] = (await http.get(f"/v1/batches/{batch_id}")).json()
+    return done
 
 
 async def test_a_batch_runs_on_the_daemon_and_serves_its_summary_and_report(
@@ -34,13 +48,15 @@ async def test_a_batch_runs_on_the_daemon_and_serves_its_summary_and_report(
         batch_id = response.json()["batch_id"]
         progress = (await http.get(f"/v1/batches/{batch_id}")).json()
         assert progress["total"] == 2 and progress["summary"] is None
-        running = daemon.batches.live[batch_id].task
-        assert running is not None
-        async with asyncio.timeout(120):
-            await running
-        done = (await http.get(f"/v1/batches/{batch_id}")).json()
+        done = await _finished(daemon, http, batch_id)
         assert done["state"] == "succeeded", done
-        assert done["done"] == 2 and done["ok"] == 2
+        assert done["total"] == 2 and done["done"] == 2 and done["ok"] == 2
+        assert done["states"] == {"finished": 2, "finished:succeeded": 2}
+        assert [(t["task_id"], t["state"], t["status"]) for t in done["tasks"]] == [
+            ("one", "finished", "succeeded"),
+            ("two", "finished", "succeeded"),
+        ]
+        assert all(t["session_id"] for t in done["tasks"])
         assert sorted(t["task_id"] for t in done["summary"]["tasks"]) == ["one", "two"]
         report = await http.get(f"/v1/batches/{batch_id}/report")
         assert report.status_code == 200 and "<html" in report.text.lower()
@@ -48,3 +64,65 @@ async def test_a_batch_runs_on_the_daemon_and_serves_its_summary_and_report(
         assert [b["batch_id"] for b in listed] == [batch_id]
         assert (await http.get("/v1/batches/b20260101-000000-000000")).status_code == 404
         assert (await http.get("/v1/batches/..")).status_code == 404
+        page = (await http.get("/")).text
+        assert f'data-batch="{batch_id}"' in page and 'data-task="one"' in page
+
+
+def _runs(command: str) -> Any:
+    """A responder: the first turn of every task runs ``command``, then answers."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        if any(item.get("type") == "function_call_output" for item in request.input):
+            return Reply.text("tried it")
+        return Reply(items=(exec_command(command),))
+
+    return respond
+
+
+async def test_a_batch_gets_the_daemons_policy_and_a_task_line_cannot_replace_it(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    scripted_model.responder = _runs("touch forbidden.txt")
+    daemon = await make_daemon(
+        options=codex_serve_options, permission=PermissionConfig(disallow_patterns=("^touch",))
+    )
+    async with client(daemon) as http:
+        tasks = [
+            {"id": "plain", "prompt": "make the file"},
+            {"id": "own-deny", "prompt": "make the file", "deny": ["^curl"], "allow": [".*"]},
+        ]
+        spec = {"cwd": str(workspace), "sandbox": "workspace-write", "permission": {"default": "allow"}}
+        response = await http.post("/v1/batches", json={"tasks": tasks, "spec": spec})
+        assert response.status_code == 201, response.text
+        done = await _finished(daemon, http, response.json()["batch_id"])
+    assert not (workspace / "forbidden.txt").exists()
+    for task in done["summary"]["tasks"]:
+        assert [d["rule"] for d in task["declines"]] == ["user-deny"], task["declines"]
+
+
+async def test_a_batch_that_fails_after_its_201_keeps_its_reason_redacted(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    secret = "sk-proj-" + "q" * 24
+    plain = workspace / secret  # a directory whose name looks like a key: the reason names it
+    plain.mkdir()
+    daemon = await make_daemon(options=codex_serve_options)
+    async with client(daemon) as http:
+        tasks = [{"id": "needs-git", "prompt": "p", "cwd": str(plain), "require_commit": True}]
+        response = await http.post("/v1/batches", json={"tasks": tasks, "spec": {"cwd": str(workspace)}})
+        assert response.status_code == 201, response.text
+        batch_id = response.json()["batch_id"]
+        done = await _finished(daemon, http, batch_id)
+        listed = (await http.get("/v1/batches")).json()["batches"]
+        page = (await http.get("/")).text
+    assert done["state"] == "error"
+    assert "not in a git repository" in done["reason"]
+    assert "[REDACTED]" in done["reason"]
+    for text in (json.dumps(done), json.dumps(listed), page):
+        assert secret not in text

@@ -9,12 +9,13 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from agent_fleet._codex_toml import config_args
-from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
+from agent_fleet.testing import CodexTestEnv, RecordedRequest, Reply, ScriptedModelServer
 
 from .conftest import TOKEN, read_events
 
@@ -171,3 +172,69 @@ async def test_run_and_batch_with_server_use_the_daemon(
     proc.send_signal(signal.SIGTERM)
     async with asyncio.timeout(20):
         assert await proc.wait() == 0
+
+
+async def _batch_until(http: httpx.AsyncClient, batch_id: str, done: Callable[[dict[str, Any]], bool]) -> Any:
+    """The batch's description once ``done`` holds for it (polled: the API has no batch stream)."""
+    async with asyncio.timeout(60):
+        while True:
+            batch = (await http.get(f"/v1/batches/{batch_id}")).json()
+            if done(batch):
+                return batch
+            await asyncio.sleep(0.1)
+
+
+def _slow_then_quick(slow: list[bool]) -> Callable[[RecordedRequest], Reply]:
+    """Tasks answer at once, except the one whose prompt says "slow" while ``slow[0]`` is true."""
+
+    def respond(request: RecordedRequest) -> Reply:
+        if slow[0] and any("slow" in text for text in request.user_texts()):
+            return Reply.text("never", delay=30)
+        return Reply.text("done")
+
+    return respond
+
+
+@pytest.mark.parametrize("how", ["kill", "term"])
+async def test_a_batch_cut_off_with_its_daemon_is_listed_so_and_resume_finishes_it(
+    start_daemon: Start, scripted_model: ScriptedModelServer, workspace: Path, how: str
+) -> None:
+    slow = [True]
+    scripted_model.responder = _slow_then_quick(slow)
+    proc, url = await start_daemon()
+    tasks = [{"id": "quick", "prompt": "a quick task"}, {"id": "slow", "prompt": "a slow task"}]
+    async with _client(url) as http:
+        response = await http.post(
+            "/v1/batches", json={"tasks": tasks, "spec": {"cwd": str(workspace)}, "jobs": 2}
+        )
+        assert response.status_code == 201, response.text
+        batch_id = response.json()["batch_id"]
+        await _batch_until(
+            http, batch_id, lambda b: b["states"].get("finished") == 1 and b["states"].get("running") == 1
+        )
+    if how == "kill":
+        os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+    else:
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20):
+            assert await proc.wait() == 0
+    slow[0] = False
+    proc, url = await start_daemon()
+    async with _client(url) as http:
+        [listed] = (await http.get("/v1/batches")).json()["batches"]
+        assert listed["batch_id"] == batch_id
+        assert listed["state"] == ("interrupted" if how == "kill" else "stopped"), listed
+        assert listed["states"] == {"finished": 1, "finished:succeeded": 1, "interrupted": 1}
+        assert (await http.post(f"/v1/batches/{batch_id}/resume", json={"rerun": "all"})).status_code == 400
+        resumed = await http.post(f"/v1/batches/{batch_id}/resume")
+        assert resumed.status_code == 200, resumed.text
+        again = await http.post(f"/v1/batches/{batch_id}/resume")
+        assert again.status_code == 400 and "running" in again.json()["error"]["message"]
+        done = await _batch_until(http, batch_id, lambda b: b["state"] != "running")
+        assert done["state"] == "succeeded", done
+        assert {t["task_id"]: t["runs"] for t in done["summary"]["tasks"]} == {"quick": 1, "slow": 2}
+        assert all(t["status"] == "succeeded" for t in done["summary"]["tasks"])
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20):
+            assert await proc.wait() == 0

@@ -116,3 +116,63 @@ async def test_64_concurrent_sessions_each_get_exactly_their_own_events(
         assert events[-1][1]["text"] == f"answer-{i}"
         stored = list(daemon.store.events(sid))
         assert [(n, r) for n, r in stored] == events
+
+
+async def test_a_session_has_its_history_per_turn(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    scripted_model.enqueue(Reply.text("first answer"), Reply.text("never", delay=30))
+    daemon = await make_daemon(options=codex_serve_options)
+    async with client(daemon) as http:
+        sid = (await http.post("/v1/sessions", json={"prompt": "hello", "cwd": str(workspace)})).json()[
+            "session_id"
+        ]
+        first = await read_events(http, sid)
+        await http.post(f"/v1/sessions/{sid}/turns", json={"prompt": "and then?"})
+        await scripted_model.wait_for_request()
+        assert (await http.post(f"/v1/sessions/{sid}/stop")).status_code == 200
+        await read_events(http, sid, after=first[-1][0])
+        history = (await http.get(f"/v1/sessions/{sid}")).json()["history"]
+    assert [(h["turn"], h["prompt"], h["status"]) for h in history] == [
+        (1, "hello", "completed"),
+        (2, "and then?", "cancelled"),
+    ]
+    assert history[0]["text"] == "first answer" and history[0]["usage"], history[0]
+    assert history[0]["first_event_id"] == 1 and history[1]["first_event_id"] == first[-1][0] + 1
+    assert history[1]["text"] is None and history[1]["error"]["code"] == "cancelled"
+
+
+async def test_finished_sessions_beyond_the_bound_leave_memory_and_a_follow_up_resumes_them(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    scripted_model.enqueue(Reply.text("noted token-31"), Reply.text("other"), Reply.text("it was token-31"))
+    daemon = await make_daemon(options=codex_serve_options, max_live_sessions=1)
+    async with client(daemon) as http:
+        first = (
+            await http.post("/v1/sessions", json={"prompt": "remember token-31", "cwd": str(workspace)})
+        ).json()["session_id"]
+        before = await read_events(http, first)
+        other = (await http.post("/v1/sessions", json={"prompt": "other", "cwd": str(workspace)})).json()[
+            "session_id"
+        ]
+        await read_events(http, other)
+        assert list(daemon.sessions.live) == [other]  # the least recently finished one left memory
+        state = (await http.get(f"/v1/sessions/{first}")).json()
+        assert state["state"] == "idle" and state["last_event_id"] == before[-1][0]
+        assert await read_events(http, first) == before  # served from the store
+        turn = await http.post(f"/v1/sessions/{first}/turns", json={"prompt": "what was it?"})
+        assert turn.status_code == 200, turn.text
+        assert turn.json()["last_event_id"] == before[-1][0]
+        after = await read_events(http, first, after=before[-1][0])
+        assert after[-1][1]["type"] == "Result" and after[-1][1]["text"] == "it was token-31"
+        assert after[0][0] == before[-1][0] + 1
+        history = (await http.get(f"/v1/sessions/{first}")).json()["history"]
+        assert [h["prompt"] for h in history] == ["remember token-31", "what was it?"]
+    assert "remember token-31" in scripted_model.requests[-1].user_texts()  # resumed: history kept
+    assert list(daemon.sessions.live) == [first]

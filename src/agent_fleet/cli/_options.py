@@ -28,10 +28,15 @@ from agent_fleet.runner import (
 from agent_fleet.runner.providers import check_permission_enforced
 
 __all__ = [
+    "ALLOW",
+    "ALLOW_HOST",
+    "ALLOW_MCP",
+    "DENY",
     "Common",
     "common_options",
     "parse_answers",
     "parse_config_overrides",
+    "permission_config",
     "pop_common",
     "provider_options",
     "read_prompt",
@@ -72,7 +77,7 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
-def _permission(
+def permission_config(
     allow: Sequence[str],
     deny: Sequence[str],
     default: str,
@@ -145,7 +150,7 @@ class Common:
             reasoning_effort=self.effort,
             sandbox=self.sandbox,  # type: ignore[arg-type]  # validated by click.Choice
             mode=self.mode,  # type: ignore[arg-type]
-            permission=_permission(
+            permission=permission_config(
                 self.allow, self.deny, self.default_approval, self.allow_host, self.allow_mcp
             ),
             idle_timeout=self.idle_timeout or None,
@@ -165,6 +170,24 @@ class Common:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+# The approval policy's flags, shared by run, batch and serve (one definition each).
+ALLOW = click.option(
+    "--allow", multiple=True, metavar="REGEX", help="Accept only commands matching (repeatable)."
+)
+DENY = click.option("--deny", multiple=True, metavar="REGEX", help="Decline commands matching (repeatable).")
+ALLOW_HOST = click.option(
+    "--allow-host",
+    multiple=True,
+    metavar="PATTERN",
+    help="Host the agent may reach (fnmatch, e.g. '*.pypi.org'; repeatable). Default: no network.",
+)
+ALLOW_MCP = click.option(
+    "--allow-mcp",
+    multiple=True,
+    metavar="PATTERN",
+    help="MCP tool the agent may call, as server/tool (fnmatch; repeatable). Default: none.",
+)
+
 
 def common_options(fn: _F) -> _F:
     options = [
@@ -180,12 +203,8 @@ def common_options(fn: _F) -> _F:
         click.option("--effort", help="Reasoning effort (e.g. low, medium, high)."),
         click.option("--sandbox", type=click.Choice(SANDBOXES), help="Sandbox for the agent's commands."),
         click.option("--mode", type=click.Choice(MODES), default="build", show_default=True),
-        click.option(
-            "--allow", multiple=True, metavar="REGEX", help="Accept only commands matching (repeatable)."
-        ),
-        click.option(
-            "--deny", multiple=True, metavar="REGEX", help="Decline commands matching (repeatable)."
-        ),
+        ALLOW,
+        DENY,
         click.option(
             "--default-approval",
             type=click.Choice(["allow", "deny", "ask"]),
@@ -199,18 +218,8 @@ def common_options(fn: _F) -> _F:
             metavar="URL",
             help="Run the sessions on an `agent-fleet serve` daemon (token from AGENT_FLEET_TOKEN).",
         ),
-        click.option(
-            "--allow-host",
-            multiple=True,
-            metavar="PATTERN",
-            help="Host the agent may reach (fnmatch, e.g. '*.pypi.org'; repeatable). Default: no network.",
-        ),
-        click.option(
-            "--allow-mcp",
-            multiple=True,
-            metavar="PATTERN",
-            help="MCP tool the agent may call, as server/tool (fnmatch; repeatable). Default: none.",
-        ),
+        ALLOW_HOST,
+        ALLOW_MCP,
         click.option(
             "-c",
             "config",

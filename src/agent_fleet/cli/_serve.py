@@ -3,14 +3,35 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
+from typing import Any
 
 import click
 
 from agent_fleet.cli._commands import cli
 from agent_fleet.cli._exits import handled
-from agent_fleet.cli._options import _permission, provider_options
+from agent_fleet.cli._options import (
+    ALLOW,
+    ALLOW_HOST,
+    ALLOW_MCP,
+    DENY,
+    permission_config,
+    provider_options,
+)
+from agent_fleet.errors import UsageError
 from agent_fleet.runner import PROVIDER_NAMES
+
+
+def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
+    """Options for ``provider`` and for every other kind the ``-c`` overrides apply to (a session or
+    batch may ask for another kind: it gets the daemon's overrides, not a bare provider)."""
+    options = {provider: provider_options(provider, config)}
+    for other in PROVIDER_NAMES:
+        if other != provider:
+            with contextlib.suppress(UsageError):  # -c does not apply to it: its defaults
+                options[other] = provider_options(other, config)
+    return options
 
 
 @cli.command("serve")
@@ -35,8 +56,10 @@ from agent_fleet.runner import PROVIDER_NAMES
 )
 @click.option("--provider", type=click.Choice(PROVIDER_NAMES), default="codex", show_default=True)
 @click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
-@click.option("--allow", multiple=True, metavar="REGEX", help="Accept only commands matching (repeatable).")
-@click.option("--deny", multiple=True, metavar="REGEX", help="Decline commands matching (repeatable).")
+@ALLOW
+@DENY
+@ALLOW_HOST
+@ALLOW_MCP
 @click.option(
     "--default-approval",
     type=click.Choice(["allow", "deny", "ask"]),
@@ -52,6 +75,12 @@ from agent_fleet.runner import PROVIDER_NAMES
     help="Seconds a deferred approval waits before it is declined.",
 )
 @click.option("--max-body", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
+@click.option(
+    "--trust-clients",
+    is_flag=True,
+    help="Let clients ask for what escapes the sandbox and the policy: sandbox danger-full-access, "
+    "codex config overrides, MCP servers that start a command, a batch task's env. Off: refused (403).",
+)
 def serve_command(
     host: str,
     port: int,
@@ -62,9 +91,12 @@ def serve_command(
     config: tuple[str, ...],
     allow: tuple[str, ...],
     deny: tuple[str, ...],
+    allow_host: tuple[str, ...],
+    allow_mcp: tuple[str, ...],
     default_approval: str,
     approval_timeout: float,
     max_body: int,
+    trust_clients: bool,
 ) -> None:
     """Run the daemon: the provider contract over HTTP (see docs/api.md)."""
     from agent_fleet.serve import Daemon, ServeConfig, default_state_dir
@@ -76,15 +108,18 @@ def serve_command(
             token_file=token_file,
             state_dir=state_dir or default_state_dir(),
             provider=provider,
-            options={provider: provider_options(provider, config)},
-            permission=_permission(allow, deny, default_approval),
+            options=_options(provider, config),
+            permission=permission_config(allow, deny, default_approval, allow_host, allow_mcp),
             allow_roots=tuple(allow_roots),
             approval_timeout=approval_timeout,
             max_body=max_body,
+            trust_clients=trust_clients,
         )
 
         async def main() -> None:
             daemon = Daemon(serve_config)
+            for warning in daemon.warnings:
+                click.echo(f"warning: {warning}", err=True)
             await daemon.start()
             click.echo(f"listening on {daemon.url}", err=False)
             click.echo(f"token: in {daemon.token_path}")

@@ -1,9 +1,11 @@
 """The daemon's HTTP API (Starlette): routes over ``Sessions``, ``ApprovalQueue`` and ``Batches``.
 
 Errors are JSON ``{"error": {"code", "message"}}``: 400 a bad request (``UsageError``), 401 no or a
-wrong token (``_guard``), 403 a ``cwd`` outside the allowed roots, 404 an unknown id, 409 an operation
-the provider cannot do (``Unsupported``), 413 a body too large, 503 the provider is unavailable.
-Every response is built from redacted records; no token or credential is ever echoed.
+wrong token (``_guard``), 403 a ``cwd`` outside the allowed roots or a request the daemon's floor
+refuses (``serve._floor``), 404 an unknown id, 409 an operation the provider cannot do
+(``Unsupported``), 413 a body too large, 502 the provider failed, 503 the provider is unavailable.
+Every response is built from redacted records, error messages included; no token or credential is
+ever echoed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,42 +26,56 @@ from starlette.routing import Route
 from agent_fleet import __version__
 from agent_fleet._event_json import spec_from_json
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable, Unsupported, UsageError
-from agent_fleet.runner import provider_entry
+from agent_fleet.runner import Redactor, provider_entry
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
 from agent_fleet.serve._dashboard import login_page, render_dashboard
-from agent_fleet.serve._guard import COOKIE, Guard
+from agent_fleet.serve._guard import COOKIE, Guard, token_matches
 from agent_fleet.serve._openapi import OPENAPI
 from agent_fleet.serve._sessions import NotFound, Sessions
 
 logger = logging.getLogger(__name__)
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+_ALL_TASKS = 1 << 30
+_DASHBOARD_TASKS = 50  # tasks listed per batch on the page (the counts cover every task)
 
 
-def _err(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+# str.isdigit() takes "²" (int() then fails inside the stream) and SQLite integers stop at 2**63:
+# an event id is ASCII digits, at most 15 of them (more events than a session ever has).
+_EVENT_ID = re.compile(r"[0-9]{1,15}")
 
 
-def _errors(fn: Endpoint) -> Endpoint:
-    """Map the library's errors to HTTP statuses (see the module docstring)."""
+def _event_id(raw: str) -> int:
+    if not _EVENT_ID.fullmatch(raw):
+        raise UsageError("Last-Event-ID (or ?after) must be a non-negative integer of at most 15 digits")
+    return int(raw)
+
+
+def _errors(fn: Endpoint, redactor: Redactor) -> Endpoint:
+    """Map the library's errors to HTTP statuses (see the module docstring); messages redacted (they
+    may quote what the client sent, or what the provider said about it)."""
+
+    def err(status: int, code: str, message: str) -> JSONResponse:
+        body = {"error": {"code": code, "message": redactor.text(message)}}
+        return JSONResponse(body, status_code=status)
 
     async def wrapped(request: Request) -> Response:
         try:
             return await fn(request)
         except NotFound as exc:
-            return _err(404, "not_found", f"no such id: {exc.args[0] if exc.args else ''}")
+            return err(404, "not_found", f"no such id: {exc.args[0] if exc.args else ''}")
         except PermissionError as exc:
-            return _err(403, "forbidden", str(exc))
+            return err(403, "forbidden", str(exc))
         except Unsupported as exc:
-            return _err(409, "unsupported", str(exc))
+            return err(409, "unsupported", str(exc))
         except UsageError as exc:
-            return _err(400, "bad_request", str(exc))
+            return err(400, "bad_request", str(exc))
         except ProviderUnavailable as exc:
-            return _err(503, "provider_unavailable", str(exc))
+            return err(503, "provider_unavailable", str(exc))
         except AgentFleetError as exc:
             logger.warning("%s %s failed: %s", request.method, request.url.path, type(exc).__name__)
-            return _err(502, "provider_error", str(exc))
+            return err(502, "provider_error", str(exc))
 
     return wrapped
 
@@ -74,9 +91,14 @@ class App:
         batches: Batches,
         token: str,
         provider: str,
+        redactor: Redactor | None = None,
         max_body: int = 1 << 20,
+        secure_cookie: bool = False,
     ) -> None:
         self.sessions = sessions
+        self._token = token
+        self.redactor = redactor if redactor is not None else Redactor(extra=(token,))
+        self.secure_cookie = secure_cookie
         self.approvals = approvals
         self.batches = batches
         self.provider = provider
@@ -84,25 +106,29 @@ class App:
         routes = [
             Route("/healthz", self.healthz),
             Route("/login", self.login, methods=["GET", "POST"]),
-            Route("/", _errors(self.dashboard)),
+            Route("/", self._guarded(self.dashboard)),
             Route("/v1/openapi.json", self.openapi),
             Route("/v1/info", self.info),
-            Route("/v1/sessions", _errors(self.list_sessions), methods=["GET"]),
-            Route("/v1/sessions", _errors(self.create_session), methods=["POST"]),
-            Route("/v1/sessions/{sid}", _errors(self.get_session)),
-            Route("/v1/sessions/{sid}/events", _errors(self.events)),
-            Route("/v1/sessions/{sid}/turns", _errors(self.turn), methods=["POST"]),
-            Route("/v1/sessions/{sid}/inject", _errors(self.inject), methods=["POST"]),
-            Route("/v1/sessions/{sid}/stop", _errors(self.stop), methods=["POST"]),
-            Route("/v1/approvals", _errors(self.list_approvals)),
-            Route("/v1/approvals/{aid}", _errors(self.decide), methods=["POST"]),
-            Route("/v1/batches", _errors(self.list_batches), methods=["GET"]),
-            Route("/v1/batches", _errors(self.create_batch), methods=["POST"]),
-            Route("/v1/batches/{bid}", _errors(self.get_batch)),
-            Route("/v1/batches/{bid}/report", _errors(self.batch_report)),
+            Route("/v1/sessions", self._guarded(self.list_sessions), methods=["GET"]),
+            Route("/v1/sessions", self._guarded(self.create_session), methods=["POST"]),
+            Route("/v1/sessions/{sid}", self._guarded(self.get_session)),
+            Route("/v1/sessions/{sid}/events", self._guarded(self.events)),
+            Route("/v1/sessions/{sid}/turns", self._guarded(self.turn), methods=["POST"]),
+            Route("/v1/sessions/{sid}/inject", self._guarded(self.inject), methods=["POST"]),
+            Route("/v1/sessions/{sid}/stop", self._guarded(self.stop), methods=["POST"]),
+            Route("/v1/approvals", self._guarded(self.list_approvals)),
+            Route("/v1/approvals/{aid}", self._guarded(self.decide), methods=["POST"]),
+            Route("/v1/batches", self._guarded(self.list_batches), methods=["GET"]),
+            Route("/v1/batches", self._guarded(self.create_batch), methods=["POST"]),
+            Route("/v1/batches/{bid}", self._guarded(self.get_batch)),
+            Route("/v1/batches/{bid}/report", self._guarded(self.batch_report)),
+            Route("/v1/batches/{bid}/resume", self._guarded(self.resume_batch), methods=["POST"]),
         ]
         self.starlette = Starlette(routes=routes)
         self.asgi = Guard(self.starlette, token=token, max_body=max_body)
+
+    def _guarded(self, fn: Endpoint) -> Endpoint:
+        return _errors(fn, self.redactor)
 
     async def _json(self, request: Request) -> Any:
         body = bytearray()
@@ -134,9 +160,13 @@ class App:
             return HTMLResponse(login_page())
         form = await request.form(max_files=0, max_fields=2)
         token = form.get("token")
+        if not isinstance(token, str) or not token_matches(token, self._token):
+            # Checked here, not only on later requests: a cookie is never set from a wrong value.
+            return HTMLResponse(login_page(error="wrong token"), status_code=401)
         response = RedirectResponse("/", status_code=303)
-        if isinstance(token, str):
-            response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict")
+        response.set_cookie(
+            COOKIE, token.strip(), httponly=True, samesite="strict", secure=self.secure_cookie
+        )
         return response
 
     # -- reference -------------------------------------------------------------------------------------
@@ -170,15 +200,13 @@ class App:
 
     async def events(self, request: Request) -> Response:
         sid = request.path_params["sid"]
-        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        if not raw.isdigit():
-            raise UsageError("Last-Event-ID must be a non-negative integer")
+        after = _event_id(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
         follow = request.query_params.get("follow") in ("1", "true")
         self.sessions.describe(sid)  # 404 before the stream starts
 
         async def content() -> AsyncIterator[bytes]:
             # Everything already recorded goes out in one write (records are single-line JSON).
-            async for batch in self.sessions.stream(sid, int(raw), follow=follow):
+            async for batch in self.sessions.stream(sid, after, follow=follow):
                 yield "".join(f"id: {seq}\nevent: event\ndata: {text}\n\n" for seq, text in batch).encode()
 
         return EventSourceResponse(content(), ping=15)
@@ -195,8 +223,8 @@ class App:
         schema = data.get("output_schema")
         if schema is not None and not isinstance(schema, dict):
             raise UsageError("'output_schema' must be a JSON object (a JSON Schema)")
-        await self.sessions.send(sid, prompt, images=images, output_schema=schema)
-        return JSONResponse({"session_id": sid, "last_event_id": self.sessions.get(sid).last_seq})
+        cursor = await self.sessions.send(sid, prompt, images=images, output_schema=schema)
+        return JSONResponse({"session_id": sid, "last_event_id": cursor})
 
     async def inject(self, request: Request) -> Response:
         await self.sessions.inject(request.path_params["sid"], await self._field(request, "text"))
@@ -229,14 +257,19 @@ class App:
 
     async def create_batch(self, request: Request) -> Response:
         data = await self._json(request)
-        batch = self.batches.create(data, default_provider=self.provider)
-        return JSONResponse({"batch_id": batch.id}, status_code=201)
+        batch_id = await self.batches.create(data, default_provider=self.provider)
+        return JSONResponse({"batch_id": batch_id}, status_code=201)
+
+    async def resume_batch(self, request: Request) -> Response:
+        batch_id = request.path_params["bid"]
+        await self.batches.resume(batch_id, await self._json(request))
+        return JSONResponse({"batch_id": batch_id, "state": "running"})
 
     async def list_batches(self, request: Request) -> Response:
         return JSONResponse({"batches": self.batches.rows()})
 
     async def get_batch(self, request: Request) -> Response:
-        return JSONResponse(self.batches.describe(request.path_params["bid"]))
+        return JSONResponse(self.batches.describe(request.path_params["bid"], tasks=_ALL_TASKS))
 
     async def batch_report(self, request: Request) -> Response:
         return HTMLResponse(self.batches.report(request.path_params["bid"]))
@@ -246,6 +279,8 @@ class App:
     async def dashboard(self, request: Request) -> Response:
         return HTMLResponse(
             render_dashboard(
-                sessions=self.sessions.rows(), batches=self.batches.rows(), approvals=self.approvals.pending()
+                sessions=self.sessions.rows(),
+                batches=self.batches.rows(tasks=_DASHBOARD_TASKS),
+                approvals=self.approvals.pending(),
             )
         )

@@ -4,7 +4,8 @@
 each request the policy did not decline (the codex handle spawns it), so a parked request blocks only
 its own turn. Only a ``default-ask`` decline is parked; every other decision is returned unchanged (a
 built-in decline never reaches the handler, and an allow needs nobody). A parked request waits until
-``decide`` or its timeout, which declines it with rule ``approval-timeout``.
+``decide`` or its timeout, which declines it with rule ``approval-timeout``. ``pending()`` shows the
+requests redacted: a command may carry a credential.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from agent_fleet._redact import Redactor
 from agent_fleet.errors import UsageError
 from agent_fleet.policy import ApprovalRequest, Decision
 
@@ -31,9 +33,10 @@ class Pending:
     deadline: float | None
     future: asyncio.Future[Decision] = field(repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, redactor: Redactor) -> dict[str, Any]:
+        """The request as the API and the dashboard show it: redacted (a command may carry a key)."""
         command = self.request.command
-        return {
+        shown: dict[str, Any] = {
             "approval_id": self.id,
             "kind": self.request.kind,
             "command": command if isinstance(command, str) or command is None else list(command),
@@ -42,20 +45,23 @@ class Pending:
             "created": self.created,
             "deadline": self.deadline,
         }
+        redacted: dict[str, Any] = redactor.value(shown)
+        return redacted
 
 
 class ApprovalQueue:
     """Pending deferred approvals (see the module docstring). ``timeout`` None: wait forever."""
 
-    def __init__(self, *, timeout: float | None = 300.0) -> None:
+    def __init__(self, *, timeout: float | None = 300.0, redactor: Redactor | None = None) -> None:
         self.timeout = timeout
+        self._redactor = redactor if redactor is not None else Redactor()
         self._pending: dict[str, Pending] = {}
         self._ids = itertools.count(1)
         self.parked = 0  # how many requests were ever parked
         self.changed = asyncio.Event()  # set (and replaced) whenever the queue changes
 
     def pending(self) -> list[dict[str, Any]]:
-        return [p.to_dict() for p in self._pending.values()]
+        return [p.to_dict(self._redactor) for p in self._pending.values()]
 
     def _bump(self) -> None:
         self.changed.set()

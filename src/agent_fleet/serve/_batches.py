@@ -1,162 +1,342 @@
-"""Batches run by the daemon: ``runner.run_batch`` on the daemon's shared provider, one out dir each.
+"""Batches run by the daemon: ``runner.run_batch`` on the daemon's shared provider, one directory each.
 
 ``POST /v1/batches`` takes ``{"tasks": <the tasks file's text, or a list of its line objects>,
-"spec": <the template Spec, its prompt optional>, "jobs": 4, "gate_cmd", "max_followups"}``. The batch
-runs in the background under ``<state dir>/batches/<id>`` (``summary.json`` and ``report.html``, the
-same files as ``agent-fleet batch --out``), so a restarted daemon still serves finished batches.
+"spec": <the template Spec, its prompt optional>, "jobs": 4, "gate_cmd", "max_followups", "provider"}``.
+Before the 201, the template and every task line are checked against the daemon's floor
+(``serve._floor``: 403) and the provider is started (503). The batch then runs in the background in
+``<state dir>/batches/<id>``: its ledger (``batch.db``), transcripts, ``summary.json`` and
+``report.html``, the same files as ``agent-fleet batch --out``.
+
+Where things are kept: the tasks and their states are in the batch's ledger, which also keeps the
+template and settings (meta key ``serve``) so that ``resume`` runs the same batch; what the daemon did
+with the batch is a row of the daemon's store. Batch states::
+
+    running --all succeeded--> succeeded     running --a task did not succeed--> failed
+    running --drain (SIGTERM)--> stopped      running --could not run (reason kept)--> error
+    running --(the daemon died)--> interrupted     stopped | interrupted | failed --resume--> running
+
+A resume is checked against the daemon's floor of the moment (its flags may have changed since).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
 import secrets
+import sqlite3
 import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agent_fleet._event_json import spec_from_json
+from agent_fleet._redact import Redactor
+from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import BatchEntry, GateConfig, Task, run_batch
-from agent_fleet.runner.batch import parse_tasks
+from agent_fleet.runner import BatchResult, GateConfig, Task, run_batch
+from agent_fleet.runner._admit import task_of
+from agent_fleet.runner._tasks_file import BatchTask, build_task, parse_tasks
+from agent_fleet.runner.ledger import Ledger
+from agent_fleet.serve._floor import Floor, FlooredProvider
 from agent_fleet.serve._sessions import NotFound, Sessions
+from agent_fleet.serve._store import Store
 
 logger = logging.getLogger(__name__)
 _BATCH_ID = re.compile(r"b[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+_TEMPLATE_PROMPT: Final = "(batch template)"
 
 
-@dataclass(slots=True, eq=False)
-class LiveBatch:
-    id: str
-    out_dir: Path
-    total: int
-    created: float = field(default_factory=time.time)
-    done: int = 0
-    ok: int = 0
-    state: str = "running"
-    task: asyncio.Task[None] | None = None
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Settings:
+    """A batch's settings as submitted (kept in its ledger's meta for a resume)."""
+
+    spec: dict[str, Any]
+    jobs: int
+    gate_cmd: str | None
+    max_followups: int
+    provider: str
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], default_provider: str) -> _Settings:
+        spec = data.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise UsageError("'spec' must be a JSON object (a Spec, its prompt optional)")
+        jobs = data.get("jobs", 4)
+        if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 64:
+            raise UsageError("'jobs' must be an integer from 1 to 64")
+        gate_cmd = data.get("gate_cmd")
+        if gate_cmd is not None and (not isinstance(gate_cmd, str) or not gate_cmd.strip()):
+            raise UsageError("'gate_cmd' must be a non-empty string")
+        max_followups = data.get("max_followups", 2)
+        if not isinstance(max_followups, int) or isinstance(max_followups, bool) or max_followups < 0:
+            raise UsageError("'max_followups' must be a non-negative integer")
+        provider = data.get("provider") or default_provider
+        if not isinstance(provider, str):
+            raise UsageError("'provider' must be a string")
+        return cls(
+            spec=dict(spec), jobs=jobs, gate_cmd=gate_cmd, max_followups=max_followups, provider=provider
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "jobs": self.jobs,
+            "gate_cmd": self.gate_cmd,
+            "max_followups": self.max_followups,
+            "provider": self.provider,
+        }
 
 
 class Batches:
     """The daemon's batches (see the module docstring)."""
 
-    def __init__(self, *, root: Path, sessions: Sessions) -> None:
+    def __init__(
+        self, *, root: Path, sessions: Sessions, store: Store, floor: Floor, redactor: Redactor
+    ) -> None:
         self.root = root
         self._sessions = sessions
-        self.live: dict[str, LiveBatch] = {}
+        self._store = store
+        self._floor = floor
+        self._redactor = redactor
+        self.running: dict[str, asyncio.Task[None]] = {}
 
-    def create(self, data: Any, *, default_provider: str) -> LiveBatch:
+    # -- starting ----------------------------------------------------------------------------------------
+
+    async def create(self, data: Any, *, default_provider: str) -> str:
+        """Check and start a batch; returns its id (see the module docstring for what is checked)."""
         if not isinstance(data, dict):
             raise UsageError("the body must be a JSON object with 'tasks'")
-        if self._sessions.draining:
-            raise UsageError("the daemon is shutting down")
+        self._not_draining()
         raw_tasks = data.get("tasks")
         if isinstance(raw_tasks, list):
             raw_tasks = "\n".join(json.dumps(line) for line in raw_tasks)
         if not isinstance(raw_tasks, str):
             raise UsageError("'tasks' must be the tasks file's text or a list of task objects")
-        spec_data = dict(data.get("spec") or {})
-        spec_data.setdefault("prompt", "(batch template)")
-        spec = spec_from_json(spec_data)
-        cwd = Path(self._sessions.check_cwd(spec.cwd))
+        settings = _Settings.parse(data, default_provider)
+        template, cwd = self._template(settings)
         tasks = parse_tasks(raw_tasks, base_dir=cwd, source="tasks")
-        for task in tasks:
-            if task.cwd is not None:
-                self._sessions.check_cwd(task.cwd)
-        jobs = data.get("jobs", 4)
-        if not isinstance(jobs, int) or not 1 <= jobs <= 64:
-            raise UsageError("'jobs' must be an integer from 1 to 64")
-        gate_cmd = data.get("gate_cmd")
-        if gate_cmd is not None and not isinstance(gate_cmd, str):
-            raise UsageError("'gate_cmd' must be a string")
-        max_followups = data.get("max_followups", 2)
-        if not isinstance(max_followups, int) or max_followups < 0:
-            raise UsageError("'max_followups' must be a non-negative integer")
-        template = Task(
-            id="batch",
-            spec=spec,
-            gate=GateConfig(command=gate_cmd),
-            max_followups=max_followups,
-        )
-        provider = data.get("provider", default_provider)
-        if not isinstance(provider, str):
-            raise UsageError("'provider' must be a string")
+        self._check(tasks, template, cwd, settings.provider)
+        provider = FlooredProvider(await self._sessions.provider(settings.provider), self._floor)
+        self._not_draining()
         batch_id = f"b{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        batch = LiveBatch(id=batch_id, out_dir=self.root / batch_id, total=len(tasks))
-        self.live[batch_id] = batch
-        batch.task = asyncio.create_task(
-            self._run(batch, tasks, template, provider, jobs, cwd), name=f"batch:{batch_id}"
-        )
-        return batch
-
-    async def _run(
-        self, batch: LiveBatch, tasks: Any, template: Task, provider_name: str, jobs: int, cwd: Path
-    ) -> None:
-        def on_result(entry: BatchEntry) -> None:
-            batch.done += 1
-            batch.ok += 1 if entry.result.ok else 0
-
-        try:
-            provider = await self._sessions.provider(provider_name)
-            result = await run_batch(
+        self._store.add_batch(batch_id, settings.provider, len(tasks))
+        out = self.root / batch_id
+        meta = {"serve": settings.to_json()}
+        self._start(
+            batch_id,
+            lambda: run_batch(
                 tasks,
                 template=template,
-                out_dir=batch.out_dir,
-                jobs=jobs,
+                out_dir=out,
+                jobs=settings.jobs,
                 provider=provider,
                 cwd=cwd,
-                on_result=on_result,
+                meta=meta,
+            ),
+        )
+        return batch_id
+
+    async def resume(self, batch_id: str, data: Any) -> None:
+        """Continue a batch that is not running (``{"rerun": "failed"}`` also runs its failed tasks
+        again): the runner's resume, with the template and settings kept in its ledger."""
+        rerun = data.get("rerun") if isinstance(data, dict) else None
+        if rerun not in (None, "failed"):
+            raise UsageError("'rerun' must be \"failed\" (or left out)")
+        row = self._row(batch_id)
+        self._idle(batch_id)
+        self._not_draining()
+        out = self.root / batch_id
+        try:
+            ledger = Ledger.open(out)
+        except UsageError:
+            why = f" ({row['reason']})" if row.get("reason") else ""
+            raise UsageError(f"batch {batch_id} has no ledger to resume: it never started{why}") from None
+        try:
+            meta = ledger.meta().get("serve")
+            tasks = [task_of(r, out) for r in ledger.rows()]
+        finally:
+            ledger.close()
+        if not isinstance(meta, dict):
+            raise UsageError(f"batch {batch_id} was not started by this daemon: it has no settings to resume")
+        settings = _Settings.parse(meta, row["provider"])
+        template, cwd = self._template(settings)
+        self._check(tasks, template, cwd, settings.provider)  # under the daemon's floor of the moment
+        provider = FlooredProvider(await self._sessions.provider(settings.provider), self._floor)
+        self._idle(batch_id)  # (another resume may have started while the provider did)
+        self._not_draining()
+        self._store.update_batch(batch_id, state="running")
+        self._start(
+            batch_id,
+            lambda: run_batch(
+                None,
+                template=template,
+                out_dir=out,
+                jobs=settings.jobs,
+                provider=provider,
+                cwd=cwd,
+                resume=True,
+                rerun_failed=rerun == "failed",
+            ),
+        )
+
+    def _not_draining(self) -> None:
+        if self._sessions.draining:
+            raise UsageError("the daemon is shutting down")
+
+    def _idle(self, batch_id: str) -> None:
+        if batch_id in self.running:
+            raise UsageError(f"batch {batch_id} is running")
+
+    def _template(self, settings: _Settings) -> tuple[Task, Path]:
+        """The template task (its spec floored: ``Refused`` is a 403) and the batch's directory."""
+        spec = spec_from_json({"prompt": _TEMPLATE_PROMPT, **settings.spec})
+        spec = self._floor.spec(spec)
+        cwd = Path(self._sessions.check_cwd(spec.cwd))
+        template = Task(
+            id="batch",
+            spec=replace(spec, cwd=str(cwd)),
+            gate=GateConfig(command=settings.gate_cmd),
+            max_followups=settings.max_followups,
+        )
+        return template, cwd
+
+    def _check(self, tasks: Sequence[BatchTask], template: Task, cwd: Path, provider: str) -> None:
+        """Each task as the runner will build it: its directory, what only a trusted client may ask
+        for, its provider, and its gate command judged by its policy (each distinct one once)."""
+        judged: set[tuple[str, str, PermissionConfig | None]] = set()
+        for t in tasks:
+            where = f"task {t.id!r} (line {t.line})"
+            if t.provider is not None and t.provider != provider:
+                # The daemon's provider of that kind would need the batch's own options and approval
+                # queue; a batch runs on one.
+                raise UsageError(
+                    f"{where}: provider {t.provider!r} is not the batch's ({provider}); "
+                    f'submit the task in a batch with "provider": "{t.provider}"'
+                )
+            task_cwd = Path(self._sessions.check_cwd(t.cwd)) if t.cwd is not None else cwd
+            task = build_task(t, template, task_cwd)
+            self._floor.check_trust(
+                sandbox=task.spec.sandbox,
+                config=task.spec.config,
+                mcp_servers=task.spec.mcp_servers,
+                env=t.env,
+                where=where,
             )
-            batch.state = "succeeded" if result.ok else "failed"
-        except Exception as exc:  # recorded as the batch's state; the daemon goes on
-            logger.warning("batch %s failed: %s", batch.id, type(exc).__name__)
-            batch.state = "error"
+            command = task.gate.command
+            if command is not None:
+                permission = self._floor.permission_for(task.spec.permission)
+                key = (command, str(task_cwd), permission)
+                if key not in judged:
+                    self._floor.check_gate(command, cwd=str(task_cwd), permission=permission, where=where)
+                    judged.add(key)
+
+    def _start(self, batch_id: str, run: Callable[[], Awaitable[BatchResult]]) -> None:
+        self.running[batch_id] = asyncio.create_task(self._run(batch_id, run), name=f"batch:{batch_id}")
+
+    async def _run(self, batch_id: str, run: Callable[[], Awaitable[BatchResult]]) -> None:
+        try:
+            result = await run()
+        except asyncio.CancelledError:
+            self._set(batch_id, "stopped", "the daemon shut down; POST /v1/batches/{id}/resume continues it")
+            raise
+        except Exception as exc:  # recorded as the batch's state, with its reason; the daemon goes on
+            reason = self._redactor.text(str(exc) or type(exc).__name__)
+            logger.warning("batch %s could not run: %s", batch_id, reason)
+            self._set(batch_id, "error", reason)
+        else:
+            if result.ok:
+                self._set(batch_id, "succeeded", None)
+            else:
+                failed = sum(not e.result.ok for e in result.entries)
+                reason = result.stopped or f"{failed} of {len(result.entries)} task(s) did not succeed"
+                self._set(batch_id, "failed", self._redactor.text(reason))
+        finally:
+            self.running.pop(batch_id, None)
+
+    def _set(self, batch_id: str, state: str, reason: str | None) -> None:
+        with contextlib.suppress(sqlite3.ProgrammingError):  # a batch that outlived the drain's wait
+            self._store.update_batch(batch_id, state=state, reason=reason)
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    def _row(self, batch_id: str) -> dict[str, Any]:
+        row = self._store.batch(batch_id) if _BATCH_ID.fullmatch(batch_id) else None
+        if row is None:
+            raise NotFound(batch_id)
+        return row
+
+    def _progress(self, batch_id: str, *, running: bool, tasks: int | None) -> dict[str, Any]:
+        """Counts per task state (and per final status) from the ledger, and up to ``tasks`` tasks."""
+        out: dict[str, Any] = {"done": 0, "ok": 0, "states": {}}  # (the total is the store's)
+        if tasks:
+            out["tasks"] = []
+        try:
+            ledger = Ledger.open(self.root / batch_id)
+        except UsageError:  # not created yet, or never: the batch failed before it started
+            return out
+        try:
+            states = ledger.counts()
+            if not running and "running" in states:  # cut off by a crash: what a resume continues
+                states["interrupted"] = states.get("interrupted", 0) + states.pop("running")
+            out["states"] = states
+            out["done"] = states.get("finished", 0)
+            out["ok"] = states.get("finished:succeeded", 0)
+            if tasks:
+                for row in ledger.rows():
+                    if len(out["tasks"]) >= tasks:
+                        break
+                    state = "interrupted" if row.state == "running" and not running else row.state
+                    out["tasks"].append(
+                        {
+                            "task_id": row.id,
+                            "state": state,
+                            "status": row.status,
+                            "reason": row.reason or None,
+                            "session_id": row.session_id,
+                            "runs": row.runs,
+                        }
+                    )
+        finally:
+            ledger.close()
+        return out
 
     def _summary(self, batch_id: str) -> dict[str, Any] | None:
-        path = self.root / batch_id / "summary.json"
         try:
-            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            data: dict[str, Any] = json.loads((self.root / batch_id / "summary.json").read_text("utf-8"))
         except (OSError, ValueError):
             return None
         return data
 
-    def describe(self, batch_id: str) -> dict[str, Any]:
-        live = self.live.get(batch_id)
-        summary = self._summary(batch_id) if _BATCH_ID.fullmatch(batch_id) else None
-        if live is None and summary is None:
-            raise NotFound(batch_id)
-        out: dict[str, Any] = {"batch_id": batch_id}
-        if live is not None:
-            out.update(state=live.state, total=live.total, done=live.done, ok=live.ok, created=live.created)
-        else:
-            out["state"] = "finished"
-        out["summary"] = summary if (live is None or live.state != "running") else None
-        return out
+    def describe(self, batch_id: str, *, tasks: int | None = None, summary: bool = True) -> dict[str, Any]:
+        """The batch's state and progress, up to ``tasks`` of its tasks, and (when it is not running and
+        ``summary``) its ``summary.json``. Redacted."""
+        out = dict(self._row(batch_id))
+        running = batch_id in self.running
+        if running:
+            out["state"] = "running"
+        out.update(self._progress(batch_id, running=running, tasks=tasks))
+        if summary:
+            out["summary"] = None if running else self._summary(batch_id)
+        redacted: dict[str, Any] = self._redactor.value(out)
+        return redacted
 
-    def rows(self) -> list[dict[str, Any]]:
-        ids = set(self.live)
-        if self.root.is_dir():
-            ids.update(p.parent.name for p in self.root.glob("*/summary.json"))
-        rows = []
-        for batch_id in sorted(ids, reverse=True):
-            row = self.describe(batch_id)
-            row.pop("summary", None)
-            rows.append(row)
-        return rows
+    def rows(self, *, tasks: int | None = None) -> list[dict[str, Any]]:
+        return [self.describe(row["batch_id"], tasks=tasks, summary=False) for row in self._store.batches()]
 
     def report(self, batch_id: str) -> str:
-        self.describe(batch_id)
-        path = self.root / batch_id / "report.html"
+        self._row(batch_id)
         try:
-            return path.read_text(encoding="utf-8")
+            return (self.root / batch_id / "report.html").read_text(encoding="utf-8")
         except OSError:
             raise NotFound(f"{batch_id} (no report yet)") from None
 
     async def drain(self) -> None:
-        tasks = [b.task for b in self.live.values() if b.task is not None and not b.task.done()]
+        """Stop the running batches (their tasks are recorded interrupted; each batch ``stopped``)."""
+        tasks = list(self.running.values())
         for task in tasks:
             task.cancel()
         if tasks:

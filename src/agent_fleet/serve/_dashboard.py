@@ -3,6 +3,7 @@ an autoescaping Jinja2 template and a little inline script (no CDN) that refresh
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import jinja2
@@ -14,13 +15,13 @@ _env = jinja2.Environment(
 )
 
 _LOGIN = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>agent-fleet serve</title></head>
-<body><h1>agent-fleet serve</h1><form method="post" action="/login">
+<body><h1>agent-fleet serve</h1>{error}<form method="post" action="/login">
 <label>Token <input type="password" name="token" autocomplete="current-password"></label>
 <button type="submit">Sign in</button></form></body></html>"""
 
 
-def login_page() -> str:
-    return _LOGIN
+def login_page(error: str | None = None) -> str:
+    return _LOGIN.format(error=f'<p role="alert">{html.escape(error)}</p>' if error else "")
 
 
 def render_dashboard(

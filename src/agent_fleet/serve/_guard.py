@@ -26,28 +26,53 @@ COOKIE = "agent_fleet_token"
 OPEN_PATHS = frozenset({"/healthz", "/login"})
 
 
-def load_or_create_token(token_file: Path | None, state_dir: Path) -> tuple[str, Path]:
-    """The token and the file holding it: ``token_file`` when given (must exist and be non-empty),
-    else ``state_dir/token``, created with a new random token (mode 0600) when missing."""
+def _token_file_warnings(path: Path) -> list[str]:
+    """Refuse a token file anybody on the machine can read or write (``UsageError``); warn about one
+    its group can (a deliberate service group may need it; the operator should know)."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return []
+    if mode & 0o007:
+        raise UsageError(
+            f"the token file {str(path)!r} is readable or writable by every user (mode {mode:o}): "
+            f"chmod 600 {str(path)!r}"
+        )
+    if mode & 0o070:
+        return [f"the token file {str(path)!r} is accessible to its group (mode {mode:o}); chmod 600 it"]
+    return []
+
+
+def load_or_create_token(token_file: Path | None, state_dir: Path) -> tuple[str, Path, list[str]]:
+    """The token, the file holding it and warnings about that file: ``token_file`` when given (must
+    exist, be non-empty and not be readable by every user), else ``state_dir/token``, created with a new
+    random token (mode 0600) when missing."""
     if token_file is not None:
+        warnings = _token_file_warnings(token_file)
         try:
             token = token_file.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise UsageError(f"--token-file {str(token_file)!r}: {exc.strerror}") from exc
         if len(token) < 16:
             raise UsageError(f"--token-file {str(token_file)!r}: the token must be at least 16 characters")
-        return token, token_file
+        return token, token_file, warnings
     path = state_dir / "token"
     if path.exists():
+        warnings = _token_file_warnings(path)
         token = path.read_text(encoding="utf-8").strip()
         if token:
-            return token, path
-    state_dir.mkdir(parents=True, exist_ok=True)
+            return token, path, warnings
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     token = secrets.token_urlsafe(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, stat.S_IRUSR | stat.S_IWUSR)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(token + "\n")
-    return token, path
+    return token, path, []
+
+
+def token_matches(given: str, token: str) -> bool:
+    """``given`` is the token (constant time: the comparison's duration says nothing about it)."""
+    return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 def _error(status: int, code: str, message: str) -> tuple[dict[str, Any], bytes]:

@@ -31,6 +31,7 @@ from agent_fleet.runner import Redactor
 from agent_fleet.serve._app import App
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
+from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._guard import load_or_create_token
 from agent_fleet.serve._sessions import Sessions
 from agent_fleet.serve._store import Store
@@ -53,7 +54,9 @@ def is_loopback(host: str) -> bool:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServeConfig:
     """How the daemon runs. ``options`` maps provider names to their options objects (the registry's
-    options types); the daemon adds its approval handler and restart-on-crash to each."""
+    options types); the daemon adds its approval handler and restart-on-crash to each. ``permission``
+    is a floor for every session (a client may add restrictions, never remove them); ``trust_clients``
+    lets clients ask for what escapes the sandbox and the policy (see ``serve._floor``)."""
 
     host: str = "127.0.0.1"
     port: int = 0
@@ -65,6 +68,8 @@ class ServeConfig:
     allow_roots: Sequence[Path] = ()
     approval_timeout: float | None = 300.0
     max_body: int = 1 << 20
+    trust_clients: bool = False
+    max_live_sessions: int = 256
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and self.token_file is None:
@@ -74,6 +79,8 @@ class ServeConfig:
             )
         if not 0 <= self.port <= 65535:
             raise UsageError(f"--port must be 0..65535, not {self.port}")
+        if self.max_live_sessions < 1:
+            raise UsageError(f"max_live_sessions must be >= 1, not {self.max_live_sessions}")
 
 
 class _Server(uvicorn.Server):
@@ -96,28 +103,41 @@ class Daemon:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         state = config.state_dir
-        state.mkdir(parents=True, exist_ok=True)
-        self.token, self.token_path = load_or_create_token(config.token_file, state)
+        # Sessions, prompts and transcripts live here: nobody else on the machine may read them.
+        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.token, self.token_path, self.warnings = load_or_create_token(config.token_file, state)
         self.redactor = Redactor(extra=(self.token,))
         self.store = Store(state / "sessions.sqlite3")
-        self.approvals = ApprovalQueue(timeout=config.approval_timeout)
-        roots = tuple(config.allow_roots) or (Path.cwd(),)
+        self.approvals = ApprovalQueue(timeout=config.approval_timeout, redactor=self.redactor)
+        roots = tuple(Path(os.path.realpath(r)) for r in (tuple(config.allow_roots) or (Path.cwd(),)))
+        self.floor = Floor(
+            permission=config.permission, trust_clients=config.trust_clients, allow_roots=roots
+        )
         self.sessions = Sessions(
             store=self.store,
             options=config.options,
             approval_handler=self.approvals.handler,
             allow_roots=roots,
             redactor=self.redactor,
-            default_permission=config.permission,
+            floor=self.floor,
+            max_live=config.max_live_sessions,
         )
-        self.batches = Batches(root=state / "batches", sessions=self.sessions)
+        self.batches = Batches(
+            root=state / "batches",
+            sessions=self.sessions,
+            store=self.store,
+            floor=self.floor,
+            redactor=self.redactor,
+        )
         self.app = App(
             sessions=self.sessions,
             approvals=self.approvals,
             batches=self.batches,
             token=self.token,
+            redactor=self.redactor,
             provider=config.provider,
             max_body=config.max_body,
+            secure_cookie=not is_loopback(config.host),
         )
         self.closing = False
         self._closed = asyncio.Event()

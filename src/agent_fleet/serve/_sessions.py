@@ -5,7 +5,14 @@ provider the first time; codex restarts its app-server child on a crash) and sta
 reading the turn's events into the session's record list and the store. Every record gets the next
 sequence number of its session (the SSE ``id``), so a reader resumes exactly after the last one it saw.
 Readers wait on ``LiveSession.changed``, which is set and replaced at every append. A follow-up turn
-(``send``) starts a new pump. Session states::
+(``send``) starts a new pump. Each turn is also a row of the store's ``turns`` (prompt, status, final
+text, error, usage: the session's ``history``).
+
+Memory: at most ``max_live`` finished sessions stay loaded (their handle, their last turn's records);
+beyond that the least recently finished are evicted: their handle is stopped (the provider forgets
+the thread) and everything about them is read from the store. A follow-up turn on a session that is
+not loaded (evicted, or recorded by an earlier run of the daemon) resumes it through
+``provider.resume`` with its stored (redacted) spec. Session states::
 
     running --Result--> idle --send--> running
     running --Error(cancelled)--> stopped     running --other Error--> failed
@@ -19,16 +26,18 @@ import dataclasses
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_fleet._event_json import spec_to_json
+from agent_fleet._event_json import spec_from_json, spec_to_json
 from agent_fleet.contract import Handle, Provider, Spec
-from agent_fleet.errors import UsageError
+from agent_fleet.errors import ConnectionClosed, UsageError
 from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
 from agent_fleet.runner import Redactor, TaskEvent, event_record, make_provider
+from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._store import Store
 
 logger = logging.getLogger(__name__)
@@ -52,6 +61,7 @@ class LiveSession:
     step: str = ""
     pump: asyncio.Task[None] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: float = 0.0  # when its last turn ended (monotonic): the least recent is evicted first
 
     @property
     def last_seq(self) -> int:
@@ -76,17 +86,21 @@ class Sessions:
         approval_handler: Any,
         allow_roots: Sequence[Path],
         redactor: Redactor,
-        default_permission: Any = None,
+        floor: Floor | None = None,
+        max_live: int = 256,
     ) -> None:
         self.store = store
         self._options = dict(options)
         self._handler = approval_handler
         self.allow_roots = tuple(Path(os.path.realpath(root)) for root in allow_roots)
         self._redactor = redactor
-        self._default_permission = default_permission
+        self.floor = floor if floor is not None else Floor(allow_roots=self.allow_roots)
         self._providers: dict[str, Provider] = {}
         self._provider_lock = asyncio.Lock()
         self.live: dict[str, LiveSession] = {}
+        self.max_live = max_live
+        self._opening: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # one resume of a session at once
+        self._releasing: dict[str, asyncio.Task[None]] = {}  # evicted handles being stopped
         self.draining = False
         self._flush_handle: asyncio.TimerHandle | None = None
 
@@ -148,33 +162,55 @@ class Sessions:
     def _prepare(self, spec: Spec) -> Spec:
         if self.draining:
             raise UsageError("the daemon is shutting down")
+        spec = self.floor.spec(spec)  # the daemon's permission as a floor; Refused (403) first
         self.check_images(spec.images)
-        cwd = self.check_cwd(spec.cwd)
-        permission = spec.permission if spec.permission is not None else self._default_permission
-        return dataclasses.replace(spec, cwd=cwd, permission=permission)
+        return dataclasses.replace(spec, cwd=self.check_cwd(spec.cwd))
 
     async def create(
         self, spec: Spec, provider_name: str, resume: str | None = None
     ) -> tuple[LiveSession, int]:
         """Start a session (or resume ``resume``); returns it and the event id its new turn follows."""
         spec = self._prepare(spec)
-        if resume is not None and resume in self.live:  # still loaded here: a follow-up turn
-            session = self.live[resume]
-            cursor = session.last_seq
-            await self.send(resume, spec.prompt, images=spec.images, output_schema=spec.output_schema)
-            return session, cursor
+        if resume is None:
+            return await self._open(spec, provider_name, None)
+        lock, users = self._opening.setdefault(resume, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:  # two follow-ups racing must not resume the thread twice
+                if resume in self.live:  # still loaded here: a follow-up turn
+                    session = self.live[resume]
+                    cursor = await self.send(
+                        resume, spec.prompt, images=spec.images, output_schema=spec.output_schema
+                    )
+                    return session, cursor
+                releasing = self._releasing.get(resume)
+                if releasing is not None:  # evicted a moment ago: the provider must forget it first
+                    await asyncio.wait([releasing])
+                return await self._open(spec, provider_name, resume)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._opening[resume]
+
+    async def _open(self, spec: Spec, provider_name: str, resume: str | None) -> tuple[LiveSession, int]:
         provider = await self.provider(provider_name)
-        if resume is not None:
-            handle = await provider.resume(resume, spec)
-        else:
-            handle = await provider.spawn(spec)
+        try:
+            handle = await (provider.resume(resume, spec) if resume is not None else provider.spawn(spec))
+        except ConnectionClosed:
+            # The child died under this request before anyone noticed (a crash the provider restarts
+            # from): once more, on the new child. A second failure is the client's 502.
+            logger.warning("the %s provider's connection closed; trying once more", provider_name)
+            handle = await (provider.resume(resume, spec) if resume is not None else provider.spawn(spec))
         sid = handle.session_id
         base = self.store.last_seq(sid) if resume is not None else 0
-        session = LiveSession(id=sid, provider=provider_name, handle=handle, base=base)
-        if resume is not None and self.store.session(sid) is not None:
-            self.store.update(sid, state="running")
+        row = self.store.session(sid) if resume is not None else None
+        turns = row["turns"] + 1 if row is not None else 1
+        session = LiveSession(id=sid, provider=provider_name, handle=handle, base=base, turns=turns)
+        if row is not None:
+            self.store.update(sid, state="running", turns=turns)
         else:
             self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(spec)))
+        self.store.add_turn(sid, turns, self._redactor.text(spec.prompt), base)
         self.live[sid] = session
         session.pump = asyncio.create_task(self._pump(session), name=f"pump:{sid}")
         return session, base
@@ -192,10 +228,21 @@ class Sessions:
         *,
         images: Sequence[str | os.PathLike[str]] = (),
         output_schema: Mapping[str, Any] | None = None,
-    ) -> None:
-        session = self.get(session_id)
+    ) -> int:
+        """A follow-up turn; returns the event id its events follow. A session that is not loaded is
+        resumed with its stored spec (see the module docstring)."""
         if self.draining:
             raise UsageError("the daemon is shutting down")
+        session = self.live.get(session_id)
+        if session is None:
+            row = self.store.session(session_id)
+            if row is None:
+                raise NotFound(session_id)
+            stored = {k: v for k, v in row["spec"].items() if k not in ("images", "output_schema")}
+            spec = spec_from_json({**stored, "prompt": prompt})
+            spec = dataclasses.replace(spec, images=tuple(map(str, images)), output_schema=output_schema)
+            _, cursor = await self.create(spec, row["provider"], resume=session_id)
+            return cursor
         if session.state == "running":
             raise UsageError("the session's turn is still running; wait for it or stop it first")
         await session.handle.send(prompt, images=self.check_images(images), output_schema=output_schema)
@@ -205,13 +252,25 @@ class Sessions:
         session.state = "running"
         session.turns += 1
         self.store.update(session.id, state="running", turns=session.turns)
+        self.store.add_turn(session.id, session.turns, self._redactor.text(prompt), session.base)
         session.pump = asyncio.create_task(self._pump(session), name=f"pump:{session.id}")
+        return session.base
 
     async def stop(self, session_id: str) -> None:
-        await self.get(session_id).handle.stop()
+        """Interrupt the running turn (nothing to do for a session that is not loaded: none runs)."""
+        session = self.live.get(session_id)
+        if session is not None:
+            await session.handle.stop()
+        elif self.store.session(session_id) is None:
+            raise NotFound(session_id)
 
     async def inject(self, session_id: str, text: str) -> None:
-        await self.get(session_id).handle.inject(text)
+        session = self.live.get(session_id)
+        if session is None:
+            if self.store.session(session_id) is None:
+                raise NotFound(session_id)
+            raise UsageError("inject(): no turn is running")
+        await session.handle.inject(text)
 
     def _append(self, session: LiveSession, event: Event) -> None:
         record = event_record(TaskEvent(task_id=session.id, source="agent", event=event), self._redactor)
@@ -256,8 +315,46 @@ class Sessions:
                 session.state = "failed"
         session.step = ""
         self.store.update(session.id, state=session.state, usage=session.usage, step="")
+        self._end_turn(session, terminal)
+        session.ended = time.monotonic()
         session.changed.set()
         session.changed = asyncio.Event()
+        self._evict()
+
+    def _end_turn(self, session: LiveSession, terminal: Event) -> None:
+        text: str | None = None
+        error: dict[str, Any] | None = None
+        if isinstance(terminal, Result):
+            status, text = "completed", self._redactor.text(terminal.text or "")
+        else:
+            assert isinstance(terminal, Error)
+            status = "cancelled" if terminal.code == "cancelled" else "failed"
+            error = {"code": terminal.code, "message": self._redactor.text(terminal.message)}
+        usage = (
+            dataclasses.asdict(terminal.usage) if isinstance(terminal, Result) and terminal.usage else None
+        )
+        self.store.end_turn(session.id, session.turns, status=status, text=text, error=error, usage=usage)
+
+    def _evict(self) -> None:
+        """Unload the least recently finished sessions beyond ``max_live`` (see the module docstring)."""
+        finished = [s for s in self.live.values() if s.state != "running"]
+        extra = len(finished) - self.max_live
+        if extra <= 0 or self.draining:
+            return
+        for session in sorted(finished, key=lambda s: s.ended)[:extra]:
+            del self.live[session.id]
+            session.changed.set()  # a reader still on it reads the store from now on
+            release = asyncio.create_task(self._release(session), name=f"release:{session.id}")
+            self._releasing[session.id] = release
+
+    async def _release(self, session: LiveSession) -> None:
+        # No turn runs: stop() only makes the provider forget the thread (a resume reopens it).
+        try:
+            await session.handle.stop()
+        except Exception as exc:
+            logger.warning("session %s: release failed: %s", session.id, type(exc).__name__)
+        finally:
+            self._releasing.pop(session.id, None)
 
     def describe(self, session_id: str) -> dict[str, Any]:
         row = self.store.session(session_id)
@@ -269,6 +366,7 @@ class Sessions:
             row["last_event_id"] = live.last_seq
         else:
             row["last_event_id"] = self.store.last_seq(session_id)
+        row["history"] = self.store.turns(session_id)
         return row
 
     def rows(self) -> list[dict[str, Any]]:
@@ -287,6 +385,9 @@ class Sessions:
             raise NotFound(session_id)
         cursor = after
         while True:
+            # Looked up again each time: the session may have been evicted (then it is all in the
+            # store) or resumed (a new record list) while this reader waited.
+            live = self.live.get(session_id)
             # Events before the session's turn in memory are in the store (earlier turns, or turns
             # recorded before this daemon loaded the session).
             upto = live.base if live is not None else None

@@ -1,14 +1,18 @@
-"""The daemon's session store: one SQLite file (stdlib ``sqlite3``) with every session and its events.
+"""The daemon's store: one SQLite file (stdlib ``sqlite3``) with every session, its turns and its events,
+and the index of the daemon's batches.
 
 Written as things happen, on the event loop's thread (WAL; event records in one transaction per
-terminal event or per flush interval, session rows at once), so a
-restarted daemon serves the history of finished sessions and the exact event ids a client resumes from.
-Sessions a crashed daemon left ``running`` are marked ``interrupted`` when the store opens.
+terminal event or per flush interval, other rows at once), so a restarted daemon serves the history
+of finished sessions and the exact event ids a client resumes from. Sessions, turns and batches a
+crashed daemon left ``running`` are marked ``interrupted`` when the store opens. A batch's tasks are
+not here: its ledger (``<batch dir>/batch.db``) holds them; this table holds what the daemon did with
+the batch (running, stopped, succeeded, failed, error and why).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -27,6 +31,28 @@ CREATE TABLE IF NOT EXISTS sessions (
     usage TEXT,
     step TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS turns (
+    session_id TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    prompt TEXT NOT NULL,
+    status TEXT NOT NULL,
+    text TEXT,
+    error TEXT,
+    usage TEXT,
+    started REAL NOT NULL,
+    ended REAL,
+    first_event INTEGER NOT NULL,
+    PRIMARY KEY (session_id, turn)
+);
+CREATE TABLE IF NOT EXISTS batches (
+    id TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    total INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -42,14 +68,22 @@ class Store:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        # Private before SQLite opens it (its -wal and -shm files take the database's mode).
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        os.chmod(path, 0o600)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._pending: list[tuple[str, int, str]] = []
+        now = time.time()
         self.interrupted = self._db.execute(
             "UPDATE sessions SET state = 'interrupted', updated = ? WHERE state IN ('running', 'starting')",
-            (time.time(),),
+            (now,),
+        ).rowcount
+        self._db.execute("UPDATE turns SET status = 'interrupted' WHERE status = 'running'")
+        self.interrupted_batches = self._db.execute(
+            "UPDATE batches SET state = 'interrupted', updated = ? WHERE state = 'running'", (now,)
         ).rowcount
 
     def close(self) -> None:
@@ -107,6 +141,93 @@ class Store:
 
     def sessions(self) -> list[dict[str, Any]]:
         return self._select("ORDER BY created DESC", ())
+
+    # -- turns -------------------------------------------------------------------------------------------
+
+    def add_turn(self, session_id: str, turn: int, prompt: str, first_event: int) -> None:
+        """A turn started (``prompt`` redacted by the caller); its events start after ``first_event``."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO turns (session_id, turn, prompt, status, started, first_event) "
+            "VALUES (?, ?, ?, 'running', ?, ?)",
+            (session_id, turn, prompt, time.time(), first_event),
+        )
+
+    def end_turn(
+        self,
+        session_id: str,
+        turn: int,
+        *,
+        status: str,
+        text: str | None,
+        error: dict[str, Any] | None,
+        usage: dict[str, Any] | None,
+    ) -> None:
+        self._db.execute(
+            "UPDATE turns SET status = ?, text = ?, error = ?, usage = ?, ended = ? "
+            "WHERE session_id = ? AND turn = ?",
+            (
+                status,
+                text,
+                json.dumps(error) if error else None,
+                json.dumps(usage) if usage else None,
+                time.time(),
+                session_id,
+                turn,
+            ),
+        )
+
+    def turns(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT turn, prompt, status, text, error, usage, started, ended, first_event FROM turns "
+            "WHERE session_id = ? ORDER BY turn",
+            (session_id,),
+        )
+        return [
+            {
+                "turn": turn,
+                "prompt": prompt,
+                "status": status,
+                "text": text,
+                "error": json.loads(error) if error else None,
+                "usage": json.loads(usage) if usage else None,
+                "started": started,
+                "ended": ended,
+                "first_event_id": first + 1,
+            }
+            for turn, prompt, status, text, error, usage, started, ended, first in rows.fetchall()
+        ]
+
+    # -- batches -----------------------------------------------------------------------------------------
+
+    def add_batch(self, batch_id: str, provider: str, total: int) -> None:
+        now = time.time()
+        self._db.execute(
+            "INSERT INTO batches (id, provider, total, state, created, updated) "
+            "VALUES (?, ?, ?, 'running', ?, ?)",
+            (batch_id, provider, total, now, now),
+        )
+
+    def update_batch(self, batch_id: str, *, state: str, reason: str | None = None) -> None:
+        self._db.execute(
+            "UPDATE batches SET state = ?, reason = ?, updated = ? WHERE id = ?",
+            (state, reason, time.time(), batch_id),
+        )
+
+    def batch(self, batch_id: str) -> dict[str, Any] | None:
+        rows = self._batches("WHERE id = ?", (batch_id,))
+        return rows[0] if rows else None
+
+    def batches(self) -> list[dict[str, Any]]:
+        return self._batches("ORDER BY created DESC", ())
+
+    def _batches(self, tail: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
+        cursor = self._db.execute(
+            "SELECT id, provider, total, state, reason, created, updated FROM batches " + tail, args
+        )
+        keys = ("batch_id", "provider", "total", "state", "reason", "created", "updated")
+        return [dict(zip(keys, row, strict=True)) for row in cursor.fetchall()]
+
+    # -- reading sessions ------------------------------------------------------------------------------
 
     def _select(self, tail: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
         cursor = self._db.execute(
