@@ -164,8 +164,10 @@ class Spec:
             raise ValueError(f"Spec.sandbox must be one of {', '.join(SANDBOXES)}, not {self.sandbox!r}")
         if self.mode not in MODES:
             raise ValueError(f"Spec.mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"Spec.timeout must be positive, not {self.timeout!r}")
+        # `not 0 < t < inf`, not `t <= 0`: nan compares false with everything, and a timer of nan (or
+        # inf) seconds never fires; None is how to say "no limit".
+        if self.timeout is not None and not (0 < self.timeout < math.inf):
+            raise ValueError(f"Spec.timeout must be a finite number of seconds > 0, not {self.timeout!r}")
         if self.idle_timeout is not None and not (0 <= self.idle_timeout < math.inf):
             raise ValueError(f"Spec.idle_timeout must be >= 0 seconds (0: off), not {self.idle_timeout!r}")
         for question, answer in self.answers.items():

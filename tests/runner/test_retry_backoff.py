@@ -8,7 +8,7 @@ import pytest
 
 from agent_fleet import Error, Spec
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import Task
+from agent_fleet.runner import GateConfig, ReviewConfig, Task
 from agent_fleet.runner._retry import retry_backoff, should_retry
 
 
@@ -59,3 +59,15 @@ def test_should_retry(error: Error, attempt: int, session: str | None, expected:
 def test_bad_retry_settings_are_usage_errors(kw: dict[str, float]) -> None:
     with pytest.raises(UsageError):
         Task(spec=Spec(prompt="p"), **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [0.0, -3.0, math.nan, math.inf])
+def test_a_task_timeout_must_be_a_finite_positive_number(bad: float) -> None:
+    with pytest.raises(UsageError, match="task timeout"):
+        Task(spec=Spec(prompt="p"), timeout=bad)
+    with pytest.raises(UsageError, match="review timeout"):
+        ReviewConfig(timeout=bad)
+    assert Task(spec=Spec(prompt="p"), timeout=None).timeout is None
+    assert ReviewConfig(timeout=None).timeout is None
+    with pytest.raises(UsageError, match="gate command timeout"):
+        GateConfig(command_timeout=bad)

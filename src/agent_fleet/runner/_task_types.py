@@ -35,6 +35,10 @@ class ReviewConfig:
     def __post_init__(self) -> None:
         if self.threshold not in (0, 1, 2, 3):
             raise UsageError(f"review threshold must be 0..3 (P0..P3), not {self.threshold!r}")
+        if self.timeout is not None and not (0 < self.timeout < math.inf):
+            raise UsageError(
+                f"the review timeout must be a finite number of seconds > 0, not {self.timeout!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,8 +70,8 @@ class Task:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise UsageError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
+        if self.timeout is not None and not (0 < self.timeout < math.inf):  # nan fails `<= 0` too
+            raise UsageError(f"the task timeout must be a finite number of seconds > 0, not {self.timeout!r}")
         if not self.id:
             raise UsageError("the task id is empty")
 
