@@ -26,6 +26,7 @@ from agent_fleet import Spec
 from agent_fleet.cli import cli
 from agent_fleet.codex import CodexOptions
 from agent_fleet.runner import GateConfig, Task
+from agent_fleet.runner import batch as batch_module
 from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP
 from agent_fleet.runner.batch import BatchEntry, BatchTask, run_batch
 from agent_fleet.runner.ledger import Ledger
@@ -370,3 +371,60 @@ async def test_the_ledger_counts_a_retried_turn_as_two_attempts(
     ledger.close()
     assert (row.runs, row.attempts) == (1, 2)
     assert json.loads((out / "summary.json").read_text())["tasks"][0]["attempts"] == 2
+
+
+async def test_a_task_that_cannot_be_built_fails_alone(
+    scripted_model: ScriptedModelServer,
+    codex_env: CodexTestEnv,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Building a task's Task happens after it started: whatever that raises (a fault injected here, as
+    # every known bad setting is refused up front) used to stop every worker and leave it "running".
+    real = batch_module.build_task
+
+    def build(t: BatchTask, template: Task, cwd: Path) -> Task:
+        if t.id == "b":
+            raise ValueError("an injected fault")
+        return real(t, template, cwd)
+
+    monkeypatch.setattr(batch_module, "build_task", build)
+    scripted_model.responder = ScriptedAgent({})
+    tasks = [BatchTask(id=i, prompt=f"[task:{i}] go", cwd=tmp_path, line=n + 1) for n, i in enumerate("abc")]
+    options = CodexOptions(config=dict(codex_env.config), env=dict(codex_env.env))
+    out = tmp_path / "out"
+    result = await run_batch(
+        tasks, template=Task(spec=Spec(prompt="-")), out_dir=out, jobs=1, options=options
+    )
+    statuses = {e.result.task_id: (e.result.status, e.result.error_code) for e in result.entries}
+    assert statuses == {"a": ("succeeded", None), "b": ("failed", "usage_error"), "c": ("succeeded", None)}
+    assert result.entries[1].result.reason == "line 2: the task's settings cannot run: an injected fault"
+    assert dict(_ledger(out, "SELECT id, state FROM tasks")) == dict.fromkeys("abc", "finished")
+
+
+async def test_a_resume_records_an_entry_that_no_longer_reads_as_a_task_failed_and_runs_the_rest(
+    scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, tmp_path: Path
+) -> None:
+    scripted_model.responder = ScriptedAgent({})
+    out = tmp_path / "out"
+    out.mkdir()
+    ledger = Ledger.create(out, [])
+    ledger.add(
+        [
+            ("bad", 1, {"id": "bad", "prompt": "[task:bad] go", "cwd": str(tmp_path), "timeout": -1}),
+            ("good", 2, {"id": "good", "prompt": "[task:good] go", "cwd": str(tmp_path)}),
+        ]
+    )
+    ledger.start("bad", branch=None, worktree=None, transcript=str(out / "bad.jsonl"))
+    ledger.close()  # the process "died" with "bad" running
+    options = CodexOptions(config=dict(codex_env.config), env=dict(codex_env.env))
+    template = Task(spec=Spec(prompt="-"))
+    for _ in range(2):  # and a second resume does not trip over it either
+        result = await run_batch(None, template=template, out_dir=out, options=options, resume=True)
+        statuses = {e.result.task_id: (e.result.status, e.result.error_code) for e in result.entries}
+        assert statuses == {"bad": ("failed", "usage_error"), "good": ("succeeded", None)}
+    assert "'timeout' must be a finite number of seconds > 0" in result.entries[0].result.reason
+    assert {r[0]: r[1] for r in _ledger(out, "SELECT id, state FROM tasks")} == {
+        "bad": "finished",
+        "good": "finished",
+    }

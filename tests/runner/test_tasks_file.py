@@ -179,3 +179,23 @@ def test_idle_timeout_is_refused_until_the_runner_has_a_watchdog(tmp_path: Path)
     else:
         with pytest.raises(UsageError, match="idle watchdog"):
             build_task(t, _template(), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "what"),
+    [
+        ('{"id": "bad", "prompt": "fix \\udcff it"}', "'prompt'"),
+        ('{"id": "bad", "prompt": "p", "gate_cmd": "make \\ud800"}', "'gate_cmd'"),
+        ('{"id": "bad", "prompt": "p", "env": {"CI": "\\udfff"}}', "'env'"),
+        ('{"id": "bad", "prompt": "p", "answers": {"Which \\udcff?": "x"}}', "'answers'"),
+    ],
+)
+def test_text_that_is_not_utf8_is_refused_with_its_line(tmp_path: Path, entry: str, what: str) -> None:
+    # JSON may spell a lone surrogate ("\udcff"): Python decodes it, but it cannot be sent as UTF-8, so
+    # the task could never run (and could not even be written to the ledger).
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "ok", "prompt": "p"}\n' + entry + "\n")
+    with pytest.raises(UsageError) as info:
+        list(iter_tasks(path))
+    message = str(info.value)
+    assert message.startswith("tasks.jsonl line 2: ") and what in message and "not valid text" in message

@@ -257,15 +257,18 @@ class Ledger:
 
     def rows(self, *, states: Sequence[TaskState] | None = None) -> Iterator[LedgerRow]:
         """Every task (or those in ``states``) in tasks-file order, read in pages (memory stays flat)."""
-        return map(_row, self._raw_rows(states))
+        if states is None:
+            return map(_row, self._raw_rows())
+        return map(_row, self._raw_rows(f" AND state IN ({', '.join('?' for _ in states)})", list(states)))
 
-    def _raw_rows(self, states: Sequence[TaskState] | None = None) -> Iterator[Sequence[Any]]:
+    def to_run(self, *, rerun_failed: bool) -> Iterator[LedgerRow]:
+        """The tasks a resumed run will run (before ``prepare_resume``): queued, running and interrupted
+        ones, and with ``rerun_failed`` the finished ones that did not succeed; in tasks-file order."""
+        extra = " OR (state = 'finished' AND status != 'succeeded')" if rerun_failed else ""
+        return map(_row, self._raw_rows(f" AND (state IN ('queued', 'running', 'interrupted'){extra})"))
+
+    def _raw_rows(self, where: str = "", args: Sequence[Any] = ()) -> Iterator[Sequence[Any]]:
         last = -1
-        where = ""
-        args: list[Any] = []
-        if states is not None:
-            where = f" AND state IN ({', '.join('?' for _ in states)})"
-            args = list(states)
         while True:
             page = self._db.execute(
                 f"SELECT * FROM tasks WHERE position > ?{where} ORDER BY position LIMIT 500",
