@@ -162,6 +162,41 @@ def test_kill_9_then_resume_finishes_with_every_history_intact(
     assert git(repo, "log", "-1", "--format=%s", "agent-fleet/a") == "task a"
 
 
+# -- one run of an --out at a time --------------------------------------------------------------------------
+
+
+def test_a_second_run_of_the_same_out_is_refused_while_the_first_holds_it(
+    repo: Path, scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, tmp_path: Path
+) -> None:
+    scripted_model.responder = ScriptedAgent(
+        {"a": [[run("sleep 30")], [write_file("a.txt", "a"), commit("task a")]], "b": [[run("sleep 30")]]}
+    )
+    tasks = _tasks_file(tmp_path / "tasks.jsonl", ["a", "b"])
+    out = tmp_path / "out"
+    flags = ["-j", "1", "--worktrees", "--cwd", str(repo)]
+    first = _batch(codex_env, str(tasks), "--out", str(out), *flags)
+    try:
+        _wait_for("a sleeping", lambda: _sleeping(out, ["a"]), first)
+        first.kill()  # it dies holding the lock, with a running and b queued
+        first.communicate(timeout=30)
+    finally:
+        _kill_providers(out, first.pid)
+    resumed = _batch(codex_env, "--resume", str(out))  # a dead holder does not block
+    try:
+        _wait_for("b sleeping", lambda: _sleeping(out, ["b"]), resumed)
+        for args in (["--resume", str(out)], ["--resume", str(out), "--rerun", "failed"]):
+            second = _batch(codex_env, *args)
+            _, err = second.communicate(timeout=60)
+            assert second.returncode == 2, err
+            assert f"is in use by another batch (pid {resumed.pid})" in err and "Traceback" not in err
+        states = dict(_ledger(out, "SELECT id, state FROM tasks"))
+        assert states == {"a": "finished", "b": "running"}, "the refused runs changed nothing"
+    finally:
+        resumed.kill()
+        resumed.communicate(timeout=30)
+        _kill_providers(out, resumed.pid)
+
+
 # -- --rerun failed ------------------------------------------------------------------------------------
 
 
