@@ -463,3 +463,23 @@ async def test_a_resume_records_an_entry_that_no_longer_reads_as_a_task_failed_a
         "bad": "finished",
         "good": "finished",
     }
+
+
+def test_a_kill_9_mid_retry_leaves_a_true_attempt_count(
+    repo: Path, scripted_model: ScriptedModelServer, codex_env: CodexTestEnv, tmp_path: Path
+) -> None:
+    # The first turn fails retryably; the retry runs a long command; the process is killed during it.
+    scripted_model.responder = ScriptedAgent(
+        {"k": [[Reply.http_error(500, "upstream broke")], [run("sleep 30")]]}
+    )
+    tasks = _tasks_file(tmp_path / "tasks.jsonl", ["k"])
+    out = tmp_path / "out"
+    proc = _batch(codex_env, str(tasks), "--out", str(out), "--cwd", str(repo), "--retry-delay", "0.01")
+    try:
+        _wait_for("the retry sleeping", lambda: _sleeping(out, ["k"]), proc)
+        assert "runner.retry" in (out / "k.jsonl").read_text()
+        proc.kill()
+        proc.communicate(timeout=30)
+    finally:
+        _kill_providers(out, proc.pid)
+    assert _ledger(out, "SELECT state, runs, attempts FROM tasks") == [("running", 1, 2)]

@@ -226,3 +226,15 @@ def test_the_lock_is_held_from_create_or_open_to_close(tmp_path: Path) -> None:
 def test_a_discarded_ledger_leaves_nothing(tmp_path: Path) -> None:
     _ledger(tmp_path, ()).discard()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_attempts_are_counted_as_they_start_and_history_is_unchanged(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path, ("a",))
+    ledger.start("a", branch=None, worktree=None, transcript="a.jsonl")
+    ledger.attempt("a")
+    ledger.attempt("a")  # a retry
+    assert ledger.get("a").attempts == 2  # true before the run ends
+    ledger.finish("a", result=_result("a", "succeeded"), attempts=0, worktree_kept=None)
+    assert (ledger.get("a").runs, ledger.get("a").attempts) == (1, 2)
+    assert [state for state, _ in ledger.history("a")] == ["running", "finished"]
+    ledger.close()

@@ -511,10 +511,13 @@ async def _run_one(
 
     def sink(task_event: TaskEvent) -> None:
         event = task_event.event
-        if isinstance(event, System) and event.subtype == "runner.session":
-            session_id = event.data.get("session_id")
-            if isinstance(session_id, str):
-                ledger.session(t.id, session_id)
+        if isinstance(event, System) and task_event.source == "runner":
+            if event.subtype == "runner.session":
+                session_id = event.data.get("session_id")
+                if isinstance(session_id, str):
+                    ledger.session(t.id, session_id)
+            elif event.subtype in ("runner.started", "runner.retry"):
+                ledger.attempt(t.id)  # as it starts: a kill -9 mid-retry leaves a true count
         watch(task_event)
 
     recorder = watch.recorder(t.id)
@@ -565,7 +568,7 @@ async def _run_one(
         ledger.finish(
             t.id,
             result=entry.to_dict(),
-            attempts=1 + result.retries,  # the turns tried: the first and its retries
+            attempts=0,  # each was counted as it started (sink)
             worktree_kept=str(kept) if kept is not None else None,
         )
         if cancelled_again:

@@ -20,7 +20,10 @@ A task's ``state``::
 
 ``session_id`` is recorded as soon as the session exists, so an interrupted task can continue its
 conversation. ``runs`` counts the times the batch started the task; ``attempts`` the turns tried over
-all runs (each run adds 1 + its ``TaskResult.retries``, the turn-level retries).
+all runs (each run's first and its turn-level retries). The local backend records each attempt as it
+starts (``attempt``: the run's start, then each retry once it is decided, its backoff included), so
+a process killed mid-retry leaves a true count; a backend that learns of them only at the end adds
+them with ``finish(attempts=...)``.
 
 Writers: one ``Ledger`` per process, used from the event loop's thread (each call is a few hundred
 microseconds). ``read_summary`` opens its own connection, so it is safe from another thread (the
@@ -414,6 +417,12 @@ class Ledger:
             )
             self._history(task_id, now, "session", {"session_id": session_id})
 
+    def attempt(self, task_id: str) -> None:
+        """An attempt of the task's turn starts (the run's first, or a retry): counted at once."""
+        self._db.execute(
+            "UPDATE tasks SET attempts = attempts + 1, updated_at = ? WHERE id = ?", (time.time(), task_id)
+        )
+
     def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
         """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
         transition."""
@@ -431,7 +440,8 @@ class Ledger:
         attempts: int,
         worktree_kept: str | None,
     ) -> None:
-        """Record a run's end: ``result`` is the task's record (``BatchEntry.to_dict``)."""
+        """Record a run's end: ``result`` is the task's record (``BatchEntry.to_dict``); ``attempts``
+        are added to those ``attempt`` counted (0 when each was counted as it started)."""
         status = str(result.get("status"))
         state: TaskState = "interrupted" if status == "cancelled" else "finished"
         now = time.time()
