@@ -331,6 +331,62 @@ def test_20_double_ctrl_c_runs_never_hang_and_leave_a_true_summary(
                 assert f"/{task_id}\n" not in listed + "\n", "a worktree left on disk is reported"
 
 
+# -- one Ctrl-C -------------------------------------------------------------------------------------------
+
+#: Seconds from the first Ctrl-C to the process's exit (issue 18: "Ctrl-C exits within 2 s"): running
+#: turns interrupted, worktrees settled, the summary and the report written, the provider shut down.
+FIRST_CTRL_C_LIMIT = 2.0
+
+
+def _ctrl_c_once(server: ScriptedModelServer, root: Path) -> tuple[float, int, str, dict[str, Any], Path]:
+    repo = make_repo(root / "repo")
+    env = scripted_codex_env(server, root / "codex-home")
+    ids = [f"{root.name}-{n}" for n in range(3)]
+    tasks = _tasks_file(root / "tasks.jsonl", [*ids, f"{root.name}-queued"])
+    out = root / "out"
+    proc = _batch(env, str(tasks), "--out", str(out), "-j", "3", "--worktrees", "--cwd", str(repo))
+    try:
+        _wait_for("three tasks sleeping", lambda: _sleeping(out, ids), proc, limit=90)
+        proc.send_signal(signal.SIGINT)
+        pressed = time.monotonic()
+        try:
+            stdout, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return float("inf"), -9, "", {}, out
+        took = time.monotonic() - pressed
+    finally:
+        _kill_providers(out, proc.pid)
+    return took, proc.returncode, stdout, json.loads((out / "summary.json").read_text()), out
+
+
+@pytest.mark.timeout(300)
+def test_one_ctrl_c_stops_cleanly_with_130_within_a_bound_and_a_true_summary(
+    scripted_model: ScriptedModelServer, tmp_path: Path
+) -> None:
+    scripted_model.responder = ScriptedAgent(
+        {f"o{n}-{k}": [[run("sleep 30")]] for n in range(4) for k in range(3)}
+    )
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(lambda n: _ctrl_c_once(scripted_model, tmp_path / f"o{n}"), range(4)))
+    print("seconds from the Ctrl-C to exit:", sorted(round(r[0], 2) for r in runs))
+    for took, code, stdout, summary, out in runs:
+        assert code == 130, stdout
+        assert took < FIRST_CTRL_C_LIMIT, f"left {took:.2f}s after the Ctrl-C"
+        assert "continue it with: agent-fleet batch --resume" in stdout
+        assert summary["stopped"] == "stopped by the user" and not summary.get("forced")
+        states = dict(_ledger(out, "SELECT id, state FROM tasks"))
+        for entry in summary["tasks"]:
+            task_id = entry["task_id"]
+            if task_id.endswith("queued"):
+                assert entry["state"] == states[task_id] == "queued" and "not started" in entry["reason"]
+                continue
+            # a clean stop: each running turn was interrupted and recorded so, with its session
+            assert entry["state"] == states[task_id] == "interrupted" and entry["status"] == "cancelled"
+            assert entry["session_id"] and entry["branch"] == f"agent-fleet/{task_id}"
+
+
 # -- a session that cannot be resumed --------------------------------------------------------------------
 
 
