@@ -40,3 +40,10 @@ def test_a_turn_timeout_must_be_a_finite_positive_number(bad: float) -> None:
         Spec(prompt="p", timeout=bad)
     assert Spec(prompt="p", timeout=None).timeout is None
     assert Spec(prompt="p", timeout=0.5).timeout == 0.5
+
+
+def test_env_names_and_values_are_checked() -> None:
+    assert Spec(prompt="p", env={"CI": "1", "_X9": ""}).env == {"CI": "1", "_X9": ""}
+    for bad in ({"1BAD": "x"}, {"A-B": "x"}, {"": "x"}, {"A": 1}, {"A": "nul\0"}):
+        with pytest.raises(ValueError, match=r"Spec\.env"):
+            Spec(prompt="p", env=bad)  # type: ignore[arg-type]

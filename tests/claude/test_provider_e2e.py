@@ -423,3 +423,15 @@ async def test_default_deny_declines_other_tools(
     assert denied[0].data["kind"] == "tool" and denied[0].data["tool"] == "builtin:Agent"
     block = anthropic_server.agent_requests[-1].tool_results()[-1]
     assert "default-deny" in anthropic_server.agent_requests[-1].tool_result_text(block)
+
+
+async def test_spec_env_is_in_the_environment_of_bash_commands(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.bash('echo "seen=$AF_TASK_VAR."'), AnthropicReply.text("ok"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="run echo", cwd=workspace, env={"AF_TASK_VAR": "1 2"}))
+        events = await _collect(handle)
+    assert isinstance(_one_terminal(events), Result)
+    outputs = [e.output for e in events if isinstance(e, ToolResult) and not e.synthetic]
+    assert any("seen=1 2." in out for out in outputs), outputs

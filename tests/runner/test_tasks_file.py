@@ -49,6 +49,7 @@ def _template() -> Task:
         sandbox="read-only",
         permission=PermissionConfig(allow_patterns=("^ls",), disallow_patterns=("^curl",), default="deny"),
         config={"features.x": True},
+        env={"BASE": "b", "CI": "0"},
     )
     return Task(
         spec=spec, gate=GateConfig(command="make"), review=ReviewConfig(), max_followups=1, timeout=60
@@ -84,7 +85,8 @@ def test_settings_apply_over_the_template(tmp_path: Path) -> None:
     assert spec.permission == PermissionConfig(
         allow_patterns=("^git ", "^pytest"), disallow_patterns=("rm -rf",), default="deny"
     )
-    assert spec.config == {"features.x": True, "shell_environment_policy.set": {"CI": "1", "LANG": "C"}}
+    assert spec.config == {"features.x": True}  # env is provider-neutral: Spec.env, not codex's config
+    assert spec.env == {"BASE": "b", "CI": "1", "LANG": "C"}
     assert (task.gate.command, task.gate.require_commit) == ("pytest -q", True)
     assert task.review == ReviewConfig(threshold=2, model="gpt-5.5-mini")
     assert (task.timeout, task.max_followups, task.id) == (600.0, 4, "t1")

@@ -10,7 +10,8 @@ Keys (only ``id`` and ``prompt`` are required; every other key overrides the bat
     model, effort the model and its reasoning effort
     sandbox       read-only | workspace-write | danger-full-access
     allow, deny   regular expressions (a string or a list) for the approval policy
-    env           {"NAME": "value"}: set in the environment of the agent's commands
+    env           {"NAME": "value"}: set in the environment of the agent's commands (``Spec.env``: every
+                  provider), over the batch's own
     provider      codex | codex-exec | claude
     review        true / false, "P0".."P3" (the threshold), or {"threshold": "P1", "model": "..."}
     timeout       seconds for the whole task (> 0)
@@ -399,16 +400,12 @@ def build_task(t: BatchTask, template: Task, cwd: Path) -> Task:
             ),
             default=default,
         )
-    config = dict(base.config)
-    if t.env:
-        # codex's own setting for the environment of the commands it runs (a config key path)
-        config["shell_environment_policy.set"] = dict(t.env)
     spec = replace(
         t.spec(base, str(cwd)),
         reasoning_effort=t.effort or base.reasoning_effort,
         sandbox=t.sandbox or base.sandbox,  # type: ignore[arg-type]  # checked against SANDBOXES
         permission=permission,
-        config=config,
+        env={**base.env, **t.env} if t.env else base.env,  # every provider places Spec.env
     )
     gate = template.gate
     if t.gate_cmd is not None or t.require_commit is not None:
