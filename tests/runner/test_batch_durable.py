@@ -504,6 +504,7 @@ async def test_a_resume_records_an_entry_that_no_longer_reads_as_a_task_failed_a
         [
             ("bad", 1, {"id": "bad", "prompt": "[task:bad] go", "cwd": str(tmp_path), "timeout": -1}),
             ("good", 2, {"id": "good", "prompt": "[task:good] go", "cwd": str(tmp_path)}),
+            ("odd", 3, ["not", "an", "object"]),  # type: ignore[list-item]
         ]
     )
     ledger.start("bad", branch=None, worktree=None, transcript=str(out / "bad.jsonl"))
@@ -513,12 +514,16 @@ async def test_a_resume_records_an_entry_that_no_longer_reads_as_a_task_failed_a
     for _ in range(2):  # and a second resume does not trip over it either
         result = await run_batch(None, template=template, out_dir=out, options=options, resume=True)
         statuses = {e.result.task_id: (e.result.status, e.result.error_code) for e in result.entries}
-        assert statuses == {"bad": ("failed", "usage_error"), "good": ("succeeded", None)}
+        assert statuses == {
+            "bad": ("failed", "usage_error"),
+            "good": ("succeeded", None),
+            "odd": ("failed", "usage_error"),
+        }
     assert "'timeout' must be a finite number of seconds > 0" in result.entries[0].result.reason
-    assert {r[0]: r[1] for r in _ledger(out, "SELECT id, state FROM tasks")} == {
-        "bad": "finished",
-        "good": "finished",
-    }
+    assert "expected a JSON object" in result.entries[2].result.reason
+    assert dict(_ledger(out, "SELECT id, state FROM tasks")) == dict.fromkeys(
+        ("bad", "good", "odd"), "finished"
+    )
 
 
 def test_a_kill_9_mid_retry_leaves_a_true_attempt_count(

@@ -296,7 +296,9 @@ async def run_batch(
                 try:
                     t = task_of(row, out)
                 except UsageError as exc:  # a ledger entry that no longer reads as a task: it fails alone
-                    t = BatchTask(id=row.id, prompt=str(row.spec.get("prompt") or ""), line=row.line)
+                    spec = row.spec
+                    prompt = spec.get("prompt") if isinstance(spec, dict) else None
+                    t = BatchTask(id=row.id, prompt=prompt if isinstance(prompt, str) else "", line=row.line)
                     entry = _refused(t, str(exc), "usage_error", ledger, out, complete)
                     if on_result is not None:
                         on_result(entry)
