@@ -30,3 +30,20 @@ def test_idle_timeout_default_and_bounds() -> None:
     for bad in (-1.0, math.nan, math.inf):
         with pytest.raises(ValueError):
             Spec(prompt="p", idle_timeout=bad)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, math.inf, -math.inf])
+def test_a_turn_timeout_must_be_a_finite_positive_number(bad: float) -> None:
+    # nan compares false with everything: "timeout <= 0" alone let it through, and a turn timer of nan
+    # seconds never fires (inf neither: None is the way to say "no limit").
+    with pytest.raises(ValueError, match=r"Spec\.timeout"):
+        Spec(prompt="p", timeout=bad)
+    assert Spec(prompt="p", timeout=None).timeout is None
+    assert Spec(prompt="p", timeout=0.5).timeout == 0.5
+
+
+def test_env_names_and_values_are_checked() -> None:
+    assert Spec(prompt="p", env={"CI": "1", "_X9": ""}).env == {"CI": "1", "_X9": ""}
+    for bad in ({"1BAD": "x"}, {"A-B": "x"}, {"": "x"}, {"A": 1}, {"A": "nul\0"}):
+        with pytest.raises(ValueError, match=r"Spec\.env"):
+            Spec(prompt="p", env=bad)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import math
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ SANDBOXES: tuple[str, ...] = ("read-only", "workspace-write", "danger-full-acces
 #: Seconds a turn may go without any event (while no command or approval is in progress).
 DEFAULT_IDLE_TIMEOUT: float = 300.0
 MODES: tuple[str, ...] = ("build", "plan", "chat")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_text(text: str, what: str = "the prompt") -> str:
@@ -131,6 +133,9 @@ class Spec:
     turned into ``Tool`` objects here, so one that cannot be described raises ``UsageError`` at once.
     ``answers``: canned answers when the agent asks the user (question id, header or text -> answer),
     over the provider options' ``canned_answers`` (see ``agent_fleet.user_input``).
+    ``env``: variables set in the environment of the commands the agent runs, on top of what the
+    provider passes on (codex: its ``shell_environment_policy.set``; Claude Code: its process's
+    environment, which its tools inherit). Names are environment variable names; values are strings.
     """
 
     prompt: str
@@ -150,6 +155,7 @@ class Spec:
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT
     tools: Sequence[Tool | Callable[..., Any]] = ()
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_text(self.prompt)  # UsageError at once, before any provider sees it
@@ -164,8 +170,10 @@ class Spec:
             raise ValueError(f"Spec.sandbox must be one of {', '.join(SANDBOXES)}, not {self.sandbox!r}")
         if self.mode not in MODES:
             raise ValueError(f"Spec.mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"Spec.timeout must be positive, not {self.timeout!r}")
+        # `not 0 < t < inf`, not `t <= 0`: nan compares false with everything, and a timer of nan (or
+        # inf) seconds never fires; None is how to say "no limit".
+        if self.timeout is not None and not (0 < self.timeout < math.inf):
+            raise ValueError(f"Spec.timeout must be a finite number of seconds > 0, not {self.timeout!r}")
         if self.idle_timeout is not None and not (0 <= self.idle_timeout < math.inf):
             raise ValueError(f"Spec.idle_timeout must be >= 0 seconds (0: off), not {self.idle_timeout!r}")
         for question, answer in self.answers.items():
@@ -176,6 +184,11 @@ class Spec:
                 raise ValueError(
                     "Spec.answers must map question strings to a string or a sequence of strings"
                 )
+        for name, value in self.env.items():
+            if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"Spec.env: {name!r} is not an environment variable name")
+            if not isinstance(value, str) or "\0" in value:
+                raise ValueError(f"Spec.env: the value of {name} must be a string without NUL")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ a consumer.
 - ``approval_failed``    - an approval could not be decided (handler raised and the turn cannot go on)
 
 ``Error.retryable`` says whether running the same turn again may succeed; ``data["retry_after"]``
-(seconds), when present, is the provider's hint of how long to wait first.
+(seconds) or ``data["retry_at"]`` (epoch seconds), when present, is the provider's hint of how long to
+wait first (the Claude provider gives ``retry_at`` when a rate limit refused the turn; codex gives none).
 """
 
 from __future__ import annotations

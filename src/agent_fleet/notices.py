@@ -28,7 +28,8 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         SPEC_UNSUPPORTED: "a Spec field this provider cannot honour was ignored (data: field, reason)",
         "approval_denied": "the approval policy declined a request (data: rule, reason, what was asked)",
         "events_coalesced": (
-            "the reader fell event_buffer events behind: text deltas after this are merged (data: bound)"
+            "the reader fell event_buffer events behind: text and reasoning deltas after this are merged "
+            "(data: bound)"
         ),
         "user_input": (
             "the agent or an MCP server asked for input and was answered "

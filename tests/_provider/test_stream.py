@@ -59,10 +59,10 @@ def _drain_now(stream: EventStream) -> list[object]:
     return list(stream.drain_nowait())
 
 
-async def test_coalescing_below_the_bound_is_a_plain_push() -> None:
+async def test_below_the_bound_a_push_is_a_plain_append() -> None:
     stream = EventStream(bound=3)
     for t in "ab":
-        assert stream.push_coalescing(TextDelta(text=t, item_id="m"))
+        assert stream.push(TextDelta(text=t, item_id="m"))
     assert _drain_now(stream) == [TextDelta(text="a", item_id="m"), TextDelta(text="b", item_id="m")]
 
 
@@ -71,11 +71,11 @@ async def test_past_the_bound_deltas_merge_after_one_marker_and_nothing_is_lost(
 
     stream = EventStream(bound=2)
     for t in "abcdef":
-        stream.push_coalescing(TextDelta(text=t, item_id="m"))
-    stream.push_coalescing(TokenUsage(total_tokens=1))
-    stream.push_coalescing(TokenUsage(total_tokens=2))  # cumulative: replaces the one before it
-    stream.push_coalescing(ToolUse(id="t", name="shell"))  # never merged, never dropped
-    stream.push_coalescing(TextDelta(text="g", item_id="m2"))  # another item: not merged into m
+        stream.push(TextDelta(text=t, item_id="m"))
+    stream.push(TokenUsage(total_tokens=1))
+    stream.push(TokenUsage(total_tokens=2))  # cumulative: replaces the one before it
+    stream.push(ToolUse(id="t", name="shell"))  # never merged, never dropped
+    stream.push(TextDelta(text="g", item_id="m2"))  # another item: not merged into m
     assert _drain_now(stream) == [
         TextDelta(text="a", item_id="m"),
         TextDelta(text="b", item_id="m"),
@@ -87,7 +87,7 @@ async def test_past_the_bound_deltas_merge_after_one_marker_and_nothing_is_lost(
     ]
     # Drained below the bound: a new episode gets a new marker.
     for t in "hijk":
-        stream.push_coalescing(TextDelta(text=t, item_id="m2"))
+        stream.push(TextDelta(text=t, item_id="m2"))
     assert [getattr(e, "subtype", getattr(e, "text", None)) for e in _drain_now(stream)] == [
         "h",
         "i",
@@ -102,14 +102,48 @@ async def test_a_merged_delta_stops_growing_at_the_cap() -> None:
     stream = EventStream(bound=1)
     chunk = "x" * 1000
     for _ in range(10):
-        stream.push_coalescing(TextDelta(text=chunk))
+        stream.push(TextDelta(text=chunk))
     events = _drain_now(stream)
     texts = [e.text for e in events if isinstance(e, TextDelta)]
     assert "".join(texts) == chunk * 10
     assert all(len(t) <= COALESCE_CHARS for t in texts) and len(texts) <= 5
 
 
-async def test_coalescing_after_finish_drops_like_push() -> None:
+async def test_a_push_past_the_bound_after_finish_is_dropped() -> None:
     stream = EventStream(bound=1)
     stream.finish(Error(code="cancelled", message="x"))
-    assert stream.push_coalescing(TextDelta(text="late")) is False
+    assert stream.push(TextDelta(text="late")) is False
+
+
+async def test_reasoning_deltas_merge_like_text_deltas_but_never_into_each_other() -> None:
+    from agent_fleet.events import ReasoningDelta, System
+
+    stream = EventStream(bound=1)
+    stream.push(ReasoningDelta(text="a", item_id="m"))
+    for t in "bc":
+        stream.push(ReasoningDelta(text=t, item_id="m"))
+    stream.push(TextDelta(text="x", item_id="m"))  # same item, other kind: not merged
+    stream.push(TextDelta(text="y", item_id="m"))
+    assert _drain_now(stream) == [
+        ReasoningDelta(text="a", item_id="m"),
+        System(subtype="events_coalesced", data={"bound": 1}),
+        ReasoningDelta(text="bc", item_id="m"),
+        TextDelta(text="xy", item_id="m"),
+    ]
+
+
+async def test_an_unbounded_stream_never_merges() -> None:
+    stream = EventStream(bound=None)
+    for t in "abcdef" * 1000:
+        stream.push(TextDelta(text=t, item_id="m"))
+    assert len(_drain_now(stream)) == 6000
+
+
+def test_every_provider_bounds_an_unread_handle_by_default() -> None:
+    from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
+    from agent_fleet.claude import ClaudeOptions
+    from agent_fleet.codex import CodexOptions
+
+    # the app-server and exec providers take CodexOptions; the Claude provider ClaudeOptions
+    assert CodexOptions().event_buffer == ClaudeOptions().event_buffer == DEFAULT_EVENT_BUFFER
+    assert 1000 <= DEFAULT_EVENT_BUFFER <= 100_000

@@ -19,6 +19,7 @@ from claude_agent_sdk import (
     ToolUseBlock,
     UserMessage,
 )
+from claude_agent_sdk._internal.message_parser import parse_message
 
 from agent_fleet import (
     AssistantMessage,
@@ -243,3 +244,44 @@ def test_thinking_deltas_stream_as_reasoning_deltas() -> None:
     ]
     sub = StreamEvent(uuid="u", session_id="s", event=delta, parent_tool_use_id="toolu_parent")
     assert mapper.feed(sub) == []
+
+
+def _cli(message: dict[str, Any]) -> Any:
+    """A message as the Claude Code CLI writes it on stdout, parsed by the SDK as the provider reads it."""
+    parsed = parse_message(message)
+    assert parsed is not None
+    return parsed
+
+
+def test_a_rate_limit_the_turn_was_refused_by_gives_the_retry_its_reset() -> None:
+    # Claude Code emits rate_limit_event (subscription limits) in this shape; a 429 then ends the turn.
+    # (With an API key it emits none, and passes no Retry-After: see runner/_retry.py.)
+    def refused(status: str, resets_at: int | None) -> dict[str, Any]:
+        info: dict[str, Any] = {"status": status, "rateLimitType": "five_hour", "utilization": 1.0}
+        if resets_at is not None:
+            info["resetsAt"] = resets_at
+        return {"type": "rate_limit_event", "rate_limit_info": info, "uuid": "u1", "session_id": "s"}
+
+    limited = _result(is_error=True, result="API Error: Request rejected (429)", api_error_status=429)
+    mapper = TurnMapper("s", structured=False)
+    [limits] = mapper.feed(_cli(refused("rejected", 1_700_000_600)))
+    assert isinstance(limits, RateLimits) and limits.reached and limits.resets_at == 1_700_000_600.0
+    [error] = mapper.feed(limited)
+    assert isinstance(error, Error) and error.code == "rate_limited" and error.retryable
+    assert error.data["retry_at"] == 1_700_000_600.0
+
+    # no reset known, or the limit allowed again before the error: no hint
+    for events in (
+        [refused("rejected", None)],
+        [refused("rejected", 1_700_000_600), refused("allowed", None)],
+    ):
+        mapper = TurnMapper("s", structured=False)
+        for event in events:
+            mapper.feed(_cli(event))
+        [error] = mapper.feed(limited)
+        assert isinstance(error, Error) and "retry_at" not in error.data
+    # a failure that is not about a limit carries none
+    mapper = TurnMapper("s", structured=False)
+    mapper.feed(_cli(refused("rejected", 1_700_000_600)))
+    [error] = mapper.feed(_result(is_error=True, result="API Error: overloaded", api_error_status=529))
+    assert isinstance(error, Error) and error.code == "server_error" and "retry_at" not in error.data

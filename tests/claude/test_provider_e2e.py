@@ -41,6 +41,7 @@ from agent_fleet.testing._anthropic import (
     AnthropicThinking,
     AnthropicToolUse,
     ScriptedAnthropicServer,
+    scripted_claude_env,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
@@ -423,3 +424,47 @@ async def test_default_deny_declines_other_tools(
     assert denied[0].data["kind"] == "tool" and denied[0].data["tool"] == "builtin:Agent"
     block = anthropic_server.agent_requests[-1].tool_results()[-1]
     assert "default-deny" in anthropic_server.agent_requests[-1].tool_result_text(block)
+
+
+async def test_spec_env_is_in_the_environment_of_bash_commands(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(AnthropicReply.bash('echo "seen=$AF_TASK_VAR."'), AnthropicReply.text("ok"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="run echo", cwd=workspace, env={"AF_TASK_VAR": "1 2"}))
+        events = await _collect(handle)
+    assert isinstance(_one_terminal(events), Result)
+    outputs = [e.output for e in events if isinstance(e, ToolResult) and not e.synthetic]
+    assert any("seen=1 2." in out for out in outputs), outputs
+
+
+async def test_an_unread_handle_coalesces_its_deltas_and_a_read_one_is_not_held_up(
+    anthropic_server: ScriptedAnthropicServer, claude_home: Path, workspace: Path
+) -> None:
+    flood = 3000  # one-character text deltas, into a handle nobody reads while its turn runs
+
+    def responder(request: AnthropicRequest) -> AnthropicReply | None:
+        if "flood" in " ".join(request.user_texts()):
+            return AnthropicReply(blocks=(AnthropicText(text="x" * flood, chunks=["x"] * flood),))
+        return AnthropicReply(blocks=(AnthropicText(text="probe reply", chunks=["probe ", "reply"]),))
+
+    anthropic_server.responder = responder
+    options = ClaudeOptions(env=scripted_claude_env(anthropic_server, claude_home), event_buffer=50)
+    async with ClaudeProvider(options) as provider:
+        unread = await provider.spawn(Spec(prompt="flood", cwd=workspace))
+        probe = await provider.spawn(Spec(prompt="probe", cwd=workspace))
+        probed = await asyncio.wait_for(_collect(probe), 30)
+        # Its end arrives although nobody reads (polled: any event to await would be a read).
+        for _ in range(600):
+            if not unread.running:
+                break
+            await asyncio.sleep(0.05)
+        assert not unread.running
+        events = await _collect(unread)
+    assert isinstance(_one_terminal(events), Result)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "x" * flood, "no text lost"
+    markers = [e for e in events if isinstance(e, System) and e.subtype == "events_coalesced"]
+    assert len(markers) == 1 and markers[0].data == {"bound": 50}
+    assert len(events) < 50 + 20, "the queue stayed near its bound"
+    assert isinstance(_one_terminal(probed), Result) and _one_terminal(probed).text == "probe reply"
+    assert not [e for e in probed if isinstance(e, System) and e.subtype == "events_coalesced"]

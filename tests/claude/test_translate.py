@@ -65,8 +65,11 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
         timeout=5.0,
         tools=[_shout],
         answers={"Database": "sqlite"},
+        env={"CI": "1", "A": "spec"},
     )
-    options = ClaudeOptions(cli_path="/opt/claude", env={"A": "1"}, model="fallback", extra_args={"x": None})
+    options = ClaudeOptions(
+        cli_path="/opt/claude", env={"A": "1", "B": "2"}, model="fallback", extra_args={"x": None}
+    )
     plan = plan_session(spec, options, session_id=SID, resume=True)
     opts = plan.options
     assert opts["resume"] == SID and "session_id" not in opts
@@ -76,9 +79,11 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     assert opts["mcp_servers"] == {"docs": {"type": "stdio", "command": "docs-mcp", "args": ["--x"]}}
     assert opts["output_format"] == {"type": "json_schema", "schema": {"type": "object"}}
     assert json.loads(opts["settings"]) == {"includeCoAuthoredBy": False}
-    assert (
-        opts["cli_path"] == "/opt/claude" and opts["env"] == {"A": "1"} and opts["extra_args"] == {"x": None}
-    )
+    assert opts["cli_path"] == "/opt/claude" and opts["extra_args"] == {"x": None}
+    # Spec.env: the CLI process's environment (its Bash tool inherits it), over the provider's; never the
+    # Claude Code settings, where codex's shell_environment_policy would mean nothing
+    assert opts["env"] == {"A": "spec", "B": "2", "CI": "1"}
+    assert "shell_environment_policy" not in opts["settings"]
     # tools: an in-process MCP server; answers: the handle answers AskUserQuestion with them
     assert set(plan.local) == {"permission", "timeout", "idle_timeout", "tools", "answers"}
     assert [u.field for u in plan.untranslated] == ["sandbox"]
@@ -94,7 +99,7 @@ def test_every_field_lands_somewhere(tmp_path: Path) -> None:
     }
     assert remote["source"] == {"type": "url", "url": "https://example.test/a.png"}
     handled = {"prompt", "mode", "images", "cwd", "base_instructions", "developer_instructions"}
-    mapped = {"model", "reasoning_effort", "mcp_servers", "output_schema", "config"}
+    mapped = {"model", "reasoning_effort", "mcp_servers", "output_schema", "config", "env"}
     assert {f.name for f in fields(Spec)} == handled | mapped | set(plan.local) | {"sandbox"}
 
 

@@ -92,3 +92,15 @@ def test_a_bad_line_stops_the_batch_before_anything_is_written(tmp_path: Path, c
     assert result.exit_code == 2
     assert "tasks.jsonl line 5001: 'id' is required" in result.stderr
     assert not out.exists()
+
+
+def test_a_prompt_that_is_not_text_is_refused_with_its_line(tmp_path: Path, cli_env: list[str]) -> None:
+    # The reported case: a lone surrogate spelled in the JSON used to pass every check, then stop every
+    # worker once the task started (and again on each --resume).
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "ok", "prompt": "p"}\n{"id": "bad", "prompt": "fix \\udcff"}\n')
+    out = tmp_path / "out"
+    result = invoke("batch", str(path), "--out", str(out), "--cwd", str(tmp_path), *cli_env)
+    assert result.exit_code == 2, result.output
+    assert "tasks.jsonl line 2: 'prompt' is not valid text" in result.stderr
+    assert not out.exists()

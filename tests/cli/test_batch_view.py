@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
+import pytest
+from rich.cells import cell_len
 from rich.console import Console
+from rich.text import Text
 
 from agent_fleet.cli._view import Progress, summary_table
 from agent_fleet.events import TokenUsage
@@ -15,9 +19,16 @@ from agent_fleet.runner.batch import BatchEntry, BatchResult
 
 
 def _fleet(
-    height: int, *, running: int = 20, failed: int = 30, succeeded: int = 250, total: int = 1000
+    height: int,
+    *,
+    running: int = 20,
+    failed: int = 30,
+    succeeded: int = 250,
+    total: int = 1000,
+    width: int = 120,
+    tokens: int = 10,
 ) -> str:
-    console = Console(file=io.StringIO(), width=120, height=height, force_terminal=True)
+    console = Console(file=io.StringIO(), width=width, height=height, force_terminal=True)
     progress = Progress(console, json_output=False, batch=True)
     progress.expect(total, {"succeeded": 7})  # seven succeeded in an earlier run (a resume)
     n = 0
@@ -26,12 +37,14 @@ def _fleet(
             task_id = f"{status or 'running'}-{n:04d}"
             n += 1
             progress.on_event(notice(task_id, "started", prompt="p"))
-            progress.on_event(TaskEvent(task_id=task_id, source="agent", event=TokenUsage(total_tokens=10)))
+            progress.on_event(
+                TaskEvent(task_id=task_id, source="agent", event=TokenUsage(total_tokens=tokens))
+            )
             if status is not None:
                 progress.on_event(notice(task_id, "finished", status=status, reason=f"{status} because"))
     console.print(progress.render())
     out = console.file.getvalue()  # type: ignore[attr-defined]
-    return str(out)
+    return Text.from_ansi(str(out)).plain
 
 
 def test_the_header_counts_the_whole_fleet() -> None:
@@ -95,3 +108,51 @@ def test_a_long_fleet_keeps_only_recent_finished_rows_but_counts_every_task() ->
     header = progress.header().plain
     assert "succeeded 2,997" in header and "failed 3" in header and "queued 2,000" in header
     assert "tokens 6,000" in header
+
+
+@pytest.mark.parametrize("width", [30, 40, 60, 75, 100, 160])
+@pytest.mark.parametrize("height", [2, 4, 8, 12, 40])
+def test_the_view_fits_any_width_and_height(width: int, height: int) -> None:
+    # Under ~75 columns the header used to wrap into a line the layout did not count (13 lines in 12),
+    # the step column shrank to "…" and token counts were cut.
+    lines = _fleet(height, width=width, tokens=1_234_567).rstrip("\n").splitlines()
+    assert len(lines) <= height, f"{len(lines)} lines in {width}x{height}"
+    assert all(cell_len(line) <= width for line in lines), max(lines, key=cell_len)
+    text = " ".join(lines)
+    if height >= 4 and width >= 40:  # the header, wrapped as needed, is there in full
+        for part in (
+            "running 20",
+            "queued 693",
+            "succeeded 257",
+            "failed 30",
+            "tokens 370,370,100",
+            "elapsed",
+        ):
+            assert part in text, (part, lines)
+    assert not re.search(r"\d…", text), "a number was cut"
+    if height >= 8 and width >= 40:
+        rows = [line for line in lines if line.startswith(("running-", "failed-"))]
+        assert rows, lines
+        assert all("running" in row or "failed" in row for row in rows)  # the status is never cut
+        if width >= 60:
+            assert all("1,234,567" in row for row in rows), "tokens shown whole (or not at all)"
+            assert all(" starting " in row or "failed beca" in row for row in rows), "the step keeps room"
+
+
+def test_failed_rows_are_bounded_and_the_newest_are_pinned() -> None:
+    console = Console(file=io.StringIO(), width=120, height=30, force_terminal=True)
+    progress = Progress(console, json_output=False, batch=True)
+    progress.expect(3000)
+    for n in range(2000):
+        task_id = f"f{n:04d}"
+        progress.on_event(notice(task_id, "started", prompt="p"))
+        progress.on_event(TaskEvent(task_id=task_id, source="agent", event=TokenUsage(total_tokens=1)))
+        progress.on_event(notice(task_id, "finished", status="failed", reason="broken"))
+    assert len(progress.rows) <= 100, "older failures folded into counts (summary.json has them all)"
+    header = progress.header().plain
+    assert "failed 2,000" in header and "tokens 2,000" in header and "queued 1,000" in header
+    console.print(progress.render())
+    lines = Text.from_ansi(console.file.getvalue()).plain.splitlines()  # type: ignore[attr-defined]
+    rows = [line.split()[0] for line in lines if line.startswith("f")]
+    assert rows[:3] == ["f1999", "f1998", "f1997"], "newest failure first"
+    assert any("more failed" in line and f"{2000 - len(rows):,} more failed" in line for line in lines)

@@ -10,12 +10,14 @@ import signal
 import stat
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_fleet import Error, PermissionConfig, Result, Spec, System, TextDelta, ToolResult, ToolUse
+from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
 from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
 from agent_fleet.events import AssistantMessage, Event, McpServerStatus, RateLimits
 from agent_fleet.policy import ApprovalRequest, Decision
@@ -230,8 +232,8 @@ async def test_unsupported_spec_fields_are_reported(tmp_path: Path, monkeypatch:
     # Today's app-server carries every Spec field; a field it cannot must still reach the caller.
     from agent_fleet.codex import appserver
 
-    def plan_with_a_gap(spec: Spec) -> SpawnPlan:
-        plan = plan_spawn(spec)
+    def plan_with_a_gap(spec: Spec, base_config: Mapping[str, Any] | None = None) -> SpawnPlan:
+        plan = plan_spawn(spec, base_config)
         return dataclasses.replace(plan, untranslated=(Untranslated("future_field", "not supported"),))
 
     monkeypatch.setattr(appserver, "plan_spawn", plan_with_a_gap)
@@ -340,7 +342,7 @@ async def test_an_unread_bounded_handle_coalesces_instead_of_backing_up(tmp_path
     async with CodexProvider(options) as provider:
         unread = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
         probe = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
-        await asyncio.wait_for(_drain(probe), 10)
+        probed = await asyncio.wait_for(_drain(probe), 10)
         for _ in range(500):  # the unread turn's terminal arrives although nobody reads it
             if not unread.running:
                 break
@@ -353,6 +355,22 @@ async def test_an_unread_bounded_handle_coalesces_instead_of_backing_up(tmp_path
     markers = [e for e in events if isinstance(e, System) and e.subtype == "events_coalesced"]
     assert len(markers) == 1 and markers[0].data == {"bound": 100}
     assert len(events) <= 100 + 20000 // 4096 + 10
+    # the handle that was read got all of its own, whole (a bound of 100 is below one burst of the pipe:
+    # its deltas may arrive merged too, see the next test for the default)
+    assert isinstance(probed[-1], Result)
+    assert "".join(e.text for e in probed if isinstance(e, TextDelta)) == "x" * 20000
+
+
+async def test_with_the_default_bound_a_handle_that_is_read_gets_every_delta_as_sent(tmp_path: Path) -> None:
+    options = _options(tmp_path, [])
+    options = CodexOptions(codex_bin=options.codex_bin, env={**options.env, "FAKE_FLOOD": "20000"})
+    assert options.event_buffer == DEFAULT_EVENT_BUFFER
+    async with CodexProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        events = await asyncio.wait_for(_drain(handle), 20)
+    assert isinstance(events[-1], Result)
+    assert not [e for e in events if isinstance(e, System) and e.subtype == "events_coalesced"]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["x"] * 20000
 
 
 async def test_a_human_deciding_an_approval_is_not_idle(tmp_path: Path) -> None:

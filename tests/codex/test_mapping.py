@@ -149,6 +149,13 @@ def test_failed_turn_uses_the_structured_error_info() -> None:
         ({"httpConnectionFailed": {"httpStatusCode": 503}}, ("server_error", True)),
         ({"httpConnectionFailed": {"httpStatusCode": None}}, ("connection_failed", True)),
         ({"responseStreamDisconnected": {}}, ("connection_failed", True)),
+        # object variants that are not connection failures, without a status: never retried
+        ({"activeTurnNotSteerable": {"turnKind": "review"}}, ("turn_failed", False)),
+        ({"someKindCodexAddsLater": {}}, ("turn_failed", False)),
+        ({"someKindCodexAddsLater": {"httpStatusCode": None}}, ("turn_failed", False)),
+        ({"someKindCodexAddsLater": "detail"}, ("turn_failed", False)),
+        ({"someKindCodexAddsLater": {"httpStatusCode": 503}}, ("server_error", True)),  # the status decides
+        ({"someKindCodexAddsLater": {"httpStatusCode": 400}}, ("bad_request", False)),
         (None, ("turn_failed", False)),
     ],
 )

@@ -30,6 +30,7 @@ CASES: dict[str, tuple[Any, str]] = {
     "idle_timeout": (60.0, "local"),
     "tools": ((len,), "thread.dynamicTools"),
     "answers": ({"Database": "sqlite"}, "local"),
+    "env": ({"CI": "1"}, "thread.config"),
 }
 
 
@@ -89,3 +90,20 @@ def test_turn_input_text_mode_and_images(tmp_path: Path) -> None:
     assert local == {"type": "localImage", "path": str(image.resolve())}
     assert remote == {"type": "image", "url": "https://h.invalid/x.png"}
     assert plan_spawn(Spec(prompt="look")).turn_params["input"] == [{"type": "text", "text": "look"}]
+
+
+def test_env_is_the_threads_shell_environment_over_the_providers_own() -> None:
+    plan = plan_spawn(
+        Spec(prompt="p", env={"CI": "1"}, config={"shell_environment_policy.set": {"A": "spec", "CI": "0"}}),
+        {"shell_environment_policy": {"set": {"B": "provider"}}},
+    )
+    # a key path override replaces the whole table: the provider's and the spec's variables come along
+    assert plan.thread_params["config"]["shell_environment_policy.set"] == {
+        "B": "provider",
+        "A": "spec",
+        "CI": "1",
+    }
+    assert (
+        "config"
+        not in plan_spawn(Spec(prompt="p"), {"shell_environment_policy.set": {"B": "x"}}).thread_params
+    )

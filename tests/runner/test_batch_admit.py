@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_fleet import Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import Task
+from agent_fleet.runner._admit import Locator, admit
 from agent_fleet.runner.batch import BatchTask, run_batch
+from agent_fleet.runner.ledger import Ledger
 
 TEMPLATE = Task(spec=Spec(prompt="-"))
 
@@ -65,3 +68,70 @@ async def test_a_review_the_task_s_provider_cannot_do_names_the_line(tmp_path: P
     ):
         await run_batch(tasks, template=TEMPLATE, out_dir=tmp_path / "out", cwd=tmp_path)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"prompt": "fix \udcff"}, "'prompt' is not valid text"),
+        ({"timeout": -1.0}, "'timeout' must be a finite number of seconds > 0"),
+        ({"sandbox": "yolo"}, "'sandbox' must be one of"),
+        ({"max_followups": -2}, "'max_followups' must be >= 0"),
+    ],
+)
+async def test_a_task_built_in_code_is_checked_up_front_like_a_line(
+    tmp_path: Path, bad: dict[str, Any], message: str
+) -> None:
+    # The run reads each task back from the ledger: what would not read back is refused before any work.
+    tasks = [BatchTask(id="ok", prompt="p", line=1), BatchTask(id="bad", line=2, **{"prompt": "p", **bad})]
+    with pytest.raises(UsageError, match=r"task 'bad' \(line 2\): ") as info:
+        await run_batch(tasks, template=TEMPLATE, out_dir=tmp_path / "out", cwd=tmp_path)
+    assert message in str(info.value)
+    assert not (tmp_path / "out").exists()
+
+
+def _recorded(out: Path, entries: list[tuple[str, dict[str, object]]], finished: dict[str, str]) -> Ledger:
+    out.mkdir()
+    ledger = Ledger.create(out, [(task_id, n + 1, obj) for n, (task_id, obj) in enumerate(entries)])
+    for task_id, status in finished.items():
+        ledger.start(task_id, branch=None, worktree=None, transcript=str(out / f"{task_id}.jsonl"))
+        ledger.finish(task_id, result={"status": status, "reason": "r"}, attempts=1, worktree_kept=None)
+    return ledger
+
+
+async def test_a_resume_checks_only_the_tasks_that_will_run(tmp_path: Path) -> None:
+    (tmp_path / "here").mkdir()
+    gone = str(tmp_path / "gone")  # the directories of tasks that finished were removed since
+    ledger = _recorded(
+        tmp_path / "out",
+        [
+            ("done", {"id": "done", "prompt": "p", "cwd": gone}),
+            ("broke", {"id": "broke", "prompt": "p", "cwd": gone, "provider": "claude"}),
+            ("next", {"id": "next", "prompt": "p", "cwd": str(tmp_path / "here"), "provider": "codex-exec"}),
+        ],
+        {"done": "succeeded", "broke": "failed"},
+    )
+    locator = Locator(tmp_path, worktrees=False, template_needs_commit=False)
+    out = tmp_path / "out"
+    names = await admit(None, ledger, locator, out, default_provider="codex", template_review=False)
+    assert names == {"codex-exec"}, "only the task that will run was checked (and its provider started)"
+    with pytest.raises(UsageError, match=r"task 'broke' \(line 2\): directory .*gone.* does not exist"):
+        await admit(
+            None, ledger, locator, out, default_provider="codex", template_review=False, rerun_failed=True
+        )
+    ledger.close()
+
+
+async def test_a_resume_leaves_an_entry_that_no_longer_reads_as_a_task_to_the_run(tmp_path: Path) -> None:
+    # e.g. written by another version: it must not block the resume of every other task
+    ledger = _recorded(
+        tmp_path / "out",
+        [("bad", {"id": "bad", "prompt": "p", "timeout": -1}), ("good", {"id": "good", "prompt": "p"})],
+        {},
+    )
+    locator = Locator(tmp_path, worktrees=False, template_needs_commit=False)
+    names = await admit(
+        None, ledger, locator, tmp_path / "out", default_provider="codex", template_review=False
+    )
+    assert names == {None}
+    ledger.close()

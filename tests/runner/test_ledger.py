@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -168,3 +171,70 @@ def test_pids_are_those_this_process_noted(tmp_path: Path) -> None:
     ledger.note_pid(11)
     assert ledger.pids() == [11]
     assert ledger.pids(owner=1) == []  # another process's (e.g. a run that died before a resume)
+
+
+_HOLD = """
+import os, sys, time
+from pathlib import Path
+from agent_fleet.runner.ledger import Ledger
+ledger = Ledger.open(Path(sys.argv[1]))
+print("held", flush=True)
+sys.stdin.readline()  # hold the lock until told, then die without closing anything
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_one_batch_at_a_time_and_a_dead_holder_does_not_block(tmp_path: Path) -> None:
+    _ledger(tmp_path).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(UsageError, match=rf"is in use by another batch \(pid {holder.pid}\)"):
+            Ledger.open(tmp_path)
+        # A reader beside the batch (the forced-exit path) does not need the lock.
+        reader = Ledger.open(tmp_path, lock=False)
+        assert reader.counts() == {"queued": 3}
+        reader.close()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("die\n")
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert holder.returncode == -9, "killed, never closed: the kernel released its lock"
+    ledger = Ledger.open(tmp_path)
+    ledger.close()
+
+
+def test_the_lock_is_held_from_create_or_open_to_close(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    with pytest.raises(UsageError, match=rf"in use by another batch \(pid {os.getpid()}\)"):
+        Ledger.open(tmp_path)  # (flock locks an open file: a second open in one process is refused too)
+    ledger.close()
+    ledger.close()  # idempotent
+    again = Ledger.open(tmp_path)
+    with pytest.raises(UsageError, match="in use by another batch"):
+        Ledger.open(tmp_path)
+    again.close()
+    Ledger.open(tmp_path).close()
+
+
+def test_a_discarded_ledger_leaves_nothing(tmp_path: Path) -> None:
+    _ledger(tmp_path, ()).discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_attempts_are_counted_as_they_start_and_history_is_unchanged(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path, ("a",))
+    ledger.start("a", branch=None, worktree=None, transcript="a.jsonl")
+    ledger.attempt("a")
+    ledger.attempt("a")  # a retry
+    assert ledger.get("a").attempts == 2  # true before the run ends
+    ledger.finish("a", result=_result("a", "succeeded"), attempts=0, worktree_kept=None)
+    assert (ledger.get("a").runs, ledger.get("a").attempts) == (1, 2)
+    assert [state for state, _ in ledger.history("a")] == ["running", "finished"]
+    ledger.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet import Spec, System
+from agent_fleet import Error, Spec, System
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.runner import Task, TaskEvent, run_task
 from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer
@@ -92,3 +92,36 @@ async def test_an_app_server_crash_with_restart_is_retried_on_the_resumed_sessio
     [retry] = _retries(events)
     assert retry["code"] == "app_server_crashed"
     assert provider.crashes == 1 and killed
+
+
+async def test_codex_passes_no_retry_after_so_the_runners_backoff_applies(
+    repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions
+) -> None:
+    # What codex 0.163 does with a 429's Retry-After header: nothing reaches its client (the turn error
+    # says "exceeded retry limit, last status: 429 Too Many Requests" and no more). Were it passed on,
+    # the retry would wait 30 s here and this test would say so.
+    scripted_model.enqueue(Reply.rate_limited(retry_after=30))
+    scripted_model.enqueue(Reply.text("done"))
+    events: list[TaskEvent] = []
+    result = await run_task(_task(repo), options=codex_options, on_event=events.append)
+    assert result.status == "succeeded" and result.retries == 1, result.reason
+    [error] = [e.event for e in events if isinstance(e.event, Error)]
+    assert error.code == "rate_limited" and error.retryable
+    assert "retry_after" not in error.data and "retry_at" not in error.data
+    assert "Retry-After" not in error.message and "30" not in error.message
+    [retry] = _retries(events)
+    assert "hint" not in retry and float(retry["delay"]) < 1.0  # type: ignore[arg-type]
+
+
+async def test_a_retry_whose_wait_would_pass_the_tasks_timeout_is_not_started(
+    repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions
+) -> None:
+    scripted_model.enqueue(Reply.http_error(503, "down"))
+    scripted_model.enqueue(Reply.text("never reached"))
+    events: list[TaskEvent] = []
+    task = replace(_task(repo, timeout=20.0), retry_delay=60.0, retry_max_delay=60.0)
+    result = await run_task(task, options=codex_options, on_event=events.append)
+    # the turn's own error is the outcome, at once: not a timeout 20 s later
+    assert result.status == "failed" and result.error_code == "server_error", result.reason
+    assert "not retried: the wait of" in result.reason and "would pass the task's timeout" in result.reason
+    assert result.duration < 10 and _retries(events) == [] and len(scripted_model.requests) == 1

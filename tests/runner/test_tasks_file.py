@@ -49,6 +49,7 @@ def _template() -> Task:
         sandbox="read-only",
         permission=PermissionConfig(allow_patterns=("^ls",), disallow_patterns=("^curl",), default="deny"),
         config={"features.x": True},
+        env={"BASE": "b", "CI": "0"},
     )
     return Task(
         spec=spec, gate=GateConfig(command="make"), review=ReviewConfig(), max_followups=1, timeout=60
@@ -84,7 +85,8 @@ def test_settings_apply_over_the_template(tmp_path: Path) -> None:
     assert spec.permission == PermissionConfig(
         allow_patterns=("^git ", "^pytest"), disallow_patterns=("rm -rf",), default="deny"
     )
-    assert spec.config == {"features.x": True, "shell_environment_policy.set": {"CI": "1", "LANG": "C"}}
+    assert spec.config == {"features.x": True}  # env is provider-neutral: Spec.env, not codex's config
+    assert spec.env == {"BASE": "b", "CI": "1", "LANG": "C"}
     assert (task.gate.command, task.gate.require_commit) == ("pytest -q", True)
     assert task.review == ReviewConfig(threshold=2, model="gpt-5.5-mini")
     assert (task.timeout, task.max_followups, task.id) == (600.0, 4, "t1")
@@ -179,3 +181,23 @@ def test_idle_timeout_is_refused_until_the_runner_has_a_watchdog(tmp_path: Path)
     else:
         with pytest.raises(UsageError, match="idle watchdog"):
             build_task(t, _template(), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "what"),
+    [
+        ('{"id": "bad", "prompt": "fix \\udcff it"}', "'prompt'"),
+        ('{"id": "bad", "prompt": "p", "gate_cmd": "make \\ud800"}', "'gate_cmd'"),
+        ('{"id": "bad", "prompt": "p", "env": {"CI": "\\udfff"}}', "'env'"),
+        ('{"id": "bad", "prompt": "p", "answers": {"Which \\udcff?": "x"}}', "'answers'"),
+    ],
+)
+def test_text_that_is_not_utf8_is_refused_with_its_line(tmp_path: Path, entry: str, what: str) -> None:
+    # JSON may spell a lone surrogate ("\udcff"): Python decodes it, but it cannot be sent as UTF-8, so
+    # the task could never run (and could not even be written to the ledger).
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "ok", "prompt": "p"}\n' + entry + "\n")
+    with pytest.raises(UsageError) as info:
+        list(iter_tasks(path))
+    message = str(info.value)
+    assert message.startswith("tasks.jsonl line 2: ") and what in message and "not valid text" in message

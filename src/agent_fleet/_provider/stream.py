@@ -5,14 +5,15 @@ may race in any order. ``finish(event)`` is the only way to close the stream; th
 returns True, later calls return False and are no-ops, and nothing is appended after it.
 
 Producers never wait for the reader, so no backlog builds up upstream (e.g. in a connection's
-per-thread queue). ``push`` appends; ``push_coalescing`` bounds an unread stream: past ``bound``
-queued events, a ``TextDelta`` is merged into the queued ``TextDelta`` of the same item before it (up to
-``COALESCE_CHARS`` characters per merged delta, so merging stays linear), and a ``TokenUsage``
-replaces a queued ``TokenUsage`` right before it (they are cumulative). Nothing is dropped: every
-other event is still appended, so the queue holds at most ``bound`` + one per ``COALESCE_CHARS`` of
-text + the turn's structural events (tool calls, messages: each one a model round trip). The first
-merge after the queue was below its bound appends ``System(subtype="events_coalesced")`` first, so a
-reader sees where deltas start arriving merged.
+per-thread queue). ``bound`` keeps a stream nobody reads small (every provider's handle has one,
+``DEFAULT_EVENT_BUFFER`` unless its options say otherwise; ``None``: unbounded): past ``bound``
+queued events, a ``TextDelta`` or ``ReasoningDelta`` is merged into the queued delta of the same kind
+and item right before it (up to ``COALESCE_CHARS`` characters per merged delta, so merging stays
+linear), and a ``TokenUsage`` replaces a queued ``TokenUsage`` right before it (they are cumulative).
+Nothing is dropped: every other event is still appended, so the queue holds at most ``bound`` + one
+per ``COALESCE_CHARS`` of text + the turn's structural events (tool calls, messages: each one a model
+round trip). The first merge after the queue was below its bound appends
+``System(subtype="events_coalesced")`` first, so a reader sees where deltas start arriving merged.
 
 Once the reader has taken the terminal event the stream remembers it: ``result()`` answers from it
 again (a ``wait()`` after ``events()``), and a second ``iterate()`` is a ``UsageError`` rather than a
@@ -26,13 +27,17 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from agent_fleet.errors import TurnFailed, UsageError
-from agent_fleet.events import Error, Event, Result, System, TextDelta, TokenUsage
+from agent_fleet.events import Error, Event, ReasoningDelta, Result, System, TextDelta, TokenUsage
 
 # Per event, `type(e) in TERMINAL_TYPES` costs half an isinstance check; only our mappers create
 # terminal events, and never subclasses of them.
 TERMINAL_TYPES: frozenset[type[Event]] = frozenset({Result, Error})
 #: A merged TextDelta grows to at most this many characters; then a new one starts.
 COALESCE_CHARS = 4096
+#: Queued events past which an unread turn's deltas are merged (a provider option's default). A reader
+#: that keeps up never gets near it: a burst the size of one read from a child's pipe is a few hundred
+#: events; the queue of a handle nobody reads stays around a megabyte.
+DEFAULT_EVENT_BUFFER = 4096
 
 
 class EventStream:
@@ -52,41 +57,47 @@ class EventStream:
         return self._done
 
     def push(self, event: Event) -> bool:
-        """Append a non-terminal event; False (dropped) once the stream is finished."""
+        """Append a non-terminal event (past the bound: merge it, see above); False (dropped) once the
+        stream is finished."""
         if self._done:
             return False
-        self._items.append(event)
+        items = self._items
+        bound = self._bound
+        if bound is not None and len(items) >= bound:
+            self._coalesce(event, bound)
+        else:
+            if self._coalescing:
+                self._coalescing = False
+            items.append(event)
         waiter = self._waiter  # _wake() inlined: once per event
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         return True
 
-    def push_coalescing(self, event: Event) -> bool:
-        """``push``, but past the bound merge text deltas and usage instead of growing (see above)."""
+    def _coalesce(self, event: Event, bound: int) -> None:
         items = self._items
-        bound = self._bound
-        if bound is None or len(items) < bound or self._done:
-            self._coalescing = False
-            return self.push(event)
-        if not isinstance(event, TextDelta | TokenUsage):
-            return self.push(event)  # never dropped
+        if not isinstance(event, TokenUsage | TextDelta | ReasoningDelta):
+            items.append(event)  # never dropped
+            return
         if not self._coalescing:
             self._coalescing = True
             items.append(System(subtype="events_coalesced", data={"bound": bound}))
-            return self.push(event)
+            items.append(event)
+            return
         last = items[-1]
         if isinstance(event, TokenUsage):
-            if isinstance(last, TokenUsage):
+            if type(last) is TokenUsage:
                 items[-1] = event
-                return True
+                return
         elif (
-            isinstance(last, TextDelta)
+            isinstance(last, TextDelta | ReasoningDelta)
+            and type(last) is type(event)
             and last.item_id == event.item_id
             and len(last.text) + len(event.text) <= COALESCE_CHARS
         ):
-            items[-1] = TextDelta(text=last.text + event.text, item_id=event.item_id)
-            return True
-        return self.push(event)
+            items[-1] = type(event)(text=last.text + event.text, item_id=event.item_id)
+            return
+        items.append(event)
 
     def finish(self, event: Result | Error) -> bool:
         """Append the terminal event. Only the first call has an effect."""

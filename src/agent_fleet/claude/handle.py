@@ -117,9 +117,9 @@ def _user_message(content: str | list[dict[str, Any]], message_uuid: str) -> dic
 class _ClaudeTurn:
     __slots__ = ("injected", "mapper", "stream", "timer", "tools", "watchdog")
 
-    def __init__(self, mapper: TurnMapper) -> None:
+    def __init__(self, mapper: TurnMapper, bound: int | None) -> None:
         self.mapper = mapper
-        self.stream = EventStream()
+        self.stream = EventStream(bound)  # ClaudeOptions.event_buffer: an unread turn stays small
         self.timer: asyncio.TimerHandle | None = None
         self.watchdog: IdleWatchdog | None = None
         self.tools: set[str] = set()  # tool uses without a result yet: quiet is expected meanwhile
@@ -273,7 +273,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             declined=self._declined,
             prior_total=self._total_tokens,
         )
-        turn = _ClaudeTurn(mapper)
+        turn = _ClaudeTurn(mapper, self._provider.options.event_buffer)
         self._turn = turn
         try:
             await self._write(_user_message(content, str(uuid.uuid4())))

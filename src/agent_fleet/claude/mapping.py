@@ -16,7 +16,9 @@ SDK message                                    events
 ``SystemMessage`` ``compact_boundary``          ``Compaction``
 other ``SystemMessage`` (progress noise        ``System(subtype="claude_system")``: its
 excepted)                                      ``subtype`` and ``data``
-``RateLimitEvent``                             ``RateLimits`` (``Provider.rate_limits``)
+``RateLimitEvent``                             ``RateLimits`` (``Provider.rate_limits``); a
+                                               ``rejected`` one's reset becomes the turn error's
+                                               ``data["retry_at"]`` (the runner's retry hint)
 ``ConversationResetMessage``                   ``System(subtype="conversation_reset")``
 ``ResultMessage`` success                       ``TokenUsage`` then ``Result`` (cost, duration,
                                                permission denials)
@@ -157,9 +159,11 @@ def _result_text(msg: ResultMessage) -> str:
     return "the turn failed"
 
 
-def result_error(msg: ResultMessage, api_error: str | None = None) -> Error:
+def result_error(msg: ResultMessage, api_error: str | None = None, retry_at: float | None = None) -> Error:
     """The ``Error`` for a ``ResultMessage`` with ``is_error``; ``api_error`` is the turn's
-    ``AssistantMessage.error`` (e.g. ``authentication_failed``) when one was seen."""
+    ``AssistantMessage.error`` (e.g. ``authentication_failed``) when one was seen; ``retry_at`` (epoch
+    seconds) the reset of a rate limit the turn was refused by, the hint the runner's retry waits for
+    (``data["retry_at"]``)."""
     status = msg.api_error_status
     code: ErrorCode
     retryable = False
@@ -180,6 +184,8 @@ def result_error(msg: ResultMessage, api_error: str | None = None) -> Error:
         "errors": list(msg.errors or []),
         "num_turns": msg.num_turns,
     }
+    if retry_at is not None and code in ("rate_limited", "usage_limit_exceeded"):
+        data["retry_at"] = retry_at
     return Error(code=code, message=_result_text(msg), retryable=retryable, data=data)
 
 
@@ -218,6 +224,7 @@ class TurnMapper:
         self._message_id: str | None = None
         self._last_text = ""
         self._api_error: str | None = None
+        self._refused_until: float | None = None  # a rate limit this turn hit: when it resets
 
     def feed(self, msg: Message) -> list[Event]:
         match msg:
@@ -242,6 +249,10 @@ class TurnMapper:
                 ]
             case RateLimitEvent():
                 info = msg.rate_limit_info
+                if info.status == "rejected" and info.resets_at is not None:
+                    self._refused_until = float(info.resets_at)
+                elif info.status != "rejected":
+                    self._refused_until = None
                 return [
                     RateLimits(
                         used_percent=info.utilization * 100 if info.utilization is not None else None,
@@ -322,7 +333,7 @@ class TurnMapper:
 
     def _result(self, msg: ResultMessage) -> list[Event]:
         if msg.is_error:
-            return [result_error(msg, self._api_error)]
+            return [result_error(msg, self._api_error, self._refused_until)]
         usage = token_usage(msg.usage, self.total, msg.model_usage)
         self.total = usage.total_tokens
         text = msg.result if isinstance(msg.result, str) else self._last_text

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
 from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ class ClaudeOptions:
       agents, commands and ``.mcp.json``), ``"local"`` (``.claude/settings.local.json``). Default: none,
       so a repository cannot register hooks, permission rules or MCP servers that run outside the
       approval policy (a ``SessionStart`` hook is a shell command). Name a source only for a trusted one.
+    - ``event_buffer``: bounds the memory of a handle nobody reads, as ``CodexOptions.event_buffer``
+      does (the same policy: see ``docs/events.md``); ``None``: unbounded.
     - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for Claude's ``AskUserQuestion``
       (``agent_fleet.user_input``); without one, ``canned_answers`` (question header or text ->
       answer) answer what they can and the rest is declined with a message for the model.
@@ -45,8 +48,15 @@ class ClaudeOptions:
     setting_sources: tuple[str, ...] = ()
     input_handler: InputHandler | None = None
     canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
+    event_buffer: int | None = DEFAULT_EVENT_BUFFER
 
     def __post_init__(self) -> None:
+        if self.event_buffer is not None and (
+            isinstance(self.event_buffer, bool)
+            or not isinstance(self.event_buffer, int)
+            or self.event_buffer < 1
+        ):
+            raise UsageError(f"ClaudeOptions.event_buffer must be >= 1 or None, not {self.event_buffer!r}")
         object.__setattr__(self, "setting_sources", tuple(self.setting_sources))
         bad_sources = [s for s in self.setting_sources if s not in SETTING_SOURCES]
         if bad_sources:

@@ -121,8 +121,10 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
         opts["session_id"] = session_id
     if options.cli_path is not None:
         opts["cli_path"] = os.fspath(options.cli_path)
-    if options.env:
-        opts["env"] = dict(options.env)
+    if options.env or spec.env:
+        # The CLI process's environment, which Claude Code's tools (Bash) inherit: the session's own
+        # variables over the provider's.
+        opts["env"] = {**(options.env or {}), **spec.env}
     if options.extra_args:
         opts["extra_args"] = dict(options.extra_args)
     local: list[str] = []
@@ -179,6 +181,8 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
             case "config":
                 if value:
                     opts["settings"] = json.dumps(dict(value))
+            case "env":
+                pass  # the CLI process's environment, above
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the Claude provider"))
 

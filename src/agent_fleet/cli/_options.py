@@ -268,7 +268,8 @@ def common_options(fn: _F) -> _F:
             show_default=True,
             callback=_finite,
             metavar="SECONDS",
-            help="First retry backoff; it doubles per retry, with jitter (a Retry-After hint wins).",
+            help="First retry backoff; it doubles per retry, with jitter (a provider's rate-limit reset "
+            "wins).",
         ),
         click.option(
             "--json", "json_output", is_flag=True, help="Write events as JSON Lines, then a summary."

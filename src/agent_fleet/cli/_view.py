@@ -8,7 +8,7 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from agent_fleet.cli._fleet_view import fleet_view
 from agent_fleet.events import (
     AssistantMessage,
     Compaction,
@@ -185,10 +186,14 @@ class Progress:
         self.started = time.monotonic()
         self.total = 0
         self.done: dict[str, int] = {}
-        # A fleet's finished rows beyond the latest _KEEP_FINISHED are folded into counts (memory stays
-        # flat); failed ones stay (they are pinned in the view).
+        # A fleet's finished rows beyond the latest _KEEP_FINISHED (failed ones: _KEEP_FAILED) are folded
+        # into counts: memory stays flat, and a render reads only the rows it shows (each deque is in end
+        # order, so nothing is sorted); summary.json has every task.
         self._finished: collections.deque[str] = collections.deque()
+        self._failed: collections.deque[str] = collections.deque()
         self._folded_tokens = 0
+        self._folded_failed = 0  # this run's failures no longer kept as rows
+        self._declined: collections.deque[str] = collections.deque(maxlen=8)
 
     def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
         """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
@@ -231,6 +236,7 @@ class Progress:
             case System(subtype="approval_denied"):
                 if line:
                     row.declined.append(line.removeprefix("declined: "))
+                    self._declined.append(f"[{row.task_id}] {row.declined[-1]}")
             case System(subtype="runner.gate_started"):
                 row.step = "gate"
             case System(subtype="runner.review_started"):
@@ -242,8 +248,8 @@ class Progress:
                 row.ended = time.monotonic()
                 if self.batch:
                     row.commands.clear()  # a fleet's finished rows stay small
-                    if row.status not in _FAILED:
-                        self._fold(row.task_id)
+                    row.declined.clear()  # (the latest are kept for the view in _declined)
+                    self._fold(row.task_id, failed=row.status in _FAILED)
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
         if line and not self.live_mode:
@@ -251,13 +257,38 @@ class Progress:
             for part in line.splitlines():
                 self.console.print(Text(tag + part), highlight=False, soft_wrap=True)
 
-    def _fold(self, task_id: str) -> None:
-        self._finished.append(task_id)
-        while len(self._finished) > _KEEP_FINISHED:
-            old = self.rows.pop(self._finished.popleft(), None)
+    def _fold(self, task_id: str, *, failed: bool) -> None:
+        kept, limit = (self._failed, _KEEP_FAILED) if failed else (self._finished, _KEEP_FINISHED)
+        kept.append(task_id)
+        while len(kept) > limit:
+            old = self.rows.pop(kept.popleft(), None)
             if old is not None:
                 self.done[old.status] = self.done.get(old.status, 0) + 1
                 self._folded_tokens += old.tokens
+                self._folded_failed += failed
+
+    # -- what the fleet view reads (agent_fleet.cli._fleet_view) ------------------------------------------
+
+    def running_rows(self) -> Iterator[_Row]:
+        """Running tasks in start order (rows are made at a task's first event)."""
+        return (r for r in self.rows.values() if r.status == "running")
+
+    def failed_rows(self) -> Iterator[_Row]:
+        """This run's failed tasks still kept as rows, newest first."""
+        return (self.rows[i] for i in reversed(self._failed) if i in self.rows)
+
+    def other_rows(self) -> Iterator[_Row]:
+        """The other finished tasks still kept as rows, newest first."""
+        return (self.rows[i] for i in reversed(self._finished) if i in self.rows)
+
+    def recent_declined(self, n: int) -> list[str]:
+        return list(self._declined)[-n:] if n > 0 else []
+
+    def hidden_counts(self, running_shown: int, failed_shown: int) -> dict[str, int]:
+        """Running and failed tasks (this run's, folded ones too) a view showing so many leaves out."""
+        running = sum(1 for r in self.rows.values() if r.status == "running")
+        failed = len(self._failed) + self._folded_failed
+        return {"running": running - running_shown, "failed": failed - failed_shown}
 
     def counts(self) -> dict[str, int]:
         """Tasks by status: ``running``, ``queued``, and the final statuses (this run's and earlier)."""
@@ -269,74 +300,39 @@ class Progress:
         counts["queued"] = max(0, self.total - seen) if self.total else 0
         return counts
 
-    def header(self) -> Text:
+    def header(self, width: int | None = None) -> Text:
+        """The fleet's counts, tokens and elapsed time: one line, or (``width``) as many lines of at most
+        ``width`` columns as it takes, never breaking a label from its number."""
         counts = self.counts()
         failed = sum(counts.get(s, 0) for s in _FAILED)
         tokens = self._folded_tokens + sum(r.tokens for r in self.rows.values())
-        text = Text()
-        for label, n, style in (
-            ("running", counts["running"], "cyan"),
-            ("queued", counts["queued"], ""),
-            ("succeeded", counts.get("succeeded", 0), "green"),
-            ("failed", failed, "red" if failed else ""),
-            ("cancelled", counts.get("cancelled", 0), "yellow"),
-        ):
-            if label == "cancelled" and not n:
-                continue
-            text.append(f"{label} {n:,}", style=style)
-            text.append("  ")
-        text.append(f"tokens {tokens:,}  elapsed {time.monotonic() - self.started:.0f}s")
-        return text
-
-    def _batch_view(self) -> RenderableType:
-        """Header, then running and failed tasks pinned, then the latest others: fits the terminal."""
-        height = self.console.size.height
-        declined = [f"[{r.task_id}] {d}" for r in self.rows.values() for d in r.declined][-3:]
-        room = max(1, height - 3 - (len(declined) + 1 if declined else 0))  # header, column names, margin
-        running = [r for r in self.rows.values() if r.status == "running"]
-        failed = [r for r in self.rows.values() if r.status in _FAILED]
-        others = [r for r in self.rows.values() if r.status != "running" and r.status not in _FAILED]
-        running.sort(key=lambda r: r.started)
-        failed.sort(key=lambda r: r.ended or r.started, reverse=True)
-        others.sort(key=lambda r: r.ended or r.started, reverse=True)
-        pinned = running + failed
-        if len(pinned) > room:
-            shown = pinned[: room - 1]  # the last line says what is left out
-            hidden = {
-                "running": len(running) - min(len(running), len(shown)),
-                "failed": len(failed) - max(0, len(shown) - len(running)),
-            }
-        else:
-            shown = pinned + others[: room - len(pinned)]
-            hidden = {}
-        table = Table(box=None, pad_edge=False, expand=True)
-        id_width = min(32, max((len(r.task_id) for r in shown), default=4))
-        table.add_column("task", no_wrap=True, overflow="ellipsis", min_width=max(4, id_width))
-        table.add_column("status", no_wrap=True, min_width=9)
-        table.add_column("step", no_wrap=True, overflow="ellipsis", ratio=1)  # the one that gives way
-        for name in ("follow-ups", "elapsed", "tokens"):
-            table.add_column(name, no_wrap=True, justify="right", min_width=len(name))
-        styles = {"running": "cyan", "succeeded": "green", **{s: "red" for s in _FAILED}}
-        for row in shown:
-            table.add_row(
-                row.task_id,
-                Text(row.status, style=styles.get(row.status, "yellow")),
-                row.step,
-                str(row.followups),
-                f"{row.elapsed():.0f}s",
-                f"{row.tokens:,}",
+        parts = [
+            (f"{label} {n:,}", style)
+            for label, n, style in (
+                ("running", counts["running"], "cyan"),
+                ("queued", counts["queued"], ""),
+                ("succeeded", counts.get("succeeded", 0), "green"),
+                ("failed", failed, "red" if failed else ""),
+                ("cancelled", counts.get("cancelled", 0), "yellow"),
             )
-        parts: list[RenderableType] = [self.header(), table]
-        if hidden:
-            more = ", ".join(f"{n:,} more {label}" for label, n in hidden.items() if n)
-            parts.append(Text(f"… {more} (the terminal is too short to show them)", style="dim"))
-        if declined:
-            parts.append(Text("declined:\n" + "\n".join(declined), style="yellow"))
-        return Group(*parts)
+            if n or label != "cancelled"
+        ]
+        parts += [(f"tokens {tokens:,}", ""), (f"elapsed {time.monotonic() - self.started:.0f}s", "")]
+        text = Text(no_wrap=True, overflow="ellipsis")
+        used = 0
+        for part, style in parts:
+            gap = 2 if used else 0
+            if width is not None and used and used + gap + len(part) > width:
+                text.append("\n")
+                used, gap = 0, 0
+            text.append(" " * gap)
+            text.append(part, style=style)
+            used += gap + len(part)
+        return text
 
     def render(self) -> RenderableType:
         if self.batch:
-            return self._batch_view()
+            return fleet_view(self, self.console)
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()
@@ -359,6 +355,7 @@ class Progress:
 
 _FAILED = ("failed", "error", "timeout")
 _KEEP_FINISHED = 200
+_KEEP_FAILED = 100
 
 _HINTS = {
     "gate_failed": "fix the gate by hand, or allow more --max-followups",

@@ -30,6 +30,7 @@ from typing import Any
 from agent_fleet._codex_toml import config_args
 from agent_fleet._provider.prompt import apply_mode
 from agent_fleet.codex.options import CodexOptions
+from agent_fleet.codex.translate import ENV_SET_KEY, env_set
 from agent_fleet.contract import Spec, Untranslated
 from agent_fleet.errors import UsageError
 
@@ -149,6 +150,8 @@ def build_command(
                         flags.append(f"--image={Path(path).expanduser().resolve()}")
             case "answers":
                 pass  # codex exec never asks the user: nothing to answer
+            case "env":
+                pass  # merged below, over the variables the configs set
             case "tools":
                 if value:
                     untranslated.append(
@@ -170,6 +173,8 @@ def build_command(
         flags += ["--output-schema", schema_file]
 
     merged = {**options.config, **derived, **spec.config}
+    if spec.env:
+        merged[ENV_SET_KEY] = env_set(spec.env, options.config, spec.config)
     head = ["exec", "resume", "--json"] if resume else ["exec", "--json"]
     tail = [session_id, "-"] if session_id is not None else ["-"]
     argv = [os.fspath(binary), *head, *config_args(merged), *flags, *tail]

@@ -307,7 +307,7 @@ class CodexProvider(Provider):
         ``ConnectionClosed`` or ``ProviderUnavailable``.
         """
         child = await self._ready()
-        plan = plan_spawn(spec)
+        plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
         notices = spec_unsupported(plan.untranslated)
         result = await child.conn.request_with_retry(
@@ -320,7 +320,7 @@ class CodexProvider(Provider):
         if session_id in self._sessions:
             raise UsageError(f"thread {session_id} already has a live handle; stop() it first")
         child = await self._ready()
-        plan = plan_spawn(spec)
+        plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)
         notices = spec_unsupported(plan.untranslated)
         # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
@@ -335,7 +335,7 @@ class CodexProvider(Provider):
         """A new thread with a copy of thread ``session_id``'s history (``thread/fork``) and ``spec``'s
         settings; no turn runs until ``send()`` (``spec.prompt`` is not sent)."""
         child = await self._ready()
-        plan = plan_spawn(spec)
+        plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own

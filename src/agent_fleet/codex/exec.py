@@ -110,6 +110,7 @@ class _ExecTurn:
         stderr_tail_bytes: int,
         tempdir: str | None,
         idle_timeout: float | None = None,
+        bound: int | None = None,
     ) -> None:
         self.command = command
         self.idle_timeout = idle_timeout or None
@@ -121,7 +122,7 @@ class _ExecTurn:
         self.kill_grace = kill_grace
         self.stderr_limit = stderr_tail_bytes
         self.tempdir = tempdir
-        self.stream = EventStream()
+        self.stream = EventStream(bound)  # CodexOptions.event_buffer: an unread turn stays small
         self.session_known = asyncio.Event()
         self.done = asyncio.Event()
         self.proc: ChildProcess | None = None
@@ -485,6 +486,7 @@ class CodexExecProvider(Provider):
             kill_grace=self.kill_grace,
             stderr_tail_bytes=self.stderr_tail_bytes,
             tempdir=tempdir,
+            bound=self.options.event_buffer,
         )
         await turn.start()
         if not turn.done.is_set():

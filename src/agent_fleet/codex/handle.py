@@ -143,9 +143,8 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         self._backlog = Backlog()
         self._idle = TurnMapper(thread_id)
         self._tools = by_name(spec.tools)
-        on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
         self._sub: Subscription = connection.subscribe(
-            thread_id, on_notification=on_note, on_request=self._on_request
+            thread_id, on_notification=self._on_notification, on_request=self._on_request
         )
 
     # -- public ------------------------------------------------------------------------------------
@@ -401,21 +400,6 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
                     self._finish(turn, event)  # type: ignore[arg-type]
             else:
                 stream.push(event)
-
-    def _on_notification_bounded(self, msg: Notification) -> None:
-        # With CodexOptions.event_buffer: never waits (a wait would only move the backlog into the
-        # connection's queue for this thread); an unread turn's deltas are merged instead.
-        turn = self._current_for(msg.method, msg.params)
-        if turn is None:
-            self._between(msg.method, msg.params)
-            return
-        turn.seen = True
-        for event in turn.mapper.feed(msg.method, msg.params):
-            if type(event) in TERMINAL_TYPES:
-                if not self._continue_declined(turn, event):
-                    self._finish(turn, event)  # type: ignore[arg-type]
-            else:
-                turn.stream.push_coalescing(event)
 
     def _emit(self, event: Event) -> None:
         turn = self._turn

@@ -138,6 +138,18 @@ def _api_error_body(message: Any) -> dict[str, Any] | None:
     return error if isinstance(error, dict) else None
 
 
+# codexErrorInfo object variants that say the model API could not be reached or its stream broke
+# (codex 0.163's TurnError schema); each carries the HTTP status when there was one.
+_CONNECTION_KINDS: Final = frozenset(
+    {
+        "httpConnectionFailed",
+        "responseStreamConnectionFailed",
+        "responseStreamDisconnected",
+        "responseTooManyFailedAttempts",
+    }
+)
+
+
 def _for_status(status: Any, *, connection: bool) -> tuple[ErrorCode, bool]:
     if status in (401, 403):
         return "auth_failed", False
@@ -149,14 +161,19 @@ def _for_status(status: Any, *, connection: bool) -> tuple[ErrorCode, bool]:
         return "server_error", True
     if isinstance(status, int) and 400 <= status < 500:
         return "bad_request", False
-    # No status: the API could not be reached, or its stream dropped before completing.
-    return ("connection_failed" if connection else "turn_failed"), True
+    if connection:  # no status: the API could not be reached, or its stream dropped before completing
+        return "connection_failed", True
+    # A kind this version does not know, without a status to go by: running the turn again is not known
+    # to help (e.g. ``activeTurnNotSteerable``), so it is not retried (fail safe).
+    return "turn_failed", False
 
 
 def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
     """Classify a codex ``TurnError`` by its structured fields: (code, retryable).
 
-    ``codexErrorInfo`` decides; for ``"other"`` (codex's catch-all, which covers both a refused
+    ``codexErrorInfo`` decides: a string variant by its name, an object variant by the HTTP status it
+    carries, else by its kind (a connection or stream failure is retryable; a kind this version does
+    not know is not: fail safe); for ``"other"`` (codex's catch-all, which covers both a refused
     request and a dropped stream) the API error body codex forwards as the message decides: present
     means the API refused the request (HTTP 4xx, never retryable), absent means a transport or
     stream failure (retryable).
@@ -176,13 +193,7 @@ def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
     if isinstance(info, dict) and info:
         kind, detail = next(iter(info.items()))
         status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
-        connection = kind in (
-            "httpConnectionFailed",
-            "responseStreamConnectionFailed",
-            "responseStreamDisconnected",
-            "responseTooManyFailedAttempts",
-        )
-        return _for_status(status, connection=connection)
+        return _for_status(status, connection=kind in _CONNECTION_KINDS)
     return "turn_failed", False
 
 

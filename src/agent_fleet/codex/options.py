@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_fleet._codex_toml import config_args
+from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
 from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,11 +46,12 @@ class CodexOptions:
     - ``codex_home``: ``CODEX_HOME`` for the child (resume needs the same home as the original run).
     - ``handshake_timeout`` / ``rpc_timeout``: seconds for initialize and for each request.
     - ``restart_on_crash``: start a new app-server when the child dies; old sessions can be resumed.
-    - ``event_buffer``: bounds the memory of a handle nobody reads (``None``: unbounded, the
-      fastest path). Past that many queued events the handle merges text deltas of the same item
-      (and cumulative token counts) instead of queueing more, after a
+    - ``event_buffer``: bounds the memory of a handle nobody reads (default 4096 events; ``None``:
+      unbounded). Past that many queued events the handle merges text and reasoning deltas of the
+      same item (and cumulative token counts) instead of queueing more, after a
       ``System(subtype="events_coalesced")`` marker; no text and no other event is dropped, and
       nothing waits, so no backlog moves into the connection and other handles are never delayed.
+      The app-server and exec providers both apply it.
     - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision.
       It sees accepted requests and, under ``PermissionConfig(profile="strict")``, the ``strict-unproven``
       declines (which it may accept); other declines are final.
@@ -71,7 +73,7 @@ class CodexOptions:
     handshake_timeout: float | None = 30.0
     rpc_timeout: float | None = 30.0
     restart_on_crash: bool = False
-    event_buffer: int | None = None
+    event_buffer: int | None = DEFAULT_EVENT_BUFFER
     approval_handler: ApprovalHandler | None = None
     input_handler: InputHandler | None = None
     canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)

@@ -19,7 +19,16 @@ from agent_fleet.contract import Spec, Untranslated
 if TYPE_CHECKING:
     from agent_fleet.tools import Tool
 
-__all__ = ["APPROVAL_POLICY", "SpawnPlan", "Untranslated", "dynamic_tool", "plan_spawn", "turn_input"]
+__all__ = [
+    "APPROVAL_POLICY",
+    "ENV_SET_KEY",
+    "SpawnPlan",
+    "Untranslated",
+    "dynamic_tool",
+    "env_set",
+    "plan_spawn",
+    "turn_input",
+]
 
 # Every thread asks before running anything codex does not itself know to be harmless, so the approval
 # bridge sees every such command. The sandbox stays whatever the spec asked for.
@@ -56,15 +65,41 @@ def turn_input(
     return items
 
 
-def _thread_config(config: Mapping[str, Any], servers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+#: codex's setting for variables set in the environment of the commands it runs (a config key path).
+ENV_SET_KEY = "shell_environment_policy.set"
+
+
+def env_set(env: Mapping[str, str], *configs: Mapping[str, Any]) -> dict[str, str]:
+    """``Spec.env`` over the ``shell_environment_policy.set`` of ``configs`` (later ones win), written as
+    a dotted key or a nested table: a key path override replaces the whole table, so the variables
+    those configs set must be carried along or they would be lost for the session."""
+    merged: dict[str, str] = {}
+    for config in configs:
+        policy = config.get("shell_environment_policy")
+        for table in (policy.get("set") if isinstance(policy, Mapping) else None, config.get(ENV_SET_KEY)):
+            if isinstance(table, Mapping):
+                merged.update({str(k): str(v) for k, v in table.items()})
+    merged.update(env)
+    return merged
+
+
+def _thread_config(
+    config: Mapping[str, Any],
+    servers: Mapping[str, Mapping[str, Any]],
+    env: Mapping[str, str],
+    base_config: Mapping[str, Any],
+) -> dict[str, Any]:
     """The thread's own config overrides: ``Spec.config`` plus ``Spec.mcp_servers`` under
-    ``mcp_servers``. Per thread, so two sessions may define the same server name differently."""
+    ``mcp_servers`` and ``Spec.env`` under ``shell_environment_policy.set`` (over the provider's own,
+    ``base_config``). Per thread, so two sessions may define the same server name differently."""
     out = dict(config)
     if servers:
         mine = out.get("mcp_servers")
         merged = dict(mine) if isinstance(mine, Mapping) else {}
         merged.update({name: dict(server) for name, server in servers.items()})
         out["mcp_servers"] = merged
+    if env:
+        out[ENV_SET_KEY] = env_set(env, base_config, config)
     return out
 
 
@@ -78,8 +113,10 @@ def dynamic_tool(tool: Tool) -> dict[str, Any]:
     }
 
 
-def plan_spawn(spec: Spec) -> SpawnPlan:
-    """Translate ``spec`` into app-server requests. Pure: no I/O beyond path normalisation."""
+def plan_spawn(spec: Spec, base_config: Mapping[str, Any] | None = None) -> SpawnPlan:
+    """Translate ``spec`` into app-server requests. Pure: no I/O beyond path normalisation.
+    ``base_config``: the provider's own config (``CodexOptions.config``), whose variables ``Spec.env``
+    adds to."""
     thread: dict[str, Any] = {"approvalPolicy": APPROVAL_POLICY}
     turn: dict[str, Any] = {}
     local: list[str] = []
@@ -119,7 +156,7 @@ def plan_spawn(spec: Spec) -> SpawnPlan:
             case "output_schema":
                 if value is not None:
                     turn["outputSchema"] = dict(value)
-            case "config":
+            case "config" | "env":
                 pass  # the thread's config, below
             case "tools":
                 if value:  # experimental; answered by the handle on item/tool/call
@@ -127,7 +164,7 @@ def plan_spawn(spec: Spec) -> SpawnPlan:
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex app-server provider"))
 
-    config = _thread_config(spec.config, spec.mcp_servers)
+    config = _thread_config(spec.config, spec.mcp_servers, spec.env, base_config or {})
     if config:
         thread["config"] = config
     turn["input"] = turn_input(apply_mode(spec.prompt, spec.mode), list(spec.images))

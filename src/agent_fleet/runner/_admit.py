@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,37 +109,54 @@ async def admit(
     *,
     default_provider: str,
     template_review: bool,
+    rerun_failed: bool = False,
 ) -> set[str | None]:
     """Check every task (its directory, its settings) in chunks; a new batch's tasks go into the ledger as
-    they are checked (``tasks`` None: the ledger's own). Returns the provider names the tasks ask for.
-    Nothing is kept per task: memory stays flat in the number of tasks."""
+    they are checked. Returns the provider names the tasks ask for. Nothing is kept per task: memory
+    stays flat in the number of tasks.
+
+    ``tasks`` None (a resume): the ledger's tasks that will run (``Ledger.to_run``) are checked, not
+    the finished ones, whose directories may be long gone; an entry that no longer reads as a task is
+    left to the run, which records it failed on its own (one bad entry must not block the batch)."""
     names: set[str | None] = set()
-    source: Iterable[BatchTask] = tasks if tasks is not None else (task_of(r, out) for r in ledger.rows())
+    source: Iterable[BatchTask] = tasks if tasks is not None else _readable(ledger, out, rerun_failed)
     it = iter(source)
     count = 0
     while chunk := list(itertools.islice(it, _ADMIT_CHUNK)):
+        entries = []
         for t in chunk:
+            where = f"task {t.id!r} (line {t.line})"
             problem = task_id_problem(t.id)  # a library caller's BatchTask was not parsed from a file
             if problem is not None:
                 raise UsageError(f"task id {t.id!r} (line {t.line}) {problem}")
+            if tasks is not None:
+                entry = entry_object(t)
+                if not t.raw:  # built in code, never parsed: check it as the run will read it back
+                    parse_task(entry, line=t.line, base_dir=out, where=where)
+                entries.append((t.id, t.line, entry))
             if t.idle_timeout is not None and not idle_timeout_supported():
-                raise UsageError(
-                    f"task {t.id!r} (line {t.line}): 'idle_timeout' needs a runner with an idle watchdog"
-                )
+                raise UsageError(f"{where}: 'idle_timeout' needs a runner with an idle watchdog")
             names.add(t.provider)
             review = t.review if t.review is not None else template_review
             name = t.provider or default_provider
             if review and provider_entry(name).reviewer is None:
-                raise UsageError(
-                    f"task {t.id!r} (line {t.line}): review needs a provider that can review; {name} cannot"
-                )
+                raise UsageError(f"{where}: review needs a provider that can review; {name} cannot")
         await locator.admit(chunk)
         if tasks is not None:
-            ledger.add([(t.id, t.line, entry_object(t)) for t in chunk])
+            ledger.add(entries)
         count += len(chunk)
-    if not count:
+    if not count and tasks is not None:
         raise UsageError("the batch has no tasks")
     return names
+
+
+def _readable(ledger: Ledger, out: Path, rerun_failed: bool) -> Iterator[BatchTask]:
+    for row in ledger.to_run(rerun_failed=rerun_failed):
+        try:
+            t = task_of(row, out)
+        except UsageError:
+            continue  # the run records it failed, alone
+        yield t
 
 
 def task_of(row: LedgerRow, out: Path) -> BatchTask:

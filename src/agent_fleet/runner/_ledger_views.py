@@ -145,7 +145,7 @@ def record_forced_stop(out: Path, stopped: str) -> list[int]:
     (through a connection of its own, so any thread may call this while the batch writes) and return
     the provider processes this process started (for the caller to end). Tasks still ``running`` are
     reported interrupted."""
-    ledger = Ledger.open(out)
+    ledger = Ledger.open(out, lock=False)  # the batch's own ledger holds the lock
     try:
         started = ledger.meta().get("run_started_at")
         started_at = float(started) if isinstance(started, int | float) else None

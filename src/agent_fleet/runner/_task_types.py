@@ -35,6 +35,10 @@ class ReviewConfig:
     def __post_init__(self) -> None:
         if self.threshold not in (0, 1, 2, 3):
             raise UsageError(f"review threshold must be 0..3 (P0..P3), not {self.threshold!r}")
+        if self.timeout is not None and not (0 < self.timeout < math.inf):
+            raise UsageError(
+                f"the review timeout must be a finite number of seconds > 0, not {self.timeout!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +48,9 @@ class Task:
     ``timeout`` bounds the whole task (turns, gates, reviews); ``spec.timeout`` bounds each turn.
     ``max_followups`` bounds the follow-up turns (gate failures and review findings share it).
     ``retries`` bounds the retries of one turn that failed retryably; ``retry_delay`` is the first
-    backoff in seconds (doubling, capped at ``retry_max_delay``).
+    backoff in seconds (doubling, capped at ``retry_max_delay``). When the provider says how long to
+    wait (a rate limit's reset), the wait is that long, up to ``retry_hint_max_delay`` seconds, and a
+    retry whose wait would end past ``timeout`` is not started (see ``runner._retry``).
     """
 
     spec: Spec
@@ -56,18 +62,19 @@ class Task:
     retries: int = 2
     retry_delay: float = 5.0
     retry_max_delay: float = 120.0
+    retry_hint_max_delay: float = 900.0
 
     def __post_init__(self) -> None:
         if self.max_followups < 0:
             raise UsageError(f"max_followups must be >= 0, not {self.max_followups!r}")
         if self.retries < 0:
             raise UsageError(f"retries must be >= 0, not {self.retries!r}")
-        for name in ("retry_delay", "retry_max_delay"):
+        for name in ("retry_delay", "retry_max_delay", "retry_hint_max_delay"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise UsageError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise UsageError(f"the task timeout must be positive, not {self.timeout!r}")
+        if self.timeout is not None and not (0 < self.timeout < math.inf):  # nan fails `<= 0` too
+            raise UsageError(f"the task timeout must be a finite number of seconds > 0, not {self.timeout!r}")
         if not self.id:
             raise UsageError("the task id is empty")
 

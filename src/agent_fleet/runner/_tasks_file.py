@@ -10,7 +10,8 @@ Keys (only ``id`` and ``prompt`` are required; every other key overrides the bat
     model, effort the model and its reasoning effort
     sandbox       read-only | workspace-write | danger-full-access
     allow, deny   regular expressions (a string or a list) for the approval policy
-    env           {"NAME": "value"}: set in the environment of the agent's commands
+    env           {"NAME": "value"}: set in the environment of the agent's commands (``Spec.env``: every
+                  provider), over the batch's own
     provider      codex | codex-exec | claude
     review        true / false, "P0".."P3" (the threshold), or {"threshold": "P1", "model": "..."}
     timeout       seconds for the whole task (> 0)
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from agent_fleet.contract import SANDBOXES, PermissionConfig, Spec
+from agent_fleet.contract import SANDBOXES, PermissionConfig, Spec, check_text
 from agent_fleet.errors import UsageError
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner.providers import PROVIDER_NAMES
@@ -44,6 +45,7 @@ __all__ = [
     "KEYS",
     "BatchTask",
     "build_task",
+    "check_entry_text",
     "check_task_ids",
     "entry_object",
     "idle_timeout_supported",
@@ -145,6 +147,27 @@ def check_task_ids(tasks: Iterable[BatchTask]) -> None:
         if t.id in seen:
             raise UsageError(f"task id {t.id!r} is used twice")
         seen.add(t.id)
+
+
+def check_entry_text(obj: Mapping[str, Any], where: str) -> None:
+    """``UsageError`` (starting with ``where``, naming the key) for a string in ``obj`` that cannot be
+    sent as UTF-8: JSON can spell a lone surrogate (``"\\udcff"``) that Python decodes, but no provider
+    and no ledger can take it, so the task could never run."""
+    for key, value in obj.items():
+        _check_text(key, key, where)
+        _check_text(value, key, where)
+
+
+def _check_text(value: Any, key: object, where: str) -> None:
+    if isinstance(value, str):
+        check_text(value, f"{where}: {str(key)!r}" if isinstance(key, str) and key.isidentifier() else where)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_text(k, key, where)
+            _check_text(v, key, where)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _check_text(v, key, where)
 
 
 def _typed(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str, where: str) -> Any:
@@ -255,6 +278,7 @@ def parse_task(obj: Any, *, line: int, base_dir: Path, where: str) -> BatchTask:
     unknown = sorted(set(obj) - KEYS)
     if unknown:
         raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(KEYS))}")
+    check_entry_text(obj, where)
     task_id = _typed(obj, "id", str, "a string", where)
     prompt = _typed(obj, "prompt", str, "a string", where)
     if not task_id:
@@ -376,16 +400,12 @@ def build_task(t: BatchTask, template: Task, cwd: Path) -> Task:
             ),
             default=default,
         )
-    config = dict(base.config)
-    if t.env:
-        # codex's own setting for the environment of the commands it runs (a config key path)
-        config["shell_environment_policy.set"] = dict(t.env)
     spec = replace(
         t.spec(base, str(cwd)),
         reasoning_effort=t.effort or base.reasoning_effort,
         sandbox=t.sandbox or base.sandbox,  # type: ignore[arg-type]  # checked against SANDBOXES
         permission=permission,
-        config=config,
+        env={**base.env, **t.env} if t.env else base.env,  # every provider places Spec.env
     )
     gate = template.gate
     if t.gate_cmd is not None or t.require_commit is not None:

@@ -253,6 +253,7 @@ async def run_batch(
             default_provider=providers.default_name,
             template_review=template.review is not None
             and not (provider is not None and provider.capabilities.supports_review),
+            rerun_failed=rerun_failed,
         )
         await providers.start({name or providers.default_name for name in asked})
     except BaseException:
@@ -295,7 +296,16 @@ async def run_batch(
             for row in pending:
                 if state.stop.is_set():
                     return
-                t = task_of(row, out)
+                try:
+                    t = task_of(row, out)
+                except UsageError as exc:  # a ledger entry that no longer reads as a task: it fails alone
+                    spec = row.spec
+                    prompt = spec.get("prompt") if isinstance(spec, dict) else None
+                    t = BatchTask(id=row.id, prompt=prompt if isinstance(prompt, str) else "", line=row.line)
+                    entry = _refused(t, str(exc), "usage_error", ledger, out, complete)
+                    if on_result is not None:
+                        on_result(entry)
+                    continue
                 entry = await _run_one(
                     t,
                     ledger.get(t.id),
@@ -438,6 +448,22 @@ def _complete_ray(
     return done
 
 
+def _refused(
+    t: BatchTask,
+    reason: str,
+    code: str,
+    ledger: Ledger,
+    out: Path,
+    complete: Callable[[BatchEntry, BatchTask], BatchEntry],
+) -> BatchEntry:
+    """Record that task ``t`` failed before it could start (its worktree, its entry): it alone fails."""
+    failed = TaskResult(task_id=t.id, status="failed", reason=reason, error_code=code)
+    ledger.start(t.id, branch=None, worktree=None, transcript=str(out / f"{t.id}.jsonl"))
+    entry = complete(BatchEntry(result=failed), t)
+    ledger.finish(t.id, result=entry.to_dict(), attempts=0, worktree_kept=None)
+    return entry
+
+
 async def _run_one(
     t: BatchTask,
     row: LedgerRow,
@@ -474,25 +500,29 @@ async def _run_one(
                 f"cannot create the worktree for branch {branch}: {exc} "
                 "(delete the branch or rename the task)"
             )
-            failed = TaskResult(task_id=t.id, status="failed", reason=reason, error_code="worktree")
-            ledger.start(t.id, branch=None, worktree=None, transcript=str(out / f"{t.id}.jsonl"))
-            entry = complete(BatchEntry(result=failed), t)
-            ledger.finish(t.id, result=entry.to_dict(), attempts=0, worktree_kept=None)
-            return entry
+            return _refused(t, reason, "worktree", ledger, out, complete)
         run_cwd = worktree / here.cwd.relative_to(repo)
     transcript = out / f"{t.id}.jsonl"
     ledger.start(
         t.id, branch=branch, worktree=str(worktree) if worktree else None, transcript=str(transcript)
     )
-    task = build_task(t, template, run_cwd)
+    task: Task | None = None
+    build_error: str | None = None
+    try:
+        task = build_task(t, template, run_cwd)
+    except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails
+        build_error = f"line {t.line}: the task's settings cannot run: {exc}"
     resume_session = row.session_id if row.resumable and not row.fresh else None
 
     def sink(task_event: TaskEvent) -> None:
         event = task_event.event
-        if isinstance(event, System) and event.subtype == "runner.session":
-            session_id = event.data.get("session_id")
-            if isinstance(session_id, str):
-                ledger.session(t.id, session_id)
+        if isinstance(event, System) and task_event.source == "runner":
+            if event.subtype == "runner.session":
+                session_id = event.data.get("session_id")
+                if isinstance(session_id, str):
+                    ledger.session(t.id, session_id)
+            elif event.subtype in ("runner.started", "runner.retry"):
+                ledger.attempt(t.id)  # as it starts: a kill -9 mid-retry leaves a true count
         watch(task_event)
 
     recorder = watch.recorder(t.id)
@@ -501,6 +531,8 @@ async def _run_one(
     try:
         with TranscriptWriter(transcript, raw_deltas=state.raw_deltas) as writer:
             try:
+                if task is None:
+                    raise UsageError(build_error)
                 result = await run_task(
                     task,
                     provider=providers.get(t.provider),
@@ -510,9 +542,8 @@ async def _run_one(
                     resume_session=resume_session,
                 )
             except UsageError as exc:  # this task's settings cannot run (e.g. a review its provider lacks)
-                result = TaskResult(
-                    task_id=t.id, status="failed", reason=f"line {t.line}: {exc}", error_code="usage_error"
-                )
+                reason = build_error or f"line {t.line}: {exc}"
+                result = TaskResult(task_id=t.id, status="failed", reason=reason, error_code="usage_error")
         if result.start_head is not None:
             # The task's final diff (every turn's changes), read before its worktree is removed.
             with contextlib.suppress(_git.GitError):
@@ -542,7 +573,7 @@ async def _run_one(
         ledger.finish(
             t.id,
             result=entry.to_dict(),
-            attempts=1 + result.retries,  # the turns tried: the first and its retries
+            attempts=0,  # each was counted as it started (sink)
             worktree_kept=str(kept) if kept is not None else None,
         )
         if cancelled_again:

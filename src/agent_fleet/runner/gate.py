@@ -13,6 +13,7 @@ A gate with no check configured passes at once.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +40,10 @@ class GateConfig:
     def __post_init__(self) -> None:
         if self.command is not None and not self.command.strip():
             raise UsageError("the gate command is empty")
-        if self.command_timeout is not None and self.command_timeout <= 0:
-            raise UsageError(f"gate command timeout must be positive, not {self.command_timeout!r}")
+        if self.command_timeout is not None and not (0 < self.command_timeout < math.inf):
+            raise UsageError(
+                f"gate command timeout must be a finite number of seconds > 0, not {self.command_timeout!r}"
+            )
         if self.output_limit < 0:
             raise UsageError(f"gate output limit must be >= 0, not {self.output_limit!r}")
 

@@ -20,16 +20,29 @@ A task's ``state``::
 
 ``session_id`` is recorded as soon as the session exists, so an interrupted task can continue its
 conversation. ``runs`` counts the times the batch started the task; ``attempts`` the turns tried over
-all runs (each run adds 1 + its ``TaskResult.retries``, the turn-level retries).
+all runs (each run's first and its turn-level retries). The local backend records each attempt as it
+starts (``attempt``: the run's start, then each retry once it is decided, its backoff included), so
+a process killed mid-retry leaves a true count; a backend that learns of them only at the end adds
+them with ``finish(attempts=...)``.
 
 Writers: one ``Ledger`` per process, used from the event loop's thread (each call is a few hundred
 microseconds). ``read_summary`` opens its own connection, so it is safe from another thread (the
 CLI's forced-exit path) while the batch writes.
+
+One batch at a time: ``create`` and ``open`` take an exclusive ``flock`` on ``OUT/batch.lock`` (its
+content: the holder's pid, for the refusal's message) and hold it until ``close``, so two runs of
+the same ``--out`` (two ``--resume``, a resume and a re-run) never write one ledger at once; a second
+one is refused (``UsageError``) naming the holder. The kernel releases the lock when its process dies,
+however it dies, so a crash never leaves the batch locked; the descriptor is not inherited by the
+providers' processes. Readers that must work while the batch runs (the forced-exit path) pass
+``lock=False``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import io
 import json
 import os
 import sqlite3
@@ -44,6 +57,7 @@ from agent_fleet.runner.transcript import Redactor
 
 __all__ = [
     "LEDGER_FILE",
+    "LOCK_FILE",
     "SUMMARY_FILE",
     "Ledger",
     "LedgerRow",
@@ -52,6 +66,7 @@ __all__ = [
 ]
 
 LEDGER_FILE: Final = "batch.db"
+LOCK_FILE: Final = "batch.lock"
 SUMMARY_FILE: Final = "summary.json"
 _SCHEMA_VERSION: Final = 1
 
@@ -140,13 +155,40 @@ def holds_batch(out: Path) -> bool:
     return (out / LEDGER_FILE).exists() or (out / SUMMARY_FILE).exists()
 
 
+def _lock(out: Path) -> io.FileIO:
+    """An exclusive lock on ``out``'s batch (see the module docstring): the open file holding it (a file
+    object, so a ledger dropped without ``close`` still lets go when it is collected). Raises
+    ``UsageError`` naming the process that holds it."""
+    path = out / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # not inheritable (PEP 446)
+    except OSError as exc:
+        raise UsageError(f"cannot lock the batch in {str(out)!r}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        who = f"pid {holder}" if holder.isdigit() else "another process"
+        raise UsageError(
+            f"--out {str(out)!r} is in use by another batch ({who}): wait for it to end or stop it"
+        ) from None
+    except OSError as exc:
+        os.close(fd)
+        raise UsageError(f"cannot lock the batch in {str(out)!r}: {exc.strerror or exc}") from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return io.FileIO(fd, "r+", closefd=True)
+
+
 class Ledger:
     """The ledger of the batch in ``out`` (see the module docstring). Use ``create`` or ``open``."""
 
-    def __init__(self, out: Path, db: sqlite3.Connection) -> None:
+    def __init__(self, out: Path, db: sqlite3.Connection, lock: io.FileIO | None = None) -> None:
         self.out = out
         self.path = out / LEDGER_FILE
         self._db = db
+        self._lock = lock
         #: records are redacted as they come in (they hold prompts and outputs): the ledger holds no
         #: secret the summary would not, and the summary needs no second pass over a whole fleet
         self.redactor = Redactor()
@@ -161,22 +203,29 @@ class Ledger:
         *,
         meta: Mapping[str, Any] | None = None,
     ) -> Ledger:
-        """A new ledger with ``entries`` (id, line, tasks-file object) queued, in order.
+        """A new ledger with ``entries`` (id, line, tasks-file object) queued, in order; it holds the
+        batch's lock until ``close``.
 
-        Raises ``UsageError`` when ``out`` already holds a batch (never overwrites one).
+        Raises ``UsageError`` when ``out`` already holds a batch (never overwrites one) or another
+        process holds its lock.
         """
         if holds_batch(out):
             raise UsageError(
                 f"--out {str(out)!r} already holds a batch; continue it with `agent-fleet batch --resume "
                 f"{out}` (add `--rerun failed` to run its failed tasks again), or choose another --out"
             )
+        held = _lock(out)
         path = out / LEDGER_FILE
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)  # exclusive: two racing batches
-        except FileExistsError as exc:
-            raise UsageError(f"--out {str(out)!r} already holds a batch") from exc
-        except OSError as exc:
-            raise UsageError(f"cannot create the batch ledger {str(path)!r}: {exc.strerror}") from exc
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)  # two racing batches
+            except FileExistsError as exc:
+                raise UsageError(f"--out {str(out)!r} already holds a batch") from exc
+            except OSError as exc:
+                raise UsageError(f"cannot create the batch ledger {str(path)!r}: {exc.strerror}") from exc
+        except BaseException:
+            held.close()
+            raise
         os.close(fd)
         db = _connect(path)
         now = time.time()
@@ -197,26 +246,38 @@ class Ledger:
                     for position, (task_id, line, obj) in enumerate(entries)
                 ),
             )
-        return cls(out, db)
+        return cls(out, db, held)
 
     @classmethod
-    def open(cls, out: Path) -> Ledger:
-        """The ledger of an existing batch. Raises ``UsageError`` when ``out`` holds none."""
+    def open(cls, out: Path, *, lock: bool = True) -> Ledger:
+        """The ledger of an existing batch, holding its lock until ``close`` (unless ``lock=False``: a
+        reader beside the batch's own writer). Raises ``UsageError`` when ``out`` holds none, or (with
+        ``lock``) another process holds its lock."""
         path = out / LEDGER_FILE
         if not path.is_file():
             raise UsageError(f"{str(out)!r} holds no batch to resume (no {LEDGER_FILE} in it)")
+        held = _lock(out) if lock else None
         try:
-            db = _connect(path)
-            version = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise UsageError(f"{str(path)!r} is not a batch ledger: {exc}") from exc
-        if version is None or json.loads(version[0]) != _SCHEMA_VERSION:
-            db.close()
-            raise UsageError(f"{str(path)!r} was written by another version of agent-fleet")
-        return cls(out, db)
+            try:
+                db = _connect(path)
+                version = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise UsageError(f"{str(path)!r} is not a batch ledger: {exc}") from exc
+            if version is None or json.loads(version[0]) != _SCHEMA_VERSION:
+                db.close()
+                raise UsageError(f"{str(path)!r} was written by another version of agent-fleet")
+        except BaseException:
+            if held is not None:
+                held.close()
+            raise
+        return cls(out, db, held)
 
     def close(self) -> None:
+        """Close the ledger and release the batch's lock. Idempotent."""
         self._db.close()
+        if self._lock is not None:
+            self._lock.close()  # (the lock file stays: unlinking it would race the next taker)
+            self._lock = None
 
     def discard(self) -> None:
         """Close and delete the ledger (a batch that never started: nothing ran, nothing to keep)."""
@@ -224,6 +285,11 @@ class Ledger:
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 self.path.with_name(self.path.name + suffix).unlink()
+        if self._lock is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (self.out / LOCK_FILE).unlink()  # while still held: nothing was there before us
+            self._lock.close()
+            self._lock = None
 
     def add(self, entries: Sequence[tuple[str, int, Mapping[str, Any]]]) -> None:
         """Queue more tasks (id, line, tasks-file object) after those already in. Raises ``UsageError``
@@ -257,15 +323,18 @@ class Ledger:
 
     def rows(self, *, states: Sequence[TaskState] | None = None) -> Iterator[LedgerRow]:
         """Every task (or those in ``states``) in tasks-file order, read in pages (memory stays flat)."""
-        return map(_row, self._raw_rows(states))
+        if states is None:
+            return map(_row, self._raw_rows())
+        return map(_row, self._raw_rows(f" AND state IN ({', '.join('?' for _ in states)})", list(states)))
 
-    def _raw_rows(self, states: Sequence[TaskState] | None = None) -> Iterator[Sequence[Any]]:
+    def to_run(self, *, rerun_failed: bool) -> Iterator[LedgerRow]:
+        """The tasks a resumed run will run (before ``prepare_resume``): queued, running and interrupted
+        ones, and with ``rerun_failed`` the finished ones that did not succeed; in tasks-file order."""
+        extra = " OR (state = 'finished' AND status != 'succeeded')" if rerun_failed else ""
+        return map(_row, self._raw_rows(f" AND (state IN ('queued', 'running', 'interrupted'){extra})"))
+
+    def _raw_rows(self, where: str = "", args: Sequence[Any] = ()) -> Iterator[Sequence[Any]]:
         last = -1
-        where = ""
-        args: list[Any] = []
-        if states is not None:
-            where = f" AND state IN ({', '.join('?' for _ in states)})"
-            args = list(states)
         while True:
             page = self._db.execute(
                 f"SELECT * FROM tasks WHERE position > ?{where} ORDER BY position LIMIT 500",
@@ -348,6 +417,12 @@ class Ledger:
             )
             self._history(task_id, now, "session", {"session_id": session_id})
 
+    def attempt(self, task_id: str) -> None:
+        """An attempt of the task's turn starts (the run's first, or a retry): counted at once."""
+        self._db.execute(
+            "UPDATE tasks SET attempts = attempts + 1, updated_at = ? WHERE id = ?", (time.time(), task_id)
+        )
+
     def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
         """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
         transition."""
@@ -365,7 +440,8 @@ class Ledger:
         attempts: int,
         worktree_kept: str | None,
     ) -> None:
-        """Record a run's end: ``result`` is the task's record (``BatchEntry.to_dict``)."""
+        """Record a run's end: ``result`` is the task's record (``BatchEntry.to_dict``); ``attempts``
+        are added to those ``attempt`` counted (0 when each was counted as it started)."""
         status = str(result.get("status"))
         state: TaskState = "interrupted" if status == "cancelled" else "finished"
         now = time.time()

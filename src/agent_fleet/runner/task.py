@@ -59,7 +59,7 @@ from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._pace import pause_before_turn
 from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
-from agent_fleet.runner._retry import retry_backoff, should_retry
+from agent_fleet.runner._retry import retry_backoff, retry_hint, should_retry
 from agent_fleet.runner._task_types import ReviewConfig, Task, TaskResult, TaskStatus
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateResult, run_gate
@@ -181,6 +181,7 @@ class _TaskRun:
         self.counters = TaskCounters()
         self._end_head: str | None = None
         self.resume_session: str | None = None
+        self.deadline: float | None = None  # monotonic: when the task's timeout expires
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -206,6 +207,8 @@ class _TaskRun:
 
     async def run(self, stop: asyncio.Event | None) -> TaskResult:
         started = time.monotonic()
+        if self.task.timeout is not None:
+            self.deadline = started + self.task.timeout
         spec = self.task.spec
         self.note(
             "started",
@@ -364,7 +367,16 @@ class _TaskRun:
                     if not should_retry(terminal, attempt, self.task.retries, session_id=self.session_id):
                         self._turn_error(terminal, "the turn")
                         return
-                    handle = await self._retry(provider, handle, terminal, prompt, attempt)
+                    delay, hint = self._retry_delay(provider, terminal, attempt)
+                    if self.deadline is not None and time.monotonic() + delay > self.deadline:
+                        # The wait would end past the task's timeout: no retry can run, so the turn's
+                        # error (not "timeout") is the outcome, and no time is spent waiting for it.
+                        self._turn_error(terminal, "the turn")
+                        self.reason += (
+                            f"; not retried: the wait of {delay:.0f}s would pass the task's timeout"
+                        )
+                        return
+                    handle = await self._retry(provider, handle, terminal, prompt, attempt, delay, hint)
                     attempt += 1
                     continue
                 attempt = 1
@@ -383,13 +395,30 @@ class _TaskRun:
             with contextlib.suppress(Exception):
                 await asyncio.shield(handle.stop())
 
-    async def _retry(
-        self, provider: Provider, handle: Handle, error: Error, prompt: str, attempt: int
-    ) -> Handle:
-        """Wait out the backoff, then run ``prompt`` again; returns the handle the retry runs on."""
+    def _retry_delay(self, provider: Provider, error: Error, attempt: int) -> tuple[float, float | None]:
+        """Seconds to wait before retry ``attempt``, and the provider's hint (see ``runner._retry``)."""
         task = self.task
-        hint = error.data.get("retry_after")
-        delay = retry_backoff(attempt, base=task.retry_delay, cap=task.retry_max_delay, hint=hint)
+        hint = retry_hint(error, provider.rate_limits, time.time())
+        delay = retry_backoff(
+            attempt,
+            base=task.retry_delay,
+            cap=task.retry_max_delay,
+            hint=hint,
+            hint_cap=task.retry_hint_max_delay,
+        )
+        return delay, hint
+
+    async def _retry(
+        self,
+        provider: Provider,
+        handle: Handle,
+        error: Error,
+        prompt: str,
+        attempt: int,
+        delay: float,
+        hint: float | None,
+    ) -> Handle:
+        """Wait ``delay``, then run ``prompt`` again; returns the handle the retry runs on."""
         self.note(
             "retry",
             attempt=attempt,
@@ -397,6 +426,7 @@ class _TaskRun:
             delay=round(delay, 3),
             code=error.code,
             message=error.message,
+            **({"hint": round(hint, 3)} if hint is not None else {}),
         )
         await asyncio.sleep(delay)
         if error.code == "app_server_crashed":

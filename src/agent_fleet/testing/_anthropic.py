@@ -78,7 +78,8 @@ class AnthropicReply:
     """One scripted response to one model request.
 
     ``delay`` waits before answering; ``event_delay`` between SSE events. ``status`` other than 200
-    answers with an Anthropic error body (``error_type``, ``error_message``). ``stop_reason``
+    answers with an Anthropic error body (``error_type``, ``error_message``). ``headers`` go with the
+    response (e.g. ``retry-after``, ``anthropic-ratelimit-unified-*``). ``stop_reason``
     defaults to ``tool_use`` when a block is a tool use, else ``end_turn``. ``usage`` may set
     ``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``, ``cache_creation_input_tokens``.
     """
@@ -91,6 +92,7 @@ class AnthropicReply:
     error_message: str = "scripted error"
     stop_reason: str | None = None
     usage: Mapping[str, int] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def text(cls, text: str, **kw: Any) -> AnthropicReply:
@@ -459,13 +461,16 @@ class _Handler(ScriptedHandler):
             self._send_json(
                 reply.status,
                 {"type": "error", "error": {"type": reply.error_type, "message": reply.error_message}},
+                reply.headers,
             )
             return
         model = request.model or "claude-scripted"
         if not request.stream:
-            self._send_json(200, reply.message(model))
+            self._send_json(200, reply.message(model), reply.headers)
             return
-        self._send_sse((encode_sse([event]) for event in reply.sse_events(model)), reply.event_delay)
+        self._send_sse(
+            (encode_sse([event]) for event in reply.sse_events(model)), reply.event_delay, reply.headers
+        )
 
 
 ScriptedAnthropicServer.handler_class = _Handler

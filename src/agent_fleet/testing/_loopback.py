@@ -210,12 +210,14 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _send_sse(self, frames: Iterable[bytes], event_delay: float) -> None:
+    def _send_sse(
+        self, frames: Iterable[bytes], event_delay: float, headers: Mapping[str, str] | None = None
+    ) -> None:
         """Stream SSE ``frames`` (flushed one by one, ``event_delay`` apart), then close."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
-        for name, value in self._extra_headers().items():
+        for name, value in {**self._extra_headers(), **(headers or {})}.items():
             self.send_header(name, value)
         self.send_header("Connection", "close")
         self.end_headers()

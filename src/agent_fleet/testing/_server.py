@@ -336,7 +336,7 @@ class _Handler(ScriptedHandler):
         events: Iterable[dict[str, Any]] = reply.sse_events()
         if reply.cut_after is not None:
             events = itertools.islice(events, reply.cut_after)
-        self._send_sse(_frames(events), reply.event_delay)
+        self._send_sse(_frames(events), reply.event_delay, reply.headers)
 
 
 ScriptedModelServer.handler_class = _Handler

@@ -126,3 +126,19 @@ def test_bad_values_are_usage_errors() -> None:
         build_command("codex", Spec(prompt="p", config={"x": None}), CodexOptions())
     with pytest.raises(UsageError):  # the caller must write the schema file first
         build_command("codex", Spec(prompt="p", output_schema={"type": "object"}), CodexOptions())
+
+
+def test_env_is_set_for_the_commands_over_the_configs_own_variables() -> None:
+    spec = Spec(
+        prompt="p", env={"CI": "1", "LANG": "C"}, config={"shell_environment_policy.set": {"A": "spec"}}
+    )
+    options = CodexOptions(
+        config={"shell_environment_policy": {"inherit": "core", "set": {"B": "opt", "CI": "0"}}}
+    )
+    cmd = build_command("codex", spec, options)
+    # the whole table is passed (a key path replaces it), Spec.env winning on equal names
+    assert 'shell_environment_policy.set={B = "opt", CI = "1", A = "spec", LANG = "C"}' in cmd.argv
+    assert cmd.untranslated == ()
+    assert not any(
+        "shell_environment_policy.set" in a for a in build_command("codex", Spec(prompt="p"), options).argv
+    )

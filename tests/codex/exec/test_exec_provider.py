@@ -4,6 +4,7 @@ for the failure modes the real one will not produce on demand)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import struct
 import tempfile
@@ -404,3 +405,36 @@ async def test_follow_up_takes_images_and_an_output_schema(fake_codex: FakeCodex
     argv = json.loads((tmp_path / "fake-codex-record.json").read_text())["argv"]
     assert argv[:4] == ["exec", "resume", "--json", f"--image={image}"]
     assert argv[4] == "--output-schema" and argv[6:] == ["fake-thread-1", "-"]
+
+
+async def test_an_unread_handle_is_bounded_like_every_other_and_loses_nothing(
+    fake_codex: FakeCodex, tmp_path: Path
+) -> None:
+    # codex exec reports whole items (no deltas): past the bound only its cumulative usage is mergeable,
+    # so every item still arrives, after the marker where the bound was passed; the handle read at the
+    # same time is not held up by the one nobody reads.
+    messages = [
+        json.dumps(
+            {"type": "item.completed", "item": {"id": f"m{n}", "type": "agent_message", "text": f"t{n}"}}
+        )
+        for n in range(30)
+    ]
+    options = dataclasses.replace(fake_codex([THREAD, *messages, COMPLETED]), event_buffer=5)
+    async with CodexExecProvider(options) as provider:
+        unread = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        read = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        read_events = await asyncio.wait_for(collect(read), 30)
+        for _ in range(600):  # polled: any event to await would be a read
+            if not unread.running:
+                break
+            await asyncio.sleep(0.05)
+        assert not unread.running
+        events = await collect(unread)
+    for got in (events, read_events):
+        assert [e.text for e in got if isinstance(e, AssistantMessage)] == [f"t{n}" for n in range(30)]
+        assert isinstance(got[-1], Result) and isinstance(got[-2], TokenUsage)
+    markers = [e for e in events if isinstance(e, System) and e.subtype == "events_coalesced"]
+    assert len(markers) == 1 and markers[0].data == {"bound": 5}
+    assert events.index(markers[0]) == len(events) - 3, (
+        "right before the first mergeable event past the bound"
+    )
