@@ -39,3 +39,21 @@ def test_retries_get_a_line() -> None:
     )
     stream = System(subtype="stream_retry", data={"message": "Reconnecting... 1/5"})
     assert "retrying" in str(describe(TaskEvent(task_id="t", source="agent", event=stream)))
+
+
+def test_a_push_gets_a_line_whether_it_went_through_or_not() -> None:
+    from agent_fleet.cli import describe
+
+    pushed = System(
+        subtype="runner.push", data={"branch": "agent-fleet/t", "commit": "0123456789abcdef", "pushed": True}
+    )
+    refused = System(
+        subtype="runner.push",
+        data={"branch": "agent-fleet/t", "pushed": False, "error": "! [rejected] (non-fast-forward)\nhint"},
+    )
+    assert describe(TaskEvent(task_id="t", source="runner", event=pushed)) == (
+        "pushed agent-fleet/t (0123456789ab)"
+    )
+    assert describe(TaskEvent(task_id="t", source="runner", event=refused)) == (
+        "push of agent-fleet/t refused: ! [rejected] (non-fast-forward)"
+    )

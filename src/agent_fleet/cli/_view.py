@@ -127,6 +127,10 @@ def describe(task_event: TaskEvent) -> str | None:
             return f"{prefix}MCP server {name} failed to start: {first_line(str(error))}"
         case Compaction() if task_event.source == "agent":
             return "context compacted"
+        case System(subtype="runner.push", data=data):  # --backend ray --push
+            if data.get("pushed"):
+                return f"pushed {data.get('branch')} ({str(data.get('commit') or '')[:12]})"
+            return f"push of {data.get('branch')} refused: {first_line(str(data.get('error')))}"
         case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
             return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
     return None
