@@ -36,7 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from agent_fleet.codex._permissions import grant_permissions, requested_roots
+from agent_fleet._provider.refine import REFINABLE_DECLINES
+from agent_fleet.codex._permissions import additional_verdict, grant_permissions, requested_roots
 from agent_fleet.events import System
 from agent_fleet.policy import Action, ApprovalPolicy, ApprovalRequest, Decision, check_paths
 
@@ -49,6 +50,7 @@ APPROVAL_METHODS: Final = frozenset(
         "applyPatchApproval",
     }
 )
+_COMMAND_METHODS: Final = frozenset({"item/commandExecution/requestApproval", "execCommandApproval"})
 _NETWORK_PROTOCOLS: Final = frozenset({"http", "https", "socks5Tcp", "socks5Udp"})
 
 
@@ -75,12 +77,14 @@ class Session:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Judged:
     """The engine's request and decision; ``grant`` is the permissions a permission request may get
-    (``None`` for other methods); ``notices`` go to the event stream before the decision."""
+    (``None`` for other methods); ``notices`` go to the event stream before the decision; ``once``: an
+    accept is for this request only (a command asking for more rights)."""
 
     request: ApprovalRequest
     decision: Decision
     grant: dict[str, Any] | None = None
     notices: tuple[System, ...] = ()
+    once: bool = False
 
 
 def _decline(rule: str, reason: str) -> Decision:
@@ -135,6 +139,23 @@ def _grant_root(params: Mapping[str, Any]) -> tuple[str, ...]:
     return (grant,)
 
 
+def _file_change(
+    changes: tuple[str, ...],
+    params: Mapping[str, Any],
+    cwd: str,
+    roots: tuple[str, ...],
+    foreign: Decision | None,
+) -> tuple[ApprovalRequest, Decision | None]:
+    """A file change is judged on the files it changes; a ``grantRoot`` (writes under a root for the
+    rest of the session) only adds a path that must be contained too. An item never announced, or one
+    that changes nothing, has nothing to judge: declined, whatever root it asks for."""
+    paths = changes + _grant_root(params)
+    request = ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots)
+    if not changes:
+        return request, foreign or _decline("no-paths", "a file change that names no changed file")
+    return request, foreign
+
+
 def _network(params: Mapping[str, Any], cwd: str, roots: tuple[str, ...]) -> ApprovalRequest:
     context = params["networkApprovalContext"]
     if not isinstance(context, dict):
@@ -174,9 +195,8 @@ def _request(
                 raise _Malformed(f"unknown command approval kind {kind!r}")
             return ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots), foreign
         case "item/fileChange/requestApproval":
-            changes = session.file_changes.get(str(params.get("itemId")), ())
-            paths = _change_paths(changes) + _grant_root(params)
-            return ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots), foreign
+            changes = _change_paths(session.file_changes.get(str(params.get("itemId")), ()))
+            return _file_change(changes, params, cwd, roots, foreign)
         case "applyPatchApproval":
             file_map = params.get("fileChanges")
             if file_map is not None and not isinstance(file_map, dict):
@@ -184,8 +204,7 @@ def _request(
             listed = [
                 {"path": path, **(c if isinstance(c, dict) else {})} for path, c in (file_map or {}).items()
             ]
-            paths = _change_paths(listed) + _grant_root(params)
-            return ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots), foreign
+            return _file_change(_change_paths(listed), params, cwd, roots, foreign)
         case "item/permissions/requestApproval":
             asked = params.get("permissions")
             if not isinstance(asked, dict):
@@ -211,6 +230,7 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
     if not isinstance(params, dict):
         decision = _decline("malformed-request", f"{method} params are not an object")
         return Judged(request=fallback, decision=decision, notices=notices)
+    once = False
     try:
         request, bridge_decline = _request(method, params, session)
         grant = None
@@ -220,6 +240,9 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
             grant, decision = grant_permissions(policy, params["permissions"], request)
         else:
             decision = await policy.evaluate_async(request)
+        if method in _COMMAND_METHODS and params.get("additionalPermissions") is not None:
+            once = True  # wider rights for this command only, never cached for the session
+            request, decision = _with_additional(policy, params["additionalPermissions"], request, decision)
     except _Malformed as exc:
         return Judged(request=fallback, decision=_decline("malformed-request", str(exc)), notices=notices)
     except Exception as exc:  # a bug in the policy or here: decline, never an RPC error, never an accept
@@ -227,7 +250,46 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
         return Judged(request=fallback, decision=decision, notices=notices)
     if request.kind == "unknown":
         decision = _decline("unknown-request", f"agent-fleet does not know the approval method {method}")
-    return Judged(request=request, decision=decision, grant=grant, notices=notices)
+    if once and decision.action == "allow_for_session":
+        decision = replace(decision, action="allow_once")
+    return Judged(request=request, decision=decision, grant=grant, notices=notices, once=once)
+
+
+def _with_additional(
+    policy: ApprovalPolicy, asked: Any, request: ApprovalRequest, decision: Decision
+) -> tuple[ApprovalRequest, Decision]:
+    """A command that also asks for ``additionalPermissions``: the command's own verdict, unless the
+    permissions decline -- a final decline of theirs wins over a refinable one of the command's."""
+    try:
+        extra = additional_verdict(policy, asked, request.cwd, request.writable_roots)
+        paths, network = requested_roots(asked)
+    except ValueError as exc:
+        raise _Malformed(str(exc)) from exc
+    audited = replace(request, paths=paths, network=network)  # what was asked, for the audit events
+    if extra is None or (not decision.accepted and decision.rule not in REFINABLE_DECLINES):
+        return audited, decision
+    if decision.accepted or extra.rule not in REFINABLE_DECLINES:
+        return audited, extra
+    return audited, decision
+
+
+def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decision) -> Judged:
+    """``judged`` after an ``approval_handler`` answered ``refined``: an accept of a refinable decline
+    of a permission request grants what the policy would grant on an accept (containment and the host
+    allow-list still hold; an accept that grants nothing is a decline); an accept of a command that asks
+    for more rights is for this command only."""
+    if judged.once and refined.action == "allow_for_session":
+        refined = replace(refined, action="allow_once")
+    if judged.request.kind != "permissions" or not refined.accepted or judged.decision.accepted:
+        return replace(judged, decision=refined)
+    try:
+        grant, verdict = grant_permissions(policy, params["permissions"], judged.request, refined=True)
+    except Exception as exc:  # the same request was judged once already: fail closed all the same
+        verdict = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
+        return replace(judged, decision=verdict, grant=None)
+    if not grant:
+        return replace(judged, decision=verdict, grant=None)
+    return replace(judged, decision=refined, grant=grant)
 
 
 # -- replies ------------------------------------------------------------------------------------------
@@ -261,9 +323,10 @@ def _offered(params: Mapping[str, Any]) -> set[str] | None:
 
 
 def settle(method: str, params: Any, decision: Decision) -> Decision:
-    """``decision`` narrowed to what codex offers in ``availableDecisions`` (v2 command approvals).
-    An accept that cannot be expressed becomes a decline (rule ``not-offered``)."""
-    if method != "item/commandExecution/requestApproval" or not isinstance(params, dict):
+    """``decision`` narrowed to what codex offers in ``availableDecisions`` (v2 approvals that list
+    them: commands, and any unknown method that does). An accept that cannot be expressed becomes a
+    refusal (rule ``not-offered``); a refusal is ``decline`` where offered, else ``cancel``."""
+    if "/" not in method or method == "item/permissions/requestApproval" or not isinstance(params, dict):
         return decision
     offered = _offered(params)
     if offered is None:

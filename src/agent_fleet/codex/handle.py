@@ -495,10 +495,11 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
             self._host.spawn_task(self._refine(msg, judged), f"approval:{msg.id}")
             return
-        await self._answer(msg, judged, judged.decision)
+        await self._answer(msg, judged)
 
     async def _refine(self, msg: Request, judged: _approvals.Judged) -> None:
-        await self._answer(msg, judged, await self._ask_handler(judged.request, judged.decision))
+        refined = await self._ask_handler(judged.request, judged.decision)
+        await self._answer(msg, _approvals.regrant(self._policy, msg.params, judged, refined))
 
     async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         """The ``approval_handler``'s refinement of ``decision`` (``_provider.refine``)."""
@@ -555,9 +556,10 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
                 f"interrupt:{self._thread_id}",
             )
 
-    async def _answer(self, msg: Request, judged: _approvals.Judged, decision: Decision) -> None:
+    async def _answer(self, msg: Request, judged: _approvals.Judged) -> None:
         params = msg.params if isinstance(msg.params, dict) else {}
-        verdict, decision = decision, _approvals.settle(msg.method, params, decision)  # only what is offered
+        verdict = judged.decision
+        decision = _approvals.settle(msg.method, params, verdict)  # only what codex offers
         turn = self._turn
         if verdict.action == "decline" and decision.action == "cancel" and turn is not None:
             turn.resume_after = f"The approval policy declined {_approvals.summary(judged.request)}" + (

@@ -1,0 +1,143 @@
+"""Issue 16, the audit: approval shapes that were waved through, each answered as the policy allows.
+
+A scripted fake app-server (``fake_app_server.py``, real pipes) sends each request; the answers it got
+back are the turn's final text (see ``test_approval_shapes``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agent_fleet import PermissionConfig, Spec
+from agent_fleet.events import Event
+from agent_fleet.policy import ApprovalRequest, Decision
+
+from .test_approval_shapes import _CMD, _denied, _run, _started, _statuses
+from .test_appserver_fake import _options
+from .test_appserver_fake import _run as _run_options
+
+_NO_DECLINE = ["accept", "acceptForSession", "cancel"]
+
+
+async def _run_app(
+    tmp_path: Path, scenario: list[dict[str, Any]], spec: Spec, **options: Any
+) -> tuple[list[Event], list[dict[str, Any]]]:
+    return await _run_options(_options(tmp_path, scenario, **options), spec)
+
+
+def _with_permissions(
+    command: str, asked: dict[str, Any], available: list[Any] | None = None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"itemId": "c", "command": command, "additionalPermissions": asked}
+    if available is not None:
+        params["availableDecisions"] = available
+    return {"method": _CMD, "params": params}
+
+
+# -- gap 1: a command approval's additionalPermissions ---------------------------------------------------
+
+
+async def test_additional_permissions_beyond_the_policy_refuse_the_command(tmp_path: Path) -> None:
+    wide = {"network": {"enabled": True}, "fileSystem": {"write": ["/"]}}
+    scenario = [_with_permissions("ls", wide), _with_permissions("ls", wide, _NO_DECLINE)]
+    events, answers = await _run(tmp_path, scenario)
+    # an accept cannot narrow the grant: the whole command is refused (cancel where decline is not offered)
+    assert [a["decision"] for a in answers] == ["decline", "cancel"]
+    assert _denied(events) == ["path-escape", "path-escape"]
+
+
+async def test_additional_permissions_the_policy_grants_accept_once(tmp_path: Path) -> None:
+    inside = {"fileSystem": {"write": [str(tmp_path / "ws" / "build")]}}
+    network = {"network": {"enabled": True}}
+    scenario = [
+        _with_permissions("make", inside, _NO_DECLINE),
+        _with_permissions("make", network, _NO_DECLINE),
+        _with_permissions("git reset --hard", inside, _NO_DECLINE),
+    ]
+    events, answers = await _run(tmp_path, scenario)
+    # wider rights are for this command only: never acceptForSession
+    assert [a["decision"] for a in answers] == ["accept", "cancel", "cancel"]
+    assert _denied(events) == ["network-not-allowed", "git-reset-hard"]
+    _, answers = await _run(tmp_path, scenario[1:2], PermissionConfig(allowed_hosts=("*",)))
+    assert answers == [{"decision": "accept"}]
+
+
+async def test_additional_permissions_that_cannot_be_judged_refuse(tmp_path: Path) -> None:
+    glob = {
+        "fileSystem": {"entries": [{"access": "write", "path": {"type": "glob_pattern", "pattern": "**"}}]}
+    }
+    scenario = [
+        _with_permissions("ls", glob, _NO_DECLINE),
+        _with_permissions("ls", "everything", _NO_DECLINE),  # type: ignore[arg-type]
+    ]
+    events, answers = await _run(tmp_path, scenario)
+    assert [a["decision"] for a in answers] == ["cancel", "cancel"]
+    assert _denied(events) == ["no-paths", "malformed-request"]
+
+
+# -- gap 2: file changes of an item never announced --------------------------------------------------------
+
+
+async def test_a_grant_root_alone_is_no_file_change(tmp_path: Path) -> None:
+    inside = str(tmp_path / "ws" / "src")
+    item = {"type": "fileChange", "id": "fc", "changes": [{"path": "src/a.py", "kind": {"type": "add"}}]}
+    scenario = [
+        {"method": "item/fileChange/requestApproval", "params": {"itemId": "ghost", "grantRoot": inside}},
+        _started(item),
+        {"method": "item/fileChange/requestApproval", "params": {"itemId": "fc", "grantRoot": "/etc"}},
+        {"method": "item/fileChange/requestApproval", "params": {"itemId": "fc", "grantRoot": inside}},
+    ]
+    events, answers = await _run(tmp_path, scenario)
+    assert [a["decision"] for a in answers] == ["decline", "decline", "acceptForSession"]
+    assert _denied(events) == ["no-paths", "path-escape"]
+
+
+# -- gap 10: an unknown approval that offers no decline ------------------------------------------------------
+
+
+async def test_an_unknown_approval_gets_the_refusal_it_offers(tmp_path: Path) -> None:
+    scenario = [
+        {
+            "method": "item/teleport/requestApproval",
+            "params": {"itemId": "t", "availableDecisions": _NO_DECLINE},
+        },
+        {"method": "item/teleport/requestApproval", "params": {"itemId": "u"}},
+    ]
+    events, answers = await _run(tmp_path, scenario)
+    assert [a["decision"] for a in answers] == ["cancel", "decline"]
+    assert _statuses(events) == ["cancel", "decline"]
+    assert _denied(events) == ["unknown-request", "unknown-request"]
+
+
+# -- gap 6: an approval_handler's accept of a refinable decline grants what the policy would --------------
+
+
+async def test_a_handler_accepting_default_ask_gets_the_policys_grant(tmp_path: Path) -> None:
+    asked_of_handler: list[str | None] = []
+
+    async def yes(request: ApprovalRequest, decision: Decision) -> Decision:
+        asked_of_handler.append(decision.rule)
+        return Decision(action="allow_for_session", reason="a person said yes")
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    asked = {"network": {"enabled": True}, "fileSystem": {"write": [str(ws / "out"), "/etc"]}}
+    scenario = [
+        {"method": "item/permissions/requestApproval", "params": {"itemId": "p", "permissions": asked}},
+        _with_permissions("make", {"fileSystem": {"write": [str(ws / "out")]}}, _NO_DECLINE),
+    ]
+    _, answers = await _run_app(
+        tmp_path,
+        scenario,
+        Spec(prompt="p", cwd=ws, permission=PermissionConfig(default="ask")),
+        approval_handler=yes,
+    )
+    # the contained root is granted; /etc (path-escape) and the network (not in allowed_hosts) are not
+    assert answers[0]["result"] == {
+        "permissions": {"fileSystem": {"write": [str(ws / "out")]}},
+        "scope": "session",
+    }
+    # more rights for one command: once, whatever the handler said
+    assert answers[1]["result"] == {"decision": "accept"}
+    assert asked_of_handler == ["default-ask", "default-ask"]
