@@ -6,12 +6,15 @@ back are the turn's final text (see ``test_approval_shapes``).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_fleet import PermissionConfig, Spec
 from agent_fleet.events import Event
-from agent_fleet.policy import ApprovalRequest, Decision
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 
 from .test_approval_shapes import _CMD, _denied, _run, _started, _statuses
 from .test_appserver_fake import _options
@@ -141,3 +144,26 @@ async def test_a_handler_accepting_default_ask_gets_the_policys_grant(tmp_path: 
     # more rights for one command: once, whatever the handler said
     assert answers[1]["result"] == {"decision": "accept"}
     assert asked_of_handler == ["default-ask", "default-ask"]
+
+
+# -- gap 9: a policy that raises on a Spec.tools call --------------------------------------------------------
+
+
+async def test_a_raising_policy_still_answers_a_tool_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: ApprovalPolicy, request: ApprovalRequest) -> Decision:
+        raise RuntimeError("bug in a rule")
+
+    def double(n: int) -> int:
+        """Twice n."""
+        return 2 * n
+
+    monkeypatch.setattr(ApprovalPolicy, "evaluate", broken)
+    call = {"method": "item/tool/call", "params": {"callId": "c1", "tool": "double", "arguments": {"n": 2}}}
+    events, answers = await asyncio.wait_for(
+        _run_app(tmp_path, [call], Spec(prompt="p", cwd=tmp_path, tools=[double])), 30
+    )
+    result = answers[0]["result"]
+    assert result["success"] is False and "policy-error" in result["contentItems"][0]["text"]
+    assert _denied(events) == ["policy-error"]

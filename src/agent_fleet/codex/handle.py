@@ -523,7 +523,12 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             output = failure(f"unknown tool {name!r} (this session's tools: {known})")
         else:
             request = ApprovalRequest(kind="tool", tool=name, cwd=self._cwd)
-            decision = await self._ask_handler(request, self._policy.evaluate(request))
+            try:
+                verdict = self._policy.evaluate(request)
+            except Exception as exc:  # evaluate fails closed itself; this guards a bug in it
+                reason = f"approval policy failed: {type(exc).__name__}: {exc}"
+                verdict = Decision(action="decline", rule="policy-error", reason=reason)
+            decision = await self._ask_handler(request, verdict)
             use_id = f"approval:{params.get('callId') or msg.id}"
             for event in approval_events(use_id, _approvals.describe(request), decision):
                 self._emit(event)
