@@ -7,6 +7,7 @@ back are the turn's final text (see ``test_approval_shapes``).
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,57 @@ async def test_a_raising_policy_still_answers_a_tool_call(
     result = answers[0]["result"]
     assert result["success"] is False and "policy-error" in result["contentItems"][0]["text"]
     assert _denied(events) == ["policy-error"]
+
+
+# -- gap 3: input written to a running command is judged by what reads it ---------------------------------
+
+
+def _process(item_id: str, command: str) -> dict[str, Any]:
+    return _started({"type": "commandExecution", "id": item_id, "command": command, "cwd": None})
+
+
+def _stdin(item_id: str, text: str | None) -> dict[str, Any]:
+    command = None if text is None else shlex.join(["write_stdin", "--session-id", "1000", text])
+    params = {
+        "itemId": item_id,
+        "command": command,
+        "kind": "writeStdin",
+        "availableDecisions": ["accept", "cancel"],
+    }
+    return {"method": _CMD, "params": params}
+
+
+async def test_input_to_a_shell_is_judged_as_a_command(tmp_path: Path) -> None:
+    scenario = [
+        _process("sh", "/bin/bash -lc bash"),
+        _stdin("sh", "ls -la\n"),
+        _stdin("sh", "git reset --hard\n"),
+        _stdin("sh", "cd /\n"),
+        _stdin("sh", "rm -rf *\n"),  # what was accepted before is the context of what comes now
+        _stdin("sh", "rm -rf "),  # harmless alone ...
+        _stdin("sh", "/\n"),  # ... but the shell has the first half of the line
+        _stdin("sh", "\x03"),  # Ctrl-C runs nothing
+        _stdin("sh", None),
+    ]
+    events, answers = await _run(tmp_path, scenario)
+    decisions = ["accept", "cancel", "accept", "cancel", "accept", "cancel", "accept", "cancel"]
+    assert [a["decision"] for a in answers] == decisions
+    assert _denied(events) == ["git-reset-hard", "rm-root", "rm-root", "malformed-request"]
+
+
+async def test_input_to_an_interpreter_is_judged_as_its_inline_code(tmp_path: Path) -> None:
+    scenario = [
+        _process("py", "python3"),
+        _process("node", "/bin/bash -lc 'cd src && node'"),
+        _process("db", "psql -h db.internal"),
+        _process("app", "python3 app.py"),
+        _stdin("py", "print(sum(range(10)))\n"),
+        _stdin("py", "import shutil as s\n"),
+        _stdin("py", "s.rmtree('/')\n"),
+        _stdin("node", "require('child_process').execSync('rm -rf /')\n"),
+        _stdin("db", "DROP TABLE users;\n"),  # a client we cannot look into: declined
+        _stdin("app", "rm -rf /\n"),  # data for a script that was itself judged when it started
+    ]
+    events, answers = await _run(tmp_path, scenario)
+    assert [a["decision"] for a in answers] == ["accept", "accept", "cancel", "cancel", "cancel", "accept"]
+    assert _denied(events) == ["rm-root", "rm-root", "opaque-code"]

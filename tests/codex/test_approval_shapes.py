@@ -132,7 +132,8 @@ async def test_malformed_network_context_is_declined(tmp_path: Path) -> None:
 
 async def test_stdin_writes_are_judged_by_the_command_they_go_to(tmp_path: Path) -> None:
     def stdin(item_id: str) -> dict[str, Any]:
-        return {"method": _CMD, "params": {"itemId": item_id, "command": None, "kind": "writeStdin"}}
+        command = "write_stdin --session-id 1000 'some data'"
+        return {"method": _CMD, "params": {"itemId": item_id, "command": command, "kind": "writeStdin"}}
 
     scenario = [
         _started({"type": "commandExecution", "id": "cat", "command": "cat", "cwd": None}),
@@ -142,7 +143,8 @@ async def test_stdin_writes_are_judged_by_the_command_they_go_to(tmp_path: Path)
         stdin("never-started"),
     ]
     events, answers = await _run(tmp_path, scenario)
-    assert [a["decision"] for a in answers] == ["acceptForSession", "decline", "decline"]
+    # input is accepted once (each write is judged), never for the session
+    assert [a["decision"] for a in answers] == ["accept", "decline", "decline"]
     assert _denied(events) == ["git-reset-hard", "malformed-request"]
 
 

@@ -6,8 +6,10 @@ to what codex offered, ``to_wire`` writes the reply. What is judged, method by m
 
 - ``item/commandExecution/requestApproval`` (and legacy ``execCommandApproval``): the ``command``;
   with a ``networkApprovalContext`` (the sandbox blocked a connection; ``command`` may be null) the
-  host, port and protocol against ``allowed_hosts``; with ``kind: "writeStdin"`` the command the input
-  goes to (known from its ``item/started``; unknown -> declined). A ``cwd`` outside the session's
+  host, port and protocol against ``allowed_hosts``; with ``kind: "writeStdin"`` the input by what
+  reads it (``_stdin``: a shell's input as a command, an interpreter's as inline code; the process is
+  known from its ``item/started``, unknown -> declined); with ``additionalPermissions`` each part as a
+  permission request, all of which must pass (an accept cannot narrow them). A ``cwd`` outside the session's
   workspace and writable roots is declined (``foreign-cwd``); one inside is where relative targets
   resolve, while containment stays the workspace.
 - ``item/fileChange/requestApproval``: every path of the item announced at ``item/started``, move
@@ -38,6 +40,7 @@ from typing import Any, Final
 
 from agent_fleet._provider.refine import REFINABLE_DECLINES
 from agent_fleet.codex._permissions import additional_verdict, grant_permissions, requested_roots
+from agent_fleet.codex._stdin import stdin_requests, stdin_text
 from agent_fleet.events import System
 from agent_fleet.policy import Action, ApprovalPolicy, ApprovalRequest, Decision, check_paths
 
@@ -66,25 +69,29 @@ class _Malformed(ValueError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
     """What the bridge knows of the session: its workspace (the containment root), declared writable
-    roots, and the current turn's items (file changes and commands by item id)."""
+    roots, the current turn's items (file changes and commands by item id), and the input each running
+    process accepted so far (by item id)."""
 
     workspace: str
     writable_roots: tuple[str, ...] = ()
     file_changes: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     commands: Mapping[str, Any] = field(default_factory=dict)
+    stdin_history: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Judged:
     """The engine's request and decision; ``grant`` is the permissions a permission request may get
     (``None`` for other methods); ``notices`` go to the event stream before the decision; ``once``: an
-    accept is for this request only (a command asking for more rights)."""
+    accept is for this request only (a command asking for more rights, input to a process); ``stdin``:
+    (item id, input) to add to that process's history once the input is accepted."""
 
     request: ApprovalRequest
     decision: Decision
     grant: dict[str, Any] | None = None
     notices: tuple[System, ...] = ()
     once: bool = False
+    stdin: tuple[str, str] | None = None
 
 
 def _decline(rule: str, reason: str) -> Decision:
@@ -183,7 +190,7 @@ def _request(
                 return _network(params, cwd, roots), foreign
             command = _command(params.get("command"))
             kind = params.get("kind", "command")
-            if kind == "writeStdin":
+            if kind == "writeStdin":  # judged in _judge_stdin; this request names the process for audit
                 target = session.commands.get(str(params.get("itemId")))
                 if target is None:
                     request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots)
@@ -231,11 +238,15 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
         decision = _decline("malformed-request", f"{method} params are not an object")
         return Judged(request=fallback, decision=decision, notices=notices)
     once = False
+    stdin: tuple[str, str] | None = None
     try:
         request, bridge_decline = _request(method, params, session)
         grant = None
         if bridge_decline is not None:
             decision = bridge_decline
+        elif params.get("kind") == "writeStdin" and method in _COMMAND_METHODS:
+            once = True  # each input is judged on its own (after what came before)
+            decision, stdin = await _judge_stdin(policy, params, session, request)
         elif request.kind == "permissions":  # judged part by part: the grant holds what passed
             grant, decision = grant_permissions(policy, params["permissions"], request)
         else:
@@ -252,7 +263,32 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
         decision = _decline("unknown-request", f"agent-fleet does not know the approval method {method}")
     if once and decision.action == "allow_for_session":
         decision = replace(decision, action="allow_once")
-    return Judged(request=request, decision=decision, grant=grant, notices=notices, once=once)
+    return Judged(request=request, decision=decision, grant=grant, notices=notices, once=once, stdin=stdin)
+
+
+async def _judge_stdin(
+    policy: ApprovalPolicy, params: Mapping[str, Any], session: Session, process: ApprovalRequest
+) -> tuple[Decision, tuple[str, str] | None]:
+    """Input for a running process (see ``_stdin``): the decision, and (item id, input) to add to the
+    process's history when the input is sent."""
+    text = stdin_text(params.get("command"))
+    if text is None:
+        return _decline("malformed-request", "a stdin approval without the input it writes"), None
+    if not text.strip(" \t\r\n\x03\x04"):  # a newline, Ctrl-C, Ctrl-D: nothing new runs
+        return Decision(action="allow_once", reason="the input holds no command"), None
+    item = str(params.get("itemId"))
+    roots = tuple(map(str, process.writable_roots))
+    found = stdin_requests(
+        process.command, text, session.stdin_history.get(item, ""), session.workspace, roots
+    )
+    if isinstance(found, Decision):
+        return found, None
+    for request in found:
+        verdict = await policy.evaluate_async(request)
+        if not verdict.accepted:
+            return verdict, None
+    what = "judged after what the process was given before" if len(found) > 1 else "data for the command"
+    return Decision(action="allow_once", reason=f"the input is {what}"), (item, text)
 
 
 def _with_additional(

@@ -20,6 +20,7 @@ from agent_fleet._provider.refine import for_handler, refine
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._turn import AppServerTurn
 from agent_fleet.contract import Spec
 from agent_fleet.errors import AgentFleetError
@@ -49,6 +50,7 @@ class ServerRequests:
     _roots: tuple[str, ...]
     _turn: AppServerTurn | None
     _tools: dict[str, Tool]
+    _stdin: StdinHistory
 
     def _emit(self, event: Event) -> None:
         raise NotImplementedError
@@ -80,6 +82,7 @@ class ServerRequests:
             writable_roots=self._roots,
             file_changes=turn.mapper.file_changes if turn is not None else {},
             commands=turn.mapper.commands if turn is not None else {},
+            stdin_history=self._stdin,
         )
         judged = await _approvals.judge(self._policy, msg.method, msg.params, session)
         for notice in judged.notices:
@@ -161,6 +164,8 @@ class ServerRequests:
         )
         for event in approval_events(use_id, _approvals.describe(judged.request), decision):
             self._emit(event)
+        if judged.stdin is not None and decision.accepted:
+            self._stdin.record(*judged.stdin)  # what the process has been given: context for what follows
         try:
             await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision, judged.grant))
         except AgentFleetError as exc:

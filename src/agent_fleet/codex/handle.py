@@ -19,10 +19,11 @@ dropped. Every way a turn can end calls ``EventStream.finish``: the first wins, 
 so ``stop()``, crash handling and the forwarder can race in any order.
 
 Server requests (approvals, tool calls, questions) are answered by ``ServerRequests``
-(``_handle_requests``). An approval's reply is only ever a decision codex offered (``_approvals.settle``); codex offers no
-``decline`` for commands, so a refusal goes out as ``cancel`` and codex interrupts its turn. That end is
-not passed on: the same ``AppServerTurn`` (same stream, same mapper) continues with a new codex turn
-telling the agent what was declined (``declined_turn_continued``), at most ``_MAX_CONTINUATIONS`` times.
+(``_handle_requests``). An approval's reply is only ever a decision codex offered
+(``_approvals.settle``); codex offers no ``decline`` for commands, so a refusal goes out as ``cancel``
+and codex interrupts its turn. That end is not passed on: the same ``AppServerTurn`` (same stream, same
+mapper) continues with a new codex turn telling the agent what was declined
+(``declined_turn_continued``), at most ``_MAX_CONTINUATIONS`` times.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES
 from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex._handle_requests import ServerRequests
+from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._turn import AppServerTurn
 from agent_fleet.codex.mapping import TurnMapper, token_usage
 from agent_fleet.codex.translate import turn_input
@@ -96,6 +98,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         self._backlog = Backlog()
         self._idle = TurnMapper(thread_id)
         self._tools = by_name(spec.tools)
+        self._stdin = StdinHistory()
         on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
         self._sub: Subscription = connection.subscribe(
             thread_id, on_notification=on_note, on_request=self._on_request
