@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
 
 from agent_fleet import PermissionConfig
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest
+from agent_fleet.policy._secrets import HOME_CREDENTIALS, KEY_FILES, SYSTEM_CREDENTIALS
 
 
 def _decide(request: ApprovalRequest, **config: object) -> tuple[str, str | None]:
@@ -98,3 +100,37 @@ def test_mcp_tools_need_a_matching_name_pattern() -> None:
     assert _decide(ApprovalRequest(kind="tool")) == ("decline", "unknown-request")
     # the caller's own Spec.tools function: its own patterns, not the default
     assert _decide(ApprovalRequest(kind="tool", tool="add"), default="deny") == ("allow_for_session", None)
+
+
+# -- one list of credential files for commands and reads (issue 16, audit) ----------------------------------
+
+
+@pytest.mark.parametrize("pattern", HOME_CREDENTIALS)
+def test_every_home_credential_is_one_for_commands_and_for_reads(pattern: str, tmp_path: Path) -> None:
+    relative = pattern.replace("*", "x")
+    read = ApprovalRequest(kind="read", paths=(f"/home/someone/{relative}",), cwd=tmp_path)
+    assert _decide(read) == ("decline", "secret-read")
+    command = ApprovalRequest(kind="command", command=f"cat ~/{shlex.quote(relative)}", cwd=tmp_path)
+    assert _decide(command) == ("decline", "credential-access")
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in KEY_FILES if n not in (".env", ".env.*")] + list(SYSTEM_CREDENTIALS)
+)
+def test_key_files_and_system_secrets_are_declined_for_reads(name: str, tmp_path: Path) -> None:
+    path = name.replace("*", "x")
+    assert _decide(ApprovalRequest(kind="read", paths=(path,), cwd=tmp_path)) == ("decline", "secret-read")
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (".ssh", ("decline", "secret-read")),  # the directory a search would read
+        ("home/u/.config/gh/hosts.yml", ("decline", "secret-read")),
+        (".bash_history", ("decline", "secret-read")),
+        ("src/secrets.py", ("allow_for_session", None)),
+        ("docs/ssh.md", ("allow_for_session", None)),
+    ],
+)
+def test_credentials_wherever_a_home_is(tmp_path: Path, path: str, expected: tuple[str, str]) -> None:
+    assert _decide(ApprovalRequest(kind="read", paths=(path,), cwd=tmp_path)) == expected

@@ -4,9 +4,10 @@ Every function returns a decline, or ``None`` when nothing here objects (the eng
 the kind's own rules say). Nothing the peer sends chooses the limits: containment is always against the
 request's ``cwd`` (the session's workspace, set by the provider) and ``writable_roots``.
 
-- ``read``: a credential file (SSH keys, cloud and registry credentials, ``.netrc``, ...) is declined
-  with ``secret-read`` wherever it is, even inside the workspace; a path outside the workspace and the
-  writable roots with ``path-escape``; a request naming no path with ``no-paths``.
+- ``read``: a credential file (``_secrets``: SSH keys, cloud and registry credentials, ``.netrc``,
+  shell histories, ...) is declined with ``secret-read`` wherever it is, even inside the workspace; a
+  path outside the workspace and the writable roots with ``path-escape``; a request naming no path
+  with ``no-paths``.
 - ``network``: the host must match ``PermissionConfig.allowed_hosts`` (``fnmatch``, case-insensitive; a
   pattern ``host:port`` matches on the port too); a request for any host (``host=None``) needs the
   pattern ``*``. Nothing else opens the network: with an empty list every request is declined with
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Sequence
 
 from agent_fleet.policy._paths import check_paths
+from agent_fleet.policy._secrets import HOME_CREDENTIALS, KEY_FILES, NOT_SECRET, SYSTEM_CREDENTIALS
 from agent_fleet.policy._types import ApprovalRequest, Decision
 
 __all__ = ["REQUEST_RULES", "judge_network", "judge_permissions", "judge_read", "judge_tool"]
@@ -36,52 +39,20 @@ REQUEST_RULES: dict[str, str] = {
     "unknown-request": "a request of a kind the provider could not classify (declined when in doubt)",
 }
 
-#: Credential files by name, wherever they are (``fnmatch`` on the last component).
-_SECRET_NAMES = (
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    "id_ecdsa_sk",
-    "id_ed25519_sk",
-    ".netrc",
-    "_netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".pypirc",
-    ".npmrc",
-    ".dockercfg",
-    ".env",
-    ".env.*",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "*.keystore",
-    "*.jks",
-    "credentials.json",
-    "service-account*.json",
-    ".credentials.json",
-)
-#: Credential files by their last two components (``fnmatch`` on ``dir/name``).
-_SECRET_PAIRS = (
-    ".ssh/*",
-    ".aws/credentials",
-    ".aws/config",
-    ".docker/config.json",
-    ".kube/config",
-    "gcloud/*",
-    ".gnupg/*",
-    "gh/hosts.yml",
-    "git/credentials",
-    ".cargo/credentials*",
-    ".gem/credentials",
-    ".azure/*",
-    "secrets/*",
-)
-#: Exceptions: public halves and host lists are not secrets.
-_NOT_SECRET = ("*.pub", "known_hosts", "known_hosts.old", ".env.example", ".env.sample", ".env.template")
-_SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/proc/*/environ")
+
+def _pattern(patterns: Sequence[str]) -> re.Pattern[str]:
+    """One expression: a path equal to, or under, any of ``patterns`` (``fnmatch``; ``*`` spans ``/``)."""
+    forms = [fnmatch.translate(p.removesuffix("/*")) for p in patterns]
+    forms += [fnmatch.translate(p.removesuffix("/*") + "/*") for p in patterns]
+    return re.compile("|".join(f"(?:{form})" for form in forms))
+
+
+#: For a file tool, a home credential is one wherever its home is (a workspace may be someone's home,
+#: a tool's HOME may be private): one-name entries (``.bash_history``) match the file's name, entries
+#: with a directory (``.ssh/*``, ``.config/gh/*``) the end of its path.
+_NAMES = KEY_FILES + tuple(p for p in HOME_CREDENTIALS if "/" not in p)
+_HOME_DIRS_RE = _pattern(tuple(p for p in HOME_CREDENTIALS if "/" in p))
+_SYSTEM_RE = _pattern(SYSTEM_CREDENTIALS)
 
 
 def _decline(rule: str, reason: str) -> Decision:
@@ -89,18 +60,17 @@ def _decline(rule: str, reason: str) -> Decision:
 
 
 def _is_secret(path: str, cwd: str | None) -> bool:
+    """``path`` is a credential file (``_secrets``), as written or as resolved."""
     full = os.path.normpath(os.path.join(cwd or "/", path))
     real = os.path.realpath(full)
     for candidate in dict.fromkeys((full, real)):
         name = os.path.basename(candidate)
-        pair = "/".join(candidate.rsplit("/", 2)[-2:])
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in _NOT_SECRET):
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_SECRET):
             continue
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in _SECRET_NAMES):
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in _NAMES) or _SYSTEM_RE.match(candidate):
             return True
-        if any(fnmatch.fnmatchcase(pair, pattern) for pattern in _SECRET_PAIRS):
-            return True
-        if any(fnmatch.fnmatchcase(candidate, pattern) for pattern in _SYSTEM_SECRETS):
+        parts = candidate.strip("/").split("/")
+        if any(_HOME_DIRS_RE.match("/".join(parts[i:])) for i in range(len(parts))):
             return True
     return False
 
