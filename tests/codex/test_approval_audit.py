@@ -63,7 +63,7 @@ async def test_additional_permissions_the_policy_grants_accept_once(tmp_path: Pa
     # wider rights are for this command only: never acceptForSession
     assert [a["decision"] for a in answers] == ["accept", "cancel", "cancel"]
     assert _denied(events) == ["network-not-allowed", "git-reset-hard"]
-    _, answers = await _run(tmp_path, scenario[1:2], PermissionConfig(allowed_hosts=("*",)))
+    _, answers = await _run(tmp_path, scenario[1:2], PermissionConfig(allowed_hosts=("*://*",)))
     assert answers == [{"decision": "accept"}]
 
 

@@ -85,6 +85,8 @@ async def test_full_permission_request_is_granted_only_what_the_policy_allows(tm
     assert _denied(events) == ["path-escape"]
     # network for any host needs '*' in the allow-list; "/" is never inside the workspace
     _, answers = await _run(tmp_path, scenario, PermissionConfig(allowed_hosts=("*",)))
+    assert answers == [{"permissions": {}, "scope": "turn"}]  # "*" is any host on the web, not the sandbox
+    _, answers = await _run(tmp_path, scenario, PermissionConfig(allowed_hosts=("*://*",)))
     assert answers == [{"permissions": {"network": {"enabled": True}}, "scope": "turn"}]
 
 
@@ -112,12 +114,17 @@ def _network(host: str, protocol: str = "https") -> dict[str, Any]:
 
 
 async def test_network_approval_is_judged_on_the_allow_list(tmp_path: Path) -> None:
-    scenario = [_network("pypi.org"), _network("evil.example"), _network("files.pypi.org", "socks5Tcp")]
-    events, answers = await _run(
-        tmp_path, scenario, PermissionConfig(allowed_hosts=("pypi.org", "*.pypi.org"))
-    )
-    assert [a["decision"] for a in answers] == ["acceptForSession", "decline", "acceptForSession"]
-    assert _denied(events) == ["network-not-allowed"]
+    scenario = [
+        _network("pypi.org"),
+        _network("evil.example"),
+        _network("files.pypi.org", "socks5Tcp"),  # a bare entry is the web (http, https) only
+        _network("proxy.corp.example", "socks5Tcp"),
+    ]
+    allowed = ("pypi.org", "*.pypi.org", "socks5tcp://proxy.corp.example")
+    events, answers = await _run(tmp_path, scenario, PermissionConfig(allowed_hosts=allowed))
+    decisions = ["acceptForSession", "decline", "decline", "acceptForSession"]
+    assert [a["decision"] for a in answers] == decisions
+    assert _denied(events) == ["network-not-allowed", "network-not-allowed"]
     # the default "allow" opens no network: an empty allow-list declines every host
     _, answers = await _run(tmp_path, [_network("pypi.org")])
     assert answers == [{"decision": "decline"}]
@@ -125,7 +132,7 @@ async def test_network_approval_is_judged_on_the_allow_list(tmp_path: Path) -> N
 
 async def test_malformed_network_context_is_declined(tmp_path: Path) -> None:
     bad = _network("pypi.org", protocol="gopher")
-    events, answers = await _run(tmp_path, [bad], PermissionConfig(allowed_hosts=("*",)))
+    events, answers = await _run(tmp_path, [bad], PermissionConfig(allowed_hosts=("*://*",)))
     assert answers == [{"decision": "decline"}]
     assert _denied(events) == ["malformed-request"]
 

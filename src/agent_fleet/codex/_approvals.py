@@ -16,8 +16,8 @@ to what codex offered, ``to_wire`` writes the reply. What is judged, method by m
   destinations and ``grantRoot`` included; an item never announced has no paths -> declined
   (``no-paths``). Legacy ``applyPatchApproval``: the ``fileChanges`` keys and their ``move_path``.
 - ``item/permissions/requestApproval``: each write root is judged on its own (contained in the
-  workspace), network access is "any host" (``*`` in ``allowed_hosts``); the reply grants only what
-  passed (``grant``), for the turn unless the decision is ``allow_for_session``.
+  workspace), network access is the sandbox's whole network (``*://*`` in ``allowed_hosts``); the
+  reply grants only what passed (``grant``), for the turn unless the decision is ``allow_for_session``.
 - any other approval-shaped method: declined (``unknown-request``), announced by a
   ``System(subtype="unknown_approval_kind")`` naming the method.
 

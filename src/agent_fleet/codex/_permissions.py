@@ -6,8 +6,8 @@ system access: legacy ``fileSystem.read`` / ``fileSystem.write`` path lists, or 
 special paths such as the whole disk cannot be judged and are never granted). Each part is judged on
 its own by the engine: a write root as a ``permissions`` request (contained in the workspace, then the
 default), a read root as a ``read`` request (no credential files, contained), network as a
-``permissions`` request for any host (``*`` in ``allowed_hosts``). The granted profile has the same
-shape as the request, holding only what passed.
+``permissions`` request for the sandbox's whole network (``*://*`` in ``allowed_hosts``). The granted
+profile has the same shape as the request, holding only what passed.
 
 A command approval may carry the same profile as ``additionalPermissions``; its reply cannot narrow the
 grant (an accept runs the command with everything asked), so ``additional_verdict`` refuses the whole
