@@ -222,3 +222,40 @@ async def test_input_to_an_interpreter_is_judged_as_its_inline_code(tmp_path: Pa
     events, answers = await _run(tmp_path, scenario)
     assert [a["decision"] for a in answers] == ["accept", "accept", "cancel", "cancel", "cancel", "accept"]
     assert _denied(events) == ["rm-root", "rm-root", "opaque-code"]
+
+
+# -- gap 7: the writable roots a session declares are inside its limits -----------------------------------
+
+
+async def test_declared_writable_roots_count_as_the_workspace(tmp_path: Path) -> None:
+    ws, cache, shared, other = (tmp_path / n for n in ("ws", "cache", "shared", "other"))
+    for d in (ws, cache, shared, other):
+        d.mkdir()
+
+    def change(item_id: str, path: Path) -> list[dict[str, Any]]:
+        item = {
+            "type": "fileChange",
+            "id": item_id,
+            "changes": [{"path": str(path / "f"), "kind": {"type": "add"}}],
+        }
+        return [_started(item), {"method": "item/fileChange/requestApproval", "params": {"itemId": item_id}}]
+
+    scenario = [
+        *change("a", cache),
+        *change("b", shared),
+        *change("c", other),
+        {"method": _CMD, "params": {"itemId": "d", "command": "ls", "cwd": str(cache)}},
+    ]
+    spec = Spec(prompt="p", cwd=ws, config={"sandbox_workspace_write": {"writable_roots": [str(cache)]}})
+    options_config = {"sandbox_workspace_write.writable_roots": [str(shared)]}
+    events, answers = await _run_app(tmp_path, scenario, spec, config=options_config)
+    # the session's own declaration wins over the provider's for the same key
+    assert [a["result"]["decision"] for a in answers] == [
+        "acceptForSession",
+        "decline",
+        "decline",
+        "acceptForSession",
+    ]
+    assert _denied(events) == ["path-escape", "path-escape"]
+    _, answers = await _run_app(tmp_path, scenario, Spec(prompt="p", cwd=ws), config=options_config)
+    assert [a["result"]["decision"] for a in answers] == ["decline", "acceptForSession", "decline", "decline"]

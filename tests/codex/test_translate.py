@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent_fleet import PermissionConfig, Spec
-from agent_fleet.codex.translate import APPROVAL_POLICY, plan_spawn
+from agent_fleet.codex.translate import APPROVAL_POLICY, declared_writable_roots, plan_spawn
 
 # field -> (a non-default value, where it must show up)
 CASES: dict[str, tuple[Any, str]] = {
@@ -89,3 +90,13 @@ def test_turn_input_text_mode_and_images(tmp_path: Path) -> None:
     assert local == {"type": "localImage", "path": str(image.resolve())}
     assert remote == {"type": "image", "url": "https://h.invalid/x.png"}
     assert plan_spawn(Spec(prompt="look")).turn_params["input"] == [{"type": "text", "text": "look"}]
+
+
+def test_declared_writable_roots_most_specific_first() -> None:
+    nested = {"sandbox_workspace_write": {"writable_roots": ["~/cache", "build", 7]}}
+    dotted = {"sandbox_workspace_write.writable_roots": ["/srv/shared"]}
+    home = os.path.expanduser("~")
+    assert declared_writable_roots(nested, dotted) == (f"{home}/cache", "build")
+    assert declared_writable_roots({}, dotted) == ("/srv/shared",)
+    assert declared_writable_roots({"sandbox_workspace_write": {"writable_roots": "/"}}, dotted) == ()
+    assert declared_writable_roots({}, {}) == ()

@@ -38,7 +38,7 @@ from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
-from agent_fleet.codex.translate import plan_spawn
+from agent_fleet.codex.translate import declared_writable_roots, plan_spawn
 from agent_fleet.contract import (
     Capabilities,
     ModelInfo,
@@ -129,7 +129,6 @@ class CodexProvider(Provider):
         self._shutting_down = False
         self._closed = False
         self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
-        self.writable_roots: tuple[str, ...] = ()
         self.crashes = 0
 
     # -- properties --------------------------------------------------------------------------------
@@ -225,7 +224,6 @@ class CodexProvider(Provider):
                 tried=[" ".join(argv[:2])],
                 stderr_tail=tail[-4000:],
             ) from exc
-        self.writable_roots = ()
         return child
 
     async def shutdown(self) -> None:
@@ -404,8 +402,10 @@ class CodexProvider(Provider):
         if not isinstance(thread_id, str):
             raise RPCError(-32603, f"thread response without a thread id: {result!r}")
         cwd = _workspace(spec, self.options)
+        # Containment: the workspace plus the writable roots this session declares to codex.
+        roots = declared_writable_roots(spec.config, self.options.config)
         handle = CodexHandle(
-            self, self._sessions, child.conn, thread_id, spec, policy, cwd, baseline=baseline
+            self, self._sessions, child.conn, thread_id, spec, policy, cwd, roots, baseline=baseline
         )
         self._sessions.add(handle)
         # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).

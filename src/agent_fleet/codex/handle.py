@@ -77,6 +77,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         spec: Spec,
         policy: ApprovalPolicy,
         cwd: str,
+        writable_roots: tuple[str, ...] = (),
         *,
         baseline: TokenUsage | None = None,
     ) -> None:
@@ -87,7 +88,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         self._spec = spec
         self._policy = policy
         self._cwd = cwd
-        self._roots: tuple[str, ...] = tuple(provider.writable_roots)
+        self._roots = writable_roots  # declared to codex: containment counts them with the workspace
         self._bound = provider.options.event_buffer
         self._turn: AppServerTurn | None = None
         self._old_turn_ids: set[str] = set()

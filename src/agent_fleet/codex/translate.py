@@ -19,7 +19,15 @@ from agent_fleet.contract import Spec, Untranslated
 if TYPE_CHECKING:
     from agent_fleet.tools import Tool
 
-__all__ = ["APPROVAL_POLICY", "SpawnPlan", "Untranslated", "dynamic_tool", "plan_spawn", "turn_input"]
+__all__ = [
+    "APPROVAL_POLICY",
+    "SpawnPlan",
+    "Untranslated",
+    "declared_writable_roots",
+    "dynamic_tool",
+    "plan_spawn",
+    "turn_input",
+]
 
 # Every thread asks before running anything codex does not itself know to be harmless, so the approval
 # bridge sees every such command. The sandbox stays whatever the spec asked for.
@@ -66,6 +74,37 @@ def _thread_config(config: Mapping[str, Any], servers: Mapping[str, Mapping[str,
         merged.update({name: dict(server) for name, server in servers.items()})
         out["mcp_servers"] = merged
     return out
+
+
+_ROOTS_KEY = ("sandbox_workspace_write", "writable_roots")
+
+
+def _roots_in(config: Mapping[str, Any]) -> list[str] | None:
+    """``sandbox_workspace_write.writable_roots`` of one config (nested or as a dotted key), if set."""
+    dotted = ".".join(_ROOTS_KEY)
+    if dotted in config:
+        value = config[dotted]
+    else:
+        table = config.get(_ROOTS_KEY[0])
+        if not isinstance(table, Mapping) or _ROOTS_KEY[1] not in table:
+            return None
+        value = table[_ROOTS_KEY[1]]
+    if not isinstance(value, list | tuple):
+        return []
+    return [
+        os.path.expanduser(os.fspath(v)) for v in value if isinstance(v, str | os.PathLike) and os.fspath(v)
+    ]
+
+
+def declared_writable_roots(*configs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The writable roots a session declares: ``sandbox_workspace_write.writable_roots`` of the first of
+    ``configs`` (most specific first: the thread's, then the app-server's ``-c`` overrides) that sets
+    it. The user's own ``config.toml`` is not read: only what agent-fleet passes counts."""
+    for config in configs:
+        roots = _roots_in(config)
+        if roots is not None:
+            return tuple(roots)
+    return ()
 
 
 def dynamic_tool(tool: Tool) -> dict[str, Any]:
