@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_fleet import PermissionConfig, Spec
+from agent_fleet import PermissionConfig, Spec, ToolUse
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 
@@ -259,3 +259,54 @@ async def test_declared_writable_roots_count_as_the_workspace(tmp_path: Path) ->
     assert _denied(events) == ["path-escape", "path-escape"]
     _, answers = await _run_app(tmp_path, scenario, Spec(prompt="p", cwd=ws), config=options_config)
     assert [a["result"]["decision"] for a in answers] == ["decline", "acceptForSession", "decline", "decline"]
+
+
+# -- gap 4: an MCP tool approval asked as an elicitation is the policy's ------------------------------------
+
+
+def _mcp_call(item_id: str, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    item = {"type": "mcpToolCall", "id": item_id, "server": server, "tool": tool, "arguments": arguments}
+    return _started(item)
+
+
+def _tool_approval(server: str, params: dict[str, Any], kind: str = "mcp_tool_call") -> dict[str, Any]:
+    meta = {"codex_approval_kind": kind, "persist": ["session", "always"], "tool_params": params}
+    return {
+        "method": "mcpServer/elicitation/request",
+        "params": {
+            "serverName": server,
+            "mode": "form",
+            "_meta": meta,
+            "message": f"Allow the {server} MCP server to run tool?",
+            "requestedSchema": {"type": "object", "properties": {}},
+        },
+    }
+
+
+async def test_mcp_tool_approvals_are_judged_by_mcp_tools(tmp_path: Path) -> None:
+    asked: list[object] = []
+
+    async def never(request: object) -> object:
+        asked.append(request)
+        raise AssertionError("an approval is not a question for the input handler")
+
+    scenario = [
+        _mcp_call("m1", "docs", "wipe", {"what": "all"}),
+        _mcp_call("m2", "docs", "search", {"q": "x"}),
+        _tool_approval("docs", {"what": "all"}),  # the call it is about: by server and arguments
+        _tool_approval("docs", {"q": "x"}),
+        _tool_approval("other", {}),  # no call of that server in progress: nothing to judge
+        _tool_approval("docs", {}, kind="tool_suggestion"),  # an approval kind we do not know
+    ]
+    spec = Spec(prompt="p", cwd=tmp_path, permission=PermissionConfig(mcp_tools=("docs/search",)))
+    events, answers = await _run_app(tmp_path, scenario, spec, input_handler=never)
+    accept = {"action": "accept", "content": {}, "_meta": {"persist": "session"}}
+    decline = {"action": "decline", "content": None}
+    assert [a["result"] for a in answers] == [decline, accept, decline, decline]
+    assert _denied(events) == ["mcp-not-allowed", "malformed-request", "unknown-request"]
+    about = [e.input for e in events if isinstance(e, ToolUse) and e.synthetic]
+    assert [a.get("tool") for a in about[:2]] == ["mcp:docs/wipe", "mcp:docs/search"]
+    assert asked == []
+    # nothing allowed by default
+    _, answers = await _run_app(tmp_path, scenario[:3], Spec(prompt="p", cwd=tmp_path), input_handler=never)
+    assert [a["result"] for a in answers] == [decline]

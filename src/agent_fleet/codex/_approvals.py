@@ -18,6 +18,9 @@ to what codex offered, ``to_wire`` writes the reply. What is judged, method by m
 - ``item/permissions/requestApproval``: each write root is judged on its own (contained in the
   workspace), network access is the sandbox's whole network (``*://*`` in ``allowed_hosts``); the
   reply grants only what passed (``grant``), for the turn unless the decision is ``allow_for_session``.
+- ``mcpServer/elicitation/request`` with ``_meta.codex_approval_kind: "mcp_tool_call"``: the MCP tool
+  call it is about (``_mcp_approval``), by ``PermissionConfig.mcp_tools``; another approval kind is
+  declined like an unknown method.
 - any other approval-shaped method: declined (``unknown-request``), announced by a
   ``System(subtype="unknown_approval_kind")`` naming the method.
 
@@ -39,6 +42,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from agent_fleet._provider.refine import REFINABLE_DECLINES
+from agent_fleet.codex._mcp_approval import ELICITATION, approval_kind, tool_requests
+from agent_fleet.codex._mcp_approval import TOOL_CALL as MCP_TOOL_CALL
+from agent_fleet.codex._mcp_approval import wire as mcp_wire
 from agent_fleet.codex._permissions import additional_verdict, grant_permissions, requested_roots
 from agent_fleet.codex._stdin import stdin_requests, stdin_text
 from agent_fleet.events import System
@@ -76,6 +82,7 @@ class Session:
     writable_roots: tuple[str, ...] = ()
     file_changes: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     commands: Mapping[str, Any] = field(default_factory=dict)
+    mcp_calls: Mapping[str, tuple[str, str, Any]] = field(default_factory=dict)
     stdin_history: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -228,8 +235,38 @@ def _request(
             return ApprovalRequest(kind="unknown", cwd=cwd, writable_roots=roots), None
 
 
+def is_approval_request(method: str, params: Any) -> bool:
+    """``is_approval``, or an elicitation that is an approval (``_mcp_approval``)."""
+    return is_approval(method) or approval_kind(method, params) is not None
+
+
+async def _judge_mcp(policy: ApprovalPolicy, kind: str, params: dict[str, Any], session: Session) -> Judged:
+    """An MCP tool approval asked as an elicitation: the policy on the tool(s) it is about."""
+    fallback = ApprovalRequest(kind="unknown", cwd=session.workspace, writable_roots=session.writable_roots)
+    if kind != MCP_TOOL_CALL:
+        notice = System(subtype="unknown_approval_kind", data={"method": ELICITATION, "kind": kind})
+        decision = _decline("unknown-request", f"agent-fleet does not know the approval kind {kind!r}")
+        return Judged(request=fallback, decision=decision, notices=(notice,))
+    try:
+        found = tool_requests(params, session.mcp_calls, session.workspace, session.writable_roots)
+        if isinstance(found, Decision):
+            return Judged(request=fallback, decision=found)
+        verdicts = [await policy.evaluate_async(request) for request in found]
+    except Exception as exc:  # a bug in the policy or here: decline, never an RPC error, never an accept
+        decision = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
+        return Judged(request=fallback, decision=decision)
+    for request, verdict in zip(found, verdicts, strict=True):
+        if not verdict.accepted:
+            return Judged(request=request, decision=verdict)
+    once = [v for v in verdicts if v.action == "allow_once"]  # every call must be allowed as widely
+    return Judged(request=found[0], decision=once[0] if once else verdicts[0])
+
+
 async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Session) -> Judged:
     """Decide one approval request (a large command is judged off the event loop). Never raises."""
+    kind = approval_kind(method, params)
+    if kind is not None:
+        return await _judge_mcp(policy, kind, params, session)
     notices: tuple[System, ...] = ()
     if method not in APPROVAL_METHODS:
         notices = (System(subtype="unknown_approval_kind", data={"method": method}),)
@@ -388,6 +425,8 @@ def to_wire(
                 reason = decision.reason or "declined by agent-fleet policy"
                 return {"decision": {"denied": {"rejection": reason}}}
             return {"decision": _LEGACY[action]}
+        case _ if method == ELICITATION:
+            return mcp_wire(params, decision)
         case "item/permissions/requestApproval":
             if not decision.accepted or not grant:
                 return {"permissions": {}, "scope": "turn"}

@@ -60,7 +60,7 @@ class ServerRequests:
 
     async def _on_request(self, msg: Request) -> None:
         method = msg.method
-        if _approvals.is_approval(method):
+        if _approvals.is_approval_request(method, msg.params):  # MCP tool approvals included
             await self._on_approval(msg)
             return
         params = msg.params if isinstance(msg.params, dict) else {}
@@ -82,6 +82,7 @@ class ServerRequests:
             writable_roots=self._roots,
             file_changes=turn.mapper.file_changes if turn is not None else {},
             commands=turn.mapper.commands if turn is not None else {},
+            mcp_calls=turn.mapper.mcp_calls if turn is not None else {},
             stdin_history=self._stdin,
         )
         judged = await _approvals.judge(self._policy, msg.method, msg.params, session)

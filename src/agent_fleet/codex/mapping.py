@@ -296,6 +296,8 @@ class TurnMapper:
         self.last_error: dict[str, Any] | None = None
         self.file_changes: dict[str, list[dict[str, Any]]] = {}
         self.commands: dict[str, Any] = {}  # item id -> command, for approvals of writes to its stdin
+        # item id -> (server, tool, arguments) of MCP tool calls in progress, for their approvals
+        self.mcp_calls: dict[str, tuple[str, str, Any]] = {}
         self._started_items: set[str] = set()
         self._reasoning: set[str] = set()
 
@@ -374,6 +376,11 @@ class TurnMapper:
                 return [ToolUse(id=item_id, name="apply_patch", input={"changes": changes})]
             case "mcpToolCall":
                 self._started_items.add(item_id)
+                self.mcp_calls[item_id] = (
+                    str(item.get("server")),
+                    str(item.get("tool")),
+                    item.get("arguments"),
+                )
                 name = f"mcp:{item.get('server')}/{item.get('tool')}"
                 return [ToolUse(id=item_id, name=name, input={"arguments": item.get("arguments")})]
             case "webSearch":
@@ -402,6 +409,7 @@ class TurnMapper:
             if item_id not in self._started_items:
                 events += self._item_started(item)
             self._started_items.discard(item_id)
+            self.mcp_calls.pop(item_id, None)
         elif kind == "reasoning":
             self._reasoning.discard(item_id)
         match kind:
