@@ -7,13 +7,15 @@ back are the turn's final text (see ``test_approval_shapes``).
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent_fleet import PermissionConfig, Spec, ToolUse
+from agent_fleet import PermissionConfig, Result, Spec, System, ToolUse
+from agent_fleet.codex import CodexProvider
 from agent_fleet.events import Event
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
 
@@ -310,3 +312,87 @@ async def test_mcp_tool_approvals_are_judged_by_mcp_tools(tmp_path: Path) -> Non
     # nothing allowed by default
     _, answers = await _run_app(tmp_path, scenario[:3], Spec(prompt="p", cwd=tmp_path), input_handler=never)
     assert [a["result"] for a in answers] == [decline]
+
+
+# -- gap 5: approvals of threads without a handle (sub-agents) ---------------------------------------------
+
+
+def _on(thread: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"method": method, "params": params, "notify": True, "thread": thread}
+
+
+def _spawned(item_id: str, receivers: list[str]) -> dict[str, Any]:
+    item = {"type": "collabAgentToolCall", "id": item_id, "tool": "spawnAgent", "status": "completed"}
+    return {"item": {**item, "receiverThreadIds": receivers, "prompt": "p", "agentsStates": {}}}
+
+
+def _ask(thread: str, command: str) -> dict[str, Any]:
+    params = {"itemId": "c", "command": command, "availableDecisions": ["accept", "cancel"]}
+    return {"method": _CMD, "params": params, "thread": thread}
+
+
+async def test_sub_agent_approvals_are_judged_in_the_parent_session(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    inside = {
+        "type": "fileChange",
+        "id": "fc",
+        "changes": [{"path": str(ws / "a.py"), "kind": {"type": "add"}}],
+    }
+    outside = {
+        "type": "fileChange",
+        "id": "fx",
+        "changes": [{"path": "/etc/cron.d/x", "kind": {"type": "add"}}],
+    }
+    root_turn = {"id": "sub-turn", "rootTurnId": "turn-thr-1"}
+    scenario = [
+        _on("thr-1", "item/completed", _spawned("spawn-1", ["sub-1"])),  # the parent spawned sub-1
+        _ask("sub-1", "git reset --hard"),
+        _ask("sub-1", "ls"),
+        _on("sub-2", "turn/started", {"turn": root_turn}),  # sub-2 names the parent's turn as its root
+        _ask("sub-2", "ls"),
+        _on("sub-1", "item/started", {"item": inside}),
+        _on("sub-1", "item/started", {"item": outside}),
+        {"method": "item/fileChange/requestApproval", "params": {"itemId": "fc"}, "thread": "sub-1"},
+        {"method": "item/fileChange/requestApproval", "params": {"itemId": "fx"}, "thread": "sub-1"},
+        _on("sub-1", "item/completed", _spawned("spawn-2", ["sub-3"])),  # sub-1 spawned sub-3
+        _ask("sub-3", "git reset --hard"),
+        _ask("ghost", "ls"),  # a thread that belongs to no session
+        {
+            "method": "item/permissions/requestApproval",
+            "params": {"itemId": "p", "permissions": {}},
+            "thread": "ghost",
+        },
+    ]
+    board: list[Event] = []
+    async with CodexProvider(_options(tmp_path, scenario)) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=ws))
+        events = [e async for e in handle.events()]
+        async with asyncio.timeout(10):
+            async for event in provider.notices():
+                board.append(event)
+                if len([e for e in board if isinstance(e, System) and e.subtype == "approval_denied"]) == 2:
+                    break
+    result = events[-1]
+    assert isinstance(result, Result)
+    answers = [a["result"] for a in json.loads(result.text)]  # never -32601
+    decisions = [a.get("decision") for a in answers]
+    assert decisions == [
+        "cancel",
+        "accept",
+        "accept",
+        "acceptForSession",
+        "decline",
+        "cancel",
+        "cancel",
+        None,
+    ]
+    assert answers[-1] == {"permissions": {}, "scope": "turn"}
+    # the parent's stream has the audit, naming the thread that asked
+    threads = [e.input.get("thread_id") for e in events if isinstance(e, ToolUse) and e.synthetic]
+    assert threads == ["sub-1", "sub-1", "sub-2", "sub-1", "sub-1", "sub-3"]
+    assert _denied(events) == ["git-reset-hard", "path-escape", "git-reset-hard"]
+    # a refusal in a sub-agent does not continue (or end) the parent's turn
+    assert not [e for e in events if isinstance(e, System) and e.subtype == "declined_turn_continued"]
+    denied = [e.data for e in board if isinstance(e, System) and e.subtype == "approval_denied"]
+    assert [(d["rule"], d["thread_id"]) for d in denied] == [("unknown-thread", "ghost")] * 2

@@ -21,6 +21,7 @@ from agent_fleet._provider.sessions import HandleHost
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._stdin import StdinHistory
+from agent_fleet.codex._subthreads import SubThread
 from agent_fleet.codex._turn import AppServerTurn
 from agent_fleet.contract import Spec
 from agent_fleet.errors import AgentFleetError
@@ -38,7 +39,8 @@ logger = logging.getLogger("agent_fleet.codex")
 
 
 class ServerRequests:
-    """Mixed into ``CodexHandle``, which sets these attributes and defines ``_emit`` / ``end_turn``."""
+    """Mixed into ``CodexHandle``, which sets these attributes and defines ``_emit``, ``notice`` and
+    ``end_turn``."""
 
     _provider: CodexProvider
     _host: HandleHost
@@ -58,6 +60,9 @@ class ServerRequests:
     def end_turn(self, error: Error) -> None:
         raise NotImplementedError
 
+    def notice(self, event: Event) -> None:
+        raise NotImplementedError
+
     async def _on_request(self, msg: Request) -> None:
         method = msg.method
         if _approvals.is_approval_request(method, msg.params):  # MCP tool approvals included
@@ -75,30 +80,37 @@ class ServerRequests:
             self._emit(System(subtype="unhandled_server_request", data={"method": method, "id": msg.id}))
             await self._reply_error(msg, -32601, f"agent-fleet does not handle {method}")
 
-    async def _on_approval(self, msg: Request) -> None:
-        turn = self._turn
+    async def on_subthread_approval(self, msg: Request, sub: SubThread) -> None:
+        """An approval of one of this session's sub-agents: judged with this session's policy and
+        workspace on the sub-agent's own items; reported in this session's events (with the
+        sub-agent's ``thread_id``). A refusal sent as ``cancel`` ends the sub-agent's turn, not ours."""
+        await self._on_approval(msg, sub)
+
+    async def _on_approval(self, msg: Request, sub: SubThread | None = None) -> None:
+        mapper = sub.mapper if sub is not None else self._turn.mapper if self._turn is not None else None
         session = _approvals.Session(
             workspace=self._cwd,
             writable_roots=self._roots,
-            file_changes=turn.mapper.file_changes if turn is not None else {},
-            commands=turn.mapper.commands if turn is not None else {},
-            mcp_calls=turn.mapper.mcp_calls if turn is not None else {},
-            stdin_history=self._stdin,
+            file_changes=mapper.file_changes if mapper is not None else {},
+            commands=mapper.commands if mapper is not None else {},
+            mcp_calls=mapper.mcp_calls if mapper is not None else {},
+            stdin_history=sub.stdin if sub is not None else self._stdin,
         )
         judged = await _approvals.judge(self._policy, msg.method, msg.params, session)
+        emit = self._emit if sub is None else self.notice
         for notice in judged.notices:
-            self._emit(notice)
+            emit(notice)
         handler = self._provider.options.approval_handler
         decision = judged.decision
         if handler is not None and for_handler(decision):
             # A human may take minutes: answer from a task so this thread's events keep flowing.
-            self._host.spawn_task(self._refine(msg, judged), f"approval:{msg.id}")
+            self._host.spawn_task(self._refine(msg, judged, sub), f"approval:{msg.id}")
             return
-        await self._answer(msg, judged)
+        await self._answer(msg, judged, sub)
 
-    async def _refine(self, msg: Request, judged: _approvals.Judged) -> None:
+    async def _refine(self, msg: Request, judged: _approvals.Judged, sub: SubThread | None) -> None:
         refined = await self._ask_handler(judged.request, judged.decision)
-        await self._answer(msg, _approvals.regrant(self._policy, msg.params, judged, refined))
+        await self._answer(msg, _approvals.regrant(self._policy, msg.params, judged, refined), sub)
 
     async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         """The ``approval_handler``'s refinement of ``decision`` (``_provider.refine``)."""
@@ -151,22 +163,27 @@ class ServerRequests:
         answer = await answer_input(request, options.input_handler, canned, self._emit)
         await self._reply(msg, _requests.input_response(msg.method, request, answer))
 
-    async def _answer(self, msg: Request, judged: _approvals.Judged) -> None:
+    async def _answer(self, msg: Request, judged: _approvals.Judged, sub: SubThread | None = None) -> None:
         params = msg.params if isinstance(msg.params, dict) else {}
         verdict = judged.decision
         decision = _approvals.settle(msg.method, params, verdict)  # only what codex offers
         turn = self._turn
-        if verdict.action == "decline" and decision.action == "cancel" and turn is not None:
+        if verdict.action == "decline" and decision.action == "cancel" and turn is not None and sub is None:
             turn.resume_after = f"The approval policy declined {_approvals.summary(judged.request)}" + (
                 f" (rule {verdict.rule}: {verdict.reason})." if verdict.rule else "."
             )
         use_id = (
             f"approval:{params.get('approvalId') or params.get('itemId') or params.get('callId') or msg.id}"
         )
-        for event in approval_events(use_id, _approvals.describe(judged.request), decision):
-            self._emit(event)
+        about = _approvals.describe(judged.request)
+        if sub is not None:
+            about["thread_id"] = sub.thread_id
+        emit = self._emit if sub is None else self.notice
+        for event in approval_events(use_id, about, decision):
+            emit(event)
         if judged.stdin is not None and decision.accepted:
-            self._stdin.record(*judged.stdin)  # what the process has been given: context for what follows
+            # what the process has been given: the context of what follows
+            (sub.stdin if sub is not None else self._stdin).record(*judged.stdin)
         try:
             await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision, judged.grant))
         except AgentFleetError as exc:

@@ -34,8 +34,9 @@ class AppServerTurn:
         structured: bool,
         bound: int | None,
         baseline: TokenUsage | None = None,
+        spawned: set[str] | None = None,
     ) -> None:
-        self.mapper = TurnMapper(session_id, structured=structured, baseline=baseline)
+        self.mapper = TurnMapper(session_id, structured=structured, baseline=baseline, spawned=spawned)
         self.stream = EventStream(bound)
         self.turn_id: str | None = None
         self.timer: asyncio.TimerHandle | None = None

@@ -97,7 +97,8 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         # until codex replays its usage), and the notices that arrived while no turn ran.
         self._baseline = baseline
         self._backlog = Backlog()
-        self._idle = TurnMapper(thread_id)
+        self.spawned: set[str] = set()  # sub-agent threads of this session (their approvals are ours)
+        self._idle = TurnMapper(thread_id, spawned=self.spawned)
         self._tools = by_name(spec.tools)
         self._stdin = StdinHistory()
         on_note = self._on_notification_bounded if self._bound is not None else self._on_notification
@@ -114,6 +115,11 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def owns_turn(self, turn_id: str) -> bool:
+        """``turn_id`` is one of this session's turns (a sub-agent names its root turn)."""
+        turn = self._turn
+        return turn_id in self._old_turn_ids or (turn is not None and turn.turn_id == turn_id)
 
     async def _follow_up(
         self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
@@ -199,7 +205,11 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
             if usage is not None and (known is None or usage.total_tokens >= known.total_tokens):
                 self._baseline = usage  # (a usage update after the turn ended may be newer)
         turn = AppServerTurn(
-            self._thread_id, structured=structured, bound=self._bound, baseline=self._baseline
+            self._thread_id,
+            structured=structured,
+            bound=self._bound,
+            baseline=self._baseline,
+            spawned=self.spawned,
         )
         self._turn = turn
         for event in self._backlog.drain():  # what arrived between turns comes first

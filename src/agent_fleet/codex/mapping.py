@@ -285,9 +285,17 @@ class TurnMapper:
     """Maps one turn's notifications. ``structured`` turns on output-schema parsing of the final text."""
 
     def __init__(
-        self, session_id: str, *, structured: bool = False, baseline: TokenUsage | None = None
+        self,
+        session_id: str,
+        *,
+        structured: bool = False,
+        baseline: TokenUsage | None = None,
+        spawned: set[str] | None = None,
     ) -> None:
         self.session_id = session_id
+        # Threads of the sub-agents this thread spawned (collabAgentToolCall receivers): their
+        # approvals are this session's to judge. A set the caller may share across turns.
+        self.spawned: set[str] = spawned if spawned is not None else set()
         self.baseline = baseline
         self.turn_id: str | None = None
         self.structured = structured
@@ -394,12 +402,18 @@ class TurnMapper:
                     )
                 ]
             case "collabAgentToolCall":
+                self._note_spawned(item)
                 return [_collab(item)]
             case "reasoning":
                 self._reasoning.add(item_id)
                 return []
             case _:
                 return []
+
+    def _note_spawned(self, item: dict[str, Any]) -> None:
+        for thread in item.get("receiverThreadIds") or ():
+            if isinstance(thread, str):
+                self.spawned.add(thread)
 
     def _item_completed(self, item: dict[str, Any]) -> list[Event]:
         item_id = item["id"]
@@ -463,6 +477,7 @@ class TurnMapper:
             case "imageView":
                 events.append(ImageView(item_id=item_id, path=str(item.get("path"))))
             case "collabAgentToolCall":
+                self._note_spawned(item)
                 events.append(_collab(item))
             case "subAgentActivity":
                 thread = item.get("agentThreadId")

@@ -110,6 +110,7 @@ RULES: dict[str, str] = {
     **REQUEST_RULES,
     "malformed-request": "the request's fields are not what the tool or method defines",
     "foreign-cwd": "the request names a working directory outside the session's workspace",
+    "unknown-thread": "an approval for a thread that belongs to no session of the provider",
     "not-offered": "the policy accepted, but the provider offered no decision that carries out an accept",
 }
 
