@@ -517,7 +517,8 @@ class CodexProvider(Provider):
 
     async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
         """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
-        every live turn with ``auth_failed`` (nothing can run until someone logs in again)."""
+        every live turn with ``auth_failed`` (nothing can run until someone logs in again) and tell
+        every idle session with its next turn (``System(auth_failed)``)."""
         params = msg.params if isinstance(msg.params, dict) else {}
         handler = self.options.auth_refresh_handler
         problem = "no auth_refresh_handler is configured"
@@ -536,7 +537,9 @@ class CodexProvider(Provider):
             "log in again (codex login) or give CodexOptions.auth_refresh_handler"
         )
         for handle in self._sessions.handles():
-            handle.end_turn(Error(code="auth_failed", message=message, data={"reason": params.get("reason")}))
+            handle.auth_failed(
+                Error(code="auth_failed", message=message, data={"reason": params.get("reason")})
+            )
 
 
 def _model_info(record: dict[str, Any]) -> ModelInfo:

@@ -426,6 +426,17 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         if isinstance(turn_obj, dict) and isinstance(turn_obj.get("id"), str) and turn.turn_id is None:
             turn.turn_id = turn.mapper.turn_id = turn_obj["id"]
 
+    def auth_failed(self, error: Error) -> None:
+        """codex could not refresh its ChatGPT tokens: a live turn ends with ``error``; an idle session
+        gets ``System(auth_failed)`` first thing in its next turn (which may fail the same way)."""
+        turn = self._turn
+        if turn is not None and not turn.stream.done:
+            self.end_turn(error)
+        elif not self._closed:
+            self._backlog.add(
+                System(subtype="auth_failed", data={"message": error.message, **(error.data or {})})
+            )
+
     def end_turn(self, error: Error) -> None:
         """End the live turn with ``error`` and interrupt it on the server (the session stays open)."""
         turn = self._turn
