@@ -337,7 +337,7 @@ class TurnMapper:
             case "item/started":
                 return self._item_started(p["item"])
             case "item/completed":
-                return self._item_completed(p["item"])
+                return self._item_completed(p["item"], p)
             case "turn/plan/updated":
                 steps = tuple(PlanStep(step=s["step"], status=s["status"]) for s in p.get("plan") or [])
                 return [Plan(steps=steps, explanation=p.get("explanation"))]
@@ -415,7 +415,7 @@ class TurnMapper:
             if isinstance(thread, str):
                 self.spawned.add(thread)
 
-    def _item_completed(self, item: dict[str, Any]) -> list[Event]:
+    def _item_completed(self, item: dict[str, Any], params: dict[str, Any]) -> list[Event]:
         item_id = item["id"]
         kind = item.get("type")
         events: list[Event] = []
@@ -511,8 +511,8 @@ class TurnMapper:
                 )
             case "userMessage" | "hookPrompt":
                 pass
-            case _:
-                events.append(UnknownEvent(raw={"method": "item/completed", "params": {"item": item}}))
+            case _:  # the whole notification: its threadId and turnId say where the item belongs
+                events.append(UnknownEvent(raw={"method": "item/completed", "params": params}))
         return events
 
     def _terminal(self, turn: dict[str, Any]) -> Result | Error:
