@@ -83,7 +83,9 @@ class PermissionConfig:
     never be removed; see docs/rule-packs.md). ``allowed_hosts``: host patterns (``fnmatch``, e.g.
     ``*.corp.example``) installs may fetch from and uploads may go to, besides the package indexes;
     they are also the only hosts a network request (a codex network approval, Claude's web tools) is
-    granted for: empty means no network (a pattern ``host:port`` matches on the port too).
+    granted for: empty means no network. An entry may name a port (``host:port``) and a protocol
+    (``scheme://host``): a bare entry allows ``http``/``https`` only, ``socks5tcp://host`` SOCKS,
+    ``*://host`` any protocol; the sandbox's whole network (a codex permission request) needs ``*://*``.
     ``mcp_tools``: tools of MCP servers (``fnmatch`` on ``server/tool``) an agent may call; empty means
     none. See docs/approvals.md for what each provider judges.
 

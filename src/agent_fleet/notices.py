@@ -57,7 +57,14 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "codex offered no decline, so a refusal was sent as cancel; the turn goes on with a new codex "
             "turn telling the agent what was declined (data: reason)"
         ),
-        "unknown_approval_kind": "an approval method agent-fleet does not know; declined (data: method)",
+        "unknown_approval_kind": (
+            "an approval method (or elicitation approval kind) agent-fleet does not know; declined "
+            "(data: method, kind)"
+        ),
+        "auth_failed": (
+            "codex's ChatGPT tokens could not be refreshed while this session was idle; its next turn "
+            "may fail the same way (data: message, reason)"
+        ),
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
         "notice": "a codex account, configuration or thread-metadata notice (data: method and its params)",
         "notices_dropped": "notices were dropped because nobody read them in time (data: count)",

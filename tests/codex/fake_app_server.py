@@ -3,7 +3,9 @@
 On each turn/start it sends the server requests listed in $FAKE_SCENARIO (JSON list of
 {"method", "params"}; "threadId"/"conversationId" filled in unless "global" is true), waits for every
 answer, then finishes the turn with an agent message whose text is the JSON list of the answers it received.
-An entry with "notify": true is sent as a notification (no answer awaited, none listed).
+An entry with "notify": true is sent as a notification (no answer awaited, none listed); "thread": ID
+sends it for another thread (a sub-agent's); "raw": true sends its params as given (no ids added);
+"only": ID skips it on every thread but that one.
 """
 
 import json
@@ -54,7 +56,12 @@ def ask(tid, turn, n, answers, scenario):
             send({"method": "item/completed", "params": {"threadId": tid, "turnId": turn, "item": late}})
         return
     req = scenario[n]
-    p = dict(req["params"], threadId=tid, turnId=turn)
+    if req.get("only") not in (None, tid):
+        ask(tid, turn, n + 1, answers, scenario)
+        return
+    p = dict(req["params"], threadId=req.get("thread", tid), turnId=turn)
+    if req.get("raw"):
+        p = dict(req["params"])
     if req.get("notify"):  # a notification (e.g. item/started), sent without waiting for anything
         send({"method": req["method"], "params": p})
         ask(tid, turn, n + 1, answers, scenario)
@@ -62,7 +69,7 @@ def ask(tid, turn, n, answers, scenario):
     if req.get("global"):  # a connection-wide request (e.g. auth refresh): no thread to route by
         p = dict(req["params"])
     if req["method"] in ("execCommandApproval", "applyPatchApproval"):
-        p = dict(req["params"], conversationId=tid)
+        p = dict(req["params"], conversationId=req.get("thread", tid))
     if isinstance(p.get("command"), str):
         p["command"] = p["command"].replace("${CMD}", "slow" if tid == "thr-1" else "fast")
     rid = f"srv-{tid}-{n}" if n % 2 == 0 else 1000 * len(tid) + n

@@ -85,6 +85,8 @@ async def test_full_permission_request_is_granted_only_what_the_policy_allows(tm
     assert _denied(events) == ["path-escape"]
     # network for any host needs '*' in the allow-list; "/" is never inside the workspace
     _, answers = await _run(tmp_path, scenario, PermissionConfig(allowed_hosts=("*",)))
+    assert answers == [{"permissions": {}, "scope": "turn"}]  # "*" is any host on the web, not the sandbox
+    _, answers = await _run(tmp_path, scenario, PermissionConfig(allowed_hosts=("*://*",)))
     assert answers == [{"permissions": {"network": {"enabled": True}}, "scope": "turn"}]
 
 
@@ -112,12 +114,17 @@ def _network(host: str, protocol: str = "https") -> dict[str, Any]:
 
 
 async def test_network_approval_is_judged_on_the_allow_list(tmp_path: Path) -> None:
-    scenario = [_network("pypi.org"), _network("evil.example"), _network("files.pypi.org", "socks5Tcp")]
-    events, answers = await _run(
-        tmp_path, scenario, PermissionConfig(allowed_hosts=("pypi.org", "*.pypi.org"))
-    )
-    assert [a["decision"] for a in answers] == ["acceptForSession", "decline", "acceptForSession"]
-    assert _denied(events) == ["network-not-allowed"]
+    scenario = [
+        _network("pypi.org"),
+        _network("evil.example"),
+        _network("files.pypi.org", "socks5Tcp"),  # a bare entry is the web (http, https) only
+        _network("proxy.corp.example", "socks5Tcp"),
+    ]
+    allowed = ("pypi.org", "*.pypi.org", "socks5tcp://proxy.corp.example")
+    events, answers = await _run(tmp_path, scenario, PermissionConfig(allowed_hosts=allowed))
+    decisions = ["acceptForSession", "decline", "decline", "acceptForSession"]
+    assert [a["decision"] for a in answers] == decisions
+    assert _denied(events) == ["network-not-allowed", "network-not-allowed"]
     # the default "allow" opens no network: an empty allow-list declines every host
     _, answers = await _run(tmp_path, [_network("pypi.org")])
     assert answers == [{"decision": "decline"}]
@@ -125,14 +132,15 @@ async def test_network_approval_is_judged_on_the_allow_list(tmp_path: Path) -> N
 
 async def test_malformed_network_context_is_declined(tmp_path: Path) -> None:
     bad = _network("pypi.org", protocol="gopher")
-    events, answers = await _run(tmp_path, [bad], PermissionConfig(allowed_hosts=("*",)))
+    events, answers = await _run(tmp_path, [bad], PermissionConfig(allowed_hosts=("*://*",)))
     assert answers == [{"decision": "decline"}]
     assert _denied(events) == ["malformed-request"]
 
 
 async def test_stdin_writes_are_judged_by_the_command_they_go_to(tmp_path: Path) -> None:
     def stdin(item_id: str) -> dict[str, Any]:
-        return {"method": _CMD, "params": {"itemId": item_id, "command": None, "kind": "writeStdin"}}
+        command = "write_stdin --session-id 1000 'some data'"
+        return {"method": _CMD, "params": {"itemId": item_id, "command": command, "kind": "writeStdin"}}
 
     scenario = [
         _started({"type": "commandExecution", "id": "cat", "command": "cat", "cwd": None}),
@@ -142,7 +150,8 @@ async def test_stdin_writes_are_judged_by_the_command_they_go_to(tmp_path: Path)
         stdin("never-started"),
     ]
     events, answers = await _run(tmp_path, scenario)
-    assert [a["decision"] for a in answers] == ["acceptForSession", "decline", "decline"]
+    # input is accepted once (each write is judged), never for the session
+    assert [a["decision"] for a in answers] == ["accept", "decline", "decline"]
     assert _denied(events) == ["git-reset-hard", "malformed-request"]
 
 

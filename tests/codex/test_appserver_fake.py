@@ -19,7 +19,7 @@ import pytest
 from agent_fleet import Error, PermissionConfig, Result, Spec, System, TextDelta, ToolResult, ToolUse
 from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
 from agent_fleet.codex import CodexOptions, CodexProvider, SpawnPlan, Untranslated, plan_spawn
-from agent_fleet.events import AssistantMessage, Event, McpServerStatus, RateLimits
+from agent_fleet.events import AssistantMessage, Diff, Event, McpServerStatus, RateLimits, UnknownEvent
 from agent_fleet.policy import ApprovalRequest, Decision
 
 FAKE = Path(__file__).with_name("fake_app_server.py")
@@ -392,3 +392,22 @@ async def test_a_silent_peer_is_idle(tmp_path: Path) -> None:
         events = await asyncio.wait_for(_drain(handle), 5)
     assert isinstance(events[-1], Error) and events[-1].code == "timeout"
     assert events[-1].data == {"idle_timeout": 0.3}
+
+
+async def test_turn_diffs_and_unknown_items_keep_their_thread_and_turn(tmp_path: Path) -> None:
+    # issue 16 (audit): turn/diff/updated -> Diff had no test; an unknown item type lost its ids
+    diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    scenario = [
+        {"method": "turn/diff/updated", "params": {"diff": diff}, "notify": True},
+        {"method": "item/completed", "params": {"item": {"type": "hologram", "id": "h1"}}, "notify": True},
+    ]
+    events, _ = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
+    assert [e for e in events if isinstance(e, Diff)] == [Diff(diff=diff, turn_id="turn-thr-1")]
+    [unknown] = [e for e in events if isinstance(e, UnknownEvent)]
+    assert unknown.raw["method"] == "item/completed"
+    params = unknown.raw["params"]
+    assert (params["threadId"], params["turnId"], params["item"]["type"]) == (
+        "thr-1",
+        "turn-thr-1",
+        "hologram",
+    )

@@ -90,3 +90,17 @@ def test_the_docs_list_exactly_the_table() -> None:
 @pytest.mark.e2e  # runs the pinned codex binary's schema generator
 def test_the_pinned_binary_has_nothing_unclassified_and_the_docs_are_current() -> None:
     assert main(["--check"]) == 0
+
+
+def test_every_notice_the_table_names_is_one_the_mapper_emits() -> None:
+    """The table once said System(stream_error) for a retried stream, which the mapper calls
+    stream_retry (issue 16): what the table promises is what a consumer must match on."""
+    retried = TurnMapper("s").feed("error", {"error": {"message": "m"}, "willRetry": True})
+    assert [e.subtype for e in retried if isinstance(e, System)] == ["stream_retry"]
+    named = {
+        name
+        for table in (NOTIFICATIONS, SERVER_REQUESTS, ITEM_TYPES)
+        for _, what in table.values()
+        for name in re.findall(r"System\(([a-z_.]+)\)", what)
+    }
+    assert "stream_retry" in named and "stream_error" not in named

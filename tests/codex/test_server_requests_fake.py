@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_fleet import Error, PermissionConfig, Spec, System
+from agent_fleet import Error, PermissionConfig, Result, Spec, System
 from agent_fleet.codex import CodexProvider
 from agent_fleet.codex.options import AuthTokens
 from agent_fleet.events import Event
@@ -227,3 +227,28 @@ async def test_a_specs_answers_win_over_the_options_canned_answers(tmp_path: Pat
     assert answers[0]["result"] == {
         "answers": {"db": {"answers": ["postgres"]}, "name": {"answers": ["from-options"]}}
     }
+
+
+async def test_auth_refresh_failure_reaches_idle_sessions_with_their_next_turn(tmp_path: Path) -> None:
+    # thr-1 finished its turn (idle); thr-2's turn then makes codex ask for new tokens, and nobody can
+    # give them: thr-2's live turn ends with auth_failed, thr-1 hears of it with its next turn.
+    refresh = {
+        "method": "account/chatgptAuthTokens/refresh",
+        "global": True,
+        "only": "thr-2",
+        "params": {"reason": "unauthorized"},
+    }
+    async with CodexProvider(_options(tmp_path, [refresh])) as provider:
+        idle = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        assert isinstance([e async for e in idle.events()][-1], Result)
+        live = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
+        end = [e async for e in live.events()][-1]
+        assert isinstance(end, Error) and end.code == "auth_failed"
+        await idle.send("again")
+        later = [e async for e in idle.events()]
+        await idle.send("and again")
+        latest = [e async for e in idle.events()]
+    [notice] = _notices(later, "auth_failed")
+    assert "must be refreshed" in notice.data["message"] and notice.data["reason"] == "unauthorized"
+    assert isinstance(later[-1], Result)
+    assert _notices(latest, "auth_failed") == []  # once, not with every turn

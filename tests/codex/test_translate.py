@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent_fleet import PermissionConfig, Spec
-from agent_fleet.codex.translate import APPROVAL_POLICY, plan_spawn
+from agent_fleet.codex.translate import APPROVAL_POLICY, declared_writable_roots, plan_spawn
 
 # field -> (a non-default value, where it must show up)
 CASES: dict[str, tuple[Any, str]] = {
@@ -107,3 +108,13 @@ def test_env_is_the_threads_shell_environment_over_the_providers_own() -> None:
         "config"
         not in plan_spawn(Spec(prompt="p"), {"shell_environment_policy.set": {"B": "x"}}).thread_params
     )
+
+
+def test_declared_writable_roots_most_specific_first() -> None:
+    nested = {"sandbox_workspace_write": {"writable_roots": ["~/cache", "build", 7]}}
+    dotted = {"sandbox_workspace_write.writable_roots": ["/srv/shared"]}
+    home = os.path.expanduser("~")
+    assert declared_writable_roots(nested, dotted) == (f"{home}/cache", "build")
+    assert declared_writable_roots({}, dotted) == ("/srv/shared",)
+    assert declared_writable_roots({"sandbox_workspace_write": {"writable_roots": "/"}}, dotted) == ()
+    assert declared_writable_roots({}, {}) == ()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
 
 from agent_fleet import PermissionConfig
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest
+from agent_fleet.policy._secrets import HOME_CREDENTIALS, KEY_FILES, SYSTEM_CREDENTIALS
 
 
 def _decide(request: ApprovalRequest, **config: object) -> tuple[str, str | None]:
@@ -80,7 +82,7 @@ def test_permissions_are_granted_for_the_turn_only(tmp_path: Path) -> None:
     network = ApprovalRequest(kind="permissions", network=True, cwd=tmp_path)
     assert _decide(network) == ("decline", "network-not-allowed")
     assert _decide(network, allowed_hosts=("pypi.org",)) == ("decline", "network-not-allowed")
-    assert _decide(network, allowed_hosts=("*",)) == ("allow_once", None)
+    assert _decide(network, allowed_hosts=("*://*",)) == ("allow_once", None)
     assert _decide(ApprovalRequest(kind="permissions", cwd=tmp_path)) == ("decline", "no-paths")
 
 
@@ -98,3 +100,87 @@ def test_mcp_tools_need_a_matching_name_pattern() -> None:
     assert _decide(ApprovalRequest(kind="tool")) == ("decline", "unknown-request")
     # the caller's own Spec.tools function: its own patterns, not the default
     assert _decide(ApprovalRequest(kind="tool", tool="add"), default="deny") == ("allow_for_session", None)
+
+
+# -- one list of credential files for commands and reads (issue 16, audit) ----------------------------------
+
+
+@pytest.mark.parametrize("pattern", HOME_CREDENTIALS)
+def test_every_home_credential_is_one_for_commands_and_for_reads(pattern: str, tmp_path: Path) -> None:
+    relative = pattern.replace("*", "x")
+    read = ApprovalRequest(kind="read", paths=(f"/home/someone/{relative}",), cwd=tmp_path)
+    assert _decide(read) == ("decline", "secret-read")
+    command = ApprovalRequest(kind="command", command=f"cat ~/{shlex.quote(relative)}", cwd=tmp_path)
+    assert _decide(command) == ("decline", "credential-access")
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in KEY_FILES if n not in (".env", ".env.*")] + list(SYSTEM_CREDENTIALS)
+)
+def test_key_files_and_system_secrets_are_declined_for_reads(name: str, tmp_path: Path) -> None:
+    path = name.replace("*", "x")
+    assert _decide(ApprovalRequest(kind="read", paths=(path,), cwd=tmp_path)) == ("decline", "secret-read")
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (".ssh", ("decline", "secret-read")),  # the directory a search would read
+        ("home/u/.config/gh/hosts.yml", ("decline", "secret-read")),
+        (".bash_history", ("decline", "secret-read")),
+        ("src/secrets.py", ("allow_for_session", None)),
+        ("docs/ssh.md", ("allow_for_session", None)),
+    ],
+)
+def test_credentials_wherever_a_home_is(tmp_path: Path, path: str, expected: tuple[str, str]) -> None:
+    assert _decide(ApprovalRequest(kind="read", paths=(path,), cwd=tmp_path)) == expected
+
+
+# -- allowed_hosts entries name the protocol too (issue 16, audit) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "protocol", "allowed", "expected"),
+    [
+        ("pypi.org", None, "https", ("pypi.org",), "allow_for_session"),
+        ("pypi.org", None, "http", ("pypi.org",), "allow_for_session"),
+        # a bare host is the web only: another protocol needs its scheme named
+        ("pypi.org", None, "socks5Tcp", ("pypi.org",), "decline"),
+        ("pypi.org", None, "socks5Udp", ("*",), "decline"),
+        ("pypi.org", None, "socks5Tcp", ("socks5tcp://pypi.org",), "allow_for_session"),
+        ("pypi.org", None, "socks5Udp", ("socks5tcp://pypi.org",), "decline"),
+        ("pypi.org", None, "socks5Udp", ("*://pypi.org",), "allow_for_session"),
+        ("pypi.org", None, "http", ("https://pypi.org",), "decline"),
+        ("pypi.org", None, "https", ("HTTPS://PyPI.org",), "allow_for_session"),
+        # a port in the pattern: the request's, or its protocol's default
+        ("pypi.org", None, "https", ("pypi.org:443",), "allow_for_session"),
+        ("pypi.org", None, "http", ("pypi.org:443",), "decline"),
+        ("pypi.org", 8443, "https", ("https://pypi.org:8443",), "allow_for_session"),
+        ("pypi.org", None, "socks5Tcp", ("socks5tcp://pypi.org:1080",), "decline"),
+        # any host on any protocol (a sandbox's whole network) needs *://*
+        (None, None, None, ("*",), "decline"),
+        (None, None, None, ("*://*",), "allow_for_session"),
+        (None, None, "https", ("*",), "allow_for_session"),
+        # an entry that names no host is no entry
+        ("pypi.org", None, "https", ("https://",), "decline"),
+    ],
+)
+def test_allowed_hosts_name_protocols(
+    host: str | None, port: int | None, protocol: str | None, allowed: tuple[str, ...], expected: str
+) -> None:
+    request = ApprovalRequest(kind="network", host=host, port=port, protocol=protocol)
+    assert _decide(request, allowed_hosts=allowed)[0] == expected
+
+
+def test_a_sandbox_network_grant_is_every_protocol(tmp_path: Path) -> None:
+    network = ApprovalRequest(kind="permissions", network=True, cwd=tmp_path)
+    assert _decide(network, allowed_hosts=("*",)) == ("decline", "network-not-allowed")
+    assert _decide(network, allowed_hosts=("*://*",)) == ("allow_once", None)
+
+
+def test_install_rules_see_the_host_of_a_scheme_entry(tmp_path: Path) -> None:
+    install = ApprovalRequest(
+        kind="command", command="pip install --index-url https://pkgs.corp.example/simple x", cwd=tmp_path
+    )
+    assert _decide(install)[0] == "decline"
+    assert _decide(install, allowed_hosts=("https://pkgs.corp.example",))[0] == "allow_for_session"

@@ -7,8 +7,10 @@ decline, a failure of the policy a ``policy-error`` one):
 - ``Bash`` -> ``command`` (``input["command"]``, shell text parsed by the engine);
 - ``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit`` -> ``file_change`` with the file path;
 - ``Read``, ``NotebookRead``, ``Grep``, ``Glob``, ``LS`` -> ``read`` of the file or the directory
-  searched (``path``; the working directory when absent; the fixed prefix of an absolute or ``..``
-  glob pattern): credential files and anything outside the workspace are declined;
+  searched (``path``; the working directory when absent; the fixed prefix of an absolute, ``~`` or
+  ``..`` glob pattern): credential files and anything outside the workspace are declined;
+- every path as the CLI reads it (trimmed; ``~`` and ``~/`` are the home directory; ``tool_paths``),
+  and ``~user`` / ``$HOME`` also as a shell would read them;
 - ``WebFetch`` -> ``network`` to the URL's host; ``WebSearch`` -> ``network`` to any host (searches go
   wherever the search engine goes): both by ``PermissionConfig.allowed_hosts``;
 - ``mcp__agent_fleet__<name>`` (a ``Spec.tools`` function) -> ``tool`` with ``tool=<name>``;
@@ -109,14 +111,42 @@ def _glob_root(pattern: str) -> str | None:
     return root or "/"
 
 
+_HOME_VARS = re.compile(r"\$(?:HOME\b|\{HOME\})")
+
+
+def tool_paths(raw: str, home: str) -> tuple[str, ...]:
+    """The paths a Claude Code file tool may touch for the path ``raw`` it was given.
+
+    The CLI trims the path, then expands ``~`` and ``~/...`` to the home directory and nothing else
+    (``~user`` and ``$HOME`` stay names, relative to the working directory). Each form is judged: the
+    CLI's reading, and for ``~user`` / ``$HOME`` also the shell's, so a CLI that expanded more could
+    still not step outside what was judged."""
+    text = raw.strip()
+    if text == "~" or text.startswith("~/"):
+        return (home + text[1:],)
+    forms = [text or "."]
+    if text.startswith("~"):
+        forms.append(os.path.expanduser(text))
+    if _HOME_VARS.search(text):
+        forms.append(_HOME_VARS.sub(lambda _: home, text))
+    return tuple(dict.fromkeys(forms))
+
+
 def to_request(
-    tool_name: str, tool_input: Any, *, cwd: str | None, writable_roots: Sequence[str] = ()
+    tool_name: str,
+    tool_input: Any,
+    *,
+    cwd: str | None,
+    writable_roots: Sequence[str] = (),
+    home: str | None = None,
 ) -> ApprovalRequest:
-    """The engine's request for one tool call. Raises ``MalformedInput`` for an input the tool does
-    not define (``decide`` turns that into a decline)."""
+    """The engine's request for one tool call; ``home`` is the CLI's home directory (default: ours).
+    Raises ``MalformedInput`` for an input the tool does not define (``decide`` turns that into a
+    decline)."""
     if not isinstance(tool_input, Mapping):
         raise MalformedInput(f"{tool_name}: the input is {type(tool_input).__name__}, not an object")
     roots = tuple(writable_roots)
+    home = home or os.path.expanduser("~")
     own = own_tool(tool_name)
     if own is not None:
         return ApprovalRequest(kind="tool", tool=own, cwd=cwd, writable_roots=roots)
@@ -127,26 +157,32 @@ def to_request(
     if key is not None:
         path = tool_input.get(key) if isinstance(tool_input.get(key), str) else tool_input.get("file_path")
         path = _text({"path": path}, "path", tool_name)
-        return ApprovalRequest(kind="file_change", paths=(path,), cwd=cwd, writable_roots=roots)
+        return ApprovalRequest(
+            kind="file_change", paths=tool_paths(path, home), cwd=cwd, writable_roots=roots
+        )
     key = READ_TOOLS.get(tool_name)
     if key is not None:
         path = _text(tool_input, key, tool_name)
-        return ApprovalRequest(kind="read", paths=(path,), cwd=cwd, writable_roots=roots)
+        return ApprovalRequest(kind="read", paths=tool_paths(path, home), cwd=cwd, writable_roots=roots)
     if tool_name in SEARCH_TOOLS:
         where = (
             _text(tool_input, "path", tool_name)
             if tool_name == "LS"
             else _optional_text(tool_input, "path", tool_name)
         )
-        paths = [where or cwd or "."]
+        bases = tool_paths(where, home) if where else (cwd or ".",)
+        paths = list(bases)
         if tool_name == "Glob":
             pattern = _text(tool_input, "pattern", tool_name)
-            root = _glob_root(pattern)
+            root = _glob_root(pattern.strip())
             if root is not None:
-                paths.append(os.path.join(where, root) if where else root)
+                # An absolute or ~ root stands alone; a relative one (..) starts from each base.
+                paths += [
+                    p for form in tool_paths(root, home) for p in {os.path.join(b, form) for b in bases}
+                ]
         elif tool_name == "Grep":
             _text(tool_input, "pattern", tool_name)
-        return ApprovalRequest(kind="read", paths=tuple(paths), cwd=cwd, writable_roots=roots)
+        return ApprovalRequest(kind="read", paths=tuple(dict.fromkeys(paths)), cwd=cwd, writable_roots=roots)
     if tool_name == "WebFetch":
         url = _text(tool_input, "url", tool_name)
         try:
@@ -181,10 +217,11 @@ async def decide(
     *,
     cwd: str | None,
     writable_roots: Sequence[str] = (),
+    home: str | None = None,
 ) -> tuple[ApprovalRequest, Decision]:
     """The request and the policy's decision for one tool call. Never raises: fails closed."""
     try:
-        request = to_request(tool_name, tool_input, cwd=cwd, writable_roots=writable_roots)
+        request = to_request(tool_name, tool_input, cwd=cwd, writable_roots=writable_roots, home=home)
     except MalformedInput as exc:
         request = ApprovalRequest(kind="unknown", tool=tool_name, cwd=cwd)
         return request, Decision(action="decline", rule="malformed-request", reason=str(exc))

@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -146,6 +147,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         self._spec = spec
         self._policy = policy
         self._cwd = plan.cwd
+        # The CLI's home directory (where its tools take "~"): the one its environment names.
+        self._home = (provider.options.env or {}).get("HOME") or os.path.expanduser("~")
         self._turn: _ClaudeTurn | None = None
         self._closed = False
         self._owed = 0
@@ -465,7 +468,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             return PermissionResultAllow()
         if tool_name == _questions.ASK_USER:
             return await self._ask_user(tool_input)
-        request, decision = await _approvals.decide(self._policy, tool_name, tool_input, cwd=self._cwd)
+        request, decision = await _approvals.decide(
+            self._policy, tool_name, tool_input, cwd=self._cwd, home=self._home
+        )
         turn = self._live_turn()
         if turn is None:
             decision = Decision(action="decline", reason="the turn is no longer running", rule="turn-ended")

@@ -6,16 +6,21 @@ to what codex offered, ``to_wire`` writes the reply. What is judged, method by m
 
 - ``item/commandExecution/requestApproval`` (and legacy ``execCommandApproval``): the ``command``;
   with a ``networkApprovalContext`` (the sandbox blocked a connection; ``command`` may be null) the
-  host, port and protocol against ``allowed_hosts``; with ``kind: "writeStdin"`` the command the input
-  goes to (known from its ``item/started``; unknown -> declined). A ``cwd`` outside the session's
+  host, port and protocol against ``allowed_hosts``; with ``kind: "writeStdin"`` the input by what
+  reads it (``_stdin``: a shell's input as a command, an interpreter's as inline code; the process is
+  known from its ``item/started``, unknown -> declined); with ``additionalPermissions`` each part as a
+  permission request, all of which must pass (an accept cannot narrow them). A ``cwd`` outside the session's
   workspace and writable roots is declined (``foreign-cwd``); one inside is where relative targets
   resolve, while containment stays the workspace.
 - ``item/fileChange/requestApproval``: every path of the item announced at ``item/started``, move
   destinations and ``grantRoot`` included; an item never announced has no paths -> declined
   (``no-paths``). Legacy ``applyPatchApproval``: the ``fileChanges`` keys and their ``move_path``.
 - ``item/permissions/requestApproval``: each write root is judged on its own (contained in the
-  workspace), network access is "any host" (``*`` in ``allowed_hosts``); the reply grants only what
-  passed (``grant``), for the turn unless the decision is ``allow_for_session``.
+  workspace), network access is the sandbox's whole network (``*://*`` in ``allowed_hosts``); the
+  reply grants only what passed (``grant``), for the turn unless the decision is ``allow_for_session``.
+- ``mcpServer/elicitation/request`` with ``_meta.codex_approval_kind: "mcp_tool_call"``: the MCP tool
+  call it is about (``_mcp_approval``), by ``PermissionConfig.mcp_tools``; another approval kind is
+  declined like an unknown method.
 - any other approval-shaped method: declined (``unknown-request``), announced by a
   ``System(subtype="unknown_approval_kind")`` naming the method.
 
@@ -36,7 +41,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from agent_fleet.codex._permissions import grant_permissions, requested_roots
+from agent_fleet._provider.refine import REFINABLE_DECLINES
+from agent_fleet.codex._mcp_approval import ELICITATION, approval_kind, tool_requests
+from agent_fleet.codex._mcp_approval import TOOL_CALL as MCP_TOOL_CALL
+from agent_fleet.codex._mcp_approval import wire as mcp_wire
+from agent_fleet.codex._permissions import additional_verdict, grant_permissions, requested_roots
+from agent_fleet.codex._stdin import stdin_requests, stdin_text
 from agent_fleet.events import System
 from agent_fleet.policy import Action, ApprovalPolicy, ApprovalRequest, Decision, check_paths
 
@@ -49,6 +59,7 @@ APPROVAL_METHODS: Final = frozenset(
         "applyPatchApproval",
     }
 )
+_COMMAND_METHODS: Final = frozenset({"item/commandExecution/requestApproval", "execCommandApproval"})
 _NETWORK_PROTOCOLS: Final = frozenset({"http", "https", "socks5Tcp", "socks5Udp"})
 
 
@@ -64,23 +75,30 @@ class _Malformed(ValueError):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
     """What the bridge knows of the session: its workspace (the containment root), declared writable
-    roots, and the current turn's items (file changes and commands by item id)."""
+    roots, the current turn's items (file changes and commands by item id), and the input each running
+    process accepted so far (by item id)."""
 
     workspace: str
     writable_roots: tuple[str, ...] = ()
     file_changes: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     commands: Mapping[str, Any] = field(default_factory=dict)
+    mcp_calls: Mapping[str, tuple[str, str, Any]] = field(default_factory=dict)
+    stdin_history: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Judged:
     """The engine's request and decision; ``grant`` is the permissions a permission request may get
-    (``None`` for other methods); ``notices`` go to the event stream before the decision."""
+    (``None`` for other methods); ``notices`` go to the event stream before the decision; ``once``: an
+    accept is for this request only (a command asking for more rights, input to a process); ``stdin``:
+    (item id, input) to add to that process's history once the input is accepted."""
 
     request: ApprovalRequest
     decision: Decision
     grant: dict[str, Any] | None = None
     notices: tuple[System, ...] = ()
+    once: bool = False
+    stdin: tuple[str, str] | None = None
 
 
 def _decline(rule: str, reason: str) -> Decision:
@@ -135,6 +153,23 @@ def _grant_root(params: Mapping[str, Any]) -> tuple[str, ...]:
     return (grant,)
 
 
+def _file_change(
+    changes: tuple[str, ...],
+    params: Mapping[str, Any],
+    cwd: str,
+    roots: tuple[str, ...],
+    foreign: Decision | None,
+) -> tuple[ApprovalRequest, Decision | None]:
+    """A file change is judged on the files it changes; a ``grantRoot`` (writes under a root for the
+    rest of the session) only adds a path that must be contained too. An item never announced, or one
+    that changes nothing, has nothing to judge: declined, whatever root it asks for."""
+    paths = changes + _grant_root(params)
+    request = ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots)
+    if not changes:
+        return request, foreign or _decline("no-paths", "a file change that names no changed file")
+    return request, foreign
+
+
 def _network(params: Mapping[str, Any], cwd: str, roots: tuple[str, ...]) -> ApprovalRequest:
     context = params["networkApprovalContext"]
     if not isinstance(context, dict):
@@ -162,7 +197,7 @@ def _request(
                 return _network(params, cwd, roots), foreign
             command = _command(params.get("command"))
             kind = params.get("kind", "command")
-            if kind == "writeStdin":
+            if kind == "writeStdin":  # judged in _judge_stdin; this request names the process for audit
                 target = session.commands.get(str(params.get("itemId")))
                 if target is None:
                     request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots)
@@ -174,9 +209,8 @@ def _request(
                 raise _Malformed(f"unknown command approval kind {kind!r}")
             return ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots), foreign
         case "item/fileChange/requestApproval":
-            changes = session.file_changes.get(str(params.get("itemId")), ())
-            paths = _change_paths(changes) + _grant_root(params)
-            return ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots), foreign
+            changes = _change_paths(session.file_changes.get(str(params.get("itemId")), ()))
+            return _file_change(changes, params, cwd, roots, foreign)
         case "applyPatchApproval":
             file_map = params.get("fileChanges")
             if file_map is not None and not isinstance(file_map, dict):
@@ -184,8 +218,7 @@ def _request(
             listed = [
                 {"path": path, **(c if isinstance(c, dict) else {})} for path, c in (file_map or {}).items()
             ]
-            paths = _change_paths(listed) + _grant_root(params)
-            return ApprovalRequest(kind="file_change", paths=paths, cwd=cwd, writable_roots=roots), foreign
+            return _file_change(_change_paths(listed), params, cwd, roots, foreign)
         case "item/permissions/requestApproval":
             asked = params.get("permissions")
             if not isinstance(asked, dict):
@@ -202,8 +235,38 @@ def _request(
             return ApprovalRequest(kind="unknown", cwd=cwd, writable_roots=roots), None
 
 
+def is_approval_request(method: str, params: Any) -> bool:
+    """``is_approval``, or an elicitation that is an approval (``_mcp_approval``)."""
+    return is_approval(method) or approval_kind(method, params) is not None
+
+
+async def _judge_mcp(policy: ApprovalPolicy, kind: str, params: dict[str, Any], session: Session) -> Judged:
+    """An MCP tool approval asked as an elicitation: the policy on the tool(s) it is about."""
+    fallback = ApprovalRequest(kind="unknown", cwd=session.workspace, writable_roots=session.writable_roots)
+    if kind != MCP_TOOL_CALL:
+        notice = System(subtype="unknown_approval_kind", data={"method": ELICITATION, "kind": kind})
+        decision = _decline("unknown-request", f"agent-fleet does not know the approval kind {kind!r}")
+        return Judged(request=fallback, decision=decision, notices=(notice,))
+    try:
+        found = tool_requests(params, session.mcp_calls, session.workspace, session.writable_roots)
+        if isinstance(found, Decision):
+            return Judged(request=fallback, decision=found)
+        verdicts = [await policy.evaluate_async(request) for request in found]
+    except Exception as exc:  # a bug in the policy or here: decline, never an RPC error, never an accept
+        decision = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
+        return Judged(request=fallback, decision=decision)
+    for request, verdict in zip(found, verdicts, strict=True):
+        if not verdict.accepted:
+            return Judged(request=request, decision=verdict)
+    once = [v for v in verdicts if v.action == "allow_once"]  # every call must be allowed as widely
+    return Judged(request=found[0], decision=once[0] if once else verdicts[0])
+
+
 async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Session) -> Judged:
     """Decide one approval request (a large command is judged off the event loop). Never raises."""
+    kind = approval_kind(method, params)
+    if kind is not None:
+        return await _judge_mcp(policy, kind, params, session)
     notices: tuple[System, ...] = ()
     if method not in APPROVAL_METHODS:
         notices = (System(subtype="unknown_approval_kind", data={"method": method}),)
@@ -211,15 +274,23 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
     if not isinstance(params, dict):
         decision = _decline("malformed-request", f"{method} params are not an object")
         return Judged(request=fallback, decision=decision, notices=notices)
+    once = False
+    stdin: tuple[str, str] | None = None
     try:
         request, bridge_decline = _request(method, params, session)
         grant = None
         if bridge_decline is not None:
             decision = bridge_decline
+        elif params.get("kind") == "writeStdin" and method in _COMMAND_METHODS:
+            once = True  # each input is judged on its own (after what came before)
+            decision, stdin = await _judge_stdin(policy, params, session, request)
         elif request.kind == "permissions":  # judged part by part: the grant holds what passed
             grant, decision = grant_permissions(policy, params["permissions"], request)
         else:
             decision = await policy.evaluate_async(request)
+        if method in _COMMAND_METHODS and params.get("additionalPermissions") is not None:
+            once = True  # wider rights for this command only, never cached for the session
+            request, decision = _with_additional(policy, params["additionalPermissions"], request, decision)
     except _Malformed as exc:
         return Judged(request=fallback, decision=_decline("malformed-request", str(exc)), notices=notices)
     except Exception as exc:  # a bug in the policy or here: decline, never an RPC error, never an accept
@@ -227,7 +298,71 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
         return Judged(request=fallback, decision=decision, notices=notices)
     if request.kind == "unknown":
         decision = _decline("unknown-request", f"agent-fleet does not know the approval method {method}")
-    return Judged(request=request, decision=decision, grant=grant, notices=notices)
+    if once and decision.action == "allow_for_session":
+        decision = replace(decision, action="allow_once")
+    return Judged(request=request, decision=decision, grant=grant, notices=notices, once=once, stdin=stdin)
+
+
+async def _judge_stdin(
+    policy: ApprovalPolicy, params: Mapping[str, Any], session: Session, process: ApprovalRequest
+) -> tuple[Decision, tuple[str, str] | None]:
+    """Input for a running process (see ``_stdin``): the decision, and (item id, input) to add to the
+    process's history when the input is sent."""
+    text = stdin_text(params.get("command"))
+    if text is None:
+        return _decline("malformed-request", "a stdin approval without the input it writes"), None
+    if not text.strip(" \t\r\n\x03\x04"):  # a newline, Ctrl-C, Ctrl-D: nothing new runs
+        return Decision(action="allow_once", reason="the input holds no command"), None
+    item = str(params.get("itemId"))
+    roots = tuple(map(str, process.writable_roots))
+    found = stdin_requests(
+        process.command, text, session.stdin_history.get(item, ""), session.workspace, roots
+    )
+    if isinstance(found, Decision):
+        return found, None
+    for request in found:
+        verdict = await policy.evaluate_async(request)
+        if not verdict.accepted:
+            return verdict, None
+    what = "judged after what the process was given before" if len(found) > 1 else "data for the command"
+    return Decision(action="allow_once", reason=f"the input is {what}"), (item, text)
+
+
+def _with_additional(
+    policy: ApprovalPolicy, asked: Any, request: ApprovalRequest, decision: Decision
+) -> tuple[ApprovalRequest, Decision]:
+    """A command that also asks for ``additionalPermissions``: the command's own verdict, unless the
+    permissions decline -- a final decline of theirs wins over a refinable one of the command's."""
+    try:
+        extra = additional_verdict(policy, asked, request.cwd, request.writable_roots)
+        paths, network = requested_roots(asked)
+    except ValueError as exc:
+        raise _Malformed(str(exc)) from exc
+    audited = replace(request, paths=paths, network=network)  # what was asked, for the audit events
+    if extra is None or (not decision.accepted and decision.rule not in REFINABLE_DECLINES):
+        return audited, decision
+    if decision.accepted or extra.rule not in REFINABLE_DECLINES:
+        return audited, extra
+    return audited, decision
+
+
+def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decision) -> Judged:
+    """``judged`` after an ``approval_handler`` answered ``refined``: an accept of a refinable decline
+    of a permission request grants what the policy would grant on an accept (containment and the host
+    allow-list still hold; an accept that grants nothing is a decline); an accept of a command that asks
+    for more rights is for this command only."""
+    if judged.once and refined.action == "allow_for_session":
+        refined = replace(refined, action="allow_once")
+    if judged.request.kind != "permissions" or not refined.accepted or judged.decision.accepted:
+        return replace(judged, decision=refined)
+    try:
+        grant, verdict = grant_permissions(policy, params["permissions"], judged.request, refined=True)
+    except Exception as exc:  # the same request was judged once already: fail closed all the same
+        verdict = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
+        return replace(judged, decision=verdict, grant=None)
+    if not grant:
+        return replace(judged, decision=verdict, grant=None)
+    return replace(judged, decision=refined, grant=grant)
 
 
 # -- replies ------------------------------------------------------------------------------------------
@@ -261,9 +396,10 @@ def _offered(params: Mapping[str, Any]) -> set[str] | None:
 
 
 def settle(method: str, params: Any, decision: Decision) -> Decision:
-    """``decision`` narrowed to what codex offers in ``availableDecisions`` (v2 command approvals).
-    An accept that cannot be expressed becomes a decline (rule ``not-offered``)."""
-    if method != "item/commandExecution/requestApproval" or not isinstance(params, dict):
+    """``decision`` narrowed to what codex offers in ``availableDecisions`` (v2 approvals that list
+    them: commands, and any unknown method that does). An accept that cannot be expressed becomes a
+    refusal (rule ``not-offered``); a refusal is ``decline`` where offered, else ``cancel``."""
+    if "/" not in method or method == "item/permissions/requestApproval" or not isinstance(params, dict):
         return decision
     offered = _offered(params)
     if offered is None:
@@ -289,6 +425,8 @@ def to_wire(
                 reason = decision.reason or "declined by agent-fleet policy"
                 return {"decision": {"denied": {"rejection": reason}}}
             return {"decision": _LEGACY[action]}
+        case _ if method == ELICITATION:
+            return mcp_wire(params, decision)
         case "item/permissions/requestApproval":
             if not decision.accepted or not grant:
                 return {"permissions": {}, "scope": "turn"}

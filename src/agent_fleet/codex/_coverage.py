@@ -40,7 +40,7 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "item/agentMessage/delta": (TYPED, "TextDelta (the fast path)"),
     "item/mcpToolCall/progress": (TYPED, "ToolProgress"),
     "thread/tokenUsage/updated": (TYPED, "TokenUsage (session total, the turn's share, context window)"),
-    "error": (TYPED, "System(stream_error) when codex retries; else the Error of the failed turn"),
+    "error": (TYPED, "System(stream_retry) when codex retries; else the Error of the failed turn"),
     "model/rerouted": (NOTICE, "System(model_rerouted)"),
     "thread/compacted": (DROPPED, "deprecated twin of the contextCompaction item (Compaction)"),
     # -- notices ---------------------------------------------------------------------------------
@@ -121,7 +121,10 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "thread/realtime/closed": (UNKNOWN, "realtime, not started"),
 }
 
-_APPROVAL = ("approval", "the approval policy (and approval_handler) decides")
+_APPROVAL = (
+    "approval",
+    "the approval policy (and approval_handler) decides; a sub-agent's in the session that spawned it",
+)
 _NOT_FOUND = ("not handled", "answered -32601, with System(unhandled_server_request)")
 
 SERVER_REQUESTS: Final[Mapping[str, tuple[str, str]]] = {
@@ -133,12 +136,14 @@ SERVER_REQUESTS: Final[Mapping[str, tuple[str, str]]] = {
     "item/tool/requestUserInput": ("answered", "CodexOptions.input_handler or canned_answers, else declined"),
     "mcpServer/elicitation/request": (
         "answered",
-        "CodexOptions.input_handler or canned_answers, else declined",
+        "an MCP tool approval (_meta.codex_approval_kind) by the approval policy (mcp_tools); "
+        "any other by CodexOptions.input_handler or canned_answers, else declined",
     ),
     "item/tool/call": ("answered", "runs the Spec.tools function (ToolUse / ToolResult)"),
     "account/chatgptAuthTokens/refresh": (
         "answered",
-        "CodexOptions.auth_refresh_handler, else an auth_failed Error on every live turn",
+        "CodexOptions.auth_refresh_handler, else an auth_failed Error on every live turn and "
+        "System(auth_failed) with each idle session's next turn",
     ),
     "attestation/generate": _NOT_FOUND,
     "currentTime/read": ("answered", "the current time"),

@@ -50,6 +50,10 @@ class NoticeRouter:
     def close(self) -> None:
         self._board.close()
 
+    def post(self, event: Event) -> None:
+        """A provider notice of our own (e.g. a declined approval no session owns)."""
+        self._board.post(event)
+
     def adopt(self, thread_id: str) -> list[Event]:
         """The notices kept for ``thread_id`` until its handle existed (oldest first)."""
         backlog = self._orphans.pop(thread_id, None)

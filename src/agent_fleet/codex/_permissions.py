@@ -6,18 +6,36 @@ system access: legacy ``fileSystem.read`` / ``fileSystem.write`` path lists, or 
 special paths such as the whole disk cannot be judged and are never granted). Each part is judged on
 its own by the engine: a write root as a ``permissions`` request (contained in the workspace, then the
 default), a read root as a ``read`` request (no credential files, contained), network as a
-``permissions`` request for any host (``*`` in ``allowed_hosts``). The granted profile has the same
-shape as the request, holding only what passed.
+``permissions`` request for the sandbox's whole network (``*://*`` in ``allowed_hosts``). The granted
+profile has the same shape as the request, holding only what passed.
+
+A command approval may carry the same profile as ``additionalPermissions``; its reply cannot narrow the
+grant (an accept runs the command with everything asked), so ``additional_verdict`` refuses the whole
+command unless every part passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, TypeAlias
 
-from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
+from agent_fleet._provider.refine import REFINABLE_DECLINES
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision, RequestKind
 
-__all__ = ["grant_permissions", "requested_roots"]
+__all__ = ["additional_verdict", "grant_permissions", "requested_roots"]
+
+_Path: TypeAlias = str | os.PathLike[str]
+
+
+class _Part(NamedTuple):
+    """One grantable part of a request: where it goes in the granted profile (``write``, ``read``,
+    ``entries``, ``network``), what is granted there, how to name it, the engine's verdict."""
+
+    section: str
+    value: Any
+    what: str
+    verdict: Decision
 
 
 def _strings(value: Any, what: str) -> list[str]:
@@ -62,64 +80,104 @@ def requested_roots(asked: Mapping[str, Any]) -> tuple[tuple[str, ...], bool]:
     return tuple(paths), _network_asked(asked)
 
 
-def grant_permissions(
-    policy: ApprovalPolicy, asked: Mapping[str, Any], whole: ApprovalRequest
-) -> tuple[dict[str, Any], Decision]:
-    """(the granted profile, the decision for the whole request): ``allow_once`` naming what was
-    withheld when something was granted, else the first part's decline."""
-    cwd, roots = whole.cwd, whole.writable_roots
+def _judge_parts(
+    policy: ApprovalPolicy, asked: Mapping[str, Any], cwd: _Path | None, roots: Sequence[_Path]
+) -> list[_Part]:
+    """Every grantable part of ``asked`` with the engine's verdict on it alone."""
 
     def judge(access: str, path: str | None) -> Decision:
         if path is None:
             return Decision(
                 action="decline", rule="no-paths", reason="a glob or special path cannot be judged"
             )
-        if access == "read":
-            return policy.evaluate(ApprovalRequest(kind="read", paths=(path,), cwd=cwd, writable_roots=roots))
-        return policy.evaluate(
-            ApprovalRequest(kind="permissions", paths=(path,), cwd=cwd, writable_roots=roots)
-        )
+        kind: RequestKind = "read" if access == "read" else "permissions"
+        return policy.evaluate(ApprovalRequest(kind=kind, paths=(path,), cwd=cwd, writable_roots=roots))
 
-    granted: dict[str, Any] = {}
-    declines: list[tuple[str, Decision]] = []
     file_system = asked.get("fileSystem") or {}
-    fs_granted: dict[str, Any] = {}
+    if not isinstance(file_system, dict):
+        raise ValueError("permissions fileSystem must be an object")
+    parts: list[_Part] = []
     for access in ("write", "read"):
-        kept = []
         for path in _strings(file_system.get(access), f"fileSystem.{access}"):
-            verdict = judge(access, path)
-            (kept.append(path) if verdict.accepted else declines.append((f"{access} {path}", verdict)))
-        if kept:
-            fs_granted[access] = kept
-    kept_entries = []
+            parts.append(_Part(access, path, f"{access} {path}", judge(access, path)))
     for entry in _entries(file_system):
         entry_access = entry.get("access")
         if entry_access not in ("read", "write"):
             continue  # "deny" narrows access; there is nothing to grant
         verdict = judge(str(entry_access), _entry_path(entry))
-        if verdict.accepted:
-            kept_entries.append(dict(entry))
-        else:
-            declines.append((f"{entry_access} {entry.get('path')!r}", verdict))
-    if kept_entries:
-        fs_granted["entries"] = kept_entries
-    if fs_granted:
-        granted["fileSystem"] = fs_granted
+        parts.append(_Part("entries", dict(entry), f"{entry_access} {entry.get('path')!r}", verdict))
     if _network_asked(asked):
-        verdict = policy.evaluate(
-            ApprovalRequest(kind="permissions", network=True, cwd=cwd, writable_roots=roots)
-        )
-        if verdict.accepted:
+        network = ApprovalRequest(kind="permissions", network=True, cwd=cwd, writable_roots=roots)
+        parts.append(_Part("network", True, "network", policy.evaluate(network)))
+    return parts
+
+
+def _granted(part: _Part, refined: bool) -> bool:
+    return part.verdict.accepted or (refined and part.verdict.rule in REFINABLE_DECLINES)
+
+
+def _first_decline(declined: Sequence[_Part]) -> _Part:
+    """The part whose decline speaks for the request: a refinable one (an ``approval_handler`` may still
+    grant it) before a final one; a final one otherwise."""
+    for part in declined:
+        if part.verdict.rule in REFINABLE_DECLINES:
+            return part
+    return declined[0]
+
+
+def grant_permissions(
+    policy: ApprovalPolicy, asked: Mapping[str, Any], whole: ApprovalRequest, *, refined: bool = False
+) -> tuple[dict[str, Any], Decision]:
+    """(the granted profile, the decision for the whole request): ``allow_once`` naming what was
+    withheld when something was granted, else a part's decline (a refinable one first, so that an
+    ``approval_handler`` sees it). ``refined``: an ``approval_handler`` accepted a refinable decline, so
+    the parts declined only for want of someone to ask are granted too; containment and the host
+    allow-list still hold."""
+    parts = _judge_parts(policy, asked, whole.cwd, whole.writable_roots)
+    granted: dict[str, Any] = {}
+    fs_granted: dict[str, Any] = {}
+    declined: list[_Part] = []
+    for part in parts:
+        if not _granted(part, refined):
+            declined.append(part)
+        elif part.section == "network":
             granted["network"] = {"enabled": True}
         else:
-            declines.append(("network", verdict))
+            fs_granted.setdefault(part.section, []).append(part.value)
+    if fs_granted:
+        granted["fileSystem"] = fs_granted
     if not granted:
-        if declines:
-            what, first = declines[0]
-            return {}, Decision(action="decline", rule=first.rule, reason=f"{what}: {first.reason}")
+        if declined:
+            first = _first_decline(declined)
+            verdict = first.verdict
+            return {}, Decision(action="decline", rule=verdict.rule, reason=f"{first.what}: {verdict.reason}")
         return {}, Decision(
             action="decline", rule="no-paths", reason="the request asks for nothing grantable"
         )
-    withheld = "; ".join(f"{what} ({verdict.rule})" for what, verdict in declines)
+    withheld = "; ".join(f"{part.what} ({part.verdict.rule})" for part in declined)
     reason = "granted for the turn" + (f"; withheld: {withheld}" if withheld else "")
     return granted, Decision(action="allow_once", reason=reason)
+
+
+def additional_verdict(
+    policy: ApprovalPolicy, asked: Any, cwd: _Path | None, roots: Sequence[_Path]
+) -> Decision | None:
+    """A command approval's ``additionalPermissions``: ``None`` when the policy grants every part (or
+    nothing is asked), else the decline of the whole command -- an accept grants everything asked, so
+    it cannot be narrowed. A final decline wins over a refinable one. Raises ``ValueError`` for a
+    malformed profile."""
+    if asked is None:
+        return None
+    if not isinstance(asked, dict):
+        raise ValueError("additionalPermissions must be an object")
+    requested_roots(asked)  # the shape of every part, before any is judged
+    declined = [part for part in _judge_parts(policy, asked, cwd, roots) if not part.verdict.accepted]
+    if not declined:
+        return None
+    final = [part for part in declined if part.verdict.rule not in REFINABLE_DECLINES]
+    first = (final or declined)[0]
+    return Decision(
+        action="decline",
+        rule=first.verdict.rule,
+        reason=f"the command asks for additional permissions: {first.what}: {first.verdict.reason}",
+    )

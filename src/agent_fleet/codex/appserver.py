@@ -32,13 +32,15 @@ from agent_fleet._codex_binary import find_codex
 from agent_fleet._codex_toml import config_args
 from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
+from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
+from agent_fleet.codex._subthreads import SubThreads
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
-from agent_fleet.codex.translate import plan_spawn
+from agent_fleet.codex.translate import declared_writable_roots, plan_spawn
 from agent_fleet.contract import (
     Capabilities,
     ModelInfo,
@@ -58,7 +60,7 @@ from agent_fleet.errors import (
 from agent_fleet.events import Error, Event, RateLimits, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Request, StreamTransport
 from agent_fleet.notices import spec_unsupported
-from agent_fleet.policy import ApprovalPolicy
+from agent_fleet.policy import ApprovalPolicy, Decision
 
 __all__ = ["CodexProvider"]
 
@@ -129,7 +131,7 @@ class CodexProvider(Provider):
         self._shutting_down = False
         self._closed = False
         self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
-        self.writable_roots: tuple[str, ...] = ()
+        self._subthreads = SubThreads()  # sub-agents' threads: their approvals are their session's
         self.crashes = 0
 
     # -- properties --------------------------------------------------------------------------------
@@ -225,7 +227,6 @@ class CodexProvider(Provider):
                 tried=[" ".join(argv[:2])],
                 stderr_tail=tail[-4000:],
             ) from exc
-        self.writable_roots = ()
         return child
 
     async def shutdown(self) -> None:
@@ -404,8 +405,10 @@ class CodexProvider(Provider):
         if not isinstance(thread_id, str):
             raise RPCError(-32603, f"thread response without a thread id: {result!r}")
         cwd = _workspace(spec, self.options)
+        # Containment: the workspace plus the writable roots this session declares to codex.
+        roots = declared_writable_roots(spec.config, self.options.config)
         handle = CodexHandle(
-            self, self._sessions, child.conn, thread_id, spec, policy, cwd, baseline=baseline
+            self, self._sessions, child.conn, thread_id, spec, policy, cwd, roots, baseline=baseline
         )
         self._sessions.add(handle)
         # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
@@ -472,13 +475,16 @@ class CodexProvider(Provider):
         return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
+        self._subthreads.observe(msg.method, msg.params)  # sub-agents' turns and items
         self._notices.route(msg.method, msg.params)
 
     async def _on_global_request(self, msg: Request) -> None:
         child = self._child
         if child is None:
             return
-        if msg.method == _requests.AUTH_REFRESH:
+        if _approvals.is_approval_request(msg.method, msg.params):
+            await self._thread_approval(child.conn, msg)
+        elif msg.method == _requests.AUTH_REFRESH:
             # The handler may take long (a browser login): answer from a task, never on the worker.
             self._spawn_task(self._refresh_auth(child.conn, msg), f"auth-refresh:{msg.id}")
         elif msg.method == _requests.CURRENT_TIME:
@@ -490,9 +496,29 @@ class CodexProvider(Provider):
                     msg.id, RPCError.METHOD_NOT_FOUND, f"agent-fleet does not handle {msg.method}"
                 )
 
+    async def _thread_approval(self, conn: Connection, msg: Request) -> None:
+        """An approval for a thread without a handle: a sub-agent's is judged by the session it works
+        for; any other is declined (the refusal codex offers) and reported on ``notices()``. Never an
+        RPC error: an approval left unanswered or errored is not judged."""
+        thread_id = _route(msg.method, msg.params)
+        if thread_id is not None:
+            owner = self._subthreads.owner(thread_id, self._sessions.handles())
+            if owner is not None:
+                await owner.on_subthread_approval(msg, self._subthreads.get(thread_id))
+                return
+        reason = f"an approval for thread {thread_id!r}, which belongs to no session of this provider"
+        decision = _approvals.settle(
+            msg.method, msg.params, Decision(action="decline", rule="unknown-thread", reason=reason)
+        )
+        data = {"rule": decision.rule, "reason": reason, "method": msg.method, "thread_id": thread_id}
+        self._notices.post(System(subtype="approval_denied", data=data))
+        with contextlib.suppress(AgentFleetError):
+            await conn.respond(msg.id, _approvals.to_wire(msg.method, msg.params, decision))
+
     async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
         """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
-        every live turn with ``auth_failed`` (nothing can run until someone logs in again)."""
+        every live turn with ``auth_failed`` (nothing can run until someone logs in again) and tell
+        every idle session with its next turn (``System(auth_failed)``)."""
         params = msg.params if isinstance(msg.params, dict) else {}
         handler = self.options.auth_refresh_handler
         problem = "no auth_refresh_handler is configured"
@@ -511,7 +537,9 @@ class CodexProvider(Provider):
             "log in again (codex login) or give CodexOptions.auth_refresh_handler"
         )
         for handle in self._sessions.handles():
-            handle.end_turn(Error(code="auth_failed", message=message, data={"reason": params.get("reason")}))
+            handle.auth_failed(
+                Error(code="auth_failed", message=message, data={"reason": params.get("reason")})
+            )
 
 
 def _model_info(record: dict[str, Any]) -> ModelInfo:

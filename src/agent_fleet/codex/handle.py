@@ -9,7 +9,7 @@ Session states::
 
     OPEN ──stop()/crash/shutdown──> CLOSED
 
-Turn states (one ``_AppServerTurn`` at a time)::
+Turn states (one ``AppServerTurn`` at a time)::
 
     RUNNING ──turn/completed | timeout | idle timeout | stop() | crash──> FINISHED
 
@@ -18,14 +18,12 @@ carrying the id of an earlier turn (e.g. ``turn/completed`` of a turn we interru
 dropped. Every way a turn can end calls ``EventStream.finish``: the first wins, the rest are no-ops,
 so ``stop()``, crash handling and the forwarder can race in any order.
 
-Approvals are server requests on the same worker: the policy decides at once; an ``approval_handler``
-runs on a task of its own so it may take as long as it likes. So do ``Spec.tools`` calls
-(``item/tool/call``: policy, then the function) and questions / MCP elicitations (the
-``input_handler``, else canned answers or a decline). ``currentTime/read`` is answered at once.
-An approval's reply is only ever a decision codex offered (``_approvals.settle``); codex offers no
-``decline`` for commands, so a refusal goes out as ``cancel`` and codex interrupts its turn. That end is
-not passed on: the same ``_AppServerTurn`` (same stream, same mapper) continues with a new codex turn
-telling the agent what was declined (``declined_turn_continued``), at most ``_MAX_CONTINUATIONS`` times.
+Server requests (approvals, tool calls, questions) are answered by ``ServerRequests``
+(``_handle_requests``). An approval's reply is only ever a decision codex offered
+(``_approvals.settle``); codex offers no ``decline`` for commands, so a refusal goes out as ``cancel``
+and codex interrupts its turn. That end is not passed on: the same ``AppServerTurn`` (same stream, same
+mapper) continues with a new codex turn telling the agent what was declined
+(``declined_turn_continued``), at most ``_MAX_CONTINUATIONS`` times.
 """
 
 from __future__ import annotations
@@ -36,24 +34,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_fleet._provider.asking import answer_input
-from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.board import Backlog
 from agent_fleet._provider.handle import StreamedHandle
-from agent_fleet._provider.refine import for_handler, refine
 from agent_fleet._provider.sessions import HandleHost
-from agent_fleet._provider.stream import TERMINAL_TYPES, EventStream
+from agent_fleet._provider.stream import TERMINAL_TYPES
 from agent_fleet._provider.watchdog import IdleWatchdog
-from agent_fleet.codex import _approvals
-from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._handle_requests import ServerRequests
+from agent_fleet.codex._stdin import StdinHistory
+from agent_fleet.codex._turn import AppServerTurn
 from agent_fleet.codex.mapping import TurnMapper, token_usage
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System, TokenUsage
-from agent_fleet.jsonrpc import Connection, Notification, Request, Subscription
-from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
-from agent_fleet.tools import by_name, failure
+from agent_fleet.jsonrpc import Connection, Notification, Subscription
+from agent_fleet.policy import ApprovalPolicy
+from agent_fleet.tools import by_name
 
 if TYPE_CHECKING:
     from agent_fleet.codex.appserver import CodexProvider
@@ -67,49 +63,7 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 _MAX_CONTINUATIONS = 20  # refusals carried as "cancel" in one turn before the turn is left cancelled
 
 
-class _AppServerTurn:
-    __slots__ = (
-        "approvals",
-        "continuations",
-        "interrupt",
-        "mapper",
-        "resume_after",
-        "seen",
-        "stream",
-        "timer",
-        "turn_id",
-        "watchdog",
-    )
-
-    def __init__(
-        self,
-        session_id: str,
-        *,
-        structured: bool,
-        bound: int | None,
-        baseline: TokenUsage | None = None,
-    ) -> None:
-        self.mapper = TurnMapper(session_id, structured=structured, baseline=baseline)
-        self.stream = EventStream(bound)
-        self.turn_id: str | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        self.watchdog: IdleWatchdog | None = None
-        self.seen = False  # a notification arrived since the watchdog last looked
-        self.approvals = 0  # approval_handler calls in progress (a human may take minutes)
-        self.interrupt: asyncio.Task[None] | None = None
-        # A refusal codex let us send only as "cancel": once codex reports the turn interrupted, the
-        # turn goes on with a new codex turn telling the agent why (see _continue_declined).
-        self.resume_after: str | None = None
-        self.continuations = 0
-
-    def active(self) -> bool:
-        """For the idle watchdog: anything since it last asked, a command / file change running
-        (codex sends nothing during a long command) or an approval being decided."""
-        seen, self.seen = self.seen, False
-        return seen or self.approvals > 0 or self.mapper.tools_running
-
-
-class CodexHandle(StreamedHandle[_AppServerTurn]):
+class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
     """A live codex thread. Created by ``CodexProvider.spawn`` / ``resume``; see ``Handle``."""
 
     _provider: CodexProvider
@@ -123,26 +77,30 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         spec: Spec,
         policy: ApprovalPolicy,
         cwd: str,
+        writable_roots: tuple[str, ...] = (),
         *,
         baseline: TokenUsage | None = None,
     ) -> None:
-        self._provider = provider  # read for its options and writable roots only
+        self._provider = provider  # read for its options only
         self._host = host
         self._conn = connection
         self._thread_id = thread_id
         self._spec = spec
         self._policy = policy
         self._cwd = cwd
+        self._roots = writable_roots  # declared to codex: containment counts them with the workspace
         self._bound = provider.options.event_buffer
-        self._turn: _AppServerTurn | None = None
+        self._turn: AppServerTurn | None = None
         self._old_turn_ids: set[str] = set()
         self._closed = False
         # Token totals of the session before the next turn (None: unknown, e.g. a resumed thread
         # until codex replays its usage), and the notices that arrived while no turn ran.
         self._baseline = baseline
         self._backlog = Backlog()
-        self._idle = TurnMapper(thread_id)
+        self.spawned: set[str] = set()  # sub-agent threads of this session (their approvals are ours)
+        self._idle = TurnMapper(thread_id, spawned=self.spawned)
         self._tools = by_name(spec.tools)
+        self._stdin = StdinHistory()
         self._sub: Subscription = connection.subscribe(
             thread_id, on_notification=self._on_notification, on_request=self._on_request
         )
@@ -156,6 +114,11 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def owns_turn(self, turn_id: str) -> bool:
+        """``turn_id`` is one of this session's turns (a sub-agent names its root turn)."""
+        turn = self._turn
+        return turn_id in self._old_turn_ids or (turn is not None and turn.turn_id == turn_id)
 
     async def _follow_up(
         self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
@@ -240,8 +203,12 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
             usage, known = previous.mapper.usage, self._baseline
             if usage is not None and (known is None or usage.total_tokens >= known.total_tokens):
                 self._baseline = usage  # (a usage update after the turn ended may be newer)
-        turn = _AppServerTurn(
-            self._thread_id, structured=structured, bound=self._bound, baseline=self._baseline
+        turn = AppServerTurn(
+            self._thread_id,
+            structured=structured,
+            bound=self._bound,
+            baseline=self._baseline,
+            spawned=self.spawned,
         )
         self._turn = turn
         for event in self._backlog.drain():  # what arrived between turns comes first
@@ -284,7 +251,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         self._sub.close()
         self._host.forget(self)
 
-    def _finish(self, turn: _AppServerTurn, event: Result | Error) -> bool:
+    def _finish(self, turn: AppServerTurn, event: Result | Error) -> bool:
         if not turn.stream.finish(event):
             return False
         if turn.timer is not None:
@@ -300,24 +267,24 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         except AgentFleetError as exc:  # the turn is already ended for the caller; best effort only
             logger.debug("%s for thread %s failed: %s", method, self._thread_id, exc)
 
-    def _on_timeout(self, turn: _AppServerTurn) -> None:
+    def _on_timeout(self, turn: AppServerTurn) -> None:
         turn.timer = None
         message = f"turn exceeded its timeout of {self._spec.timeout:g}s and was interrupted"
         self._time_out(turn, Error(code="timeout", message=message, retryable=True))
 
-    def _on_idle(self, turn: _AppServerTurn) -> None:
+    def _on_idle(self, turn: AppServerTurn) -> None:
         limit = self._spec.idle_timeout
         message = f"no event from the agent for {limit:g}s (idle timeout); the turn was interrupted"
         self._time_out(turn, Error(code="timeout", message=message, data={"idle_timeout": limit}))
 
-    def _time_out(self, turn: _AppServerTurn, error: Error) -> None:
+    def _time_out(self, turn: AppServerTurn, error: Error) -> None:
         if self._finish(turn, error) and turn.turn_id:
             turn.interrupt = self._host.spawn_task(
                 self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
                 f"interrupt:{self._thread_id}",
             )
 
-    def _current_for(self, method: str, params: Any) -> _AppServerTurn | None:
+    def _current_for(self, method: str, params: Any) -> AppServerTurn | None:
         """The live turn this notification belongs to, or None for a stale one.
 
         The turn id comes from the turn/start response or from ``turn/started``, whichever is
@@ -406,7 +373,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if turn is not None:
             turn.stream.push(event)
 
-    def _continue_declined(self, turn: _AppServerTurn, event: Event) -> bool:
+    def _continue_declined(self, turn: AppServerTurn, event: Event) -> bool:
         """True when ``event`` (the turn's end) is codex interrupting the turn because a refusal could
         only be sent as ``cancel``: the turn then goes on as a new codex turn on the same stream, whose
         prompt tells the agent what was declined and why, so a refusal never ends the work by itself."""
@@ -424,7 +391,7 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         self._host.spawn_task(self._resume_turn(turn, note), f"continue:{self._thread_id}")
         return True
 
-    async def _resume_turn(self, turn: _AppServerTurn, note: str) -> None:
+    async def _resume_turn(self, turn: AppServerTurn, note: str) -> None:
         if turn.stream.done or self._closed:
             return
         text = (
@@ -443,92 +410,16 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
         if isinstance(turn_obj, dict) and isinstance(turn_obj.get("id"), str) and turn.turn_id is None:
             turn.turn_id = turn.mapper.turn_id = turn_obj["id"]
 
-    # -- server requests -----------------------------------------------------------------------------
-
-    async def _on_request(self, msg: Request) -> None:
-        method = msg.method
-        if _approvals.is_approval(method):
-            await self._on_approval(msg)
-            return
-        params = msg.params if isinstance(msg.params, dict) else {}
-        if method == _requests.TOOL_CALL:
-            # The caller's function may take long: run it on a task so this thread's events flow.
-            self._host.spawn_task(self._tool_call(msg, params), f"tool:{msg.id}")
-        elif method in _requests.INPUT_METHODS:
-            self._host.spawn_task(self._user_input(msg, params), f"input:{msg.id}")
-        elif method == _requests.CURRENT_TIME:
-            await self._reply(msg, _requests.current_time_response())
-        else:
-            self._emit(System(subtype="unhandled_server_request", data={"method": method, "id": msg.id}))
-            await self._reply_error(msg, -32601, f"agent-fleet does not handle {method}")
-
-    async def _on_approval(self, msg: Request) -> None:
+    def auth_failed(self, error: Error) -> None:
+        """codex could not refresh its ChatGPT tokens: a live turn ends with ``error``; an idle session
+        gets ``System(auth_failed)`` first thing in its next turn (which may fail the same way)."""
         turn = self._turn
-        session = _approvals.Session(
-            workspace=self._cwd,
-            writable_roots=tuple(self._provider.writable_roots),
-            file_changes=turn.mapper.file_changes if turn is not None else {},
-            commands=turn.mapper.commands if turn is not None else {},
-        )
-        judged = await _approvals.judge(self._policy, msg.method, msg.params, session)
-        for notice in judged.notices:
-            self._emit(notice)
-        handler = self._provider.options.approval_handler
-        decision = judged.decision
-        if handler is not None and for_handler(decision):
-            # A human may take minutes: answer from a task so this thread's events keep flowing.
-            self._host.spawn_task(self._refine(msg, judged), f"approval:{msg.id}")
-            return
-        await self._answer(msg, judged, judged.decision)
-
-    async def _refine(self, msg: Request, judged: _approvals.Judged) -> None:
-        await self._answer(msg, judged, await self._ask_handler(judged.request, judged.decision))
-
-    async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
-        """The ``approval_handler``'s refinement of ``decision`` (``_provider.refine``)."""
-        turn = self._turn
-        if turn is not None:
-            turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog
-        try:
-            handler = self._provider.options.approval_handler
-            return await refine(handler, request, decision, self._emit, _approvals.describe)
-        finally:
-            if turn is not None:
-                turn.approvals -= 1
-
-    async def _tool_call(self, msg: Request, params: dict[str, Any]) -> None:
-        """Answer ``item/tool/call``: the policy, then the ``Spec.tools`` function (``ToolUse`` and
-        ``ToolResult`` come from codex's own ``dynamicToolCall`` item)."""
-        name = str(params.get("tool") or "")
-        tool = self._tools.get(name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
-            output = failure(f"unknown tool {name!r} (this session's tools: {known})")
-        else:
-            request = ApprovalRequest(kind="tool", tool=name, cwd=self._cwd)
-            decision = await self._ask_handler(request, self._policy.evaluate(request))
-            use_id = f"approval:{params.get('callId') or msg.id}"
-            for event in approval_events(use_id, _approvals.describe(request), decision):
-                self._emit(event)
-            if decision.accepted:
-                output = await tool.call(params.get("arguments"))
-            else:
-                rule = f" ({decision.rule})" if decision.rule else ""
-                output = failure(
-                    f"Declined by the agent-fleet approval policy{rule}: {decision.reason or decision.action}"
-                )
-                if decision.action == "cancel":
-                    self.end_turn(Error(code="cancelled", message=f"tool call {name!r} cancelled the turn"))
-        await self._reply(msg, _requests.tool_call_response(output))
-
-    async def _user_input(self, msg: Request, params: dict[str, Any]) -> None:
-        """Answer a question or an MCP elicitation: the ``input_handler``, else canned answers or a
-        decline the model can act on (``agent_fleet.user_input``)."""
-        options = self._provider.options
-        request = _requests.input_request(msg.method, params, self._thread_id)
-        canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
-        answer = await answer_input(request, options.input_handler, canned, self._emit)
-        await self._reply(msg, _requests.input_response(msg.method, request, answer))
+        if turn is not None and not turn.stream.done:
+            self.end_turn(error)
+        elif not self._closed:
+            self._backlog.add(
+                System(subtype="auth_failed", data={"message": error.message, **(error.data or {})})
+            )
 
     def end_turn(self, error: Error) -> None:
         """End the live turn with ``error`` and interrupt it on the server (the session stays open)."""
@@ -538,33 +429,3 @@ class CodexHandle(StreamedHandle[_AppServerTurn]):
                 self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
                 f"interrupt:{self._thread_id}",
             )
-
-    async def _answer(self, msg: Request, judged: _approvals.Judged, decision: Decision) -> None:
-        params = msg.params if isinstance(msg.params, dict) else {}
-        verdict, decision = decision, _approvals.settle(msg.method, params, decision)  # only what is offered
-        turn = self._turn
-        if verdict.action == "decline" and decision.action == "cancel" and turn is not None:
-            turn.resume_after = f"The approval policy declined {_approvals.summary(judged.request)}" + (
-                f" (rule {verdict.rule}: {verdict.reason})." if verdict.rule else "."
-            )
-        use_id = (
-            f"approval:{params.get('approvalId') or params.get('itemId') or params.get('callId') or msg.id}"
-        )
-        for event in approval_events(use_id, _approvals.describe(judged.request), decision):
-            self._emit(event)
-        try:
-            await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision, judged.grant))
-        except AgentFleetError as exc:
-            logger.debug("approval reply for thread %s failed: %s", self._thread_id, exc)
-
-    async def _reply(self, msg: Request, result: Any) -> None:
-        try:
-            await self._conn.respond(msg.id, result)
-        except AgentFleetError as exc:
-            logger.debug("reply to %s for thread %s failed: %s", msg.method, self._thread_id, exc)
-
-    async def _reply_error(self, msg: Request, code: int, message: str) -> None:
-        try:
-            await self._conn.respond_error(msg.id, code, message)
-        except AgentFleetError as exc:
-            logger.debug("error reply for thread %s failed: %s", self._thread_id, exc)

@@ -296,9 +296,17 @@ class TurnMapper:
     """Maps one turn's notifications. ``structured`` turns on output-schema parsing of the final text."""
 
     def __init__(
-        self, session_id: str, *, structured: bool = False, baseline: TokenUsage | None = None
+        self,
+        session_id: str,
+        *,
+        structured: bool = False,
+        baseline: TokenUsage | None = None,
+        spawned: set[str] | None = None,
     ) -> None:
         self.session_id = session_id
+        # Threads of the sub-agents this thread spawned (collabAgentToolCall receivers): their
+        # approvals are this session's to judge. A set the caller may share across turns.
+        self.spawned: set[str] = spawned if spawned is not None else set()
         self.baseline = baseline
         self.turn_id: str | None = None
         self.structured = structured
@@ -307,6 +315,8 @@ class TurnMapper:
         self.last_error: dict[str, Any] | None = None
         self.file_changes: dict[str, list[dict[str, Any]]] = {}
         self.commands: dict[str, Any] = {}  # item id -> command, for approvals of writes to its stdin
+        # item id -> (server, tool, arguments) of MCP tool calls in progress, for their approvals
+        self.mcp_calls: dict[str, tuple[str, str, Any]] = {}
         self._started_items: set[str] = set()
         self._reasoning: set[str] = set()
 
@@ -338,7 +348,7 @@ class TurnMapper:
             case "item/started":
                 return self._item_started(p["item"])
             case "item/completed":
-                return self._item_completed(p["item"])
+                return self._item_completed(p["item"], p)
             case "turn/plan/updated":
                 steps = tuple(PlanStep(step=s["step"], status=s["status"]) for s in p.get("plan") or [])
                 return [Plan(steps=steps, explanation=p.get("explanation"))]
@@ -385,6 +395,11 @@ class TurnMapper:
                 return [ToolUse(id=item_id, name="apply_patch", input={"changes": changes})]
             case "mcpToolCall":
                 self._started_items.add(item_id)
+                self.mcp_calls[item_id] = (
+                    str(item.get("server")),
+                    str(item.get("tool")),
+                    item.get("arguments"),
+                )
                 name = f"mcp:{item.get('server')}/{item.get('tool')}"
                 return [ToolUse(id=item_id, name=name, input={"arguments": item.get("arguments")})]
             case "webSearch":
@@ -398,6 +413,7 @@ class TurnMapper:
                     )
                 ]
             case "collabAgentToolCall":
+                self._note_spawned(item)
                 return [_collab(item)]
             case "reasoning":
                 self._reasoning.add(item_id)
@@ -405,7 +421,12 @@ class TurnMapper:
             case _:
                 return []
 
-    def _item_completed(self, item: dict[str, Any]) -> list[Event]:
+    def _note_spawned(self, item: dict[str, Any]) -> None:
+        for thread in item.get("receiverThreadIds") or ():
+            if isinstance(thread, str):
+                self.spawned.add(thread)
+
+    def _item_completed(self, item: dict[str, Any], params: dict[str, Any]) -> list[Event]:
         item_id = item["id"]
         kind = item.get("type")
         events: list[Event] = []
@@ -413,6 +434,7 @@ class TurnMapper:
             if item_id not in self._started_items:
                 events += self._item_started(item)
             self._started_items.discard(item_id)
+            self.mcp_calls.pop(item_id, None)
         elif kind == "reasoning":
             self._reasoning.discard(item_id)
         match kind:
@@ -466,6 +488,7 @@ class TurnMapper:
             case "imageView":
                 events.append(ImageView(item_id=item_id, path=str(item.get("path"))))
             case "collabAgentToolCall":
+                self._note_spawned(item)
                 events.append(_collab(item))
             case "subAgentActivity":
                 thread = item.get("agentThreadId")
@@ -499,8 +522,8 @@ class TurnMapper:
                 )
             case "userMessage" | "hookPrompt":
                 pass
-            case _:
-                events.append(UnknownEvent(raw={"method": "item/completed", "params": {"item": item}}))
+            case _:  # the whole notification: its threadId and turnId say where the item belongs
+                events.append(UnknownEvent(raw={"method": "item/completed", "params": params}))
         return events
 
     def _terminal(self, turn: dict[str, Any]) -> Result | Error:

@@ -24,6 +24,7 @@ __all__ = [
     "ENV_SET_KEY",
     "SpawnPlan",
     "Untranslated",
+    "declared_writable_roots",
     "dynamic_tool",
     "env_set",
     "plan_spawn",
@@ -101,6 +102,37 @@ def _thread_config(
     if env:
         out[ENV_SET_KEY] = env_set(env, base_config, config)
     return out
+
+
+_ROOTS_KEY = ("sandbox_workspace_write", "writable_roots")
+
+
+def _roots_in(config: Mapping[str, Any]) -> list[str] | None:
+    """``sandbox_workspace_write.writable_roots`` of one config (nested or as a dotted key), if set."""
+    dotted = ".".join(_ROOTS_KEY)
+    if dotted in config:
+        value = config[dotted]
+    else:
+        table = config.get(_ROOTS_KEY[0])
+        if not isinstance(table, Mapping) or _ROOTS_KEY[1] not in table:
+            return None
+        value = table[_ROOTS_KEY[1]]
+    if not isinstance(value, list | tuple):
+        return []
+    return [
+        os.path.expanduser(os.fspath(v)) for v in value if isinstance(v, str | os.PathLike) and os.fspath(v)
+    ]
+
+
+def declared_writable_roots(*configs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The writable roots a session declares: ``sandbox_workspace_write.writable_roots`` of the first of
+    ``configs`` (most specific first: the thread's, then the app-server's ``-c`` overrides) that sets
+    it. The user's own ``config.toml`` is not read: only what agent-fleet passes counts."""
+    for config in configs:
+        roots = _roots_in(config)
+        if roots is not None:
+            return tuple(roots)
+    return ()
 
 
 def dynamic_tool(tool: Tool) -> dict[str, Any]:

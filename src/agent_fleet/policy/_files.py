@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from agent_fleet.policy._secrets import HOME_CREDENTIALS, SYSTEM_CREDENTIALS
 from agent_fleet.policy._shell import Redirect, SimpleCommand
 from agent_fleet.policy._targets import inside, resolve_target
 from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
@@ -58,67 +59,6 @@ _KEY_USERS = frozenset({"ssh", "scp", "sftp", "ssh-add", "ssh-keygen", "ssh-copy
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", "&>|"})
 _READ_OPS = frozenset({"<", "<>"})
 
-_CREDENTIALS = (
-    ".ssh/*",
-    ".aws/*",
-    ".netrc",
-    "_netrc",
-    ".git-credentials",
-    ".config/git/credentials",
-    ".config/gh/*",
-    ".config/hub",
-    ".docker/config.json",
-    ".kube/*",
-    ".config/gcloud/*",
-    ".azure/*",
-    ".terraform.d/credentials.tfrc.json",
-    ".terraformrc",
-    ".pypirc",
-    ".npmrc",
-    ".yarnrc*",
-    ".gnupg/*",
-    ".password-store/*",
-    ".vault-token",
-    ".cargo/credentials*",
-    ".gem/credentials",
-    ".local/share/keyrings/*",
-    ".codex/auth.json",
-    ".claude/.credentials.json",
-    ".claude.json",
-    ".config/anthropic/*",
-    ".config/openai/*",
-    ".boto",
-    ".s3cfg",
-    ".pgpass",
-    ".my.cnf",
-    ".config/rclone/*",
-    ".oci/*",
-    ".config/doctl/*",
-    ".config/op/*",
-    ".mozilla/*/logins.json",
-    ".mozilla/*/key4.db",
-    ".config/google-chrome/*/Login Data",
-    ".bash_history",
-    ".zsh_history",
-    ".histfile",
-    ".python_history",
-    ".psql_history",
-    ".mysql_history",
-    "Library/Keychains/*",
-)
-_SYSTEM_CREDENTIALS = (
-    "/etc/shadow*",
-    "/etc/gshadow*",
-    "/etc/sudoers*",
-    "/etc/ssh/*_key",
-    "/etc/ssl/private/*",
-    "/proc/*/environ",
-    "/proc/*/mem",
-    "/var/run/secrets/*",
-    "/run/secrets/*",
-    "/etc/kubernetes/*.conf",
-    "/etc/rancher/*",
-)
 _READ_HARMLESS = (".ssh/known_hosts", ".ssh/*.pub")
 _METADATA_ONLY = frozenset({"ls", "stat", "test", "[", "du", "exa", "eza", "tree", "realpath", "readlink"})
 _HOME_LIKE = re.compile(r"^/(?:root|home/[^/]+|Users/[^/]+)(?=/|$)")
@@ -214,8 +154,8 @@ def _matches(path: str, patterns: Sequence[str], compiled: re.Pattern[str]) -> b
 _SAMPLES = ("x", "id_rsa", "id_ed25519", "id_ecdsa", "credentials", "config", "hosts.yml", "default")
 
 
-_CREDENTIALS_RE = _compile(_CREDENTIALS)
-_SYSTEM_CREDENTIALS_RE = _compile(_SYSTEM_CREDENTIALS)
+_CREDENTIALS_RE = _compile(HOME_CREDENTIALS)
+_SYSTEM_CREDENTIALS_RE = _compile(SYSTEM_CREDENTIALS)
 _HARMLESS_RE = re.compile("|".join(fnmatch.translate(p) for p in _READ_HARMLESS))
 
 
@@ -269,9 +209,9 @@ def credential_reason(word: str, ctx: RuleContext) -> str | None:
         if rel is not None:
             if not _GLOB.search(rel) and _HARMLESS_RE.match(rel):
                 continue
-            if _matches(rel, _CREDENTIALS, _CREDENTIALS_RE):
+            if _matches(rel, HOME_CREDENTIALS, _CREDENTIALS_RE):
                 return f"{word!r} is a credential file ({path})"
-        if _matches(path, _SYSTEM_CREDENTIALS, _SYSTEM_CREDENTIALS_RE):
+        if _matches(path, SYSTEM_CREDENTIALS, _SYSTEM_CREDENTIALS_RE):
             return f"{word!r} is a credential file ({path})"
         base = posixpath.basename(path)
         env_file = (base == ".env" or base.startswith(".env.")) and not base.endswith(

@@ -39,7 +39,7 @@ apply (they describe commands); then the default decides.
 The other kinds are judged in ``_requests`` (see there): ``read`` (credential files, containment;
 a read that passes is accepted whatever the default, as codex's sandbox reads freely), ``network``
 (``allowed_hosts`` alone decides: an explicit list, so the default neither opens nor closes it),
-``permissions`` (contained write roots, network only with ``*``; then the default, and a grant is
+``permissions`` (contained write roots, network only with ``*://*``; then the default, and a grant is
 ``allow_once``: for the turn, never the session), ``tool`` named ``mcp:server/tool`` (MCP tools by
 ``mcp_tools``; then the default) or ``builtin:Name`` (the agent's own session tools, e.g. subagents:
 the default). ``unknown`` is always declined (``unknown-request``), as is a tool with no name.
@@ -70,6 +70,7 @@ from agent_fleet.policy._packs import PACK_RULES, pack_set
 from agent_fleet.policy._paths import check_paths
 from agent_fleet.policy._requests import (
     REQUEST_RULES,
+    host_patterns,
     judge_network,
     judge_permissions,
     judge_read,
@@ -109,6 +110,7 @@ RULES: dict[str, str] = {
     **REQUEST_RULES,
     "malformed-request": "the request's fields are not what the tool or method defines",
     "foreign-cwd": "the request names a working directory outside the session's workspace",
+    "unknown-thread": "an approval for a thread that belongs to no session of the provider",
     "not-offered": "the policy accepted, but the provider offered no decision that carries out an accept",
 }
 
@@ -158,7 +160,9 @@ class ApprovalPolicy:
         )
         self._tool_allow = _compile(config.tool_allow_patterns, "tool_allow_patterns") if config else ()
         self._default = config.default if config else "allow"
-        self._packs = pack_set(config.rule_packs, config.allowed_hosts) if config else pack_set()
+        self._packs = (
+            pack_set(config.rule_packs, host_patterns(config.allowed_hosts)) if config else pack_set()
+        )
         self._strict = config is not None and config.profile == "strict"
         self._hosts = config.allowed_hosts if config else ()
         self._mcp_tools = config.mcp_tools if config else ()
