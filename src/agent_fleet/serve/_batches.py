@@ -275,7 +275,8 @@ class Batches:
         if tasks:
             out["tasks"] = []
         try:
-            ledger = Ledger.open(self.root / batch_id)
+            # A reader: the batch, while it runs, holds the ledger's lock (one run of an out at a time).
+            ledger = Ledger.open(self.root / batch_id, lock=False)
         except UsageError:  # not created yet, or never: the batch failed before it started
             return out
         try:
