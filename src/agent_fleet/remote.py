@@ -79,7 +79,9 @@ class RemoteProvider(Provider):
 
     ``token``: the daemon's bearer token (default ``$AGENT_FLEET_TOKEN``). ``provider``: the daemon's
     provider kind (default: the daemon's own default). ``timeout``: seconds per request (the event
-    stream itself has no read timeout: a turn may be quiet for long)."""
+    stream itself has no read timeout: a turn may be quiet for long). ``transport``: an httpx transport
+    to reach the daemon by (e.g. ``httpx.AsyncHTTPTransport(uds=...)`` for a Unix socket behind a
+    proxy, or a test double); default: TCP to ``url``."""
 
     name = "remote"
 
@@ -90,8 +92,10 @@ class RemoteProvider(Provider):
         *,
         provider: str | None = None,
         timeout: float | None = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._transport = transport
         self.options = None
         self.kind = provider
         token = token if token is not None else os.environ.get("AGENT_FLEET_TOKEN")
@@ -115,6 +119,7 @@ class RemoteProvider(Provider):
                 headers=self._headers,
                 timeout=httpx.Timeout(self.timeout),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+                transport=self._transport,
             )
         return self._client
 
@@ -212,6 +217,8 @@ class RemoteHandle(Handle):
                     headers=headers,
                     timeout=httpx.Timeout(self._provider.timeout, read=None),
                 ) as source:
+                    if not source.response.is_success:
+                        await source.response.aread()  # a streamed answer: its error body is not read yet
                     _raise_for(source.response)
                     async for sse in source.aiter_sse():
                         if sse.event != "event" or not sse.id:
