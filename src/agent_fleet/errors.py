@@ -15,7 +15,11 @@
     └── TurnFailed                 a turn ended with an ``Error`` event (event)
 
 Layers translate with ``raise ... from exc`` so the original cause is kept. Callers decide on the
-structured fields (``code``, ``exit_code``, ``event.code``), never on message text.
+structured fields, never on message text: every error has ``code`` (a short name of its kind, e.g.
+``"transport"``; for a ``TurnFailed`` the ``Error`` event's code, e.g. ``"rate_limited"``; for an
+``RPCError`` the JSON-RPC integer code as received) and ``retryable`` (whether the same call may
+succeed later unchanged: a dropped transport or a timeout may, a misuse or a refused credential not),
+plus their own fields (``exit_code``, ``stderr_tail``, ``event`` ...).
 """
 
 from __future__ import annotations
@@ -42,24 +46,46 @@ __all__ = [
 
 
 class AgentFleetError(Exception):
-    """Root of every error agent-fleet raises on purpose."""
+    """Root of every error agent-fleet raises on purpose. ``code`` names its kind and ``retryable`` says
+    whether trying the same call again later may work (see the module docstring); subclasses set both,
+    an instance may refine them."""
+
+    code: str = "agent_fleet_error"
+    retryable: bool = False
 
 
 class UsageError(AgentFleetError, ValueError):
     """The caller misused the API: a bad argument or a call in the wrong state."""
 
+    code = "usage"
+
 
 class Unsupported(UsageError):
     """The provider cannot perform this operation (see its ``Capabilities``)."""
+
+    code = "unsupported"
 
 
 class ProviderUnavailable(AgentFleetError):
     """The provider cannot start: binary missing or broken, handshake failed or timed out.
 
     ``tried`` lists the places or steps attempted; ``stderr_tail`` is the end of the child's stderr.
+    Not ``retryable`` by default (a missing or broken binary stays so); ``retryable=True`` where the
+    cause is passing (a handshake that timed out, a daemon that is restarting).
     """
 
-    def __init__(self, message: str, *, tried: Sequence[str] = (), stderr_tail: str = "") -> None:
+    code = "provider_unavailable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tried: Sequence[str] = (),
+        stderr_tail: str = "",
+        retryable: bool | None = None,
+    ) -> None:
+        if retryable is not None:
+            self.retryable = retryable
         self.tried = tuple(tried)
         self.stderr_tail = stderr_tail
         full = message
@@ -74,9 +100,15 @@ class ProviderUnavailable(AgentFleetError):
 class AuthenticationError(ProviderUnavailable):
     """No usable credential was found, or the model provider rejected it."""
 
+    code = "auth_failed"
+
 
 class TransportError(AgentFleetError):
-    """The transport under a connection failed: the child exited, a pipe broke, a socket dropped."""
+    """The transport under a connection failed: the child exited, a pipe broke, a socket dropped.
+    ``retryable``: a new connection (a restarted child) may work."""
+
+    code = "transport"
+    retryable = True
 
     def __init__(self, message: str, *, exit_code: int | None = None, stderr_tail: str = "") -> None:
         super().__init__(message)
@@ -87,6 +119,8 @@ class TransportError(AgentFleetError):
 
 class ConnectionClosed(TransportError):
     """The connection is closed. ``cause`` is the exception that closed it, if any."""
+
+    code = "connection_closed"
 
     def __init__(
         self,
@@ -103,6 +137,8 @@ class ConnectionClosed(TransportError):
 class RemoteProtocolError(AgentFleetError):
     """The peer violated the protocol (malformed message, impossible state)."""
 
+    code = "protocol_error"
+
 
 class RPCError(AgentFleetError):
     """A JSON-RPC error response: ``code``, ``message`` and optional ``data`` exactly as received."""
@@ -112,6 +148,8 @@ class RPCError(AgentFleetError):
     METHOD_NOT_FOUND = -32601
     INVALID_PARAMS = -32602
     INTERNAL_ERROR = -32603
+
+    code: int  # type: ignore[assignment]  # the JSON-RPC code as received, not a kind name
 
     def __init__(self, code: int, message: str, data: Any = None, *, method: str | None = None) -> None:
         where = f" ({method})" if method else ""
@@ -125,6 +163,9 @@ class RPCError(AgentFleetError):
 class RequestTimeout(AgentFleetError, TimeoutError):
     """A request got no response within ``timeout`` seconds."""
 
+    code = "timeout"
+    retryable = True
+
     def __init__(self, method: str, timeout: float) -> None:
         super().__init__(f"{method}: no response within {timeout:g}s")
         self.method = method
@@ -132,8 +173,11 @@ class RequestTimeout(AgentFleetError, TimeoutError):
 
 
 class TurnFailed(AgentFleetError):
-    """A turn ended with an ``Error`` event; ``event`` carries its code, message and retryability."""
+    """A turn ended with an ``Error`` event; ``event`` carries its code, message and retryability (also
+    as this error's ``code`` and ``retryable``)."""
 
     def __init__(self, event: Error) -> None:
         super().__init__(f"turn failed ({event.code}): {event.message}")
         self.event = event
+        self.code = event.code
+        self.retryable = event.retryable

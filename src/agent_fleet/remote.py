@@ -69,7 +69,7 @@ def _raise_for(response: httpx.Response) -> None:
         case 401:
             raise AuthenticationError("the daemon refused the token (set AGENT_FLEET_TOKEN)")
         case 503:
-            raise ProviderUnavailable(f"the daemon's provider is unavailable: {message}")
+            raise ProviderUnavailable(f"the daemon's provider is unavailable: {message}", retryable=True)
         case _:
             raise TransportError(f"the daemon answered {response.status_code}: {message}")
 

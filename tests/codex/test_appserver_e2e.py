@@ -288,6 +288,17 @@ async def test_broken_binary_is_provider_unavailable_with_stderr(tmp_path: Path)
             pass
     assert "this codex is broken" in info.value.stderr_tail
     assert time.monotonic() - started < 10
+    assert not info.value.retryable  # it exited: trying again will not help
+
+
+async def test_a_handshake_that_times_out_may_be_retried(tmp_path: Path) -> None:
+    silent = tmp_path / "codex"
+    silent.write_text("#!/bin/sh\nexec sleep 30\n")  # starts, never answers initialize
+    silent.chmod(silent.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(ProviderUnavailable) as info:
+        async with CodexProvider(CodexOptions(codex_bin=silent, handshake_timeout=0.5)):
+            pass
+    assert info.value.retryable and info.value.code == "provider_unavailable"
 
 
 async def test_shell_command_maps_to_tool_use_and_result(

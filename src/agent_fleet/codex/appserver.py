@@ -226,6 +226,10 @@ class CodexProvider(Provider):
                 message + (f"; exit code {exit_code}" if exit_code is not None else ""),
                 tried=[" ".join(argv[:2])],
                 stderr_tail=tail[-4000:],
+                # a handshake that timed out may pass (a loaded machine; the exit code is then our own
+                # kill's); a configuration codex refused, or a child that exited by itself, stays
+                # refused until someone changes something
+                retryable=isinstance(exc, TimeoutError) and not reason,
             ) from exc
         return child
 

@@ -16,6 +16,8 @@ _GIT_TIMEOUT = 60.0
 class GitError(AgentFleetError):
     """A git command the runner needed failed (``command``, ``returncode``, ``stderr``)."""
 
+    code = "git_failed"
+
     def __init__(self, args: tuple[str, ...], returncode: int | None, stderr: str) -> None:
         detail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {returncode}"
         super().__init__(f"git {' '.join(args)} failed: {detail}")
