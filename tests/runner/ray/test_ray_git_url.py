@@ -52,7 +52,10 @@ async def test_push_refusal_and_a_resume_on_another_node_that_continues_the_bran
     ids = ["f1", "f2", "r0"]
     scripts = {i: [[write_file(f"{i}.txt", f"work of {i}"), commit(f"task {i}")]] for i in ("f1", "f2")}
     scripts["r0"] = [
-        [write_file("r0.txt", "first run"), commit("first r0"), run("sleep 120")],
+        # codex's exec_command hands a still-running command back to the model after ~10 s (it goes on in
+        # the background), so one `sleep` could let r0's turn end before a loaded machine finished f1 and
+        # f2: keep asking for more, so r0 is still busy whenever the batch is stopped.
+        [write_file("r0.txt", "first run"), commit("first r0"), *[run("sleep 120")] * 12],
         [write_file("r0-more.txt", "second run"), commit("resumed r0")],
     ]
     scripted_model.responder = ScriptedAgent(scripts)
