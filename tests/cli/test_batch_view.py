@@ -77,9 +77,40 @@ def test_the_final_table_wraps_reasons_instead_of_cutting_them() -> None:
     reason = "the gate never passed: " + " ".join(f"word{n}" for n in range(60))
     result = BatchResult(entries=(_entry("a", "failed", reason),), duration=1.0)
     console = Console(file=io.StringIO(), width=80)
-    console.print(summary_table(result))
+    console.print(summary_table(result, console.width))
     text = " ".join(console.file.getvalue().split())  # type: ignore[attr-defined]
     assert "word0" in text and "word59" in text
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120, 200])
+def test_the_final_table_fits_the_terminal_and_keeps_every_reason_whole(width: int) -> None:
+    entries = tuple(
+        BatchEntry(
+            result=TaskResult(
+                task_id=f"task-with-a-rather-long-name-{n}",
+                status="failed" if n % 2 else "succeeded",  # type: ignore[arg-type]
+                reason=f"reason {n}: " + " ".join(f"w{n}x{k}" for k in range(25)),
+                followups=n,
+                duration=12.5,
+            ),
+            branch=f"agent-fleet/task-with-a-rather-long-name-{n}",
+            state="finished",
+        )
+        for n in range(4)
+    )
+    console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    console.print(summary_table(BatchResult(entries=entries, duration=1.0), console.width))
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(cell_len(line) for line in out.splitlines()) <= width
+    words = out.split()
+    for n in range(4):
+        assert f"w{n}x0" in words and f"w{n}x24" in words  # the reason wraps at spaces, nothing is cut
+    # the least needed columns go first on a narrow terminal; a wide one has them all
+    header = out.splitlines()[1]
+    if width >= 200:
+        assert "branch" in header and "tokens" in header
+    if width <= 40:
+        assert "branch" not in header and "tokens" not in header
 
 
 def test_the_final_table_of_a_big_fleet_lists_what_did_not_succeed() -> None:

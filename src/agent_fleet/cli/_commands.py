@@ -256,7 +256,7 @@ def batch_command(
             if export is not None:
                 export.shutdown()
         progress.summary(result.to_dict())
-        console.print(summary_table(result))
+        console.print(summary_table(result, console.width))
         console.print(f"summary: {result.summary_path}")
         if result.report_path is not None:
             console.print(f"report: {result.report_path}")
