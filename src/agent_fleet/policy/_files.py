@@ -29,7 +29,8 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from agent_fleet.policy._secrets import HOME_CREDENTIALS, SYSTEM_CREDENTIALS
+from agent_fleet.policy._links import through_links
+from agent_fleet.policy._secrets import HOME_CREDENTIALS, SECRET_PRINTERS, SYSTEM_CREDENTIALS
 from agent_fleet.policy._shell import Redirect, SimpleCommand
 from agent_fleet.policy._targets import inside, resolve_target
 from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
@@ -58,6 +59,10 @@ _PATH_TOKEN = re.compile(r"(?:~|\$HOME|\$\{HOME\}|/)[^\s;|&)'\"`]*")
 _KEY_USERS = frozenset({"ssh", "scp", "sftp", "ssh-add", "ssh-keygen", "ssh-copy-id", "autossh", "mosh"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", "&>|"})
 _READ_OPS = frozenset({"<", "<>"})
+#: A repository's hooks and configuration: what is written there runs on later git commands.
+_GIT_CODE = re.compile(
+    r"/\.git/(?:hooks(?:/|$)|config$|config\.worktree$|modules/.+/(?:hooks(?:/|$)|config$))"
+)
 
 _READ_HARMLESS = (".ssh/known_hosts", ".ssh/*.pub")
 _METADATA_ONLY = frozenset({"ls", "stat", "test", "[", "du", "exa", "eza", "tree", "realpath", "readlink"})
@@ -72,23 +77,6 @@ NETWORK = frozenset(
     | {"mailx", "mutt", "openssl", "rsync", "smbclient", "ncftp", "ping", "websocat", "gsutil", "rclone"}
     | {"s3cmd", "httpie", "powershell", "pwsh", "cadaver", "lftp", "axel", "fetch"}
 )
-#: Programs (and the words that must be among their arguments) that print stored credentials.
-_SECRET_COMMANDS: dict[str, tuple[str, ...]] = {
-    "git": ("credential", "fill"),
-    "gh": ("auth", "token"),
-    "kubectl": ("config", "--raw"),
-    "gcloud": ("print-access-token",),
-    "az": ("get-access-token",),
-    "aws": ("export-credentials",),
-    "vault": ("token", "lookup"),
-    "op": ("read",),
-    "pass": ("show",),
-    "docker-credential-desktop": ("get",),
-    "docker-credential-secretservice": ("get",),
-    "docker-credential-pass": ("get",),
-    "secret-tool": ("lookup",),
-    "keyring": ("get",),
-}
 _ENV_DUMPERS = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
 _SECRET_VAR = re.compile(
     r"\$\{?[A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION_KEY)"
@@ -115,6 +103,7 @@ def _variants(word: str, ctx: RuleContext) -> Iterator[str]:
             path = resolve_target(candidate, cwd=cwd, home=ctx.home)
             if path is not None:
                 yield path
+                yield from through_links(path, ctx)
 
 
 def _home_relative(path: str, home: str) -> str | None:
@@ -234,7 +223,16 @@ def escapes(word: str) -> bool:
     return posixpath.normpath(word).split("/", 1)[0] == ".."
 
 
+def _git_code(word: str, verb: str) -> Violation:
+    return Violation(
+        rule="git-config-shell",
+        reason=f"{verb} {word!r}: git runs hooks and configured commands from there on later commands",
+    )
+
+
 def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None:
+    if _GIT_CODE.search("/" + posixpath.normpath(word).lstrip("/")):
+        return _git_code(word, verb)
     if ctx.cwd is None and escapes(word):
         return Violation(
             rule="write-outside-workspace", reason=f"{verb} {word!r} climbs out of the working directory"
@@ -249,6 +247,8 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
             continue
         if path == "/" or path == ctx.home:
             return Violation(rule="vital-path", reason=f"{verb} {word!r} writes into {path} itself")
+        if _GIT_CODE.search(path):
+            return _git_code(word, verb)
         why = vital_reason(path, ctx)
         if why is not None:
             return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
@@ -271,6 +271,8 @@ def path_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """``vital-path``/``write-outside-workspace`` for the files ``cmd`` writes; ``crontab``."""
     if cmd.program == "crontab" and not ({"-l", "-h", "--help"} & set(cmd.argv[1:])):
         return Violation(rule="vital-path", reason="crontab installs jobs that run outside the session")
+    if cmd.program in ("ln", "link") or (cmd.program == "cp" and "-s" in cmd.argv):
+        ctx = replace(ctx, follow_links=False)  # the link itself is made here, not written through
     for word in written_words(cmd.argv):
         if word in ("-", ""):
             continue
@@ -307,6 +309,27 @@ def _option_values(word: str) -> list[str]:
     return parts
 
 
+_PRINTERS = tuple(
+    (re.compile(program), tuple(tuple(re.compile(word) for word in words) for words in alternatives))
+    for program, alternatives in SECRET_PRINTERS
+)
+
+
+def _prints_secret(argv: Sequence[str]) -> str | None:
+    """The words that make ``argv`` print a stored secret (``aws secretsmanager get-secret-value``)."""
+    if not argv:
+        return None
+    args = argv[1:]
+    for program, alternatives in _PRINTERS:
+        if not program.fullmatch(argv[0]):
+            continue
+        for words in alternatives:
+            hits = [next((a for a in args if word.fullmatch(a)), None) for word in words]
+            if all(hit is not None for hit in hits):
+                return " ".join(hit for hit in hits if hit is not None)
+    return None
+
+
 def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """``credential-access`` for ``cmd`` (see the module docstring)."""
     program = cmd.program
@@ -314,13 +337,9 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
         arg.startswith(("--export-secret", "--export-ssh-key")) for arg in cmd.argv
     ):
         return Violation(rule="credential-access", reason="gpg exports secret keys")
-    if program == "security" and any(
-        a in ("find-generic-password", "find-internet-password", "dump-keychain") for a in cmd.argv
-    ):
-        return Violation(rule="credential-access", reason="security reads the keychain")
-    secret = _SECRET_COMMANDS.get(program)
-    if secret is not None and all(word in cmd.argv[1:] for word in secret):
-        return Violation(rule="credential-access", reason=f"{program} {' '.join(secret)} prints credentials")
+    printed = _prints_secret(cmd.argv)
+    if printed is not None:
+        return Violation(rule="credential-access", reason=f"{program} {printed} prints stored secrets")
     if program not in _METADATA_ONLY:
         words = list(cmd.argv[1:])
         if program in ("tar", "bsdtar", "gtar", "zip", "rsync"):  # `tar -C ~ .ssh`: operands in DIR

@@ -11,9 +11,10 @@ as ``rm -rf /``.
 ``git_violation(argv)``: ``git-reset-hard``, ``git-push-force``, ``git-worktree-remove``, and
 ``git-destroy`` for everything else that discards uncommitted work or history (``clean``, ``checkout``
 or ``restore`` of a whole tree, ``checkout -f``, ``switch --discard-changes``, ``stash clear|drop``,
-``branch -D``, ``update-ref -d``, ``reflog expire|delete``, ``gc --prune=now``, ``prune``,
-``filter-branch``, ``rm -r`` of a whole tree); ``git-config-shell`` for configuration that runs code we
-cannot see (``core.hooksPath`` elsewhere, ``--config-env``, ``protocol.ext.allow=always``).
+``branch -D``, ``update-ref -d`` or moving a ref, ``symbolic-ref -d``, ``reflog expire|delete``,
+``gc --prune=now``, ``prune``, ``filter-branch``, ``rm -r`` of a whole tree); ``git-config-shell`` for
+configuration that runs code we cannot see (``core.hooksPath`` elsewhere, ``--config-env``,
+``protocol.ext.allow=always``).
 """
 
 from __future__ import annotations
@@ -312,6 +313,12 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
         case "update-ref":
             if _has(flags, "-d", "--stdin"):
                 return _destroy("git update-ref -d/--stdin deletes refs")
+            if len(operands) >= 2:  # like `branch --force`: the commits the ref held are dropped from it
+                return _destroy("git update-ref moves a ref to another commit")
+            return None
+        case "symbolic-ref":
+            if _has(flags, "-d", "--delete"):
+                return _destroy("git symbolic-ref -d deletes HEAD or another symbolic ref")
             return None
         case "reflog":
             if operands[:1] in (["expire"], ["delete"]):

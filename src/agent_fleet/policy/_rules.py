@@ -57,6 +57,7 @@ from agent_fleet.policy._files import (
     redirect_violation,
 )
 from agent_fleet.policy._git import git_violation
+from agent_fleet.policy._links import LINK_RULES, link_violation, links_made, through_links
 from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy._system import system_violation
 from agent_fleet.policy._targets import inside, protected_reason, resolve_target
@@ -93,6 +94,7 @@ BUILTIN_RULES: dict[str, str] = {
     "write-outside-workspace": "writing, moving or deleting a path outside the session's workspace",
     "credential-access": "reading credential files (~/.ssh, ~/.aws, ~/.netrc ...), exporting secret keys,"
     " or sending the environment or secret variables over the network",
+    **LINK_RULES,
 }
 
 _HARMLESS_DEVICES = frozenset(
@@ -184,7 +186,10 @@ def _targets(words: Iterable[str], ctx: RuleContext) -> Iterable[tuple[str, str 
     for word in words:
         for variant in expand_braces(word):
             for cwd in cwds:
-                yield variant, resolve_target(variant, cwd=cwd, home=ctx.home)
+                path = resolve_target(variant, cwd=cwd, home=ctx.home)
+                yield variant, path
+                for landed in through_links(path, ctx) if path is not None else ():
+                    yield variant, landed
 
 
 def _protected(words: Iterable[str], ctx: RuleContext) -> tuple[str, str] | None:
@@ -325,8 +330,9 @@ def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             deletes = deletes or normalise_program(args[i + 1]) in ("rm", "shred", "unlink", "rmdir")
     if not deletes:
         return None
+    gits = [s for s in _find_starts(args) if ".git" in posixpath.normpath(s).split("/")]
     for i, arg in enumerate(args[:-1]):
-        if arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]:
+        if gits or (arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]):
             return Violation(rule="git-destroy", reason="find deleting .git directories deletes history")
     found = _dynamic_target(cmd, _find_starts(args), "find deleting under")
     if found is not None:
@@ -556,6 +562,7 @@ _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], 
     lambda cmd, _ctx: system_violation(cmd.argv),
     credential_violation,
     path_violation,
+    link_violation,
 )
 
 
@@ -565,6 +572,7 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
     if found is not None:
         return found
     ctx = replace(ctx, cd_targets=_cd_targets(script.commands, ctx))
+    ctx = replace(ctx, links=links_made(script.commands, ctx))
     for cmd in script.commands:
         for rule in _COMMAND_RULES:
             found = rule(cmd, ctx)

@@ -64,6 +64,38 @@ HOME_CREDENTIALS: Final[tuple[str, ...]] = (
     ".mysql_history",
     "Library/Keychains/*",
     "secrets/*",
+    # Build tools, registries and CLIs that keep tokens in plain files.
+    ".m2/settings*.xml",
+    ".gradle/gradle.properties",
+    ".ivy2/.credentials",
+    ".sbt/*credentials*",
+    ".config/github-copilot/*",
+    ".config/glab-cli/*",
+    ".config/composer/auth.json",
+    ".composer/auth.json",
+    ".nuget/NuGet/NuGet.Config",
+    ".config/NuGet/NuGet.Config",
+    ".config/configstore/*",
+    ".config/netlify/*",
+    ".local/share/com.vercel.cli/*",
+    ".fly/config.yml",
+    ".supabase/access-token",
+    ".databrickscfg",
+    ".snowsql/config",
+    ".config/sops/age/*",
+    ".config/containers/auth.json",
+    ".config/hcloud/*",
+    ".config/linode-cli",
+    ".config/ngrok/*",
+    ".ngrok2/*",
+    ".wrangler/config/*",
+    ".config/.wrangler/*",
+    # Browser sessions: cookies are logins.
+    ".mozilla/*/cookies.sqlite",
+    ".config/google-chrome/*/Cookies",
+    ".config/chromium/*/Login Data",
+    ".config/chromium/*/Cookies",
+    ".config/BraveSoftware/*/Login Data",
 )
 SYSTEM_CREDENTIALS: Final[tuple[str, ...]] = (
     "/etc/shadow*",
@@ -76,7 +108,14 @@ SYSTEM_CREDENTIALS: Final[tuple[str, ...]] = (
     "/var/run/secrets/*",
     "/run/secrets/*",
     "/etc/kubernetes/*.conf",
+    "/etc/kubernetes/pki/*",
+    "/var/lib/kubelet/pki/*",
     "/etc/rancher/*",
+    "/var/lib/jenkins/secrets/*",
+    "/var/lib/jenkins/credentials.xml",
+    "/etc/letsencrypt/live/*",
+    "/etc/letsencrypt/archive/*",
+    "/etc/wireguard/*",
 )
 KEY_FILES: Final[tuple[str, ...]] = (
     "id_rsa",
@@ -111,4 +150,39 @@ NOT_SECRET: Final[tuple[str, ...]] = (
     ".env.example",
     ".env.sample",
     ".env.template",
+)
+
+
+#: Commands that print stored secrets: ``(program pattern, alternatives)``; each alternative is a tuple
+#: of regular expressions that must each match some argument (``fullmatch``). Listing secrets' names,
+#: describing them without values or checking who one is logged in as does not print a secret.
+SECRET_PRINTERS: Final[tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]] = (
+    ("git", (("credential", "fill|get"), ("credential-.+", "get"))),
+    ("git-credential-.+", (("get",),)),
+    ("gh", (("auth", "token"),)),
+    ("glab", (("auth", "status", "-t|--show-token"), ("config", "get", "token"))),
+    ("kubectl|oc|k3s", (("config", "--raw"), ("get", "secrets?(/.*)?|secrets?\\..*", "-o.*|--output.*"))),
+    ("gcloud", (("print-access-token|print-identity-token",), ("secrets", "versions", "access"))),
+    ("az", (("get-access-token",), ("keyvault", "secret", "show|download"))),
+    (
+        "aws",
+        (
+            ("export-credentials",),
+            ("configure", "get", ".*(secret|token|key_id).*"),
+            ("sts", "get-session-token|assume-role.*|get-federation-token"),
+            ("secretsmanager", "get-secret-value|batch-get-secret-value"),
+            ("ssm", "get-parameters?(-by-path)?", "--with-decryption"),
+            ("ecr", "get-authorization-token"),
+        ),
+    ),
+    ("vault", (("token", "lookup"), ("print", "token"))),
+    ("op", (("read",), ("item", "get", "--reveal"))),
+    ("bw|lpass|gopass|pass", (("get|show",),)),
+    ("docker-credential-.+", (("get",),)),
+    ("secret-tool", (("lookup",),)),
+    ("keyring", (("get",),)),
+    ("heroku", (("auth:token",),)),
+    ("doctl", (("auth", "token"),)),
+    ("npm|pnpm|yarn", (("config", "get", ".*(_authToken|_auth|_password|npmAuthToken).*"),)),
+    ("security", (("find-generic-password|find-internet-password|dump-keychain",),)),
 )
