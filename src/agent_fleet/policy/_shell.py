@@ -39,6 +39,7 @@ from agent_fleet.policy._commands import (
     UnparsableCommand,
 )
 from agent_fleet.policy._git import env_runs, git_runs
+from agent_fleet.policy._later import recipes, record_writes, written_runs
 from agent_fleet.policy._runs import inner_runs
 from agent_fleet.policy._unwrap import (
     SHELLS,
@@ -111,7 +112,9 @@ def emit(
     wrappers: list[str] = []
     env_pairs = list(env)
     replace_str: str | None = None
+    raw_program = argv[0] if argv else ""
     while argv and len(wrappers) < _MAX_WRAPPERS:
+        raw_program = argv[0]
         service = _INIT_SCRIPT.match(argv[0])
         if service is not None:  # /etc/init.d/apparmor stop -> service apparmor stop
             argv = ["service", service.group(1), *argv[1:]]
@@ -153,6 +156,9 @@ def emit(
         raise CommandTooLarge(f"the command runs more than {MAX_COMMANDS} simple commands")
     inner_ctx = ctx._replace(wrappers=(*all_wrappers, cmd.program), depth=ctx.depth + 1)
     implied = inner_ctx._replace(implied=True)
+    for found in written_runs(argv, raw_program, sink.files):  # `echo CMD > x.sh && sh x.sh`
+        run_inner(found, sink, implied)
+    record_writes(sink.files, cmd, (*stdin_texts, *ctx.stdin_texts))
     for name, value in env_pairs:
         for found in env_runs(name, value):
             run_inner(found, sink, implied)
@@ -188,7 +194,7 @@ def emit(
                 for found in analyse_code(stdin_language, text):
                     run_inner(found, sink, consumed._replace(implied=True))
             elif _make_stdin(argv):
-                parse_into(_recipes(text), sink, consumed)
+                parse_into(recipes(text), sink, consumed)
             else:
                 parse_into(text, sink, consumed)
 
@@ -238,12 +244,6 @@ def _make_stdin(argv: Sequence[str]) -> bool:
         argv[i] in ("-f", "--file", "--makefile") and argv[i + 1] in ("-", "/dev/stdin", "/proc/self/fd/0")
         for i in range(1, len(argv) - 1)
     ) or any(arg in ("-f-", "-f/dev/stdin", "--file=-", "--file=/dev/stdin") for arg in argv)
-
-
-def _recipes(text: str) -> str:
-    """The shell lines of a makefile: its recipe lines (tab-indented), one command each."""
-    lines = [line[1:].lstrip("@-+") for line in text.splitlines() if line.startswith("\t")]
-    return "\n".join(lines)
 
 
 def run_inner(inner: Inner, sink: Sink, ctx: Ctx) -> None:

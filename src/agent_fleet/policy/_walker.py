@@ -94,6 +94,7 @@ class Sink:
     # aliases (name -> words); calls are walked again with their arguments as `$@`.
     functions: dict[str, tuple[Walker, Node]] = field(default_factory=dict)
     aliases: dict[str, list[str]] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # written with known text (`_later`)
     calls: int = 0
     assignments: int = 0
     parses: int = 0
