@@ -58,6 +58,7 @@ from agent_fleet.policy._files import (
 )
 from agent_fleet.policy._git import git_violation
 from agent_fleet.policy._links import LINK_RULES, link_violation, links_made, through_links
+from agent_fleet.policy._machine import machine_violation
 from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy._system import system_violation
 from agent_fleet.policy._targets import inside, protected_reason, resolve_target
@@ -563,6 +564,7 @@ _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], 
     credential_violation,
     path_violation,
     link_violation,
+    machine_violation,
 )
 
 
