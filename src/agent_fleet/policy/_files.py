@@ -29,8 +29,14 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._links import through_links
-from agent_fleet.policy._secrets import HOME_CREDENTIALS, SECRET_PRINTERS, SYSTEM_CREDENTIALS
+from agent_fleet.policy._secrets import (
+    HOME_CREDENTIALS,
+    SECRET_PRINTERS,
+    SYSTEM_CREDENTIALS,
+    secret_goes_home,
+)
 from agent_fleet.policy._shell import Redirect, SimpleCommand
 from agent_fleet.policy._targets import inside, resolve_target
 from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
@@ -77,6 +83,7 @@ NETWORK = frozenset(
     | {"mailx", "mutt", "openssl", "rsync", "smbclient", "ncftp", "ping", "websocat", "gsutil", "rclone"}
     | {"s3cmd", "httpie", "powershell", "pwsh", "cadaver", "lftp", "axel", "fetch"}
 )
+_REROUTES = ("--resolve", "--connect-to", "--doh-url", "--dns-servers", "--unix-socket", "--abstract-unix")
 _ENV_DUMPERS = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
 _SECRET_VAR = re.compile(
     r"\$\{?[A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION_KEY)"
@@ -385,10 +392,15 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
             *(r.target for r in cmd.redirects if r.op in ("<<<", "<<", "<<-")),
             *(word for argv in cmd.stdin for word in argv[1:]),
         ]
-        for word in texts:
-            if _SECRET_VAR.search(word):
+        secret = next((word for word in texts if _SECRET_VAR.search(word)), None)
+        if secret is not None:
+            names = {m.group(0).lstrip("${") for word in texts for m in _SECRET_VAR.finditer(word)}
+            hosts = {h for h in (host_of(a, bare=program in ("curl", "wget")) for a in cmd.argv[1:]) if h}
+            if any(a.startswith(_REROUTES) for a in cmd.argv[1:]):
+                hosts.add("?")  # `--resolve api.openai.com:443:IP`: the name no longer says where it goes
+            if not secret_goes_home(names, hosts):
                 return Violation(
-                    rule="credential-access", reason=f"{program} sends a secret variable: {word!r}"
+                    rule="credential-access", reason=f"{program} sends a secret variable: {secret!r}"
                 )
     return None
 

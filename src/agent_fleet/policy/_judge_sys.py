@@ -119,7 +119,12 @@ def judge_install_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCont
     npm_install = program in _NPM_FAMILY and (
         program in ("npx", "bunx", "pnpx") or bool(set(parsed.positionals[:2]) & _INSTALL_WORDS)
     )
-    for word in (*parsed.positionals, *option_values(args, ("-e", "--editable"))):
+    positionals = parsed.positionals
+    if program in ("npx", "bunx", "pnpx"):  # `npx tsx src/index.ts`: the package, then its arguments
+        positionals = positionals[:1]
+    elif program in _NPM_FAMILY and positionals[:1] and positionals[0] in ("exec", "x", "dlx"):
+        positionals = positionals[:2]
+    for word in (*positionals, *option_values(args, ("-e", "--editable"))):
         sources.extend((word, host) for host in _spec_hosts(word, npm_install))
     if set(parsed.positionals[:2]) & {"install", "i", "ci", "add", "sync", "lock", "update", "upgrade"}:
         sources.extend(_project_indexes(program, ctx))

@@ -39,6 +39,7 @@ from agent_fleet.policy._judge_net import (
     judge_upload,
     orchestrated_text,
 )
+from agent_fleet.policy._judge_supply import judge_ephemeral_package, judge_registry_config
 from agent_fleet.policy._judge_sys import (
     judge_answered_yes,
     judge_container_mount,
@@ -141,6 +142,8 @@ JUDGES: dict[str, Judge] = {
     "sensitive-operand": judge_sensitive_operand,
     "orchestrated-shell": _orchestrated_shell,
     "fed-by-download": _fed_by_download,
+    "ephemeral-package": judge_ephemeral_package,
+    "registry-config": judge_registry_config,
 }
 
 # --------------------------------------------------------------------------------------------------

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["HOME_CREDENTIALS", "KEY_FILES", "NOT_SECRET", "SYSTEM_CREDENTIALS"]
+__all__ = [
+    "HOME_CREDENTIALS",
+    "KEY_FILES",
+    "NOT_SECRET",
+    "SECRET_PRINTERS",
+    "SYSTEM_CREDENTIALS",
+    "secret_goes_home",
+]
 
 HOME_CREDENTIALS: Final[tuple[str, ...]] = (
     ".ssh/*",
@@ -186,3 +193,64 @@ SECRET_PRINTERS: Final[tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]] = (
     ("npm|pnpm|yarn", (("config", "get", ".*(_authToken|_auth|_password|npmAuthToken).*"),)),
     ("security", (("find-generic-password|find-internet-password|dump-keychain",),)),
 )
+
+
+#: Where a secret-named variable is meant to be sent: its name's prefix -> the service's hosts (a host
+#: or a ``.suffix``). ``curl -H "Authorization: Bearer $OPENAI_API_KEY" https://api.openai.com/...`` is
+#: how the key is used; the same header to any other host is how it is stolen.
+_SECRET_HOMES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
+    ("GITHUB_", ("github.com", ".github.com", ".githubusercontent.com", "ghcr.io")),
+    ("GH_", ("github.com", ".github.com", ".githubusercontent.com", "ghcr.io")),
+    ("GITLAB_", ("gitlab.com", ".gitlab.com")),
+    ("OPENAI_", ("api.openai.com",)),
+    ("ANTHROPIC_", ("api.anthropic.com",)),
+    ("HF_", ("huggingface.co", ".huggingface.co")),
+    ("HUGGINGFACE", ("huggingface.co", ".huggingface.co")),
+    ("NPM_", ("registry.npmjs.org",)),
+    ("PYPI_", ("pypi.org", "upload.pypi.org", "test.pypi.org")),
+    ("GEMINI_", ("generativelanguage.googleapis.com",)),
+    ("GOOGLE_API", (".googleapis.com",)),
+    ("MISTRAL_", ("api.mistral.ai",)),
+    ("GROQ_", ("api.groq.com",)),
+    ("COHERE_", ("api.cohere.ai", "api.cohere.com")),
+    ("DEEPSEEK_", ("api.deepseek.com",)),
+    ("OPENROUTER_", ("openrouter.ai",)),
+    ("XAI_", ("api.x.ai",)),
+    ("TOGETHER_", ("api.together.xyz",)),
+    ("REPLICATE_", ("api.replicate.com",)),
+    ("SLACK_", ("slack.com", ".slack.com")),
+    ("STRIPE_", ("api.stripe.com",)),
+    ("CLOUDFLARE_", ("api.cloudflare.com",)),
+    ("CF_API", ("api.cloudflare.com",)),
+    ("VERCEL_", ("api.vercel.com",)),
+    ("NETLIFY_", ("api.netlify.com",)),
+    ("SENTRY_", ("sentry.io", ".sentry.io")),
+    ("LINEAR_", ("api.linear.app",)),
+    ("NOTION_", ("api.notion.com",)),
+    ("DIGITALOCEAN_", ("api.digitalocean.com",)),
+    ("CIRCLE", ("circleci.com",)),
+    ("BUILDKITE_", ("api.buildkite.com",)),
+    ("DISCORD_", ("discord.com",)),
+    ("TELEGRAM_", ("api.telegram.org",)),
+    ("DATADOG_", (".datadoghq.com", ".datadoghq.eu")),
+    ("DD_API", (".datadoghq.com", ".datadoghq.eu")),
+    ("AWS_", (".amazonaws.com",)),
+)
+_LOOPBACK: Final[frozenset[str]] = frozenset(
+    {"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"}
+)
+
+
+def secret_goes_home(names: set[str], hosts: set[str]) -> bool:
+    """Do the secret-named variables ``names`` go only to the services they belong to (or to this
+    machine)? ``hosts`` must be every host the command talks to; none known means no."""
+    if not hosts or not names:
+        return False
+    for host in hosts:
+        if host in _LOOPBACK or host.endswith(".localhost") or host.startswith("127."):
+            continue
+        for name in names:
+            homes = next((h for prefix, h in _SECRET_HOMES if name.upper().startswith(prefix)), ())
+            if not any(host == home or (home.startswith(".") and host.endswith(home)) for home in homes):
+                return False
+    return True
