@@ -274,10 +274,46 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
     return None
 
 
+_GLOBAL_FLAGS = frozenset({"-g", "--global", "--location=global", "--user", "--user-install", "--system"})
+_INSTALLERS = frozenset({"npm", "pnpm", "yarn", "bun", "pip", "pip3", "gem", "cargo", "composer", "deno"})
+
+
+def _special_writes(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
+    """Writes the operand table cannot express: ``mv x /dev/null`` replaces the device node; a global
+    or per-user install (``npm i -g``, ``pip install --user``, ``yarn global add``) writes programs
+    onto the PATH outside the workspace; ``git worktree add`` may make a tree beside the workspace
+    (that is what worktrees are for) but not in a system or home location."""
+    args = cmd.argv[1:]
+    if cmd.program == "mv" and len(args) >= 2 and not args[-1].startswith("-"):
+        dest = posixpath.normpath(args[-1])
+        if dest.startswith("/dev/") and not dest.startswith((*_HARMLESS_TREES, "/dev/shm/")):
+            return Violation(rule="disk-write", reason=f"mv onto {dest} replaces the device node")
+    if cmd.program in _INSTALLERS:
+        words = [a for a in args if not a.startswith("-")]
+        installing = bool({"install", "i", "add", "global", "update", "upgrade"} & set(words[:2]))
+        if installing and (_GLOBAL_FLAGS & set(args) or words[:1] == ["global"]):
+            return Violation(
+                rule="write-outside-workspace",
+                reason=f"{cmd.program} installing globally or per user writes outside the workspace",
+            )
+    if cmd.program == "git" and "worktree" in args and "add" in args:
+        rest = [a for a in args[args.index("add") + 1 :] if not a.startswith("-")]
+        for word in rest[:1]:
+            for path in _variants(word, ctx):
+                why = vital_reason(path, ctx)
+                if why is not None:
+                    return Violation(rule="vital-path", reason=f"git worktree add {word!r}: {why}")
+        return None
+    return None
+
+
 def path_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """``vital-path``/``write-outside-workspace`` for the files ``cmd`` writes; ``crontab``."""
     if cmd.program == "crontab" and not ({"-l", "-h", "--help"} & set(cmd.argv[1:])):
         return Violation(rule="vital-path", reason="crontab installs jobs that run outside the session")
+    found = _special_writes(cmd, ctx)
+    if found is not None:
+        return found
     if cmd.program in ("ln", "link") or (cmd.program == "cp" and "-s" in cmd.argv):
         ctx = replace(ctx, follow_links=False)  # the link itself is made here, not written through
     for word in written_words(cmd.argv):
