@@ -76,14 +76,15 @@ def judge_inline_shell(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
 
 _SPAWN = re.compile(
     r"child_process|\bspawn|subprocess|Popen|\bsystem\s*\(|os\.exec|\bexec\s*\("
-    r"|Process\.start"
+    r"|Process\.start|Process\s*\(|multiprocessing|Thread\s*\(|Worker\s*\("
 )
 _ENDLESS = re.compile(
     r"while\s*\(?\s*(true|1|True|!0)\s*\)?|for\s*\(\s*;\s*;\s*\)|\bloop\s*(\{|do)|setInterval|repeat\s*\{"
     r"|iter\s*\(\s*int\s*,|itertools\.count|while\s*:\s*|\bredo\b"
 )
 _HUGE_ALLOC = re.compile(
-    r"(\*|\bx|bytearray\(|bytes\(|alloc\(|Array\(|Buffer\.alloc\()\s*(10\s*\*\*\s*|1e)(1[0-9]|[2-9][0-9])\b"
+    r"(\*|\bx|bytearray\(|bytes\(|alloc\w*\(|Array\(|Buffer\.alloc\w*\(|zeros\(|ones\(|empty\(|repeat\()"
+    r"\s*\(?\s*(?:(?:10\s*\*\*\s*|1e)(?:1[0-9]|[2-9][0-9])|2\s*\*\*\s*(?:3[3-9]|[4-9][0-9])|1\s*<<\s*(?:3[3-9]|[4-9][0-9]))\b"
 )
 
 

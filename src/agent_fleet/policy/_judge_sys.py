@@ -23,6 +23,7 @@ from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._shell import SimpleCommand
 
 __all__ = [
+    "infinite_source",
     "judge_answered_yes",
     "judge_container_mount",
     "judge_cpu_burn",
@@ -32,6 +33,7 @@ __all__ = [
     "judge_http_delete",
     "judge_install_source",
     "judge_system_site",
+    "judge_unbounded_parallel",
 ]
 
 _INDEX_OPTIONS = (
@@ -416,7 +418,8 @@ def _writes_file(cmd: SimpleCommand) -> str | None:
     return None
 
 
-def _infinite_source(argv: Sequence[str]) -> str | None:
+def infinite_source(argv: Sequence[str]) -> str | None:
+    """What makes ``argv`` print without end (``yes``, ``seq inf``, ``cat /dev/zero``), or ``None``."""
     if not argv:
         return None
     if argv[0] == "yes":
@@ -440,7 +443,7 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
         counts = [_size(a[6:]) for a in args if a.startswith("count=")]
         block = next((_size(a[3:]) for a in args if a.startswith(("bs=", "obs="))), 512) or 512
         bounded = bool(counts) and all(c is not None and c * block < _HUGE for c in counts)
-        stdin_infinite = source == "" and any(_infinite_source(a) for a in cmd.stdin)
+        stdin_infinite = source == "" and any(infinite_source(a) for a in cmd.stdin)
         if (
             (source in _INFINITE or stdin_infinite)
             and not bounded
@@ -463,7 +466,7 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
             if size is not None and size >= _HUGE and (any(a in _INFINITE for a in args) or cmd.stdin):
                 return f"head -c {value} writes an enormous file"
         return None
-    own = _infinite_source(argv)
+    own = infinite_source(argv)
     if own is not None:
         target = _writes_file(cmd) or (
             split_args(args).positionals[-1]
@@ -473,7 +476,7 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
         if target is not None:
             return f"{own} into {target} never ends (fills the disk)"
         return None
-    sources = [found for found in map(_infinite_source, cmd.stdin) if found]
+    sources = [found for found in map(infinite_source, cmd.stdin) if found]
     if not sources or any(a and a[0] in _BOUNDS for a in cmd.stdin) or program in _BOUNDS:
         return None
     target = _writes_file(cmd)
@@ -510,3 +513,18 @@ def judge_answered_yes(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
         if redirect.op in ("<<<", "<<", "<<-") and redirect.target.strip() in _YES_WORDS:
             return "the confirmation is answered by a here-string"
     return None
+
+
+def judge_unbounded_parallel(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """``xargs -P 0`` (or ``parallel -j 0``) fed without end starts processes without limit."""
+    args = list(argv[1:])
+    limits = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-P", "--max-procs", "-j", "--jobs")]
+    limits += [a[2:] for a in args if a.startswith(("-P", "-j")) and len(a) > 2]
+    limits += [a.partition("=")[2] for a in args if a.startswith(("--max-procs=", "--jobs="))]
+    if "0" not in limits:
+        return None
+    endless = any(
+        r.op == "<" and r.target in ("/dev/zero", "/dev/urandom", "/dev/random") for r in cmd.redirects
+    )
+    endless = endless or any(infinite_source(feeder) for feeder in cmd.stdin)
+    return f"{argv[0]} with no limit on processes, fed without end" if endless else None

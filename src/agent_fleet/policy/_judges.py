@@ -50,6 +50,7 @@ from agent_fleet.policy._judge_sys import (
     judge_http_delete,
     judge_install_source,
     judge_system_site,
+    judge_unbounded_parallel,
 )
 from agent_fleet.policy._shell import SimpleCommand, UnparsableCommand, parse_script
 from agent_fleet.policy._sql import (
@@ -143,6 +144,7 @@ JUDGES: dict[str, Judge] = {
     "orchestrated-shell": _orchestrated_shell,
     "fed-by-download": _fed_by_download,
     "ephemeral-package": judge_ephemeral_package,
+    "unbounded-parallel": judge_unbounded_parallel,
     "registry-config": judge_registry_config,
 }
 
@@ -185,15 +187,11 @@ def _texts(ctx: JudgeContext) -> list[str]:
     return texts
 
 
-def _endless_fork_loop(ctx: JudgeContext) -> str | None:
-    """An endless shell loop starting background jobs, or a script re-running itself in the background."""
-    for cmd in ctx.script.commands:
-        words = (cmd.program, *cmd.argv[1:2]) if cmd.program in SHELLS else (cmd.program,)
-        itself = any(word in ("$0", "${0}", "$BASH_SOURCE", "${BASH_SOURCE}") for word in words)
-        if itself and (cmd.background or cmd.in_pipeline):
-            return "the script starts copies of itself in the background (fork bomb)"
+def _endless_bodies(ctx: JudgeContext, needle: str) -> Iterator[tuple[Node, bytes]]:
+    """The body of every loop in the script (inline scripts included) that never ends by its own
+    condition (``while true``, ``while :``, ``until false``, ``for ((;;))``), for texts holding ``needle``."""
     for text in _texts(ctx):
-        if "&" not in text or not re.search(r"\b(while|until|for)\b", text):
+        if needle not in text or not re.search(r"\b(while|until|for)\b", text):
             continue
         source = text.encode("utf-8", "surrogateescape")
         root = _bash_parser().parse(source).root_node
@@ -210,8 +208,39 @@ def _endless_fork_loop(ctx: JudgeContext) -> str | None:
             else:
                 continue
             body = node.child_by_field_name("body")
-            if endless and body is not None and any(child.type == "&" for child in _nodes(body)):
-                return "an endless loop starting background processes (fork bomb)"
+            if endless and body is not None:
+                yield body, source
+
+
+def _endless_fork_loop(ctx: JudgeContext) -> str | None:
+    """An endless shell loop starting background jobs, or a script re-running itself in the background."""
+    for cmd in ctx.script.commands:
+        words = (cmd.program, *cmd.argv[1:2]) if cmd.program in SHELLS else (cmd.program,)
+        itself = any(word in ("$0", "${0}", "$BASH_SOURCE", "${BASH_SOURCE}") for word in words)
+        if itself and (cmd.background or cmd.in_pipeline):
+            return "the script starts copies of itself in the background (fork bomb)"
+    for body, _ in _endless_bodies(ctx, "&"):
+        if any(child.type == "&" for child in _nodes(body)):
+            return "an endless loop starting background processes (fork bomb)"
+    return None
+
+
+_LOOP_EXITS = frozenset({"break", "exit", "return", "sleep", "read", "wait", "timeout"})
+
+
+def _endless_write_loop(ctx: JudgeContext) -> str | None:
+    """An endless loop writing into a file with nothing in it that ends or paces it: the disk fills."""
+    for body, source in _endless_bodies(ctx, ">"):
+        words = {source[n.start_byte : n.end_byte].decode("utf-8", "replace") for n in _nodes(body)}
+        if words & _LOOP_EXITS:
+            continue
+        for node in _nodes(body):
+            if node.type != "file_redirect":
+                continue
+            text = source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+            target = re.sub(r"^[0-9&]*>+\|?\s*", "", text)
+            if text.lstrip("0123456789&").startswith(">") and target not in ("/dev/null", "&1", "&2", "-"):
+                return f"an endless loop writing into {target} fills the disk"
     return None
 
 
@@ -292,6 +321,7 @@ def _env_auto_approve(ctx: JudgeContext) -> str | None:
 #: (rule id, domain, judge), run once per script after every command's pack rules.
 SCRIPT_JUDGES: tuple[tuple[str, str, ScriptJudge], ...] = (
     ("exhaustion/endless-fork-loop", "exhaustion", _endless_fork_loop),
+    ("exhaustion/endless-write-loop", "exhaustion", _endless_write_loop),
     ("infrastructure/environment-auto-approve", "infrastructure", _env_auto_approve),
     ("supply-chain/download-then-run", "supply-chain", _download_then_run),
     ("supply-chain/index-environment", "supply-chain", _index_environment),

@@ -751,6 +751,10 @@ EXHAUSTION_DANGEROUS: list[tuple[str, str]] = [
     ("stress-ng --vm 8 --vm-bytes 95%", "exhaustion/stress-tool"),
     ("ab -n 1000000 -c 1000 https://www.example.com/", "exhaustion/stress-tool"),
     ("seq inf > nums.txt", "exhaustion/fill-disk"),
+    ("while true; do echo x >> log.txt; done", "exhaustion/endless-write-loop"),
+    ("until false; do cat big >> big2; done", "exhaustion/endless-write-loop"),
+    ("xargs -P 0 -n1 sh -c 'sleep 99' < /dev/zero", "exhaustion/unbounded-parallel"),
+    ("xargs --max-procs=0 -I{} sleep 9 < /dev/urandom", "exhaustion/unbounded-parallel"),
 ]
 
 EXHAUSTION_EVERYDAY: list[str] = [
@@ -773,6 +777,9 @@ EXHAUSTION_EVERYDAY: list[str] = [
     "perl -ne 'print if /error/' app.log",
     "cat /dev/null > app.log",
     "seq 10 > nums.txt",
+    "while true; do date >> stamp.log; sleep 60; done",
+    "while true; do curl -sf localhost:8000 >> up.log && break; done",
+    "find . -name '*.png' -print0 | xargs -0 -P 0 -n 8 optipng",
 ]
 
 EXFIL_DANGEROUS: list[tuple[str, str]] = [
