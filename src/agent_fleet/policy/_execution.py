@@ -19,7 +19,14 @@ from agent_fleet.policy._unwrap import (
 )
 from agent_fleet.policy._verdict import RuleContext, Violation
 
-__all__ = ["decoder_to_shell", "download_to_shell", "opaque_script", "run_later", "unresolved_program"]
+__all__ = [
+    "cloned_then_run",
+    "decoder_to_shell",
+    "download_to_shell",
+    "opaque_script",
+    "run_later",
+    "unresolved_program",
+]
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -109,4 +116,64 @@ def run_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violation 
             if source is not None:
                 rule = "download-to-shell" if source in DOWNLOADERS else "decoder-to-shell"
                 return Violation(rule=rule, reason=f"{run!r} runs a file written by {source}")
+    return None
+
+
+_MAKES = frozenset({"make", "gmake", "bmake"})
+
+
+def _clone_dir(argv: Sequence[str]) -> str | None:
+    """The directory ``git clone URL [DIR]`` makes: DIR, or the URL's last component without ``.git``."""
+    from agent_fleet.policy._writes import split_options
+
+    rest = list(argv[argv.index("clone") + 1 :])
+    _, operands = split_options(
+        rest, "obcujl", ("--origin", "--branch", "--config", "--depth", "--template", "--reference")
+    )
+    if len(operands) > 1:
+        return posixpath.normpath(operands[1])
+    if operands:
+        name = posixpath.basename(operands[0].rstrip("/").split(":")[-1]).removesuffix(".git")
+        return name or None
+    return None
+
+
+def _under(word: str, roots: Sequence[str]) -> bool:
+    path = posixpath.normpath(word)
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def cloned_then_run(commands: Sequence[SimpleCommand]) -> Violation | None:
+    """A repository cloned and then run by the same command (``git clone URL r && cd r && ./install.sh``,
+    ``bash r/setup.sh``, ``make -C r install``): code fetched on the spot, run with no review."""
+    clones: list[str] = []
+    inside = False
+    for cmd in commands:
+        if cmd.program == "git" and "clone" in cmd.argv:
+            found = _clone_dir(cmd.argv)
+            clones += [found] if found else []
+            continue
+        if not clones:
+            continue
+        operands = [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
+        if cmd.program in ("cd", "pushd"):
+            inside = bool(operands) and _under(operands[0], clones)
+            continue
+        raw = next((w for w in cmd.written if "/" in w and posixpath.basename(w) == cmd.program), "")
+        runs = [raw] if raw else []
+        if cmd.program in SHELLS or cmd.program in ("source", ".") or is_executor(cmd.program):
+            runs += operands[:1]
+        if cmd.program in _MAKES:
+            values = [
+                cmd.argv[i + 1] for i, a in enumerate(cmd.argv[:-1]) if a in ("-C", "-f", "--directory")
+            ]
+            runs += values
+            if inside:
+                runs.append(".")
+        for word in runs:
+            if _under(word, clones) or (inside and word and not word.startswith(("/", "~", "$"))):
+                return Violation(
+                    rule="download-to-shell",
+                    reason=f"{cmd.program} runs {word!r} from a repository cloned by the same command",
+                )
     return None

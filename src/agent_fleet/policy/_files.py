@@ -240,6 +240,9 @@ def _git_code(word: str, verb: str) -> Violation:
 def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None:
     if _GIT_CODE.search("/" + posixpath.normpath(word).lstrip("/")):
         return _git_code(word, verb)
+    base = posixpath.basename(word.rstrip("/"))
+    if base.endswith(".pth") or base in ("sitecustomize.py", "usercustomize.py"):
+        return Violation(rule="vital-path", reason=f"{verb} {word!r}: Python runs it at every start-up")
     if ctx.cwd is None and escapes(word):
         return Violation(
             rule="write-outside-workspace", reason=f"{verb} {word!r} climbs out of the working directory"

@@ -44,6 +44,7 @@ from dataclasses import replace
 from typing import Final
 
 from agent_fleet.policy._execution import (
+    cloned_then_run,
     decoder_to_shell,
     download_to_shell,
     opaque_script,
@@ -56,6 +57,7 @@ from agent_fleet.policy._files import (
     path_violation,
     redirect_violation,
 )
+from agent_fleet.policy._flags import LONG_OPTIONS, canonical, short_flags
 from agent_fleet.policy._git import git_violation
 from agent_fleet.policy._links import LINK_RULES, link_violation, links_made, through_links
 from agent_fleet.policy._machine import machine_violation
@@ -114,72 +116,9 @@ _DEVICE_WRITERS = frozenset(
 # Helpers.
 
 
-#: Long options of the programs whose flags decide a rule, for GNU-style abbreviations (``--recu``).
-_LONG_OPTIONS: dict[str, tuple[str, ...]] = {
-    "rm": (
-        "force",
-        "interactive",
-        "one-file-system",
-        "no-preserve-root",
-        "preserve-root",
-        "recursive",
-        "dir",
-        "verbose",
-        "help",
-    ),
-    "chmod": (
-        "changes",
-        "silent",
-        "quiet",
-        "verbose",
-        "no-preserve-root",
-        "preserve-root",
-        "reference",
-        "recursive",
-        "help",
-    ),
-    "chown": (
-        "changes",
-        "silent",
-        "quiet",
-        "verbose",
-        "dereference",
-        "no-dereference",
-        "from",
-        "no-preserve-root",
-        "preserve-root",
-        "reference",
-        "recursive",
-        "help",
-    ),
-}
-_LONG_OPTIONS["chgrp"] = _LONG_OPTIONS["chown"]
-
-
-def _canonical(name: str, options: tuple[str, ...]) -> str:
-    """The long option ``name`` abbreviates (GNU getopt: an exact name or a unique prefix)."""
-    if not options or name in options:
-        return name
-    matches = [option for option in options if option.startswith(name)]
-    return matches[0] if len(matches) == 1 else name
-
-
-def _short_flags(args: Sequence[str], program: str = "") -> tuple[set[str], list[str]]:
-    """Split ``args`` into option letters/long names and operands (options may follow operands)."""
-    options = _LONG_OPTIONS.get(program, ())
-    flags: set[str] = set()
-    operands: list[str] = []
-    for i, arg in enumerate(args):
-        if arg == "--":
-            operands.extend(args[i + 1 :])
-            break
-        if arg.startswith("--"):
-            flags.add(_canonical(arg[2:].partition("=")[0], options))
-        elif arg.startswith("-") and len(arg) > 1:
-            flags.update(arg[1:])
-        else:
-            operands.append(arg)
-    return flags, operands
+_GLUED_PREFIX = re.compile(
+    r"^(?:\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\([^)]*\)|`[^`]*`)+([A-Za-z0-9._][^$`]*)$"
+)
 
 
 def _targets(words: Iterable[str], ctx: RuleContext) -> Iterable[tuple[str, str | None]]:
@@ -191,6 +130,9 @@ def _targets(words: Iterable[str], ctx: RuleContext) -> Iterable[tuple[str, str 
                 yield variant, path
                 for landed in through_links(path, ctx) if path is not None else ():
                     yield variant, landed
+            glued = _GLUED_PREFIX.match(variant)
+            if glued is not None:  # `${x}etc`: an unknown prefix may end in `/` (`x=${PATH:0:1}`)
+                yield variant, resolve_target("/" + glued.group(1), cwd=None, home=ctx.home)
 
 
 def _protected(words: Iterable[str], ctx: RuleContext) -> tuple[str, str] | None:
@@ -278,7 +220,7 @@ def _unresolvable(word: str) -> bool:
 
 
 def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    flags, operands = _short_flags(cmd.argv[1:], "rm")
+    flags, operands = short_flags(cmd.argv[1:], "rm")
     recursive = bool(flags & {"r", "R", "recursive"})
     if "no-preserve-root" in flags:
         return Violation(rule="rm-root", reason="rm --no-preserve-root removes the root directory")
@@ -304,7 +246,7 @@ def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
 
 
 def _mv(cmd: SimpleCommand) -> Violation | None:
-    _, operands = _short_flags(cmd.argv[1:])
+    _, operands = short_flags(cmd.argv[1:])
     for word in operands[:-1]:
         if ".git" in posixpath.normpath(word.rstrip("/") or "/").split("/"):
             return Violation(
@@ -314,7 +256,7 @@ def _mv(cmd: SimpleCommand) -> Violation | None:
 
 
 def _rsync(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    flags, operands = _short_flags(cmd.argv[1:])
+    flags, operands = short_flags(cmd.argv[1:])
     if not any(flag.startswith("del") for flag in flags) or not operands:  # --del, --delete-after ...
         return None
     hit = _protected(operands[-1:], ctx)
@@ -352,7 +294,7 @@ _CHOWN_LETTERS = frozenset("cfvRhHLP")
 
 def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     letters = _CHMOD_LETTERS if cmd.program == "chmod" else _CHOWN_LETTERS
-    options = _LONG_OPTIONS.get(cmd.program, ())
+    options = LONG_OPTIONS.get(cmd.program, ())
     recursive = False
     has_reference = False
     operands: list[str] = []
@@ -362,7 +304,7 @@ def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             operands.extend(args[i + 1 :])
             break
         if arg.startswith("--"):
-            name = _canonical(arg[2:].partition("=")[0], options)
+            name = canonical(arg[2:].partition("=")[0], options)
             recursive = recursive or name == "recursive"
             has_reference = has_reference or name == "reference"
         elif arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= letters:
@@ -402,7 +344,7 @@ def _device_operands(cmd: SimpleCommand) -> Violation | None:
         if _is_device(arg):
             return Violation(rule="disk-write", reason=f"{cmd.program} writing to the device {arg!r}")
     if cmd.program in ("shred", "wipefs", "blkdiscard"):  # they destroy what they are given
-        return _dynamic_target(cmd, _short_flags(cmd.argv[1:])[1], cmd.program)
+        return _dynamic_target(cmd, short_flags(cmd.argv[1:])[1], cmd.program)
     return None
 
 
@@ -586,4 +528,8 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
             return found
     if script.opaque:
         return Violation(rule="opaque-code", reason=script.opaque[0])
-    return run_later(script.commands, ctx) or leaked_later(script.commands, ctx)
+    return (
+        run_later(script.commands, ctx)
+        or cloned_then_run(script.commands)
+        or leaked_later(script.commands, ctx)
+    )

@@ -45,6 +45,7 @@ from agent_fleet.policy._unwrap import (
     SHELLS,
     exec_commands,
     executes_stdin,
+    expand_braces,
     inline_script,
     is_dynamic,
     normalise_program,
@@ -109,6 +110,8 @@ def emit(
 ) -> None:
     """Peel wrappers off one command's words, record it, and descend into what it runs."""
     argv = list(words)
+    if argv and "{" in argv[0]:  # `r{m,} -rf ~`: bash brace-expands the program word into `rm r -rf ~`
+        argv = [*expand_braces(argv[0]), *argv[1:]]
     wrappers: list[str] = []
     env_pairs = list(env)
     replace_str: str | None = None
