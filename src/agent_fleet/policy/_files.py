@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from agent_fleet.policy._hosts import host_of
-from agent_fleet.policy._links import through_links
+from agent_fleet.policy._links import through_links, virtual_links
 from agent_fleet.policy._secrets import (
     HOME_CREDENTIALS,
     SECRET_PRINTERS,
@@ -111,6 +111,7 @@ def _variants(word: str, ctx: RuleContext) -> Iterator[str]:
             if path is not None:
                 yield path
                 yield from through_links(path, ctx)
+        yield from virtual_links(candidate, ctx)
 
 
 def _home_relative(path: str, home: str) -> str | None:

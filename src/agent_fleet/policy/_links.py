@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from agent_fleet.policy._commands import SimpleCommand
 from agent_fleet.policy._targets import inside, resolve_target
-from agent_fleet.policy._verdict import RuleContext, Violation
+from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
 from agent_fleet.policy._writes import split_options
 
-__all__ = ["LINK_RULES", "link_violation", "links_made", "through_links"]
+__all__ = ["LINK_RULES", "link_violation", "links_made", "through_links", "virtual_links"]
 
 LINK_RULES: dict[str, str] = {
     "symlink-escape": "a link made to the root, the home directory, another user's home, a credential or"
@@ -76,8 +77,11 @@ def _resolve_link_target(target: str, link: str, ctx: RuleContext) -> str | None
 
 
 def links_made(commands: Sequence[SimpleCommand], ctx: RuleContext) -> tuple[tuple[str, str], ...]:
-    """``(link path, what it points to)``, absolute, for every link the script makes (bounded)."""
+    """``(link path, what it points to)``, absolute, for every link the script makes (bounded). With no
+    working directory, relative links are placed in the stand-in ``VIRTUAL_CWD`` (see ``virtual_links``)."""
     found: list[tuple[str, str]] = []
+    if ctx.cwd is None:
+        ctx = replace(ctx, cwd=VIRTUAL_CWD)
     for cmd in commands:
         for target, link, symbolic in _ln_pairs(cmd):
             link_path = resolve_target(link, cwd=ctx.cwd, home=ctx.home)
@@ -139,3 +143,13 @@ def link_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             kind = "symbolic link" if symbolic else "hard link"
             return Violation(rule="symlink-escape", reason=f"{cmd.program} makes a {kind} {link!r} to {why}")
     return None
+
+
+def virtual_links(word: str, ctx: RuleContext) -> Iterator[str]:
+    """With no working directory, a relative ``word`` under a link the script made (``ln -s /etc e;
+    echo x > e/hosts``): where it lands. A landing under ``VIRTUAL_CWD`` has not left the directory."""
+    if ctx.cwd is not None or not ctx.links or not word or word.startswith(("/", "~", "$")):
+        return
+    path = resolve_target(word, cwd=VIRTUAL_CWD, home=ctx.home)
+    if path is not None:
+        yield from through_links(path, ctx)

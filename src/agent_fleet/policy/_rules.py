@@ -59,7 +59,7 @@ from agent_fleet.policy._files import (
 )
 from agent_fleet.policy._flags import LONG_OPTIONS, canonical, short_flags
 from agent_fleet.policy._git import git_violation
-from agent_fleet.policy._links import LINK_RULES, link_violation, links_made, through_links
+from agent_fleet.policy._links import LINK_RULES, link_violation, links_made, through_links, virtual_links
 from agent_fleet.policy._machine import machine_violation
 from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy._system import system_violation
@@ -130,6 +130,8 @@ def _targets(words: Iterable[str], ctx: RuleContext) -> Iterable[tuple[str, str 
                 yield variant, path
                 for landed in through_links(path, ctx) if path is not None else ():
                     yield variant, landed
+            for landed in virtual_links(variant, ctx):
+                yield variant, landed
             glued = _GLUED_PREFIX.match(variant)
             if glued is not None:  # `${x}etc`: an unknown prefix may end in `/` (`x=${PATH:0:1}`)
                 yield variant, resolve_target("/" + glued.group(1), cwd=None, home=ctx.home)
@@ -395,8 +397,10 @@ def _fork_bomb(commands: Sequence[SimpleCommand]) -> Violation | None:
 def _program_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     program = cmd.program
     match program:
-        case "rm":
+        case "rm" | "srm" | "wipe":
             return _rm(cmd, ctx)
+        case "trash" | "trash-put" | "rmtrash" | "gtrash":  # they take whole trees away, flag or not
+            return _rm(replace(cmd, argv=("rm", "-r", *cmd.argv[1:])), ctx)
         case "mv":
             return _mv(cmd)
         case "find":
