@@ -194,8 +194,9 @@ def _check(command: str, ran: list[tuple[str, ...]]) -> list[str]:
     return [shlex.join(a) for a in ran if not any(_matches(p, a, more) for p, more in parsed)]
 
 
-#: Builtins whose output is data (the environment, variables).
+#: Builtins (and programs) whose output is data: the environment, variables.
 _DATA_BUILTINS = frozenset({"declare", "typeset", "export", "set", "compgen", "alias", "read"})
+_DATA_BUILTINS |= {"env", "printenv"}
 
 
 def _needs_data(command: str) -> bool:

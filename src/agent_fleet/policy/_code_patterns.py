@@ -10,6 +10,7 @@ become their shell equivalents; code that evaluates decoded or downloaded text i
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from agent_fleet.policy._code import UNKNOWN, Inner
@@ -34,6 +35,7 @@ _RUN_OPAQUE = re.compile(
     r"|os\.execute|io\.popen|IO\.popen|Invoke-Expression|iex)\b"
 )
 _CONCAT = re.compile(r"\s*(\.\.|\.|\+|\*)\s*")
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "csh", "tcsh"})
 _BRACKET = re.compile(r"\[\s*")
 _NEXT_ARG = re.compile(r"\s*,\s*(?:\[\s*)?")
 #: Expressions for the home directory in these languages.
@@ -97,7 +99,9 @@ def _run_calls(code: str) -> list[Inner]:
                 break
             words.append(word)
             pos = after
-        if len(words) > 1:
+        if posixpath.basename(words[0].split(" ", 1)[0]) in _SHELLS and len(words[0].split()) == 1:
+            found.append(Inner("opaque", text="inline code starts an interactive shell"))
+        elif len(words) > 1:
             found.append(Inner("argv", argv=tuple(words)))
         else:
             found.append(Inner("script", text=words[0]))

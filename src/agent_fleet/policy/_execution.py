@@ -25,6 +25,7 @@ __all__ = [
     "download_to_shell",
     "opaque_script",
     "run_later",
+    "shell_escape",
     "unresolved_program",
 ]
 
@@ -177,3 +178,24 @@ def cloned_then_run(commands: Sequence[SimpleCommand]) -> Violation | None:
                     reason=f"{cmd.program} runs {word!r} from a repository cloned by the same command",
                 )
     return None
+
+
+#: Programs whose way of starting a shell is a known escape (GTFOBins): the shell they start runs
+#: whatever reaches it, which nothing here can see.
+_ESCAPES = frozenset(
+    {"find", "awk", "gawk", "mawk", "nawk", "vim", "vi", "nvim", "ex", "less", "more", "man", "script"}
+    | {"nsenter", "chroot", "unshare", "capsh", "setpriv", "flock", "ionice", "taskset", "expect", "gdb"}
+    | {"python", "python3", "perl", "ruby", "node", "php", "lua", "tclsh", "socat", "git"}
+)
+
+
+def shell_escape(cmd: SimpleCommand) -> Violation | None:
+    """A shell with nothing to run (no ``-c``, no script, no known input) started by another program:
+    ``find . -exec /bin/sh -p \\;``, ``awk 'BEGIN{system("/bin/sh")}'``, ``script -qc bash``."""
+    if cmd.program not in SHELLS or cmd.carrier or cmd.feeders or cmd.stdin:
+        return None
+    operands = [a for a in cmd.argv[1:] if not a.startswith(("-", "+"))]
+    escapes = [w for w in cmd.wrappers if w in _ESCAPES]
+    if operands or not escapes or any(r.op in ("<", "<<", "<<-", "<<<") for r in cmd.redirects):
+        return None
+    return Violation(rule="opaque-code", reason=f"{escapes[-1]} starts an interactive shell")

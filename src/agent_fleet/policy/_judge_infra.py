@@ -13,6 +13,7 @@ containers, and network listeners relayed to local control sockets.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ from agent_fleet.policy._argv import JudgeContext, option_values
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._nested import nested_commands
 from agent_fleet.policy._shell import SimpleCommand, UnparsableCommand, parse_script
+from agent_fleet.policy._unwrap import inline_script
 
 __all__ = ["judge_container_wipe", "judge_remote_manifest", "judge_socket_relay"]
 
@@ -31,7 +33,10 @@ _TEMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def judge_remote_manifest(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
-    for value in option_values(argv[1:], ("-f", "--filename", "-k", "--kustomize")):
+    values = option_values(argv[1:], ("-f", "--filename", "-k", "--kustomize"))
+    if posixpath.basename(argv[0]) == "helm":  # `helm install NAME URL`: the chart is an operand
+        values = [a for a in argv[1:] if "://" in a and not a.startswith("-")]
+    for value in values:
         host = host_of(value)
         if "://" in value and not (host in _RELEASE_HOSTS or ctx.hosts.allows(host)):
             return f"{argv[0]} applies {value}, fetched from {host or 'an unknown host'}"
@@ -65,6 +70,10 @@ def judge_container_wipe(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCont
                 continue
         else:
             commands = [nested]
+            carried = inline_script(nested)
+            if carried is not None:  # `kubectl exec pod -- sh -c 'rm -rf /data/*'`
+                with contextlib.suppress(UnparsableCommand):
+                    commands += [c.argv for c in parse_script(carried[0]).commands]
         for inner in commands:
             target = _wipes(inner)
             if target is not None:

@@ -384,6 +384,9 @@ def judge_container_mount(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCon
             return f"mounting {path} into a container"
         if path.startswith(("/etc", "/root", "/boot", "/proc", "/sys", "/dev")):
             return f"mounting {path} into a container"
+    for device in option_values(args, ("--device",)):
+        if re.match(r"/dev/(sd|hd|vd|xvd|nvme|mmcblk|md|dm-|loop|mem|kmem|port)", device):
+            return f"handing the device {device.split(':', 1)[0]} to a container"
     return None
 
 

@@ -64,6 +64,8 @@ _PACKAGE_REMOVAL: dict[str, frozenset[str]] = {
 _CRYPTSETUP = frozenset(
     {"luksFormat", "format", "erase", "luksErase", "reencrypt", "luksKillSlot", "luksRemoveKey", "repair"}
 )
+#: Groups whose members are root in all but name (``docker`` too, but ``sg docker CMD`` is everyday use).
+_POWER_GROUPS = frozenset({"root", "sudo", "wheel", "admin", "disk", "shadow"})
 _FILTERS = frozenset({"grep", "egrep", "fgrep", "rg", "awk", "gawk", "mawk", "head", "tail", "sed", "jq"})
 _CATCH_ALL = frozenset({".", ".*", "", "^", "$", "*", "^.*$", "^.*"})
 
@@ -204,6 +206,16 @@ def _mass_kill(cmd: SimpleCommand) -> Violation | None:
     return None
 
 
+def _enters_init(words: Sequence[str]) -> bool:
+    """``nsenter -t 1`` / ``--target=1`` (the first process: the host's namespaces)."""
+    for i, word in enumerate(words):
+        if word in ("-t", "--target") and i + 1 < len(words) and words[i + 1] == "1":
+            return True
+        if word in ("-t1", "--target=1"):
+            return True
+    return False
+
+
 def machine_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """The rule ``cmd`` breaks among the ones above, or ``None``."""
     program, args = cmd.program, cmd.argv[1:]
@@ -213,6 +225,16 @@ def machine_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
         return Violation(rule="privilege-escalation", reason="setcap gives a file privileges (capabilities)")
     if program == "machinectl" and args[:1] and args[0] in ("shell", "login"):
         return Violation(rule="privilege-escalation", reason=f"machinectl {args[0]} opens a root shell")
+    raising = ("--caps", "--addamb", "--inh", "--uid", "--user", "--chroot")
+    capsh = program == "capsh" and any(a == "--" or a.startswith(raising) for a in args)
+    if capsh or (program in ("newgrp", "sg") and set(args[:1]) & _POWER_GROUPS):
+        why = f"{program} takes on privileged capabilities or groups"
+        return Violation(rule="privilege-escalation", reason=why)
+    if "nsenter" in (*cmd.wrappers, program) and _enters_init(cmd.written or cmd.argv):
+        why = "nsenter into init's namespaces leaves the container"
+        return Violation(rule="privilege-escalation", reason=why)
+    if program == "journalctl" and any(a.startswith(("--vacuum", "--rotate")) for a in args):
+        return Violation(rule="system", reason="journalctl --vacuum/--rotate deletes the system's logs")
     if program in _IPTABLES:
         return _firewall(program, args)
     if program == "cryptsetup" and _CRYPTSETUP & set(args):

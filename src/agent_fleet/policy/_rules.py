@@ -49,6 +49,7 @@ from agent_fleet.policy._execution import (
     download_to_shell,
     opaque_script,
     run_later,
+    shell_escape,
     unresolved_program,
 )
 from agent_fleet.policy._files import (
@@ -61,6 +62,7 @@ from agent_fleet.policy._flags import LONG_OPTIONS, canonical, short_flags
 from agent_fleet.policy._git import git_violation
 from agent_fleet.policy._links import LINK_RULES, link_violation, links_made, through_links, virtual_links
 from agent_fleet.policy._machine import machine_violation
+from agent_fleet.policy._secret_use import secret_exposure
 from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy._system import system_violation
 from agent_fleet.policy._targets import inside, protected_reason, resolve_target
@@ -511,6 +513,8 @@ _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], 
     path_violation,
     link_violation,
     machine_violation,
+    secret_exposure,
+    lambda cmd, _ctx: shell_escape(cmd),
 )
 
 
