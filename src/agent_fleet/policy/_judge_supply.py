@@ -6,8 +6,8 @@
   execution. Accepted: the well-known tools below (``tsc``, ``eslint``, ``create-vite``, ``ruff`` ...),
   packages the project itself declares (``package.json`` dependencies) or has installed
   (``node_modules/.bin``), and whole scopes of known publishers (``@angular/*``, ``@nestjs/*`` ...).
-  ``go run|install|get MODULE@VERSION`` the same way: the module's host must be a known forge or Go
-  host, or on the allow-list.
+  (``go run|install M@V`` is not judged so: Go modules live on vanity domains as often as on forges,
+  so a host says nothing about who wrote the code.)
 * ``registry-config``: a registry or index setting written into a file (``.npmrc``, ``.yarnrc.yml``,
   ``pip.conf``, ``uv.toml``, ``pyproject.toml``, ``.cargo/config.toml``, ``Gemfile`` ...) that points at a
   host not on the allow-list, or turns TLS verification off: every later install, by the agent or a
@@ -54,7 +54,43 @@ _NPM_TOOLS = frozenset((
     "@vue/cli", "@nestjs/cli", "@storybook/cli", "@openapitools/openapi-generator-cli",
     "@anthropic-ai/claude-code", "@openai/codex", "@modelcontextprotocol/inspector", "@astrojs/check",
     "@sveltejs/kit", "@expo/cli", "@react-native-community/cli", "@aws-amplify/cli", "@cloudflare/wrangler",
-    "@vercel/ncc", "@tauri-apps/cli"
+    "@vercel/ncc", "@tauri-apps/cli", "netlify", "firebase", "svelte-kit", "ng", "jscodeshift",
+    "sort-package-json", "envinfo", "is-ci", "standard", "xo", "tap", "uvu", "jasmine", "karma", "svgo",
+    "imagemin", "imagemin-cli", "terser", "uglify-js", "babel", "@babel/cli", "@babel/core", "swc",
+    "@swc/cli", "@swc/core", "tailwind", "eslint-config-prettier", "prettier-plugin-tailwindcss",
+    "playwright-core", "@playwright/mcp", "@modelcontextprotocol/server-filesystem",
+    "@modelcontextprotocol/server-github", "yo", "generator-code", "plop", "hygen", "np", "release-it",
+    "auto-changelog", "conventional-changelog-cli", "standard-version", "commitizen", "cz", "git-cz",
+    "all-contributors-cli", "doctoc", "markdown-toc", "remark-cli", "textlint", "alex", "write-good",
+    "prettier-eslint", "eslint_d", "prettierd", "tslint", "tslib", "ts-prune", "ts-unused-exports",
+    "type-coverage", "typesync", "@arethetypeswrong/cli", "publint", "attw", "syncpack", "manypkg",
+    "@manypkg/cli", "pnpm-sync", "nx-cloud", "@nx/workspace", "create-nx-plugin", "verdaccio",
+    "local-web-server", "browser-sync", "lite-server", "light-server", "ws", "wscat", "websocat",
+    "localtunnel-not", "servor", "sirv", "sirv-cli", "vite-node", "vitepress", "vuepress", "docusaurus",
+    "@docusaurus/core", "gatsby", "gatsby-cli", "@remix-run/dev", "remix", "hydrogen", "@shopify/cli",
+    "shopify", "solid-start", "qwik", "@builder.io/qwik", "@sveltejs/package", "svelte-migrate",
+    "@vitejs/create-app", "create-vite-extra", "create-electron-vite", "electron-forge",
+    "@electron-forge/cli", "electron-packager", "electron-rebuild", "@electron/rebuild", "nexe", "supabase",
+    "@supabase/cli", "prisma-nestjs-graphql", "@prisma/migrate", "knex-migrate", "db-migrate",
+    "node-pg-migrate", "@mikro-orm/cli", "kysely-codegen", "@graphql-inspector/cli", "graphql-inspector",
+    "apollo", "@apollo/rover", "rover", "get-graphql-schema", "openapi-generator-cli",
+    "swagger-typescript-api", "orval", "@hey-api/openapi-ts", "openapi-zod-client",
+    "json-schema-to-typescript", "quicktype", "ajv-cli", "rome", "eslint-plugin-react",
+    "jest-environment-jsdom", "@jest/core", "babel-jest", "@vitest/ui", "happy-dom", "jsdom",
+    "mocha-lcov-reporter", "istanbul", "codecov", "@codecov/cli", "coveralls", "snyk", "@snyk/cli",
+    "audit-ci", "better-npm-audit", "npm-audit-resolver", "retire", "lockfile-lint",
+    "license-checker-rseidelsohn", "check-engines", "engines-check", "node-version-check", "nvm", "n",
+    "volta", "fnm", "bun", "deno", "miniflare", "amplify", "sls", "aws-cdk-lib", "cdktf-cli", "cdktf",
+    "@pulumi/pulumi", "pulumi", "azure-functions-core-tools", "func", "@azure/static-web-apps-cli", "swa",
+    "@google-cloud/functions-framework", "expo-cli", "eas-cli", "@expo/ngrok", "react-native-cli",
+    "react-devtools", "chromatic", "lost-pixel", "@percy/cli", "percy", "backstopjs", "pa11y", "pa11y-ci",
+    "lighthouse", "@lhci/cli", "lhci", "axe-core", "@axe-core/cli", "unlighthouse", "bundlesize",
+    "webpack-bundle-analyzer", "source-map-explorer", "vite-bundle-visualizer", "@next/bundle-analyzer",
+    "rollup-plugin-visualizer", "depcruise", "dependency-cruiser", "npm-check", "taze", "updates",
+    "renovate", "@renovate/cli", "dotenv", "env-cmd", "dotenv-vault", "del-cli", "trash-cli", "cpy-cli",
+    "cpx", "ncp", "make-dir-cli", "chokidar-cli", "onchange", "ts-node-dev", "esno", "esrun", "jiti",
+    "bun-types", "tsc-watch", "tsc-alias", "tsconfig-paths", "ts-patch", "@typescript/native-preview",
+    "ttypescript", "pkg-pr-new"
 ))  # fmt: skip
 _NPM_SCOPES = frozenset(
     {"@angular", "@nestjs", "@nx", "@nrwl", "@storybook", "@playwright", "@prisma", "@biomejs", "@vue"}
@@ -62,6 +98,28 @@ _NPM_SCOPES = frozenset(
     | {"@commitlint", "@modelcontextprotocol", "@vscode", "@aws-amplify", "@cloudflare", "@vercel"}
     | {"@netlify", "@react-native-community", "@ionic", "@capacitor", "@remix-run", "@tanstack"}
     | {"@anthropic-ai", "@openai", "@tauri-apps", "@microsoft", "@google-cloud", "@azure", "@aws-sdk"}
+    | {
+        "@babel",
+        "@swc",
+        "@types",
+        "@typescript-eslint",
+        "@eslint",
+        "@vitejs",
+        "@vitest",
+        "@jest",
+        "@testing-library",
+    }
+    | {
+        "@electron",
+        "@electron-forge",
+        "@shopify",
+        "@supabase",
+        "@apollo",
+        "@graphql-inspector",
+        "@docusaurus",
+    }
+    | {"@lhci", "@percy", "@axe-core", "@next", "@nuxt", "@astrojs", "@solidjs", "@builder.io", "@mikro-orm"}
+    | {"@hey-api", "@redwoodjs", "@strapi", "@sentry", "@datadog", "@stoplight", "@arethetypeswrong"}
 )
 _PY_TOOLS = frozenset((
     "ruff", "black", "isort", "mypy", "pyright", "basedpyright", "pylint", "flake8", "pytest", "tox", "nox",
@@ -72,14 +130,26 @@ _PY_TOOLS = frozenset((
     "ansible", "ansible-lint", "cfn-lint", "checkov", "pgcli", "litecli", "mycli", "datasette", "marimo",
     "streamlit", "pyinstaller", "nuitka", "maturin", "cibuildwheel", "virtualenv", "pipenv", "rich-cli",
     "tldr", "hatchling", "setuptools", "wheel", "pip", "check-manifest", "interrogate", "pydocstyle",
-    "pycodestyle", "autopep8", "yapf", "mdformat", "djlint", "sqlfmt", "dbt-core", "pip-licenses", "deptry"
+    "pycodestyle", "autopep8", "yapf", "mdformat", "djlint", "sqlfmt", "dbt-core", "pip-licenses", "deptry",
+    "markitdown", "llm", "showboat", "httpx", "rich", "textual", "pdm-backend", "hatch-vcs",
+    "setuptools-scm", "scikit-build-core", "meson", "ninja", "cmake", "conan", "poethepoet", "poe",
+    "invoke", "fabric", "doit", "taskipy", "nbqa", "nbstripout", "jupytext", "papermill", "voila", "panel",
+    "bokeh", "dash", "gradio", "uvicorn", "gunicorn", "hypercorn", "fastapi", "litestar", "flask",
+    "django-admin", "alembic", "sqlalchemy-utils", "harlequin", "csvkit", "visidata", "xonsh", "ptpython",
+    "bpython", "ipdb", "pudb", "py-spy", "scalene", "memray", "pyinstrument", "snakeviz", "line-profiler",
+    "austin", "locust", "pytest-xdist", "pytest-cov", "hypothesis", "mutmut", "cosmic-ray", "tox-uv",
+    "nox-uv", "hatch-fancy-pypi-readme", "pyproject-fmt", "validate-pyproject", "tomlkit", "toml-sort",
+    "taplo", "yq", "jc", "jq", "httpie-cli", "xh", "pyupgrade-directories", "flynt", "refurb", "pylyzer",
+    "ruff-lsp", "python-lsp-server", "jedi-language-server", "pyre-check", "pytype", "mypy-extensions",
+    "monkeytype", "stubgen", "basedmypy", "auditwheel", "delocate", "check-wheel-contents", "pyroma",
+    "wheel-inspect", "pipenv-setup", "pip-check", "pip-review", "pip-upgrader", "uv-secure",
+    "cyclonedx-bom", "cyclonedx-py", "sbom4python", "detect-secrets", "trufflehog", "gitleaks",
+    "pre-commit-hooks", "sphinx-autobuild", "sphinx-build", "mkdocs-material", "pdoc", "pydoc-markdown",
+    "griffe", "lazydocs", "mike", "cruft", "gitpython", "datamodel-code-generator", "openapi-python-client",
+    "schemathesis", "kaggle", "huggingface-hub", "huggingface_hub", "transformers-cli", "modal",
+    "aider-chat", "aider", "open-interpreter", "sqlite-utils", "shot-scraper", "files-to-prompt", "ttok",
+    "strip-tags", "csvs-to-sqlite"
 ))  # fmt: skip
-_GO_HOSTS = (
-    "github.com", "gitlab.com", "bitbucket.org", "golang.org", "google.golang.org", "go.googlesource.com",
-    "gopkg.in", "go.uber.org", "honnef.co", "mvdan.cc", "k8s.io", "sigs.k8s.io", "cloud.google.com",
-    "go.opentelemetry.io", "gotest.tools", "go.etcd.io", "go.mongodb.org", "buf.build", "connectrpc.com",
-    "filippo.io", "golang.zx2c4.com", "codeberg.org", "gitea.com", "gocloud.dev", "entgo.io",
-)  # fmt: skip
 _DLX_VERBS = frozenset({"exec", "x", "dlx"})
 _CREATE_VERBS = frozenset({"init", "create", "innit"})
 _VALUE_OPTIONS = frozenset({"-p", "--package", "-c", "--call", "--cache", "--registry", "--userconfig"})
@@ -157,8 +227,31 @@ def _known_npm(name: str, ctx: JudgeContext) -> bool:
     return _declared(name, ctx)
 
 
+_UV_VALUES = frozenset(
+    {"--python", "-p", "--from", "--with", "--with-editable", "--with-requirements", "--index", "--index-url"}
+    | {
+        "--extra-index-url",
+        "--constraint",
+        "-c",
+        "--override",
+        "--cache-dir",
+        "--python-preference",
+        "--env-file",
+    }
+    | {"--spec", "--pip-args", "--suffix", "--python-version"}
+)
+
+
 def _python_packages(program: str, args: Sequence[str]) -> list[str]:
-    positionals = [a for a in args if not a.startswith("-")]
+    positionals: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _UV_VALUES:
+            skip = True
+        elif not arg.startswith("-"):
+            positionals.append(arg)
     if program == "uvx":
         froms = [a.partition("=")[2] for a in args if a.startswith("--from=")]
         froms += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--from"]
@@ -170,22 +263,8 @@ def _python_packages(program: str, args: Sequence[str]) -> list[str]:
     return []
 
 
-def _go_modules(args: Sequence[str]) -> list[str]:
-    positionals = [a for a in args if not a.startswith("-")]
-    if not positionals or positionals[0] not in ("run", "install", "get"):
-        return []
-    return [p for p in positionals[1:] if "@" in p or (positionals[0] == "get" and "." in p.split("/")[0])]
-
-
 def judge_ephemeral_package(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
     program, args = argv[0], list(argv[1:])
-    if program == "go":
-        for module in _go_modules(args):
-            host = module.split("/", 1)[0].split("@", 1)[0].lower()
-            if "." not in host or host in _GO_HOSTS or ctx.hosts.allows(host):
-                continue
-            return f"go {args[0]} {module} fetches and runs a module from {host}"
-        return None
     if program in ("uvx", "pipx", "uv"):
         for spec in _python_packages(program, args):
             name = re.split(r"[=<>!~\[@ ]", spec, maxsplit=1)[0].lower()

@@ -94,6 +94,9 @@ def judge_install_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCont
     # npm-style installs run the package's lifecycle scripts: a git or tarball source is trusted only when
     # the user listed its host, never just because it is the repository's own forge.
     hosts = ctx.hosts if program in _NPM_FAMILY else ctx.hosts.with_forge(ctx.cwd)
+    if program in ("npx", "bunx", "pnpx"):  # `npx tailwindcss -i in.css`: what follows is the tool's
+        first = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
+        args = args[: first + 1]
     sources: list[tuple[str, str | None]] = []
     options = _INDEX_OPTIONS if program in ("conda", "mamba", "micromamba") else (*_INDEX_OPTIONS, "-f")
     for name in options:

