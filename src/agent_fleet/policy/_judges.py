@@ -231,6 +231,52 @@ def _endless_fork_loop(ctx: JudgeContext) -> str | None:
     return None
 
 
+_RANGE = re.compile(r"\{(-?\d{1,12})\.\.(-?\d{1,12})(?:\.\.(-?\d{1,12}))?\}")
+_SEQ = re.compile(r"\$\(\s*seq\s+(?:-\S+\s+)*(\d{1,12})(?:\s+(\d{1,12}))?(?:\s+(\d{1,12}))?\s*\)")
+
+
+def _span(low: str, high: str | None, step: str | None = None) -> int:
+    a, b = (1, int(low)) if high is None else (int(low), int(high))
+    return abs(b - a) // max(1, abs(int(step or 1)))
+
+
+def _seq_span(match: re.Match[str]) -> int:
+    """How many numbers ``seq LAST``, ``seq FIRST LAST`` or ``seq FIRST STEP LAST`` prints."""
+    first, second, third = match.groups()
+    if third is not None:
+        return _span(first, third, second)
+    return _span(first, second)
+
+
+def _huge_expansion(ctx: JudgeContext) -> str | None:
+    """A brace range bash expands to tens of millions of words (``echo {1..99999999}``): memory."""
+    for text in _texts(ctx):
+        for match in _RANGE.finditer(text):
+            if _span(match.group(1), match.group(2), match.group(3)) >= 10**7:
+                return f"the brace range {match.group(0)} expands to more words than memory holds"
+    return None
+
+
+def _mass_background_loop(ctx: JudgeContext) -> str | None:
+    """A loop over thousands of values starting a background job each time (``for i in $(seq 1 100000);
+    do sleep 1000 & done``): as many processes as values."""
+    for text in _texts(ctx):
+        if "&" not in text or "for" not in text:
+            continue
+        source = text.encode("utf-8", "surrogateescape")
+        for node in _nodes(_bash_parser().parse(source).root_node):
+            if node.type != "for_statement":
+                continue
+            header = source[node.start_byte : node.end_byte].decode("utf-8", "replace").split(" do", 1)[0]
+            spans = [_span(m.group(1), m.group(2), m.group(3)) for m in _RANGE.finditer(header)]
+            spans += [_seq_span(m) for m in _SEQ.finditer(header)]
+            body = node.child_by_field_name("body")
+            forks = body is not None and any(c.type == "&" for c in _nodes(body))
+            if spans and max(spans) >= 1000 and forks:
+                return f"a loop over {max(spans)} values starting a background job for each"
+    return None
+
+
 _LOOP_EXITS = frozenset({"break", "exit", "return", "sleep", "read", "wait", "timeout"})
 
 
@@ -328,6 +374,8 @@ def _env_auto_approve(ctx: JudgeContext) -> str | None:
 SCRIPT_JUDGES: tuple[tuple[str, str, ScriptJudge], ...] = (
     ("exhaustion/endless-fork-loop", "exhaustion", _endless_fork_loop),
     ("exhaustion/endless-write-loop", "exhaustion", _endless_write_loop),
+    ("exhaustion/huge-expansion", "exhaustion", _huge_expansion),
+    ("exhaustion/mass-background-loop", "exhaustion", _mass_background_loop),
     ("infrastructure/environment-auto-approve", "infrastructure", _env_auto_approve),
     ("supply-chain/download-then-run", "supply-chain", _download_then_run),
     ("supply-chain/index-environment", "supply-chain", _index_environment),

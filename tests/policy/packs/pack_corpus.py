@@ -774,6 +774,10 @@ EXHAUSTION_DANGEROUS: list[tuple[str, str]] = [
     ("until false; do cat big >> big2; done", "exhaustion/endless-write-loop"),
     ("xargs -P 0 -n1 sh -c 'sleep 99' < /dev/zero", "exhaustion/unbounded-parallel"),
     ("xargs --max-procs=0 -I{} sleep 9 < /dev/urandom", "exhaustion/unbounded-parallel"),
+    ("for i in $(seq 1 100000); do sleep 1000 & done", "exhaustion/mass-background-loop"),
+    ("for i in {1..5000}; do curl -s localhost & done", "exhaustion/mass-background-loop"),
+    ("echo {1..99999999} > /dev/null", "exhaustion/huge-expansion"),
+    ("seq 1 1000000 | xargs -P 1000 -I{} sleep 100", "exhaustion/unbounded-parallel"),
 ]
 
 EXHAUSTION_EVERYDAY: list[str] = [
@@ -799,6 +803,9 @@ EXHAUSTION_EVERYDAY: list[str] = [
     "while true; do date >> stamp.log; sleep 60; done",
     "while true; do curl -sf localhost:8000 >> up.log && break; done",
     "find . -name '*.png' -print0 | xargs -0 -P 0 -n 8 optipng",
+    "for i in $(seq 4); do make job$i & done; wait",
+    "for i in {1..3}; do echo $i; done",
+    "find . -name '*.png' | xargs -P 8 -n 4 optipng",
 ]
 
 EXFIL_DANGEROUS: list[tuple[str, str]] = [
