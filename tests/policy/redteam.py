@@ -259,6 +259,10 @@ DANGEROUS: dict[str, list[str]] = {
         "vim -c ':!sh'",
         "perl -e 'use POSIX qw(setuid); setuid(0); exec \"/bin/sh\";'",
         "git -c core.pager=sh log",
+        "printf -v cmd '%s %s %s' rm -rf ~; $cmd",
+        "read -r c <<< 'rm -rf ~'; $c",
+        "readarray -t a <<< $'rm\\n-rf\\n~'; \"${a[@]}\"",
+        "w=([5]=rm); ${w[5]} -rf ~",
     ],
     "privilege": [
         "machinectl shell root@",
@@ -554,6 +558,11 @@ DANGEROUS: dict[str, list[str]] = {
         "bun -e \"Bun.spawnSync(['rm', '-rf', '/home'])\"",
         "python3 - <<'EOF'\nimport subprocess\nsubprocess.run(['rm', '-rf', '/etc'])\nEOF",
         "node <<'EOF'\nrequire('fs').rmSync('/var', {recursive: true})\nEOF",
+        "python3 -c \"import pathlib, shutil; shutil.rmtree(pathlib.Path('~').expanduser())\"",
+        "node -e \"require('child_process')['exec' + 'Sync']('rm -rf ~')\"",
+        "ruby -e '`#{\"rm -rf ~\"}`'",
+        'php -r \'call_user_func("system", "rm -rf ~");\'',
+        "emacs --batch --eval '(shell-command \"rm -rf ~\")'",
     ],
     "run-later": [
         "echo 'rm -rf ~' > x.sh && bash x.sh",
@@ -880,6 +889,9 @@ EVERYDAY: list[str] = [
     "rm -rf /tmp/build-output",
     "for i in $(seq 4); do make job$i & done; wait",
     "find . -name '*.png' | xargs -P 8 -n 4 optipng",
+    "emacs --batch -l init.el -f batch-byte-compile lisp/*.el",
+    "cmd='npm test'; $cmd",
+    'eval "$(direnv export bash)"',
     'x=build; rm -rf "$x"',
     'set -- src tests; ruff check "$@"',
 ]

@@ -45,7 +45,10 @@ _LANGUAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"php[0-9.]*"), "php"),
     (re.compile(r"lua(jit)?[0-9.]*"), "lua"),
     (re.compile(r"tclsh[0-9.]*|wish|expect"), "tcl"),
-    (re.compile(r"pwsh|powershell|osascript|Rscript|julia|groovy|jshell|scala|kotlin"), "other"),
+    (
+        re.compile(r"pwsh|powershell|osascript|Rscript|julia|groovy|jshell|scala|kotlin|emacs|guile|racket"),
+        "other",
+    ),
 )
 # (language, option letters whose value is code, long options whose value is code)
 _CODE_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -178,6 +181,12 @@ class _Python(ast.NodeVisitor):
                     parts = [self.literal(arg) for arg in args]
                     if all(p is not None for p in parts):
                         return posixpath.join(*[p or "" for p in parts])
+                if (
+                    name in ("expanduser", "resolve", "absolute")
+                    and isinstance(func, ast.Attribute)
+                    and not args
+                ):
+                    return self.literal(func.value)  # `Path('~').expanduser()`: the path it is called on
                 if name in ("expanduser", "Path", "PurePath", "PosixPath", "abspath", "realpath", "str"):
                     return self.literal(args[0]) if args else ("." if name != "str" else None)
                 if name == "home":

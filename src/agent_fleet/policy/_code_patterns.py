@@ -21,7 +21,7 @@ _STRING = r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)"""
 _RUN_SITE = re.compile(
     r"\b(?:system|exec|execSync|spawnSync|execFileSync|spawn|execFile|popen|shell_exec|passthru|proc_open"
     r"|qx|pcntl_exec|IO\.popen|Open3\.\w+|%x|os\.execute|io\.popen|exec_command|Process\.(?:start|run)"
-    r"|Start-Process|do shell script)(?!\w)"
+    r"|Start-Process|do shell script|shell-command|call-process|start-process|process-lines)(?!\w)"
     r"\s*[({]?\s*"
 )
 _RUN_ANY = re.compile(
@@ -33,6 +33,12 @@ _RUN_ANY = re.compile(
 _RUN_OPAQUE = re.compile(
     r"\b(?:system|execSync|spawnSync|execFileSync|shell_exec|passthru|proc_open|popen|pcntl_exec"
     r"|os\.execute|io\.popen|IO\.popen|Invoke-Expression|iex)\b"
+)
+#: A process function named as a string (``call_user_func("system", ...)``, ``cp['exec' + 'Sync']``).
+_BY_NAME = re.compile(
+    r"['\"](?:system|exec|shell_exec|passthru|popen|proc_open|execSync|spawnSync|spawn|execFile|execFileSync)"
+    r"['\"]|(?:child_process|subprocess|Kernel|os)['\"]?\)?\s*\[\s*['\"][^'\"]*['\"]\s*\+"
+    r"|\.send\(\s*:(?:system|exec|spawn|`)|\bObject\.getOwnPropertyNames\(\s*require"
 )
 _CONCAT = re.compile(r"\s*(\.\.|\.|\+|\*)\s*")
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "fish", "csh", "tcsh"})
@@ -138,6 +144,7 @@ def _written_target(code: str, pos: int) -> str:
 _REMOVE_PATTERN = re.compile(
     r"\b(?:rmtree|remove_tree|rm_rf|rm_r|rmSync|rmdirSync|unlinkSync|rimraf|rmdir|unlink|deleteSync"
     r"|File\.delete|FileUtils\.rm\w*|Deno\.remove\w*|os\.remove|delete_file|Remove-Item(?:\s+-\w+)*"
+    r"|delete-directory|delete-file"
     r"|(?<=\.)rm|(?<![\w.])rm(?=\s*\())(?!\w)"
     r"\s*\(?\s*(?:\[\s*)?(?:glob\s*\(?\s*)?"
 )
@@ -181,7 +188,13 @@ def patterns(code: str) -> list[Inner]:
     if not runs and _RUN_ANY.search(code):
         found.append(Inner("opaque", text="inline code runs a command that is not a literal"))
     for match in _BACKTICK.finditer(code):
-        found.append(Inner("script", text=next((g for g in match.groups() if g is not None), "")))
+        text = next((g for g in match.groups() if g is not None), "")
+        if "#{" in text or "${" in text:  # Ruby/JS interpolation: the command is built at run time
+            found.append(Inner("opaque", text="inline code runs an interpolated command"))
+        else:
+            found.append(Inner("script", text=text))
+    if _BY_NAME.search(code):
+        found.append(Inner("opaque", text="inline code calls a process function by a computed name"))
     for match in _WRITE_PATTERN.finditer(code):
         found.append(Inner("argv", argv=("tee", _written_target(code, match.end()))))
     for match in _PERL_OPEN.finditer(code):

@@ -23,6 +23,7 @@ __all__ = [
     "cloned_then_run",
     "decoder_to_shell",
     "download_to_shell",
+    "lone_dynamic",
     "opaque_script",
     "run_later",
     "shell_escape",
@@ -199,3 +200,16 @@ def shell_escape(cmd: SimpleCommand) -> Violation | None:
     if operands or not escapes or any(r.op in ("<", "<<", "<<-", "<<<") for r in cmd.redirects):
         return None
     return Violation(rule="opaque-code", reason=f"{escapes[-1]} starts an interactive shell")
+
+
+_VARIABLE_WORD = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*(?:\[(?:[@*]|\d+)\])?\}?")
+
+
+def lone_dynamic(cmd: SimpleCommand) -> Violation | None:
+    """``$cmd`` or ``"${a[@]}"`` alone, with a value we cannot know (``read``, ``printf -v``,
+    ``readarray``, the environment): a whole command line nobody can see, like ``eval "$cmd"``."""
+    if len(cmd.argv) != 1 or cmd.carrier or not _VARIABLE_WORD.fullmatch(cmd.program):
+        return None  # `eval "$(ssh-agent -s)"`: a substitution's output is the substitution rules' case
+    return Violation(
+        rule="dynamic-command", reason=f"{cmd.program!r} runs a command line that cannot be known"
+    )

@@ -47,6 +47,7 @@ from agent_fleet.policy._execution import (
     cloned_then_run,
     decoder_to_shell,
     download_to_shell,
+    lone_dynamic,
     opaque_script,
     run_later,
     shell_escape,
@@ -514,7 +515,7 @@ _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], 
     link_violation,
     machine_violation,
     secret_exposure,
-    lambda cmd, _ctx: shell_escape(cmd),
+    lambda cmd, _ctx: shell_escape(cmd) or lone_dynamic(cmd),
 )
 
 

@@ -189,7 +189,11 @@ class Walker:
             items: list[str] = []
             for element in value_nodes[0].named_children:
                 items.extend(self.fields([element]))
-            value = tuple(items)
+            # `([5]=rm)`, `([k]=v)`: elements by index or key; not tracked, so the array is unknown
+            sparse = any(
+                self.text(e).startswith("[") and "]=" in self.text(e) for e in value_nodes[0].named_children
+            )
+            value = None if sparse else tuple(items)
         else:
             value = (" ".join(self._expander.fields(value_nodes, quoted=True)),)
         self._sink.env.variables[name] = value
