@@ -48,9 +48,17 @@ _ENV_SHELL = frozenset(
 _ENV_OPAQUE = frozenset(
     {"BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PERL5OPT", "PYTHONSTARTUP", "NODE_OPTIONS", "RUBYOPT"}
     | {"GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "ZDOTDIR", "DYLD_INSERT_LIBRARIES", "GCONV_PATH"}
+    # A configuration file of its own (hooks path, fsmonitor, pager ... in a file we cannot see).
+    | {"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"}
 )
 _GLOBAL_VALUES = frozenset(
     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env", "--exec-path"}
+)
+#: Keys that make the new clone run a command (`git clone -c KEY=VALUE`).
+_CLONE_CODE_KEYS = re.compile(
+    r"core\.(fsmonitor|sshcommand|pager|editor|askpass|hookspath|gitproxy)|alias\..*|credential\..*helper"
+    r"|filter\..*\.(clean|smudge|process)|diff\..*|merge\..*\.driver|protocol\..*\.allow|include\..*",
+    re.IGNORECASE,
 )
 _BROAD = re.compile(r"^(?:\.|\./|\.\./?|:/|:/\*|:\(top\).*|\*|/|\*\*?/?.*|:\(glob\).*|:!.*|:\^.*|\.\*)$")
 
@@ -250,6 +258,14 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
         if lower.startswith("protocol.") and value.lower() == "always":
             return Violation(rule="git-config-shell", reason=f"{key}=always lets URLs run commands")
     rest = inv.rest
+    if inv.sub in ("clone", "init") and any(a == "--template" or a.startswith("--template=") for a in rest):
+        return Violation(
+            rule="git-config-shell", reason=f"git {inv.sub} --template installs hooks we cannot see"
+        )
+    if inv.sub == "clone":  # `git clone -c core.fsmonitor=CMD URL`: configuration of the new repository
+        for i, arg in enumerate(rest[:-1]):
+            if arg in ("-c", "--config") and _CLONE_CODE_KEYS.match(rest[i + 1].partition("=")[0]):
+                return Violation(rule="git-config-shell", reason=f"git clone {arg} {rest[i + 1]!r} runs code")
     flags, operands, paths = _flags(rest)
     if inv.sub == "config":
         words = [w for w in rest if not w.startswith("-")]

@@ -284,12 +284,15 @@ _REGISTRY_FILES = frozenset(
     {".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml", "pip.conf", "pip.ini", "uv.toml", "pyproject.toml"}
     | {"poetry.toml", "pdm.toml", ".pdm.toml", ".condarc", "condarc", "Gemfile", "gems.rb", "go.env"}
     | {"settings.xml", "gradle.properties", "composer.json", "NuGet.Config", "nuget.config", ".pypirc"}
+    | {"requirements.txt", "requirements-dev.txt", "constraints.txt", "requirements.in"}
 )
 _REGISTRY_KEYS = re.compile(
-    r"registry|index|find-links|source|mirror|proxy|replace-with|url\s*=|repositories|channels|GOPROXY",
+    r"registry|index|find-links|source|mirror|proxy|replace-with|url\s*=|repositories|channels|GOPROXY"
+    r"|^\s*(-i|-f)\s",
     re.IGNORECASE,
 )
 _PYPROJECT_KEYS = re.compile(r"^\s*(url|index-url|extra-index-url|find-links|default-index)\s*=")
+_URL_HOST = re.compile(r"[a-z][a-z0-9+.-]*://([^\s\"'<>/#|,;\\]+)", re.IGNORECASE)
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s\"'<>]+", re.IGNORECASE)
 _TLS_OFF = re.compile(
     r"strict-ssl\s*=\s*false|enableStrictSsl\s*:\s*false|sslverify\s*[=:]\s*(false|0)|ssl_verify\s*[=:]\s*"
@@ -306,7 +309,20 @@ def _written_targets(cmd: SimpleCommand) -> list[str]:
     return targets
 
 
+def _edited(cmd: SimpleCommand) -> list[tuple[str, str]]:
+    """``(file, expression)`` for ``sed -i``/``perl -i`` edits of registry files: the new text is in the
+    expression (``sed -i 's#pypi.org#evil#' pip.conf``)."""
+    if cmd.program not in ("sed", "gsed", "perl") or not any(a.startswith("-i") for a in cmd.argv[1:]):
+        return []
+    words = [a for a in cmd.argv[1:] if not a.startswith("-")]
+    return [(w, " ".join(words)) for w in words if posixpath.basename(w) in _REGISTRY_FILES]
+
+
 def judge_registry_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    for target, expression in _edited(cmd):
+        for host in _URL_HOST.findall(expression):  # a sed expression glues URLs: `s#old#new#`
+            if not ctx.hosts.allows(host.rpartition("@")[2].split(":")[0].lower()):
+                return f"{cmd.program} -i points {target} at {host}, which is not on the allowed hosts"
     for target in _written_targets(cmd):
         name = posixpath.basename(target)
         if name not in _REGISTRY_FILES and not target.endswith((".cargo/config", ".cargo/config.toml")):

@@ -241,9 +241,13 @@ _EXEC_KEYS = re.compile(
     r"^(core\.(fsmonitor|sshcommand|pager|editor|askpass|gitproxy)|credential\..*helper|filter\..*\.(clean|smudge|process)"
     r"|diff\..*\.(textconv|command)|diff\.external|merge\..*\.driver|gpg\.(.*\.)?program|sequence\.editor"
     r"|uploadpack\.packobjectshook|core\.hookspath|include\.path|includeif\..*\.path|url\..*\.insteadof"
-    r"|protocol\..*\.allow|http\.sslverify|safe\.directory)$",
+    r"|protocol\..*\.allow|http\.sslverify|safe\.directory|core\.worktree|http\.(.*\.)?proxy"
+    r"|core\.attributesfile|init\.templatedir|pager\..*|interactive\.difffilter)$",
     re.IGNORECASE,
 )
+
+
+_FORGES = frozenset({"github.com", "gitlab.com", "bitbucket.org", "codeberg.org", "ssh.dev.azure.com"})
 
 
 def judge_git_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
@@ -285,6 +289,10 @@ def judge_git_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext)
             ):
                 return None
         return f"git config {key} makes git run or trust something new"
+    if re.fullmatch(r"remote\..*\.(url|pushurl)", key, re.IGNORECASE):
+        host = host_of(value)
+        if host is not None and host not in _FORGES and not ctx.hosts.allows(host):
+            return f"git config {key} sends pushes and fetches to {host}"
     return None
 
 
