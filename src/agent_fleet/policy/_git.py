@@ -51,6 +51,13 @@ _ENV_OPAQUE = frozenset(
     # A configuration file of its own (hooks path, fsmonitor, pager ... in a file we cannot see).
     | {"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"}
 )
+#: NODE_OPTIONS flags that tune node without loading code (`--require`/`--import`/`--loader` do load it).
+_NODE_SAFE = re.compile(
+    r"--(max-old-space-size|max-semi-space-size|stack-size|enable-source-maps|no-warnings|trace-warnings"
+    r"|no-deprecation|trace-deprecation|openssl-legacy-provider|experimental-vm-modules|max-http-header-size"
+    r"|unhandled-rejections|dns-result-order|use-openssl-ca|tls-min-v1\.[0-3]|trace-uncaught|heapsnapshot-near-heap-limit"
+    r"|experimental-specifier-resolution|no-experimental-fetch|disable-warning|expose-gc)(=\S*)?$"
+)
 _GLOBAL_VALUES = frozenset(
     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env", "--exec-path"}
 )
@@ -78,6 +85,8 @@ def env_runs(name: str, value: str) -> list[Inner]:
     """What setting ``name=value`` in a command's environment makes run."""
     if name in _ENV_SHELL:
         return [Inner("script", text=value)] if value else []
+    if name == "NODE_OPTIONS" and all(_NODE_SAFE.match(word) for word in value.split()):
+        return []  # `--max-old-space-size=8192`: tuning, no code loaded
     if name in _ENV_OPAQUE and value:
         return [Inner("opaque", text=f"{name} makes programs load code from {value!r}")]
     if name == "GIT_CONFIG_PARAMETERS":
