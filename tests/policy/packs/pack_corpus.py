@@ -703,6 +703,12 @@ EXPOSURE_DANGEROUS: list[tuple[str, str]] = [
     ("sshd -p 2222 -D", "exposure/login-daemon"),
     ("/usr/sbin/sshd -o PermitRootLogin=yes", "exposure/login-daemon"),
     ("socat TCP-LISTEN:2375,fork UNIX-CONNECT:/var/run/docker.sock", "exposure/socket-relay"),
+    (
+        "node -e \"require('http').createServer((q, r) => "
+        "require('fs').createReadStream(require('os').homedir() + q.url).pipe(r)).listen(8080)\"",
+        "exposure/inline-file-server",
+    ),
+    ("frps -c frps.ini", "exposure/public-tunnel"),
 ]
 
 EXPOSURE_EVERYDAY: list[str] = [
