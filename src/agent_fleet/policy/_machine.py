@@ -206,6 +206,27 @@ def _mass_kill(cmd: SimpleCommand) -> Violation | None:
     return None
 
 
+_DEBUGGERS = frozenset({"gdb", "lldb", "strace", "ltrace", "gcore", "pyrasite", "perf", "bpftrace", "py-spy"})
+
+
+def _attaches(cmd: SimpleCommand) -> str | None:
+    """A debugger attached to init or to a vital daemon (or told to call code in a process): it reads
+    and writes that process's memory, root's if the process is root's."""
+    if cmd.program not in _DEBUGGERS:
+        return None
+    args = list(cmd.argv[1:])
+    pids = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-p", "--pid", "attach")]
+    pids += [a.partition("=")[2] for a in args if a.startswith("--pid=")]
+    if cmd.program in ("gcore", "pyrasite"):
+        pids += [a for a in args if not a.startswith("-")]
+    for pid in pids:
+        vital = pid == "1" or any(name in pid for name in INIT_NAMES if len(name) > 3)
+        injects = cmd.program in ("gdb", "lldb", "pyrasite") and any("call" in a or "set " in a for a in args)
+        if vital or injects:
+            return f"{cmd.program} attaches to process {pid} and can change what it runs"
+    return None
+
+
 def _enters_init(words: Sequence[str]) -> bool:
     """``nsenter -t 1`` / ``--target=1`` (the first process: the host's namespaces)."""
     for i, word in enumerate(words):
@@ -233,6 +254,11 @@ def machine_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     if "nsenter" in (*cmd.wrappers, program) and _enters_init(cmd.written or cmd.argv):
         why = "nsenter into init's namespaces leaves the container"
         return Violation(rule="privilege-escalation", reason=why)
+    if program == "auditctl" and not set(args) <= {"-l", "-s", "-h", "--help", "-v"}:
+        return Violation(rule="system", reason="auditctl changes or disables the system's auditing")
+    attached = _attaches(cmd)
+    if attached is not None:
+        return Violation(rule="privilege-escalation", reason=attached)
     if program == "journalctl" and any(a.startswith(("--vacuum", "--rotate")) for a in args):
         return Violation(rule="system", reason="journalctl --vacuum/--rotate deletes the system's logs")
     if program in _IPTABLES:

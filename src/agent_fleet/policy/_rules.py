@@ -112,6 +112,7 @@ _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _DEVICE_WRITERS = frozenset(
     {"shred", "wipefs", "blkdiscard", "mkswap", "fdisk", "sfdisk", "cfdisk", "sgdisk", "gdisk", "parted"}
     | {"tee", "cp", "mv", "pv", "badblocks", "hdparm", "nvme"}
+    | {"debugfs", "tune2fs", "e2fsck", "fsck", "xfs_repair", "resize2fs", "zerofree", "dumpe2fs"}
 )
 
 

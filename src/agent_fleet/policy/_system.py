@@ -38,6 +38,9 @@ _INIT_NAMES = frozenset(
     {"init", "systemd", "launchd", "sshd", "dbus-daemon", "containerd", "dockerd", "Xorg", "gnome-shell"}
     | {"kworker", "kthreadd", "journald", "systemd-journald", "systemd-logind", "login", "bash", "sh", "zsh"}
     | {"codex", "claude", "tmux", "screen", "sshd-session", "agetty"}
+    # Security agents: killing one blinds the machine's monitoring.
+    | {"auditd", "falcon-sensor", "falcond", "osqueryd", "wazuh-agentd", "ossec-agentd", "SentinelAgent"}
+    | {"sentinelone", "clamd", "fail2ban-server", "aide", "tripwire", "elastic-agent", "datadog-agent"}
 )
 #: Processes the machine or the session cannot lose (``pkill sshd``, ``kill $(pidof systemd)``).
 INIT_NAMES = _INIT_NAMES
