@@ -159,7 +159,9 @@ def emit(
         raise CommandTooLarge(f"the command runs more than {MAX_COMMANDS} simple commands")
     inner_ctx = ctx._replace(wrappers=(*all_wrappers, cmd.program), depth=ctx.depth + 1)
     implied = inner_ctx._replace(implied=True)
-    for found in written_runs(argv, raw_program, sink.files):  # `echo CMD > x.sh && sh x.sh`
+    path = dict(env_pairs).get("PATH") or _known(sink.env.variables.get("PATH"))
+    runs = written_runs(argv, raw_program, sink.files, redirects=redirects, path=path)
+    for found in runs:  # `echo CMD > x.sh && sh x.sh`
         run_inner(found, sink, implied)
     record_writes(sink.files, cmd, (*stdin_texts, *ctx.stdin_texts))
     for name, value in env_pairs:
@@ -203,6 +205,10 @@ def emit(
 
 
 _INIT_SCRIPT = re.compile(r"^(?:/etc)?/(?:init\.d|rc\.d|rc\.d/init\.d)/([^/]+)$")
+
+
+def _known(value: tuple[str, ...] | None) -> str | None:
+    return value[0] if value else None
 
 
 def _xargs_replace(options: Sequence[str]) -> str | None:
