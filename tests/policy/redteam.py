@@ -955,6 +955,12 @@ EVERYDAY: list[str] = [
     "echo 'print(1)' > a.py && cat a.py | python3",
     "echo 'ls -la' > x.sh && sh < x.sh",
     "echo 'make test' > ci.sh && bash -c \"$(cat ci.sh)\"",
+    "npm install -g pnpm",
+    "pip install --user pipx",
+    "rm -rf ~/.npm/_cacache",
+    "rm -rf ~/.gradle/caches/modules-2",
+    "rm -rf ~/Library/Caches/pip",
+    'curl -u "$JIRA_USER:$JIRA_API_TOKEN" https://org.atlassian.net/rest/api/3/myself',
     'x=build; rm -rf "$x"',
     'set -- src tests; ruff check "$@"',
 ]

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from agent_fleet.policy._hosts import host_of
+from agent_fleet.policy._judge_supply import well_known
 from agent_fleet.policy._links import through_links, virtual_links
 from agent_fleet.policy._secrets import (
     HOME_CREDENTIALS,
@@ -59,6 +60,12 @@ _SYSTEM_TREES = frozenset(
     | {"var", "nix", "System", "Library", "Applications", "private", "proc", "sys", "run", "cores", "dev"}
 )
 _HOME_SAFE = (".cache",)
+#: Package caches under the home directory: clearing one costs a download, nothing else.
+_HOME_CACHES = (
+    ".npm/_cacache", ".npm/_npx", ".npm/_logs", ".gradle/caches", ".m2/repository", ".cargo/registry",
+    ".cargo/git", ".pnpm-store", ".yarn/cache", ".bun/install/cache", "Library/Caches", ".local/share/pnpm",
+    ".nuget/packages", ".ivy2/cache", ".sbt/boot", ".conda/pkgs", ".gem/ruby",
+)  # fmt: skip
 #: Programs that copy whole trees: a home directory (or ~/.config) carries every credential with it.
 _ARCHIVERS = frozenset({"cp", "tar", "zip", "7z", "rsync", "scp", "rclone", "cpio", "bsdtar", "gtar"})
 _PATH_TOKEN = re.compile(r"(?:~|\$HOME|\$\{HOME\}|/)[^\s;|&)'\"`]*")
@@ -185,7 +192,8 @@ def vital_reason(path: str, ctx: RuleContext) -> str | None:
         if owner != ctx.home and not path.startswith(ctx.home.rstrip("/") + "/") and path != ctx.home:
             return f"{path} is in another user's home"
         first = rel.split("/", 1)[0]
-        if (first.startswith(".") or first in ("bin", "Library")) and first not in _HOME_SAFE:
+        cache = any(rel == c or rel.startswith(c + "/") for c in _HOME_CACHES)
+        if (first.startswith(".") or first in ("bin", "Library")) and first not in _HOME_SAFE and not cache:
             return f"{path} is the user's configuration or start-up files (~/{first})"
         return None
     parts = [part for part in path.split("/") if part]
@@ -267,7 +275,7 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
             ctx.roots
             and not inside(path, ctx.roots)
             and not _temp(path)
-            and not inside(path, (posixpath.join(ctx.home, ".cache"),))
+            and not inside(path, tuple(posixpath.join(ctx.home, c) for c in (".cache", *_HOME_CACHES)))
             and path not in _HARMLESS
             and not path.startswith(_HARMLESS_TREES)
         ):
@@ -285,8 +293,9 @@ _INSTALLERS = frozenset({"npm", "pnpm", "yarn", "bun", "pip", "pip3", "gem", "ca
 def _special_writes(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """Writes the operand table cannot express: ``mv x /dev/null`` replaces the device node; a global
     or per-user install (``npm i -g``, ``pip install --user``, ``yarn global add``) writes programs
-    onto the PATH outside the workspace; ``git worktree add`` may make a tree beside the workspace
-    (that is what worktrees are for) but not in a system or home location."""
+    onto the PATH outside the workspace (well-known tools excepted: ``npm i -g pnpm``); ``git
+    worktree add`` may make a tree beside the workspace (what worktrees are for) but not in a system
+    or home location."""
     args = cmd.argv[1:]
     if cmd.program == "mv" and len(args) >= 2 and not args[-1].startswith("-"):
         dest = posixpath.normpath(args[-1])
@@ -295,7 +304,8 @@ def _special_writes(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     if cmd.program in _INSTALLERS:
         words = [a for a in args if not a.startswith("-")]
         installing = bool({"install", "i", "add", "global", "update", "upgrade"} & set(words[:2]))
-        if installing and (_GLOBAL_FLAGS & set(args) or words[:1] == ["global"]):
+        packages = [w for w in words if w not in ("install", "i", "add", "global", "update", "upgrade")]
+        if installing and (_GLOBAL_FLAGS & set(args) or words[:1] == ["global"]) and not well_known(packages):
             return Violation(
                 rule="write-outside-workspace",
                 reason=f"{cmd.program} installing globally or per user writes outside the workspace",

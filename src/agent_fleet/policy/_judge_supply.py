@@ -26,7 +26,7 @@ from agent_fleet.policy._argv import JudgeContext, read_small_file
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._shell import SimpleCommand
 
-__all__ = ["judge_ephemeral_package", "judge_registry_config"]
+__all__ = ["judge_ephemeral_package", "judge_registry_config", "well_known"]
 
 _NPM_TOOLS = frozenset((
     "typescript", "tsc", "ts-node", "tsx", "esbuild", "vite", "vitest", "jest", "mocha", "ava", "nyc", "c8",
@@ -128,7 +128,8 @@ _PY_TOOLS = frozenset((
     "jupyterlab", "ipython", "uv", "ty", "vulture", "radon", "semgrep", "yamllint", "codespell",
     "commitizen", "bump-my-version", "towncrier", "pyupgrade", "autoflake", "docformatter", "sqlfluff",
     "ansible", "ansible-lint", "cfn-lint", "checkov", "pgcli", "litecli", "mycli", "datasette", "marimo",
-    "streamlit", "pyinstaller", "nuitka", "maturin", "cibuildwheel", "virtualenv", "pipenv", "rich-cli",
+    "streamlit", "pyinstaller", "nuitka", "maturin", "cibuildwheel", "virtualenv", "pipenv", "pipx",
+    "rich-cli",
     "tldr", "hatchling", "setuptools", "wheel", "pip", "check-manifest", "interrogate", "pydocstyle",
     "pycodestyle", "autopep8", "yapf", "mdformat", "djlint", "sqlfmt", "dbt-core", "pip-licenses", "deptry",
     "markitdown", "llm", "showboat", "httpx", "rich", "textual", "pdm-backend", "hatch-vcs",
@@ -342,3 +343,15 @@ def judge_registry_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCon
                     shown = host or url
                     return f"{target} points package installs at {shown}, which is not on the allowed hosts"
     return None
+
+
+def well_known(packages: Sequence[str]) -> bool:
+    """Are all of ``packages`` (install specs) well-known tools (``pnpm``, ``typescript@5``, ``ruff``)?"""
+    names = [
+        _package_name(p) if p.startswith("@") else re.split(r"[=<>!~\[@ ]", p, maxsplit=1)[0]
+        for p in packages
+    ]
+    known = _NPM_TOOLS | _PY_TOOLS
+    return bool(names) and all(
+        n in known or n.lower() in known or n.split("/")[0] in _NPM_SCOPES for n in names
+    )

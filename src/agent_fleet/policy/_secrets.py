@@ -239,6 +239,19 @@ _SECRET_HOMES: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ("DATADOG_", (".datadoghq.com", ".datadoghq.eu")),
     ("DD_API", (".datadoghq.com", ".datadoghq.eu")),
     ("AWS_", (".amazonaws.com",)),
+    ("JIRA_", (".atlassian.net",)),
+    ("ATLASSIAN_", (".atlassian.net", "api.atlassian.com")),
+    ("CONFLUENCE_", (".atlassian.net",)),
+    ("BITBUCKET_", ("api.bitbucket.org", "bitbucket.org")),
+    ("SNYK_", ("snyk.io", "api.snyk.io")),
+    ("CODECOV_", ("codecov.io", "api.codecov.io")),
+    ("SONAR_", ("sonarcloud.io",)),
+    ("FIGMA_", ("api.figma.com",)),
+    ("PAGERDUTY_", ("api.pagerduty.com",)),
+    ("SUPABASE_", (".supabase.co",)),
+    ("RENDER_", ("api.render.com",)),
+    ("FLY_", ("api.fly.io", "api.machines.dev")),
+    ("RAILWAY_", ("backboard.railway.app",)),
 )
 _LOOPBACK: Final[frozenset[str]] = frozenset(
     {"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"}
