@@ -95,29 +95,68 @@ def opaque_script(cmd: SimpleCommand) -> Violation | None:
     return None
 
 
+#: Programs that run or install (running its scripts) the file they are given.
+_INSTALLS_FILE = frozenset({"dpkg", "rpm", "apt", "apt-get", "yum", "dnf", "zypper", "installer", "msiexec"})
+_EXTRACTORS = frozenset({"tar", "bsdtar", "gtar", "unzip", "7z", "cpio", "gunzip", "bunzip2", "unxz"})
+
+
+def _downloaded_names(cmd: SimpleCommand) -> list[str]:
+    """Files a downloader names after the URL: ``curl -O``/``-LO``, ``wget URL`` (no ``-O``)."""
+    urls = [a for a in cmd.argv[1:] if "://" in a]
+    remote_name = cmd.program == "wget" and not any(
+        a.startswith(("-O", "--output-document")) for a in cmd.argv
+    )
+    remote_name = remote_name or any(
+        a in ("--remote-name", "--remote-name-all") or re.fullmatch(r"-[a-zA-Z]*O[a-zA-Z]*", a)
+        for a in cmd.argv
+    )
+    return [posixpath.basename(u.split("?", 1)[0].rstrip("/")) for u in urls] if remote_name else []
+
+
 def run_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violation | None:
-    """A file written from a download or decoder, then run (``curl -o x.sh URL; sh x.sh``)."""
+    """A file written from a download or decoder, then run (``curl -o x.sh URL; sh x.sh``), installed
+    (``wget URL/x.deb && dpkg -i x.deb``), or taken from an archive a download unpacked
+    (``curl URL | tar xz && ./p/install``)."""
     from agent_fleet.policy._files import written_words
 
     produced: dict[str, str] = {}
+    unpacked: list[str] = []  # directories a downloaded archive was unpacked into
     for cmd in commands:
         sources = [name for name in (cmd.program, *cmd.feeders) if name in DOWNLOADERS or name in DECODERS]
         if sources:
             words = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|", "&>", "&>>")]
-            words += written_words(cmd.argv) if cmd.program in DOWNLOADERS else []
+            words += written_words(cmd.argv) + _downloaded_names(cmd) if cmd.program in DOWNLOADERS else []
             for word in words:
                 produced[posixpath.basename(word.rstrip("/"))] = sources[0]
-        if not produced:
-            continue
         operands = [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
+        from_download = bool(sources) or any(posixpath.basename(o) in produced for o in operands)
+        if cmd.program in _EXTRACTORS and from_download:
+            values = [
+                cmd.argv[i + 1] for i, a in enumerate(cmd.argv[:-1]) if a in ("-C", "--directory", "-d")
+            ]
+            unpacked += values or ["."]
+            continue
+        if not produced and not unpacked:
+            continue
         runs = [cmd.program]
-        if is_executor(cmd.program) or cmd.program in SHELLS:
-            runs += operands[:1]
+        if is_executor(cmd.program) or cmd.program in SHELLS or cmd.program in _INSTALLS_FILE:
+            runs += operands[:1] if cmd.program not in _INSTALLS_FILE else operands
+        raw = next((w for w in cmd.written if "/" in w and posixpath.basename(w) == cmd.program), "")
         for run in runs:
             source = produced.get(posixpath.basename(run))
             if source is not None:
                 rule = "download-to-shell" if source in DOWNLOADERS else "decoder-to-shell"
                 return Violation(rule=rule, reason=f"{run!r} runs a file written by {source}")
+        for run in [raw, *runs[1:]]:
+            inside = any(
+                (d == "." and "/" in run and not run.startswith(("/", "~", "$")))
+                or posixpath.normpath(run).startswith(posixpath.normpath(d).rstrip("/") + "/")
+                for d in unpacked
+            )
+            if run and inside:
+                return Violation(
+                    rule="download-to-shell", reason=f"{run!r} runs a file from a downloaded archive"
+                )
     return None
 
 

@@ -486,7 +486,10 @@ class Walker:
                         made = self._sink.commands[first:]
                         script_texts.extend(t for t in map(output_text, made) if t is not None)
         for sub in raw.substitutions:
-            self.walk(sub, ctx)
+            if self.text(sub).startswith(">("):  # `curl URL > >(bash)`: it reads what the command writes
+                outputs.append(sub)
+            else:
+                self.walk(sub, ctx)
         reading = self._feed(raw, ctx)
         substituted: dict[str, None] = {}
         for cmd in self._sink.commands[start:]:
