@@ -5,9 +5,12 @@ redirections and code we cannot see) and a ``RuleContext``; it returns a ``Viola
 rule id, or ``None``. ``find_violation`` runs them in a fixed order and returns the first that fires:
 script-level fork bomb and opaque code first, then every command in execution order (for each: the
 program-specific rule, git, whole-system commands, download-to-shell, decoder-to-shell, credentials,
-written paths, privilege escalation), then redirections, then files written from a download or decoder
-and run later. So ``sudo rm -rf /`` reports ``rm-root``, the more specific reason. Path judgments live in
-``_files``, git in ``_git``, whole-system commands in ``_system``.
+written paths, privilege escalation, links, more of the machine, secrets shown, shell escapes and
+command lines held in unknown variables), then redirections, then files written from a download or
+decoder and run later, repositories cloned and run. So ``sudo rm -rf /`` reports ``rm-root``, the more
+specific reason. Path judgments live in ``_files`` (through ``_links``), git in ``_git``, whole-system
+commands in ``_system`` and ``_machine``, secrets shown in ``_secret_use``; files the command writes and
+then runs are followed by the walker (``_later``).
 
 Documented choices:
 
