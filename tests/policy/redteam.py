@@ -518,6 +518,12 @@ DANGEROUS: dict[str, list[str]] = {
         "cp -s /etc/passwd pw && echo x >> pw",
         "ln -s /etc/cron.d c && cp job c/",
         "mkdir d && ln -s /var/lib d/lib && rm -rf d/lib/",
+        "ln -sfn / ./data && rm -rf ./data/*",
+        "ln -s /etc/passwd p && sed -i 's/x/y/' p",
+        "ln --symbolic / r && find r/ -delete",
+        "python3 -c \"import os; os.symlink(os.path.expanduser('~'), 'h')\" && rm -rf h/",
+        "bindfs / ./mnt && rm -rf mnt/",
+        "cp -rs / mirror && rm -rf mirror/etc",
     ],
     "outside-writes": [
         "tar -xPf a.tar",

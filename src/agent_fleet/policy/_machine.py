@@ -263,6 +263,8 @@ def machine_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
         return Violation(rule="system", reason="journalctl --vacuum/--rotate deletes the system's logs")
     if program in _IPTABLES:
         return _firewall(program, args)
+    if program in ("bindfs", "mount.fuse", "mount.bindfs") and args:
+        return Violation(rule="system", reason=f"{program} mounts one tree onto another")
     if program == "cryptsetup" and _CRYPTSETUP & set(args):
         return Violation(rule="disk-write", reason="cryptsetup formats or erases an encrypted volume")
     if program in ("vgremove", "pvremove", "vgreduce", "lvreduce"):
