@@ -206,8 +206,8 @@ def _needs_data(command: str) -> bool:
         commands = parse_command(command)
     except UnparsableCommand:
         return True
-    if re.search(r"\b(export|declare|typeset)\s+(-\w+\s+)*\w+=", command):
-        return True
+    if re.search(r"\b(export|declare|typeset)\s+(-\w+\s+)*\w+=", command) or re.search(r"\w=\$\(", command):
+        return True  # an environment variable, or a variable holding what a (fake) program printed
     sources = set(FAKES) | _DATA_BUILTINS
     return any(
         set(cmd.feeders) & sources

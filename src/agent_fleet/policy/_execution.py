@@ -246,7 +246,13 @@ _VARIABLE_WORD = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*(?:\[(?:[@*]|\d+)\])?\}
 
 def lone_dynamic(cmd: SimpleCommand) -> Violation | None:
     """``$cmd`` or ``"${a[@]}"`` alone, with a value we cannot know (``read``, ``printf -v``,
-    ``readarray``, the environment): a whole command line nobody can see, like ``eval "$cmd"``."""
+    ``readarray``, the environment): a whole command line nobody can see, like ``eval "$cmd"``. And a
+    program word that is still a decoder's or a download's output, by way of a variable
+    (``x=$(base64 -d <<< ...); $x``)."""
+    inner = re.match(r"(?:\$\(|`)\s*([\w.-]+)", cmd.program)
+    if inner is not None and (inner.group(1) in DECODERS or inner.group(1) in DOWNLOADERS):
+        rule = "download-to-shell" if inner.group(1) in DOWNLOADERS else "decoder-to-shell"
+        return Violation(rule=rule, reason=f"the command is what {inner.group(1)} produces")
     if len(cmd.argv) != 1 or cmd.carrier or not _VARIABLE_WORD.fullmatch(cmd.program):
         return None  # `eval "$(ssh-agent -s)"`: a substitution's output is the substitution rules' case
     return Violation(
