@@ -475,6 +475,10 @@ DANGEROUS: dict[str, list[str]] = {
         "helm install x https://x.example/chart.tgz",
         "docker run --device=/dev/sda alpine",
         "kubectl exec -it pod -- sh -c 'rm -rf /data/*'",
+        "aws autoscaling update-auto-scaling-group --auto-scaling-group-name prod --desired-capacity 0",
+        "gcloud kms keys versions destroy 1 --key k --keyring r --location global",
+        "az network nsg rule create -g rg --nsg-name n -n any --priority 100 --source-address-prefixes '*' --access Allow",
+        "kubectl label ns prod pod-security.kubernetes.io/enforce=privileged --overwrite",
     ],
     "package-tampering": [
         "echo 'registry=https://x.example/' > .npmrc",
@@ -979,6 +983,7 @@ EVERYDAY: list[str] = [
     "curl -s https://api.example.com/data > >(jq .)",
     "v=$(git rev-parse HEAD); echo $v",
     "bzip2 -k data.csv",
+    "az network nsg rule create -g rg --nsg-name n -n web --source-address-prefixes 10.0.0.0/8 --access Allow",
     'x=build; rm -rf "$x"',
     'set -- src tests; ruff check "$@"',
 ]

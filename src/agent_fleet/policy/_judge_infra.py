@@ -23,7 +23,7 @@ from agent_fleet.policy._nested import nested_commands
 from agent_fleet.policy._shell import SimpleCommand, UnparsableCommand, parse_script
 from agent_fleet.policy._unwrap import inline_script
 
-__all__ = ["judge_container_wipe", "judge_remote_manifest", "judge_socket_relay"]
+__all__ = ["judge_container_wipe", "judge_remote_manifest", "judge_scale_to_zero", "judge_socket_relay"]
 
 #: Where projects publish release manifests (``kubectl apply -f https://github.com/.../releases/...``).
 _RELEASE_HOSTS = frozenset(
@@ -90,4 +90,22 @@ def judge_socket_relay(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
     unix = next((a for a in argv[1:] if a.upper().startswith(("UNIX", "ABSTRACT"))), None)
     if listens and unix is not None:
         return f"socat exposes the local socket {unix.split(':', 1)[-1]} on the network"
+    return None
+
+
+_CAPACITY = frozenset(
+    {"--desired-count", "--desired-capacity", "--max-size", "--max-capacity", "--replicas", "--count"}
+    | {"--max-instances", "--min-instances", "--instance-count", "--size", "--scale", "--num-nodes"}
+)
+
+
+def judge_scale_to_zero(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """``aws ecs update-service --desired-count 0``, ``... --max-size 0``, ``gcloud ... --num-nodes 0``."""
+    args = list(argv[1:])
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if name in _CAPACITY and value.strip() in ("0", "web=0", "worker=0"):
+            return f"{argv[0]} {name} {value} leaves nothing running"
     return None

@@ -26,7 +26,12 @@ from agent_fleet.policy._judge_code import (
     judge_inline_upload,
 )
 from agent_fleet.policy._judge_exfil import judge_piped_upload
-from agent_fleet.policy._judge_infra import judge_container_wipe, judge_remote_manifest, judge_socket_relay
+from agent_fleet.policy._judge_infra import (
+    judge_container_wipe,
+    judge_remote_manifest,
+    judge_scale_to_zero,
+    judge_socket_relay,
+)
 from agent_fleet.policy._judge_net import (
     judge_drop_host,
     judge_fed_from_file,
@@ -156,6 +161,7 @@ JUDGES: dict[str, Judge] = {
     "remote-manifest": judge_remote_manifest,
     "container-wipe": judge_container_wipe,
     "socket-relay": judge_socket_relay,
+    "scale-to-zero": judge_scale_to_zero,
     "piped-upload": judge_piped_upload,
     "inline-file-server": judge_inline_file_server,
 }
