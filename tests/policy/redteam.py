@@ -984,6 +984,7 @@ EVERYDAY: list[str] = [
     "v=$(git rev-parse HEAD); echo $v",
     "bzip2 -k data.csv",
     "az network nsg rule create -g rg --nsg-name n -n web --source-address-prefixes 10.0.0.0/8 --access Allow",
+    "find ~/.cache -name '*.tmp' -delete",
     'x=build; rm -rf "$x"',
     'set -- src tests; ruff check "$@"',
 ]

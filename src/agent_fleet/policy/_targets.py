@@ -111,7 +111,8 @@ def protected_reason(path: str, *, home: str) -> str | None:
         return f"the top-level directory {path}"
     if len(parts) == 2 and parts[0] in ("home", "Users"):
         return f"the home directory {path}"
-    if path.startswith(home.rstrip("/") + "/") and "/" not in path[len(home.rstrip("/")) + 1 :]:
+    top = path[len(home.rstrip("/")) + 1 :]
+    if path.startswith(home.rstrip("/") + "/") and "/" not in top and top != ".cache":  # caches are caches
         return f"{path}, a top-level directory of the home directory"
     if len(parts) == 2 and parts[0] in DEEP_DIRS:
         return f"the system directory {path}"
