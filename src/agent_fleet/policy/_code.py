@@ -45,7 +45,10 @@ _LANGUAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"php[0-9.]*"), "php"),
     (re.compile(r"lua(jit)?[0-9.]*"), "lua"),
     (re.compile(r"tclsh[0-9.]*|wish|expect"), "tcl"),
-    (re.compile(r"pwsh|powershell|osascript|Rscript|julia|groovy|jshell|scala|kotlin"), "other"),
+    (
+        re.compile(r"pwsh|powershell|osascript|Rscript|julia|groovy|jshell|scala|kotlin|emacs|guile|racket"),
+        "other",
+    ),
 )
 # (language, option letters whose value is code, long options whose value is code)
 _CODE_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -178,6 +181,12 @@ class _Python(ast.NodeVisitor):
                     parts = [self.literal(arg) for arg in args]
                     if all(p is not None for p in parts):
                         return posixpath.join(*[p or "" for p in parts])
+                if (
+                    name in ("expanduser", "resolve", "absolute")
+                    and isinstance(func, ast.Attribute)
+                    and not args
+                ):
+                    return self.literal(func.value)  # `Path('~').expanduser()`: the path it is called on
                 if name in ("expanduser", "Path", "PurePath", "PosixPath", "abspath", "realpath", "str"):
                     return self.literal(args[0]) if args else ("." if name != "str" else None)
                 if name == "home":
@@ -251,6 +260,11 @@ class _Python(ast.NodeVisitor):
             self.found.append(Inner("argv", argv=("cp", "-r", self._target(first), self._target(args[1]))))
         elif name in ("chmod", "chown", "lchown") and receiver in ("os", "shutil") and first is not None:
             self.found.append(Inner("argv", argv=("chmod", "-R", "777", self._target(first))))
+        elif name in ("truncate", "ftruncate") and receiver in ("os", "posix") and first is not None:
+            self.found.append(Inner("argv", argv=("truncate", "-s", "0", self._target(first))))
+        elif name in ("symlink", "link") and receiver in ("os", "posix") and len(args) > 1:
+            flag = "-s" if name == "symlink" else "-f"
+            self.found.append(Inner("argv", argv=("ln", flag, self._target(first), self._target(args[1]))))
         elif name in _KILL and receiver in ("os", "posix") and first is not None:
             self.found.append(Inner("argv", argv=("kill", "-9", self._target(first))))
         elif name == "fork" or name == "forkpty":
@@ -338,120 +352,6 @@ def _path_of(func: ast.AST) -> ast.AST | None:
     return func.value if isinstance(func, ast.Attribute) else None
 
 
-# --------------------------------------------------------------------------------------------------
-# Other languages, by patterns.
-
-_STRING = r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)"""
-_RUN_PATTERN = re.compile(
-    r"\b(?:system|exec|execSync|spawnSync|execFileSync|spawn|execFile|popen|shell_exec|passthru|proc_open"
-    r"|qx|pcntl_exec|IO\.popen|Open3\.\w+|%x|os\.execute|io\.popen|exec_command|Process\.(?:start|run))"
-    r"\s*[({]?\s*(?:\[\s*)?" + _STRING
-)
-_RUN_ANY = re.compile(
-    r"\b(?:system|execSync|spawnSync|execFileSync|shell_exec|passthru|proc_open|popen|pcntl_exec"
-    r"|child_process|os\.execute|io\.popen|Open3|Process\.(?:start|run)|exec\s*\(|spawn\s*\()"
-)
-_BACKTICK = re.compile(
-    r"`((?:[^`\\]|\\.)+)`|\bqx\s*(?:\((.*?)\)|\{(.*?)\}|\[(.*?)\]|/(.*?)/|\|(.*?)\||<(.*?)>)", re.DOTALL
-)
-_WRITE_PATTERN = re.compile(
-    r"\b(?:writeFileSync|appendFileSync|writeFile|appendFile|createWriteStream|file_put_contents"
-    r"|File\.write|IO\.write|Deno\.writeTextFile(?:Sync)?|Bun\.write|io\.open\s*\([^)]*['\"][wa]['\"]\s*\)"
-    r"|File\.open(?=\s*\([^)]*,\s*['\"][wa+]))\s*\(?\s*"
-)
-_PERL_OPEN = re.compile(r"\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*['\"]\s*(?:>>?|\+<)\s*([^'\"]+)['\"]")
-
-
-def _home_form(text: str) -> str:
-    """``$ENV{HOME}/.x``, ``$HOME/.x``, ``os.homedir()+'/.x'`` -> ``~/.x``; other text as it is."""
-    match = re.match(r"\s*(?:\$ENV\{HOME\}|\$HOME|\$\{HOME\}|~)(/.*)", text)
-    return "~" + match.group(1) if match else text.strip()
-
-
-def _written_target(code: str, pos: int) -> str:
-    """The file a write call names: its literal argument, or a home dotfile its expression builds."""
-    literal = _LITERAL.match(code, pos)
-    if literal is not None:
-        return _home_form(_first_string(literal))
-    argument = code[pos : pos + 200].split(",", 1)[0]
-    dotfile = _HOME_DOTFILE.search(argument)
-    return "~/" + dotfile.group(1) if dotfile else UNKNOWN
-
-
-_REMOVE_PATTERN = re.compile(
-    r"\b(?:rmtree|remove_tree|rm_rf|rm_r|rmSync|rmdirSync|unlinkSync|rimraf|rmdir|unlink|deleteSync"
-    r"|File\.delete|FileUtils\.rm\w*|fs\.rm|fs\.promises\.rm|Deno\.remove|os\.remove|delete_file)"
-    r"\s*\(?\s*(?:\[\s*)?(?:glob\s*\(?\s*)?"
-)
-_FORK = re.compile(r"\bfork\b|\bpcntl_fork\b|Process\.fork|cluster\.fork")
-_EVAL = re.compile(r"\b(?:eval|instance_eval|class_eval|Function|vm\.runIn\w+)\s*\(?\s*(?!['\"`])")
-_DECODE = re.compile(
-    r"base64|decode|\bu?npack|\bpack\b|atob|Buffer\.from|fromCharCode|\\x[0-9a-f]{2}|chr\(", re.I
-)
-_KILL_PATTERN = re.compile(
-    r"\bkill\s*\(?\s*['\"]?(?:-?\d+|\w+)['\"]?\s*,\s*(-1|0|1)\b|\bkill\s+\d+\s*,\s*(-1|0|1)\b"
-)
-_NODE_KILL = re.compile(r"process\.kill\s*\(\s*(-1|0|1)\b")
-_LITERAL = re.compile(_STRING)
-
-
-def _first_string(match: re.Match[str]) -> str:
-    return next((g for g in match.groups() if g is not None), "")
-
-
-def _patterns(code: str) -> list[Inner]:
-    found: list[Inner] = []
-    runs = list(_RUN_PATTERN.finditer(code))
-    for match in runs:
-        words = [_first_string(match)]
-        pos = match.end()
-        while (more := re.compile(r"\s*,\s*\[?\s*" + _STRING).match(code, pos)) is not None:
-            words.append(_first_string(more))
-            pos = more.end()
-        if len(words) > 1:
-            found.append(Inner("argv", argv=tuple(words)))
-        else:
-            found.append(Inner("script", text=words[0]))
-    if not runs and _RUN_ANY.search(code):
-        found.append(Inner("opaque", text="inline code runs a command that is not a literal"))
-    for match in _BACKTICK.finditer(code):
-        found.append(Inner("script", text=next((g for g in match.groups() if g is not None), "")))
-    for match in _WRITE_PATTERN.finditer(code):
-        found.append(Inner("argv", argv=("tee", _written_target(code, match.end()))))
-    for match in _PERL_OPEN.finditer(code):
-        found.append(Inner("argv", argv=("tee", _home_form(match.group(1)))))
-    for match in _REMOVE_PATTERN.finditer(code):
-        literal = _LITERAL.match(code, match.end())
-        target = _first_string(literal) if literal else UNKNOWN
-        if literal is None:
-            bare = re.match(r"\s*([~/][^\s;,)\]'\"]*)", code[match.end() :])
-            target = bare.group(1) if bare else UNKNOWN
-        found.append(Inner("argv", argv=("rm", "-rf", target)))
-    if _FORK.search(code):
-        found.append(Inner("opaque", text="inline code forks processes"))
-    if _EVAL.search(code) and _DECODE.search(code):
-        found.append(Inner("opaque", text="inline code evaluates decoded text"))
-    for match in (*_KILL_PATTERN.finditer(code), *_NODE_KILL.finditer(code)):
-        pid = next(g for g in match.groups() if g is not None)
-        found.append(Inner("argv", argv=("kill", "-9", pid)))
-    return found
-
-
-def _literal_paths(code: str) -> list[Inner]:
-    """Every string literal that looks like a path: read (``cat``) so credential rules see it."""
-    found: list[Inner] = []
-    for match in _LITERAL.finditer(code):
-        text = _first_string(match)
-        if text.startswith(("/", "~")) or "/." in text or text.startswith("."):
-            found.append(Inner("argv", argv=("cat", text)))
-    for match in _HOME_DOTFILE.finditer(code):  # HOME + '/.npmrc', "$ENV{HOME}/.netrc", homedir()+'/.aws'
-        found.append(Inner("argv", argv=("cat", "~/" + match.group(1))))
-    return found
-
-
-_HOME_DOTFILE = re.compile(r"/(\.[A-Za-z][\w.-]*(?:/[\w.-]+)*)")
-
-
 def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
     """What ``code`` in ``language`` would run or touch (see the module docstring)."""
     if _depth > 3:
@@ -473,8 +373,12 @@ def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
             except RecursionError:
                 return [Inner("opaque", text="inline code nests too deeply")]
             found.extend(visitor.found)
-            found.extend(_literal_paths(code))
+            from agent_fleet.policy._code_patterns import literal_paths
+
+            found.extend(literal_paths(code))
             return found
-    found.extend(_patterns(code))
-    found.extend(_literal_paths(code))
+    from agent_fleet.policy._code_patterns import literal_paths, patterns  # it builds on Inner
+
+    found.extend(patterns(code))
+    found.extend(literal_paths(code))
     return found

@@ -19,7 +19,16 @@ from agent_fleet.policy._unwrap import (
 )
 from agent_fleet.policy._verdict import RuleContext, Violation
 
-__all__ = ["decoder_to_shell", "download_to_shell", "opaque_script", "run_later", "unresolved_program"]
+__all__ = [
+    "cloned_then_run",
+    "decoder_to_shell",
+    "download_to_shell",
+    "lone_dynamic",
+    "opaque_script",
+    "run_later",
+    "shell_escape",
+    "unresolved_program",
+]
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -86,27 +95,166 @@ def opaque_script(cmd: SimpleCommand) -> Violation | None:
     return None
 
 
+#: Programs that run or install (running its scripts) the file they are given.
+_INSTALLS_FILE = frozenset({"dpkg", "rpm", "apt", "apt-get", "yum", "dnf", "zypper", "installer", "msiexec"})
+_EXTRACTORS = frozenset({"tar", "bsdtar", "gtar", "unzip", "7z", "cpio", "gunzip", "bunzip2", "unxz"})
+
+
+def _downloaded_names(cmd: SimpleCommand) -> list[str]:
+    """Files a downloader names after the URL: ``curl -O``/``-LO``, ``wget URL`` (no ``-O``)."""
+    urls = [a for a in cmd.argv[1:] if "://" in a]
+    remote_name = cmd.program == "wget" and not any(
+        a.startswith(("-O", "--output-document")) for a in cmd.argv
+    )
+    remote_name = remote_name or any(
+        a in ("--remote-name", "--remote-name-all") or re.fullmatch(r"-[a-zA-Z]*O[a-zA-Z]*", a)
+        for a in cmd.argv
+    )
+    return [posixpath.basename(u.split("?", 1)[0].rstrip("/")) for u in urls] if remote_name else []
+
+
 def run_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violation | None:
-    """A file written from a download or decoder, then run (``curl -o x.sh URL; sh x.sh``)."""
+    """A file written from a download or decoder, then run (``curl -o x.sh URL; sh x.sh``), installed
+    (``wget URL/x.deb && dpkg -i x.deb``), or taken from an archive a download unpacked
+    (``curl URL | tar xz && ./p/install``)."""
     from agent_fleet.policy._files import written_words
 
     produced: dict[str, str] = {}
+    unpacked: list[str] = []  # directories a downloaded archive was unpacked into
     for cmd in commands:
         sources = [name for name in (cmd.program, *cmd.feeders) if name in DOWNLOADERS or name in DECODERS]
         if sources:
             words = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|", "&>", "&>>")]
-            words += written_words(cmd.argv) if cmd.program in DOWNLOADERS else []
+            words += written_words(cmd.argv) + _downloaded_names(cmd) if cmd.program in DOWNLOADERS else []
             for word in words:
                 produced[posixpath.basename(word.rstrip("/"))] = sources[0]
-        if not produced:
-            continue
         operands = [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
+        from_download = bool(sources) or any(posixpath.basename(o) in produced for o in operands)
+        if cmd.program in _EXTRACTORS and from_download:
+            values = [
+                cmd.argv[i + 1] for i, a in enumerate(cmd.argv[:-1]) if a in ("-C", "--directory", "-d")
+            ]
+            unpacked += values or ["."]
+            continue
+        if not produced and not unpacked:
+            continue
         runs = [cmd.program]
-        if is_executor(cmd.program) or cmd.program in SHELLS:
-            runs += operands[:1]
+        if is_executor(cmd.program) or cmd.program in SHELLS or cmd.program in _INSTALLS_FILE:
+            runs += operands[:1] if cmd.program not in _INSTALLS_FILE else operands
+        raw = next((w for w in cmd.written if "/" in w and posixpath.basename(w) == cmd.program), "")
         for run in runs:
             source = produced.get(posixpath.basename(run))
             if source is not None:
                 rule = "download-to-shell" if source in DOWNLOADERS else "decoder-to-shell"
                 return Violation(rule=rule, reason=f"{run!r} runs a file written by {source}")
+        for run in [raw, *runs[1:]]:
+            inside = any(
+                (d == "." and "/" in run and not run.startswith(("/", "~", "$")))
+                or posixpath.normpath(run).startswith(posixpath.normpath(d).rstrip("/") + "/")
+                for d in unpacked
+            )
+            if run and inside:
+                return Violation(
+                    rule="download-to-shell", reason=f"{run!r} runs a file from a downloaded archive"
+                )
     return None
+
+
+_MAKES = frozenset({"make", "gmake", "bmake"})
+
+
+def _clone_dir(argv: Sequence[str]) -> str | None:
+    """The directory ``git clone URL [DIR]`` makes: DIR, or the URL's last component without ``.git``."""
+    from agent_fleet.policy._writes import split_options
+
+    rest = list(argv[argv.index("clone") + 1 :])
+    _, operands = split_options(
+        rest, "obcujl", ("--origin", "--branch", "--config", "--depth", "--template", "--reference")
+    )
+    if len(operands) > 1:
+        return posixpath.normpath(operands[1])
+    if operands:
+        name = posixpath.basename(operands[0].rstrip("/").split(":")[-1]).removesuffix(".git")
+        return name or None
+    return None
+
+
+def _under(word: str, roots: Sequence[str]) -> bool:
+    path = posixpath.normpath(word)
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def cloned_then_run(commands: Sequence[SimpleCommand]) -> Violation | None:
+    """A repository cloned and then run by the same command (``git clone URL r && cd r && ./install.sh``,
+    ``bash r/setup.sh``, ``make -C r install``): code fetched on the spot, run with no review."""
+    clones: list[str] = []
+    inside = False
+    for cmd in commands:
+        if cmd.program == "git" and "clone" in cmd.argv:
+            found = _clone_dir(cmd.argv)
+            clones += [found] if found else []
+            continue
+        if not clones:
+            continue
+        operands = [arg for arg in cmd.argv[1:] if not arg.startswith("-")]
+        if cmd.program in ("cd", "pushd"):
+            inside = bool(operands) and _under(operands[0], clones)
+            continue
+        raw = next((w for w in cmd.written if "/" in w and posixpath.basename(w) == cmd.program), "")
+        runs = [raw] if raw else []
+        if cmd.program in SHELLS or cmd.program in ("source", ".") or is_executor(cmd.program):
+            runs += operands[:1]
+        if cmd.program in _MAKES:
+            values = [
+                cmd.argv[i + 1] for i, a in enumerate(cmd.argv[:-1]) if a in ("-C", "-f", "--directory")
+            ]
+            runs += values
+            if inside:
+                runs.append(".")
+        for word in runs:
+            if _under(word, clones) or (inside and word and not word.startswith(("/", "~", "$"))):
+                return Violation(
+                    rule="download-to-shell",
+                    reason=f"{cmd.program} runs {word!r} from a repository cloned by the same command",
+                )
+    return None
+
+
+#: Programs whose way of starting a shell is a known escape (GTFOBins): the shell they start runs
+#: whatever reaches it, which nothing here can see.
+_ESCAPES = frozenset(
+    {"find", "awk", "gawk", "mawk", "nawk", "vim", "vi", "nvim", "ex", "less", "more", "man", "script"}
+    | {"nsenter", "chroot", "unshare", "capsh", "setpriv", "flock", "ionice", "taskset", "expect", "gdb"}
+    | {"python", "python3", "perl", "ruby", "node", "php", "lua", "tclsh", "socat", "git"}
+)
+
+
+def shell_escape(cmd: SimpleCommand) -> Violation | None:
+    """A shell with nothing to run (no ``-c``, no script, no known input) started by another program:
+    ``find . -exec /bin/sh -p \\;``, ``awk 'BEGIN{system("/bin/sh")}'``, ``script -qc bash``."""
+    if cmd.program not in SHELLS or cmd.carrier or cmd.feeders or cmd.stdin:
+        return None
+    operands = [a for a in cmd.argv[1:] if not a.startswith(("-", "+"))]
+    escapes = [w for w in cmd.wrappers if w in _ESCAPES]
+    if operands or not escapes or any(r.op in ("<", "<<", "<<-", "<<<") for r in cmd.redirects):
+        return None
+    return Violation(rule="opaque-code", reason=f"{escapes[-1]} starts an interactive shell")
+
+
+_VARIABLE_WORD = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*(?:\[(?:[@*]|\d+)\])?\}?")
+
+
+def lone_dynamic(cmd: SimpleCommand) -> Violation | None:
+    """``$cmd`` or ``"${a[@]}"`` alone, with a value we cannot know (``read``, ``printf -v``,
+    ``readarray``, the environment): a whole command line nobody can see, like ``eval "$cmd"``. And a
+    program word that is still a decoder's or a download's output, by way of a variable
+    (``x=$(base64 -d <<< ...); $x``)."""
+    inner = re.match(r"(?:\$\(|`)\s*([\w.-]+)", cmd.program)
+    if inner is not None and (inner.group(1) in DECODERS or inner.group(1) in DOWNLOADERS):
+        rule = "download-to-shell" if inner.group(1) in DOWNLOADERS else "decoder-to-shell"
+        return Violation(rule=rule, reason=f"the command is what {inner.group(1)} produces")
+    if len(cmd.argv) != 1 or cmd.carrier or not _VARIABLE_WORD.fullmatch(cmd.program):
+        return None  # `eval "$(ssh-agent -s)"`: a substitution's output is the substitution rules' case
+    return Violation(
+        rule="dynamic-command", reason=f"{cmd.program!r} runs a command line that cannot be known"
+    )

@@ -29,7 +29,15 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from agent_fleet.policy._secrets import HOME_CREDENTIALS, SYSTEM_CREDENTIALS
+from agent_fleet.policy._hosts import host_of
+from agent_fleet.policy._judge_supply import well_known
+from agent_fleet.policy._links import through_links, virtual_links
+from agent_fleet.policy._secrets import (
+    HOME_CREDENTIALS,
+    SECRET_PRINTERS,
+    SYSTEM_CREDENTIALS,
+    secret_goes_home,
+)
 from agent_fleet.policy._shell import Redirect, SimpleCommand
 from agent_fleet.policy._targets import inside, resolve_target
 from agent_fleet.policy._verdict import VIRTUAL_CWD, RuleContext, Violation
@@ -52,12 +60,22 @@ _SYSTEM_TREES = frozenset(
     | {"var", "nix", "System", "Library", "Applications", "private", "proc", "sys", "run", "cores", "dev"}
 )
 _HOME_SAFE = (".cache",)
+#: Package caches under the home directory: clearing one costs a download, nothing else.
+_HOME_CACHES = (
+    ".npm/_cacache", ".npm/_npx", ".npm/_logs", ".gradle/caches", ".m2/repository", ".cargo/registry",
+    ".cargo/git", ".pnpm-store", ".yarn/cache", ".bun/install/cache", "Library/Caches", ".local/share/pnpm",
+    ".nuget/packages", ".ivy2/cache", ".sbt/boot", ".conda/pkgs", ".gem/ruby",
+)  # fmt: skip
 #: Programs that copy whole trees: a home directory (or ~/.config) carries every credential with it.
 _ARCHIVERS = frozenset({"cp", "tar", "zip", "7z", "rsync", "scp", "rclone", "cpio", "bsdtar", "gtar"})
 _PATH_TOKEN = re.compile(r"(?:~|\$HOME|\$\{HOME\}|/)[^\s;|&)'\"`]*")
 _KEY_USERS = frozenset({"ssh", "scp", "sftp", "ssh-add", "ssh-keygen", "ssh-copy-id", "autossh", "mosh"})
 _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", "&>|"})
 _READ_OPS = frozenset({"<", "<>"})
+#: A repository's hooks and configuration: what is written there runs on later git commands.
+_GIT_CODE = re.compile(
+    r"/\.git/(?:hooks(?:/|$)|config$|config\.worktree$|modules/.+/(?:hooks(?:/|$)|config$))"
+)
 
 _READ_HARMLESS = (".ssh/known_hosts", ".ssh/*.pub")
 _METADATA_ONLY = frozenset({"ls", "stat", "test", "[", "du", "exa", "eza", "tree", "realpath", "readlink"})
@@ -72,23 +90,7 @@ NETWORK = frozenset(
     | {"mailx", "mutt", "openssl", "rsync", "smbclient", "ncftp", "ping", "websocat", "gsutil", "rclone"}
     | {"s3cmd", "httpie", "powershell", "pwsh", "cadaver", "lftp", "axel", "fetch"}
 )
-#: Programs (and the words that must be among their arguments) that print stored credentials.
-_SECRET_COMMANDS: dict[str, tuple[str, ...]] = {
-    "git": ("credential", "fill"),
-    "gh": ("auth", "token"),
-    "kubectl": ("config", "--raw"),
-    "gcloud": ("print-access-token",),
-    "az": ("get-access-token",),
-    "aws": ("export-credentials",),
-    "vault": ("token", "lookup"),
-    "op": ("read",),
-    "pass": ("show",),
-    "docker-credential-desktop": ("get",),
-    "docker-credential-secretservice": ("get",),
-    "docker-credential-pass": ("get",),
-    "secret-tool": ("lookup",),
-    "keyring": ("get",),
-}
+_REROUTES = ("--resolve", "--connect-to", "--doh-url", "--dns-servers", "--unix-socket", "--abstract-unix")
 _ENV_DUMPERS = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
 _SECRET_VAR = re.compile(
     r"\$\{?[A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|SESSION_KEY)"
@@ -115,6 +117,8 @@ def _variants(word: str, ctx: RuleContext) -> Iterator[str]:
             path = resolve_target(candidate, cwd=cwd, home=ctx.home)
             if path is not None:
                 yield path
+                yield from through_links(path, ctx)
+        yield from virtual_links(candidate, ctx)
 
 
 def _home_relative(path: str, home: str) -> str | None:
@@ -188,7 +192,8 @@ def vital_reason(path: str, ctx: RuleContext) -> str | None:
         if owner != ctx.home and not path.startswith(ctx.home.rstrip("/") + "/") and path != ctx.home:
             return f"{path} is in another user's home"
         first = rel.split("/", 1)[0]
-        if (first.startswith(".") or first in ("bin", "Library")) and first not in _HOME_SAFE:
+        cache = any(rel == c or rel.startswith(c + "/") for c in _HOME_CACHES)
+        if (first.startswith(".") or first in ("bin", "Library")) and first not in _HOME_SAFE and not cache:
             return f"{path} is the user's configuration or start-up files (~/{first})"
         return None
     parts = [part for part in path.split("/") if part]
@@ -234,7 +239,19 @@ def escapes(word: str) -> bool:
     return posixpath.normpath(word).split("/", 1)[0] == ".."
 
 
+def _git_code(word: str, verb: str) -> Violation:
+    return Violation(
+        rule="git-config-shell",
+        reason=f"{verb} {word!r}: git runs hooks and configured commands from there on later commands",
+    )
+
+
 def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None:
+    if _GIT_CODE.search("/" + posixpath.normpath(word).lstrip("/")):
+        return _git_code(word, verb)
+    base = posixpath.basename(word.rstrip("/"))
+    if base.endswith(".pth") or base in ("sitecustomize.py", "usercustomize.py"):
+        return Violation(rule="vital-path", reason=f"{verb} {word!r}: Python runs it at every start-up")
     if ctx.cwd is None and escapes(word):
         return Violation(
             rule="write-outside-workspace", reason=f"{verb} {word!r} climbs out of the working directory"
@@ -249,6 +266,8 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
             continue
         if path == "/" or path == ctx.home:
             return Violation(rule="vital-path", reason=f"{verb} {word!r} writes into {path} itself")
+        if _GIT_CODE.search(path):
+            return _git_code(word, verb)
         why = vital_reason(path, ctx)
         if why is not None:
             return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
@@ -256,7 +275,7 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
             ctx.roots
             and not inside(path, ctx.roots)
             and not _temp(path)
-            and not inside(path, (posixpath.join(ctx.home, ".cache"),))
+            and not inside(path, tuple(posixpath.join(ctx.home, c) for c in (".cache", *_HOME_CACHES)))
             and path not in _HARMLESS
             and not path.startswith(_HARMLESS_TREES)
         ):
@@ -267,10 +286,50 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
     return None
 
 
+_GLOBAL_FLAGS = frozenset({"-g", "--global", "--location=global", "--user", "--user-install", "--system"})
+_INSTALLERS = frozenset({"npm", "pnpm", "yarn", "bun", "pip", "pip3", "gem", "cargo", "composer", "deno"})
+
+
+def _special_writes(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
+    """Writes the operand table cannot express: ``mv x /dev/null`` replaces the device node; a global
+    or per-user install (``npm i -g``, ``pip install --user``, ``yarn global add``) writes programs
+    onto the PATH outside the workspace (well-known tools excepted: ``npm i -g pnpm``); ``git
+    worktree add`` may make a tree beside the workspace (what worktrees are for) but not in a system
+    or home location."""
+    args = cmd.argv[1:]
+    if cmd.program == "mv" and len(args) >= 2 and not args[-1].startswith("-"):
+        dest = posixpath.normpath(args[-1])
+        if dest.startswith("/dev/") and not dest.startswith((*_HARMLESS_TREES, "/dev/shm/")):
+            return Violation(rule="disk-write", reason=f"mv onto {dest} replaces the device node")
+    if cmd.program in _INSTALLERS:
+        words = [a for a in args if not a.startswith("-")]
+        installing = bool({"install", "i", "add", "global", "update", "upgrade"} & set(words[:2]))
+        packages = [w for w in words if w not in ("install", "i", "add", "global", "update", "upgrade")]
+        if installing and (_GLOBAL_FLAGS & set(args) or words[:1] == ["global"]) and not well_known(packages):
+            return Violation(
+                rule="write-outside-workspace",
+                reason=f"{cmd.program} installing globally or per user writes outside the workspace",
+            )
+    if cmd.program == "git" and "worktree" in args and "add" in args:
+        rest = [a for a in args[args.index("add") + 1 :] if not a.startswith("-")]
+        for word in rest[:1]:
+            for path in _variants(word, ctx):
+                why = vital_reason(path, ctx)
+                if why is not None:
+                    return Violation(rule="vital-path", reason=f"git worktree add {word!r}: {why}")
+        return None
+    return None
+
+
 def path_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """``vital-path``/``write-outside-workspace`` for the files ``cmd`` writes; ``crontab``."""
     if cmd.program == "crontab" and not ({"-l", "-h", "--help"} & set(cmd.argv[1:])):
         return Violation(rule="vital-path", reason="crontab installs jobs that run outside the session")
+    found = _special_writes(cmd, ctx)
+    if found is not None:
+        return found
+    if cmd.program in ("ln", "link") or (cmd.program == "cp" and "-s" in cmd.argv):
+        ctx = replace(ctx, follow_links=False)  # the link itself is made here, not written through
     for word in written_words(cmd.argv):
         if word in ("-", ""):
             continue
@@ -307,6 +366,27 @@ def _option_values(word: str) -> list[str]:
     return parts
 
 
+_PRINTERS = tuple(
+    (re.compile(program), tuple(tuple(re.compile(word) for word in words) for words in alternatives))
+    for program, alternatives in SECRET_PRINTERS
+)
+
+
+def _prints_secret(argv: Sequence[str]) -> str | None:
+    """The words that make ``argv`` print a stored secret (``aws secretsmanager get-secret-value``)."""
+    if not argv:
+        return None
+    args = argv[1:]
+    for program, alternatives in _PRINTERS:
+        if not program.fullmatch(argv[0]):
+            continue
+        for words in alternatives:
+            hits = [next((a for a in args if word.fullmatch(a)), None) for word in words]
+            if all(hit is not None for hit in hits):
+                return " ".join(hit for hit in hits if hit is not None)
+    return None
+
+
 def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     """``credential-access`` for ``cmd`` (see the module docstring)."""
     program = cmd.program
@@ -314,13 +394,9 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
         arg.startswith(("--export-secret", "--export-ssh-key")) for arg in cmd.argv
     ):
         return Violation(rule="credential-access", reason="gpg exports secret keys")
-    if program == "security" and any(
-        a in ("find-generic-password", "find-internet-password", "dump-keychain") for a in cmd.argv
-    ):
-        return Violation(rule="credential-access", reason="security reads the keychain")
-    secret = _SECRET_COMMANDS.get(program)
-    if secret is not None and all(word in cmd.argv[1:] for word in secret):
-        return Violation(rule="credential-access", reason=f"{program} {' '.join(secret)} prints credentials")
+    printed = _prints_secret(cmd.argv)
+    if printed is not None:
+        return Violation(rule="credential-access", reason=f"{program} {printed} prints stored secrets")
     if program not in _METADATA_ONLY:
         words = list(cmd.argv[1:])
         if program in ("tar", "bsdtar", "gtar", "zip", "rsync"):  # `tar -C ~ .ssh`: operands in DIR
@@ -366,10 +442,15 @@ def credential_violation(cmd: SimpleCommand, ctx: RuleContext) -> Violation | No
             *(r.target for r in cmd.redirects if r.op in ("<<<", "<<", "<<-")),
             *(word for argv in cmd.stdin for word in argv[1:]),
         ]
-        for word in texts:
-            if _SECRET_VAR.search(word):
+        secret = next((word for word in texts if _SECRET_VAR.search(word)), None)
+        if secret is not None:
+            names = {m.group(0).lstrip("${") for word in texts for m in _SECRET_VAR.finditer(word)}
+            hosts = {h for h in (host_of(a, bare=program in ("curl", "wget")) for a in cmd.argv[1:]) if h}
+            if any(a.startswith(_REROUTES) for a in cmd.argv[1:]):
+                hosts.add("?")  # `--resolve api.openai.com:443:IP`: the name no longer says where it goes
+            if not secret_goes_home(names, hosts):
                 return Violation(
-                    rule="credential-access", reason=f"{program} sends a secret variable: {word!r}"
+                    rule="credential-access", reason=f"{program} sends a secret variable: {secret!r}"
                 )
     return None
 

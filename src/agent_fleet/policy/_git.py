@@ -11,9 +11,10 @@ as ``rm -rf /``.
 ``git_violation(argv)``: ``git-reset-hard``, ``git-push-force``, ``git-worktree-remove``, and
 ``git-destroy`` for everything else that discards uncommitted work or history (``clean``, ``checkout``
 or ``restore`` of a whole tree, ``checkout -f``, ``switch --discard-changes``, ``stash clear|drop``,
-``branch -D``, ``update-ref -d``, ``reflog expire|delete``, ``gc --prune=now``, ``prune``,
-``filter-branch``, ``rm -r`` of a whole tree); ``git-config-shell`` for configuration that runs code we
-cannot see (``core.hooksPath`` elsewhere, ``--config-env``, ``protocol.ext.allow=always``).
+``branch -D``, ``update-ref -d`` or moving a ref, ``symbolic-ref -d``, ``reflog expire|delete``,
+``gc --prune=now``, ``prune``, ``filter-branch``, ``rm -r`` of a whole tree); ``git-config-shell`` for
+configuration that runs code we cannot see (``core.hooksPath`` elsewhere, ``--config-env``,
+``protocol.ext.allow=always``).
 """
 
 from __future__ import annotations
@@ -47,9 +48,24 @@ _ENV_SHELL = frozenset(
 _ENV_OPAQUE = frozenset(
     {"BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PERL5OPT", "PYTHONSTARTUP", "NODE_OPTIONS", "RUBYOPT"}
     | {"GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "ZDOTDIR", "DYLD_INSERT_LIBRARIES", "GCONV_PATH"}
+    # A configuration file of its own (hooks path, fsmonitor, pager ... in a file we cannot see).
+    | {"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"}
+)
+#: NODE_OPTIONS flags that tune node without loading code (`--require`/`--import`/`--loader` do load it).
+_NODE_SAFE = re.compile(
+    r"--(max-old-space-size|max-semi-space-size|stack-size|enable-source-maps|no-warnings|trace-warnings"
+    r"|no-deprecation|trace-deprecation|openssl-legacy-provider|experimental-vm-modules|max-http-header-size"
+    r"|unhandled-rejections|dns-result-order|use-openssl-ca|tls-min-v1\.[0-3]|trace-uncaught|heapsnapshot-near-heap-limit"
+    r"|experimental-specifier-resolution|no-experimental-fetch|disable-warning|expose-gc)(=\S*)?$"
 )
 _GLOBAL_VALUES = frozenset(
     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env", "--exec-path"}
+)
+#: Keys that make the new clone run a command (`git clone -c KEY=VALUE`).
+_CLONE_CODE_KEYS = re.compile(
+    r"core\.(fsmonitor|sshcommand|pager|editor|askpass|hookspath|gitproxy)|alias\..*|credential\..*helper"
+    r"|filter\..*\.(clean|smudge|process)|diff\..*|merge\..*\.driver|protocol\..*\.allow|include\..*",
+    re.IGNORECASE,
 )
 _BROAD = re.compile(r"^(?:\.|\./|\.\./?|:/|:/\*|:\(top\).*|\*|/|\*\*?/?.*|:\(glob\).*|:!.*|:\^.*|\.\*)$")
 
@@ -69,6 +85,8 @@ def env_runs(name: str, value: str) -> list[Inner]:
     """What setting ``name=value`` in a command's environment makes run."""
     if name in _ENV_SHELL:
         return [Inner("script", text=value)] if value else []
+    if name == "NODE_OPTIONS" and all(_NODE_SAFE.match(word) for word in value.split()):
+        return []  # `--max-old-space-size=8192`: tuning, no code loaded
     if name in _ENV_OPAQUE and value:
         return [Inner("opaque", text=f"{name} makes programs load code from {value!r}")]
     if name == "GIT_CONFIG_PARAMETERS":
@@ -249,6 +267,14 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
         if lower.startswith("protocol.") and value.lower() == "always":
             return Violation(rule="git-config-shell", reason=f"{key}=always lets URLs run commands")
     rest = inv.rest
+    if inv.sub in ("clone", "init") and any(a == "--template" or a.startswith("--template=") for a in rest):
+        return Violation(
+            rule="git-config-shell", reason=f"git {inv.sub} --template installs hooks we cannot see"
+        )
+    if inv.sub == "clone":  # `git clone -c core.fsmonitor=CMD URL`: configuration of the new repository
+        for i, arg in enumerate(rest[:-1]):
+            if arg in ("-c", "--config") and _CLONE_CODE_KEYS.match(rest[i + 1].partition("=")[0]):
+                return Violation(rule="git-config-shell", reason=f"git clone {arg} {rest[i + 1]!r} runs code")
     flags, operands, paths = _flags(rest)
     if inv.sub == "config":
         words = [w for w in rest if not w.startswith("-")]
@@ -312,6 +338,12 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
         case "update-ref":
             if _has(flags, "-d", "--stdin"):
                 return _destroy("git update-ref -d/--stdin deletes refs")
+            if len(operands) >= 2:  # like `branch --force`: the commits the ref held are dropped from it
+                return _destroy("git update-ref moves a ref to another commit")
+            return None
+        case "symbolic-ref":
+            if _has(flags, "-d", "--delete"):
+                return _destroy("git symbolic-ref -d deletes HEAD or another symbolic ref")
             return None
         case "reflog":
             if operands[:1] in (["expire"], ["delete"]):

@@ -13,11 +13,18 @@ from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._shell import SimpleCommand
 
-__all__ = ["inline_code", "judge_inline_fork", "judge_inline_shell", "judge_inline_upload"]
+__all__ = [
+    "inline_code",
+    "judge_inline_file_server",
+    "judge_inline_fork",
+    "judge_inline_shell",
+    "judge_inline_upload",
+]
 
 _SOCKET = re.compile(
     r"socket\.socket|socket\(|TCPSocket|TCPServer|fsockopen|stream_socket_client|IO::Socket|Socket::INET"
     r"|socket::|net\.(connect|Socket|createConnection|createServer)|/inet/tcp|UDPSocket|new\s+Socket\("
+    r"|require\(\s*['\"](?:node:)?net['\"]\s*\)|from\s+['\"](?:node:)?net['\"]|Deno\.connect|Bun\.connect"
     r"|use\s+Socket|require\s*\(?\s*['\"]socket|s_client|Net::TCP",
     re.IGNORECASE,
 )
@@ -76,14 +83,15 @@ def judge_inline_shell(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
 
 _SPAWN = re.compile(
     r"child_process|\bspawn|subprocess|Popen|\bsystem\s*\(|os\.exec|\bexec\s*\("
-    r"|Process\.start"
+    r"|Process\.start|Process\s*\(|multiprocessing|Thread\s*\(|Worker\s*\("
 )
 _ENDLESS = re.compile(
     r"while\s*\(?\s*(true|1|True|!0)\s*\)?|for\s*\(\s*;\s*;\s*\)|\bloop\s*(\{|do)|setInterval|repeat\s*\{"
     r"|iter\s*\(\s*int\s*,|itertools\.count|while\s*:\s*|\bredo\b"
 )
 _HUGE_ALLOC = re.compile(
-    r"(\*|\bx|bytearray\(|bytes\(|alloc\(|Array\(|Buffer\.alloc\()\s*(10\s*\*\*\s*|1e)(1[0-9]|[2-9][0-9])\b"
+    r"(\*|\bx|bytearray\(|bytes\(|alloc\w*\(|Array\(|Buffer\.alloc\w*\(|zeros\(|ones\(|empty\(|repeat\()"
+    r"\s*\(?\s*(?:(?:10\s*\*\*\s*|1e)(?:1[0-9]|[2-9][0-9])|2\s*\*\*\s*(?:3[3-9]|[4-9][0-9])|1\s*<<\s*(?:3[3-9]|[4-9][0-9]))\b"
 )
 
 
@@ -122,4 +130,22 @@ def judge_inline_upload(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeConte
             continue
         target = next((h for h in hosts if h), "the network")
         return f"{argv[0]} inline code reading local data and sending it to {target}"
+    return None
+
+
+_LISTENS = re.compile(
+    r"createServer|\.listen\s*\(|HTTPServer|http\.server|SimpleHTTPRequestHandler|TCPServer|serve_forever"
+    r"|Deno\.serve|Bun\.serve|WEBrick|HTTPServer|-run\s+-e\s+httpd|\bbind\s*\("
+)
+_SERVED_ROOT = re.compile(
+    r"homedir\(\)|expanduser\(\s*['\"]~['\"]\s*\)|Path\.home\(\)|Dir\.home|ENV\[['\"]HOME|process\.env\.HOME"
+    r"|getenv\(\s*['\"]HOME|\$ENV\{HOME\}|chdir\(\s*['\"]/['\"]\s*\)|directory\s*=\s*['\"](/|~)['\"]"
+    r"|DocumentRoot\s*=>\s*['\"](/|~)"
+)
+
+
+def judge_inline_file_server(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    for code in inline_code(cmd, argv):
+        if _LISTENS.search(code) and _SERVED_ROOT.search(code):
+            return f"{argv[0]} inline code serving the home directory or / over the network"
     return None

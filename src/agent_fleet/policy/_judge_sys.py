@@ -23,6 +23,7 @@ from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy._shell import SimpleCommand
 
 __all__ = [
+    "infinite_source",
     "judge_answered_yes",
     "judge_container_mount",
     "judge_cpu_burn",
@@ -32,6 +33,7 @@ __all__ = [
     "judge_http_delete",
     "judge_install_source",
     "judge_system_site",
+    "judge_unbounded_parallel",
 ]
 
 _INDEX_OPTIONS = (
@@ -92,6 +94,9 @@ def judge_install_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCont
     # npm-style installs run the package's lifecycle scripts: a git or tarball source is trusted only when
     # the user listed its host, never just because it is the repository's own forge.
     hosts = ctx.hosts if program in _NPM_FAMILY else ctx.hosts.with_forge(ctx.cwd)
+    if program in ("npx", "bunx", "pnpx"):  # `npx tailwindcss -i in.css`: what follows is the tool's
+        first = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
+        args = args[: first + 1]
     sources: list[tuple[str, str | None]] = []
     options = _INDEX_OPTIONS if program in ("conda", "mamba", "micromamba") else (*_INDEX_OPTIONS, "-f")
     for name in options:
@@ -119,7 +124,12 @@ def judge_install_source(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCont
     npm_install = program in _NPM_FAMILY and (
         program in ("npx", "bunx", "pnpx") or bool(set(parsed.positionals[:2]) & _INSTALL_WORDS)
     )
-    for word in (*parsed.positionals, *option_values(args, ("-e", "--editable"))):
+    positionals = parsed.positionals
+    if program in ("npx", "bunx", "pnpx"):  # `npx tsx src/index.ts`: the package, then its arguments
+        positionals = positionals[:1]
+    elif program in _NPM_FAMILY and positionals[:1] and positionals[0] in ("exec", "x", "dlx"):
+        positionals = positionals[:2]
+    for word in (*positionals, *option_values(args, ("-e", "--editable"))):
         sources.extend((word, host) for host in _spec_hosts(word, npm_install))
     if set(parsed.positionals[:2]) & {"install", "i", "ci", "add", "sync", "lock", "update", "upgrade"}:
         sources.extend(_project_indexes(program, ctx))
@@ -231,9 +241,13 @@ _EXEC_KEYS = re.compile(
     r"^(core\.(fsmonitor|sshcommand|pager|editor|askpass|gitproxy)|credential\..*helper|filter\..*\.(clean|smudge|process)"
     r"|diff\..*\.(textconv|command)|diff\.external|merge\..*\.driver|gpg\.(.*\.)?program|sequence\.editor"
     r"|uploadpack\.packobjectshook|core\.hookspath|include\.path|includeif\..*\.path|url\..*\.insteadof"
-    r"|protocol\..*\.allow|http\.sslverify|safe\.directory)$",
+    r"|protocol\..*\.allow|http\.sslverify|safe\.directory|core\.worktree|http\.(.*\.)?proxy"
+    r"|core\.attributesfile|init\.templatedir|pager\..*|interactive\.difffilter)$",
     re.IGNORECASE,
 )
+
+
+_FORGES = frozenset({"github.com", "gitlab.com", "bitbucket.org", "codeberg.org", "ssh.dev.azure.com"})
 
 
 def judge_git_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
@@ -275,6 +289,10 @@ def judge_git_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext)
             ):
                 return None
         return f"git config {key} makes git run or trust something new"
+    if re.fullmatch(r"remote\..*\.(url|pushurl)", key, re.IGNORECASE):
+        host = host_of(value)
+        if host is not None and host not in _FORGES and not ctx.hosts.allows(host):
+            return f"git config {key} sends pushes and fetches to {host}"
     return None
 
 
@@ -377,6 +395,9 @@ def judge_container_mount(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCon
             return f"mounting {path} into a container"
         if path.startswith(("/etc", "/root", "/boot", "/proc", "/sys", "/dev")):
             return f"mounting {path} into a container"
+    for device in option_values(args, ("--device",)):
+        if re.match(r"/dev/(sd|hd|vd|xvd|nvme|mmcblk|md|dm-|loop|mem|kmem|port)", device):
+            return f"handing the device {device.split(':', 1)[0]} to a container"
     return None
 
 
@@ -411,7 +432,8 @@ def _writes_file(cmd: SimpleCommand) -> str | None:
     return None
 
 
-def _infinite_source(argv: Sequence[str]) -> str | None:
+def infinite_source(argv: Sequence[str]) -> str | None:
+    """What makes ``argv`` print without end (``yes``, ``seq inf``, ``cat /dev/zero``), or ``None``."""
     if not argv:
         return None
     if argv[0] == "yes":
@@ -435,7 +457,7 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
         counts = [_size(a[6:]) for a in args if a.startswith("count=")]
         block = next((_size(a[3:]) for a in args if a.startswith(("bs=", "obs="))), 512) or 512
         bounded = bool(counts) and all(c is not None and c * block < _HUGE for c in counts)
-        stdin_infinite = source == "" and any(_infinite_source(a) for a in cmd.stdin)
+        stdin_infinite = source == "" and any(infinite_source(a) for a in cmd.stdin)
         if (
             (source in _INFINITE or stdin_infinite)
             and not bounded
@@ -458,7 +480,7 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
             if size is not None and size >= _HUGE and (any(a in _INFINITE for a in args) or cmd.stdin):
                 return f"head -c {value} writes an enormous file"
         return None
-    own = _infinite_source(argv)
+    own = infinite_source(argv)
     if own is not None:
         target = _writes_file(cmd) or (
             split_args(args).positionals[-1]
@@ -468,7 +490,7 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
         if target is not None:
             return f"{own} into {target} never ends (fills the disk)"
         return None
-    sources = [found for found in map(_infinite_source, cmd.stdin) if found]
+    sources = [found for found in map(infinite_source, cmd.stdin) if found]
     if not sources or any(a and a[0] in _BOUNDS for a in cmd.stdin) or program in _BOUNDS:
         return None
     target = _writes_file(cmd)
@@ -505,3 +527,22 @@ def judge_answered_yes(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
         if redirect.op in ("<<<", "<<", "<<-") and redirect.target.strip() in _YES_WORDS:
             return "the confirmation is answered by a here-string"
     return None
+
+
+def judge_unbounded_parallel(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) -> str | None:
+    """``xargs -P 0`` (or ``parallel -j 0``) fed without end starts processes without limit; ``-P 1000``
+    starts them by the thousand."""
+    args = list(argv[1:])
+    limits = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-P", "--max-procs", "-j", "--jobs")]
+    limits += [a[2:] for a in args if a.startswith(("-P", "-j")) and len(a) > 2]
+    limits += [a.partition("=")[2] for a in args if a.startswith(("--max-procs=", "--jobs="))]
+    numeric = [int(v) for v in limits if v.isdigit()]
+    if any(n >= 500 for n in numeric):
+        return f"{argv[0]} running {max(numeric)} processes at once"
+    if "0" not in limits:
+        return None
+    endless = any(
+        r.op == "<" and r.target in ("/dev/zero", "/dev/urandom", "/dev/random") for r in cmd.redirects
+    )
+    endless = endless or any(infinite_source(feeder) for feeder in cmd.stdin)
+    return f"{argv[0]} with no limit on processes, fed without end" if endless else None

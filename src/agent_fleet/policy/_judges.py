@@ -19,7 +19,19 @@ from tree_sitter import Language, Node, Parser
 
 from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
-from agent_fleet.policy._judge_code import judge_inline_fork, judge_inline_shell, judge_inline_upload
+from agent_fleet.policy._judge_code import (
+    judge_inline_file_server,
+    judge_inline_fork,
+    judge_inline_shell,
+    judge_inline_upload,
+)
+from agent_fleet.policy._judge_exfil import judge_piped_upload
+from agent_fleet.policy._judge_infra import (
+    judge_container_wipe,
+    judge_remote_manifest,
+    judge_scale_to_zero,
+    judge_socket_relay,
+)
 from agent_fleet.policy._judge_net import (
     judge_drop_host,
     judge_fed_from_file,
@@ -39,6 +51,7 @@ from agent_fleet.policy._judge_net import (
     judge_upload,
     orchestrated_text,
 )
+from agent_fleet.policy._judge_supply import judge_ephemeral_package, judge_registry_config
 from agent_fleet.policy._judge_sys import (
     judge_answered_yes,
     judge_container_mount,
@@ -49,6 +62,7 @@ from agent_fleet.policy._judge_sys import (
     judge_http_delete,
     judge_install_source,
     judge_system_site,
+    judge_unbounded_parallel,
 )
 from agent_fleet.policy._shell import SimpleCommand, UnparsableCommand, parse_script
 from agent_fleet.policy._sql import (
@@ -141,6 +155,15 @@ JUDGES: dict[str, Judge] = {
     "sensitive-operand": judge_sensitive_operand,
     "orchestrated-shell": _orchestrated_shell,
     "fed-by-download": _fed_by_download,
+    "ephemeral-package": judge_ephemeral_package,
+    "unbounded-parallel": judge_unbounded_parallel,
+    "registry-config": judge_registry_config,
+    "remote-manifest": judge_remote_manifest,
+    "container-wipe": judge_container_wipe,
+    "socket-relay": judge_socket_relay,
+    "scale-to-zero": judge_scale_to_zero,
+    "piped-upload": judge_piped_upload,
+    "inline-file-server": judge_inline_file_server,
 }
 
 # --------------------------------------------------------------------------------------------------
@@ -182,15 +205,11 @@ def _texts(ctx: JudgeContext) -> list[str]:
     return texts
 
 
-def _endless_fork_loop(ctx: JudgeContext) -> str | None:
-    """An endless shell loop starting background jobs, or a script re-running itself in the background."""
-    for cmd in ctx.script.commands:
-        words = (cmd.program, *cmd.argv[1:2]) if cmd.program in SHELLS else (cmd.program,)
-        itself = any(word in ("$0", "${0}", "$BASH_SOURCE", "${BASH_SOURCE}") for word in words)
-        if itself and (cmd.background or cmd.in_pipeline):
-            return "the script starts copies of itself in the background (fork bomb)"
+def _endless_bodies(ctx: JudgeContext, needle: str) -> Iterator[tuple[Node, bytes]]:
+    """The body of every loop in the script (inline scripts included) that never ends by its own
+    condition (``while true``, ``while :``, ``until false``, ``for ((;;))``), for texts holding ``needle``."""
     for text in _texts(ctx):
-        if "&" not in text or not re.search(r"\b(while|until|for)\b", text):
+        if needle not in text or not re.search(r"\b(while|until|for)\b", text):
             continue
         source = text.encode("utf-8", "surrogateescape")
         root = _bash_parser().parse(source).root_node
@@ -207,8 +226,85 @@ def _endless_fork_loop(ctx: JudgeContext) -> str | None:
             else:
                 continue
             body = node.child_by_field_name("body")
-            if endless and body is not None and any(child.type == "&" for child in _nodes(body)):
-                return "an endless loop starting background processes (fork bomb)"
+            if endless and body is not None:
+                yield body, source
+
+
+def _endless_fork_loop(ctx: JudgeContext) -> str | None:
+    """An endless shell loop starting background jobs, or a script re-running itself in the background."""
+    for cmd in ctx.script.commands:
+        words = (cmd.program, *cmd.argv[1:2]) if cmd.program in SHELLS else (cmd.program,)
+        itself = any(word in ("$0", "${0}", "$BASH_SOURCE", "${BASH_SOURCE}") for word in words)
+        if itself and (cmd.background or cmd.in_pipeline):
+            return "the script starts copies of itself in the background (fork bomb)"
+    for body, _ in _endless_bodies(ctx, "&"):
+        if any(child.type == "&" for child in _nodes(body)):
+            return "an endless loop starting background processes (fork bomb)"
+    return None
+
+
+_RANGE = re.compile(r"\{(-?\d{1,12})\.\.(-?\d{1,12})(?:\.\.(-?\d{1,12}))?\}")
+_SEQ = re.compile(r"\$\(\s*seq\s+(?:-\S+\s+)*(\d{1,12})(?:\s+(\d{1,12}))?(?:\s+(\d{1,12}))?\s*\)")
+
+
+def _span(low: str, high: str | None, step: str | None = None) -> int:
+    a, b = (1, int(low)) if high is None else (int(low), int(high))
+    return abs(b - a) // max(1, abs(int(step or 1)))
+
+
+def _seq_span(match: re.Match[str]) -> int:
+    """How many numbers ``seq LAST``, ``seq FIRST LAST`` or ``seq FIRST STEP LAST`` prints."""
+    first, second, third = match.groups()
+    if third is not None:
+        return _span(first, third, second)
+    return _span(first, second)
+
+
+def _huge_expansion(ctx: JudgeContext) -> str | None:
+    """A brace range bash expands to tens of millions of words (``echo {1..99999999}``): memory."""
+    for text in _texts(ctx):
+        for match in _RANGE.finditer(text):
+            if _span(match.group(1), match.group(2), match.group(3)) >= 10**7:
+                return f"the brace range {match.group(0)} expands to more words than memory holds"
+    return None
+
+
+def _mass_background_loop(ctx: JudgeContext) -> str | None:
+    """A loop over thousands of values starting a background job each time (``for i in $(seq 1 100000);
+    do sleep 1000 & done``): as many processes as values."""
+    for text in _texts(ctx):
+        if "&" not in text or "for" not in text:
+            continue
+        source = text.encode("utf-8", "surrogateescape")
+        for node in _nodes(_bash_parser().parse(source).root_node):
+            if node.type != "for_statement":
+                continue
+            header = source[node.start_byte : node.end_byte].decode("utf-8", "replace").split(" do", 1)[0]
+            spans = [_span(m.group(1), m.group(2), m.group(3)) for m in _RANGE.finditer(header)]
+            spans += [_seq_span(m) for m in _SEQ.finditer(header)]
+            body = node.child_by_field_name("body")
+            forks = body is not None and any(c.type == "&" for c in _nodes(body))
+            if spans and max(spans) >= 1000 and forks:
+                return f"a loop over {max(spans)} values starting a background job for each"
+    return None
+
+
+_LOOP_EXITS = frozenset({"break", "exit", "return", "sleep", "read", "wait", "timeout"})
+
+
+def _endless_write_loop(ctx: JudgeContext) -> str | None:
+    """An endless loop writing into a file with nothing in it that ends or paces it: the disk fills."""
+    for body, source in _endless_bodies(ctx, ">"):
+        words = {source[n.start_byte : n.end_byte].decode("utf-8", "replace") for n in _nodes(body)}
+        if words & _LOOP_EXITS:
+            continue
+        for node in _nodes(body):
+            if node.type != "file_redirect":
+                continue
+            text = source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+            target = re.sub(r"^[0-9&]*>+\|?\s*", "", text)
+            if text.lstrip("0123456789&").startswith(">") and target not in ("/dev/null", "&1", "&2", "-"):
+                return f"an endless loop writing into {target} fills the disk"
     return None
 
 
@@ -289,6 +385,9 @@ def _env_auto_approve(ctx: JudgeContext) -> str | None:
 #: (rule id, domain, judge), run once per script after every command's pack rules.
 SCRIPT_JUDGES: tuple[tuple[str, str, ScriptJudge], ...] = (
     ("exhaustion/endless-fork-loop", "exhaustion", _endless_fork_loop),
+    ("exhaustion/endless-write-loop", "exhaustion", _endless_write_loop),
+    ("exhaustion/huge-expansion", "exhaustion", _huge_expansion),
+    ("exhaustion/mass-background-loop", "exhaustion", _mass_background_loop),
     ("infrastructure/environment-auto-approve", "infrastructure", _env_auto_approve),
     ("supply-chain/download-then-run", "supply-chain", _download_then_run),
     ("supply-chain/index-environment", "supply-chain", _index_environment),

@@ -348,6 +348,13 @@ class PackSet:
         """Every command of ``ctx.script``, then what each runs elsewhere (``docker exec db psql ...``)."""
         for cmd in ctx.script.commands:
             if cmd.carrier:
+                # `xargs -P 0 sh -c ...`: the carried script is judged on its own; the fan-out
+                # around the carrier may still break a rule of its own.
+                fans_out = bool({"xargs", "parallel"} & set(cmd.wrappers))
+                wrapped = fans_out and cmd.written and cmd.written != cmd.argv
+                found = self._check_command(replace(cmd, argv=cmd.written), ctx) if wrapped else None
+                if found is not None:
+                    return found
                 continue
             found = self._check_command(cmd, ctx)
             if found is None and cmd.wrappers and cmd.written and cmd.written != cmd.argv:

@@ -5,9 +5,12 @@ redirections and code we cannot see) and a ``RuleContext``; it returns a ``Viola
 rule id, or ``None``. ``find_violation`` runs them in a fixed order and returns the first that fires:
 script-level fork bomb and opaque code first, then every command in execution order (for each: the
 program-specific rule, git, whole-system commands, download-to-shell, decoder-to-shell, credentials,
-written paths, privilege escalation), then redirections, then files written from a download or decoder
-and run later. So ``sudo rm -rf /`` reports ``rm-root``, the more specific reason. Path judgments live in
-``_files``, git in ``_git``, whole-system commands in ``_system``.
+written paths, privilege escalation, links, more of the machine, secrets shown, shell escapes and
+command lines held in unknown variables), then redirections, then files written from a download or
+decoder and run later, repositories cloned and run. So ``sudo rm -rf /`` reports ``rm-root``, the more
+specific reason. Path judgments live in ``_files`` (through ``_links``), git in ``_git``, whole-system
+commands in ``_system`` and ``_machine``, secrets shown in ``_secret_use``; files the command writes and
+then runs are followed by the walker (``_later``).
 
 Documented choices:
 
@@ -44,10 +47,13 @@ from dataclasses import replace
 from typing import Final
 
 from agent_fleet.policy._execution import (
+    cloned_then_run,
     decoder_to_shell,
     download_to_shell,
+    lone_dynamic,
     opaque_script,
     run_later,
+    shell_escape,
     unresolved_program,
 )
 from agent_fleet.policy._files import (
@@ -56,7 +62,11 @@ from agent_fleet.policy._files import (
     path_violation,
     redirect_violation,
 )
+from agent_fleet.policy._flags import LONG_OPTIONS, canonical, short_flags
 from agent_fleet.policy._git import git_violation
+from agent_fleet.policy._links import LINK_RULES, link_violation, links_made, through_links, virtual_links
+from agent_fleet.policy._machine import machine_violation
+from agent_fleet.policy._secret_use import secret_exposure
 from agent_fleet.policy._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy._system import system_violation
 from agent_fleet.policy._targets import inside, protected_reason, resolve_target
@@ -93,6 +103,7 @@ BUILTIN_RULES: dict[str, str] = {
     "write-outside-workspace": "writing, moving or deleting a path outside the session's workspace",
     "credential-access": "reading credential files (~/.ssh, ~/.aws, ~/.netrc ...), exporting secret keys,"
     " or sending the environment or secret variables over the network",
+    **LINK_RULES,
 }
 
 _HARMLESS_DEVICES = frozenset(
@@ -104,6 +115,7 @@ _WRITE_OPS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&", "&>|"})
 _DEVICE_WRITERS = frozenset(
     {"shred", "wipefs", "blkdiscard", "mkswap", "fdisk", "sfdisk", "cfdisk", "sgdisk", "gdisk", "parted"}
     | {"tee", "cp", "mv", "pv", "badblocks", "hdparm", "nvme"}
+    | {"debugfs", "tune2fs", "e2fsck", "fsck", "xfs_repair", "resize2fs", "zerofree", "dumpe2fs"}
 )
 
 
@@ -111,72 +123,9 @@ _DEVICE_WRITERS = frozenset(
 # Helpers.
 
 
-#: Long options of the programs whose flags decide a rule, for GNU-style abbreviations (``--recu``).
-_LONG_OPTIONS: dict[str, tuple[str, ...]] = {
-    "rm": (
-        "force",
-        "interactive",
-        "one-file-system",
-        "no-preserve-root",
-        "preserve-root",
-        "recursive",
-        "dir",
-        "verbose",
-        "help",
-    ),
-    "chmod": (
-        "changes",
-        "silent",
-        "quiet",
-        "verbose",
-        "no-preserve-root",
-        "preserve-root",
-        "reference",
-        "recursive",
-        "help",
-    ),
-    "chown": (
-        "changes",
-        "silent",
-        "quiet",
-        "verbose",
-        "dereference",
-        "no-dereference",
-        "from",
-        "no-preserve-root",
-        "preserve-root",
-        "reference",
-        "recursive",
-        "help",
-    ),
-}
-_LONG_OPTIONS["chgrp"] = _LONG_OPTIONS["chown"]
-
-
-def _canonical(name: str, options: tuple[str, ...]) -> str:
-    """The long option ``name`` abbreviates (GNU getopt: an exact name or a unique prefix)."""
-    if not options or name in options:
-        return name
-    matches = [option for option in options if option.startswith(name)]
-    return matches[0] if len(matches) == 1 else name
-
-
-def _short_flags(args: Sequence[str], program: str = "") -> tuple[set[str], list[str]]:
-    """Split ``args`` into option letters/long names and operands (options may follow operands)."""
-    options = _LONG_OPTIONS.get(program, ())
-    flags: set[str] = set()
-    operands: list[str] = []
-    for i, arg in enumerate(args):
-        if arg == "--":
-            operands.extend(args[i + 1 :])
-            break
-        if arg.startswith("--"):
-            flags.add(_canonical(arg[2:].partition("=")[0], options))
-        elif arg.startswith("-") and len(arg) > 1:
-            flags.update(arg[1:])
-        else:
-            operands.append(arg)
-    return flags, operands
+_GLUED_PREFIX = re.compile(
+    r"^(?:\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$\([^)]*\)|`[^`]*`)+([A-Za-z0-9._][^$`]*)$"
+)
 
 
 def _targets(words: Iterable[str], ctx: RuleContext) -> Iterable[tuple[str, str | None]]:
@@ -184,7 +133,15 @@ def _targets(words: Iterable[str], ctx: RuleContext) -> Iterable[tuple[str, str 
     for word in words:
         for variant in expand_braces(word):
             for cwd in cwds:
-                yield variant, resolve_target(variant, cwd=cwd, home=ctx.home)
+                path = resolve_target(variant, cwd=cwd, home=ctx.home)
+                yield variant, path
+                for landed in through_links(path, ctx) if path is not None else ():
+                    yield variant, landed
+            for landed in virtual_links(variant, ctx):
+                yield variant, landed
+            glued = _GLUED_PREFIX.match(variant)
+            if glued is not None:  # `${x}etc`: an unknown prefix may end in `/` (`x=${PATH:0:1}`)
+                yield variant, resolve_target("/" + glued.group(1), cwd=None, home=ctx.home)
 
 
 def _protected(words: Iterable[str], ctx: RuleContext) -> tuple[str, str] | None:
@@ -272,7 +229,7 @@ def _unresolvable(word: str) -> bool:
 
 
 def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    flags, operands = _short_flags(cmd.argv[1:], "rm")
+    flags, operands = short_flags(cmd.argv[1:], "rm")
     recursive = bool(flags & {"r", "R", "recursive"})
     if "no-preserve-root" in flags:
         return Violation(rule="rm-root", reason="rm --no-preserve-root removes the root directory")
@@ -298,7 +255,7 @@ def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
 
 
 def _mv(cmd: SimpleCommand) -> Violation | None:
-    _, operands = _short_flags(cmd.argv[1:])
+    _, operands = short_flags(cmd.argv[1:])
     for word in operands[:-1]:
         if ".git" in posixpath.normpath(word.rstrip("/") or "/").split("/"):
             return Violation(
@@ -308,7 +265,7 @@ def _mv(cmd: SimpleCommand) -> Violation | None:
 
 
 def _rsync(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
-    flags, operands = _short_flags(cmd.argv[1:])
+    flags, operands = short_flags(cmd.argv[1:])
     if not any(flag.startswith("del") for flag in flags) or not operands:  # --del, --delete-after ...
         return None
     hit = _protected(operands[-1:], ctx)
@@ -325,8 +282,9 @@ def _find(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             deletes = deletes or normalise_program(args[i + 1]) in ("rm", "shred", "unlink", "rmdir")
     if not deletes:
         return None
+    gits = [s for s in _find_starts(args) if ".git" in posixpath.normpath(s).split("/")]
     for i, arg in enumerate(args[:-1]):
-        if arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]:
+        if gits or (arg in ("-name", "-iname", "-path", "-wholename", "-regex") and ".git" in args[i + 1]):
             return Violation(rule="git-destroy", reason="find deleting .git directories deletes history")
     found = _dynamic_target(cmd, _find_starts(args), "find deleting under")
     if found is not None:
@@ -345,7 +303,7 @@ _CHOWN_LETTERS = frozenset("cfvRhHLP")
 
 def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     letters = _CHMOD_LETTERS if cmd.program == "chmod" else _CHOWN_LETTERS
-    options = _LONG_OPTIONS.get(cmd.program, ())
+    options = LONG_OPTIONS.get(cmd.program, ())
     recursive = False
     has_reference = False
     operands: list[str] = []
@@ -355,7 +313,7 @@ def _chmod(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
             operands.extend(args[i + 1 :])
             break
         if arg.startswith("--"):
-            name = _canonical(arg[2:].partition("=")[0], options)
+            name = canonical(arg[2:].partition("=")[0], options)
             recursive = recursive or name == "recursive"
             has_reference = has_reference or name == "reference"
         elif arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= letters:
@@ -395,7 +353,7 @@ def _device_operands(cmd: SimpleCommand) -> Violation | None:
         if _is_device(arg):
             return Violation(rule="disk-write", reason=f"{cmd.program} writing to the device {arg!r}")
     if cmd.program in ("shred", "wipefs", "blkdiscard"):  # they destroy what they are given
-        return _dynamic_target(cmd, _short_flags(cmd.argv[1:])[1], cmd.program)
+        return _dynamic_target(cmd, short_flags(cmd.argv[1:])[1], cmd.program)
     return None
 
 
@@ -446,8 +404,10 @@ def _fork_bomb(commands: Sequence[SimpleCommand]) -> Violation | None:
 def _program_rule(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
     program = cmd.program
     match program:
-        case "rm":
+        case "rm" | "srm" | "wipe":
             return _rm(cmd, ctx)
+        case "trash" | "trash-put" | "rmtrash" | "gtrash":  # they take whole trees away, flag or not
+            return _rm(replace(cmd, argv=("rm", "-r", *cmd.argv[1:])), ctx)
         case "mv":
             return _mv(cmd)
         case "find":
@@ -556,6 +516,10 @@ _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], 
     lambda cmd, _ctx: system_violation(cmd.argv),
     credential_violation,
     path_violation,
+    link_violation,
+    machine_violation,
+    secret_exposure,
+    lambda cmd, _ctx: shell_escape(cmd) or lone_dynamic(cmd),
 )
 
 
@@ -565,6 +529,7 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
     if found is not None:
         return found
     ctx = replace(ctx, cd_targets=_cd_targets(script.commands, ctx))
+    ctx = replace(ctx, links=links_made(script.commands, ctx))
     for cmd in script.commands:
         for rule in _COMMAND_RULES:
             found = rule(cmd, ctx)
@@ -576,4 +541,8 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
             return found
     if script.opaque:
         return Violation(rule="opaque-code", reason=script.opaque[0])
-    return run_later(script.commands, ctx) or leaked_later(script.commands, ctx)
+    return (
+        run_later(script.commands, ctx)
+        or cloned_then_run(script.commands)
+        or leaked_later(script.commands, ctx)
+    )

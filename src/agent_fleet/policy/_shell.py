@@ -39,11 +39,13 @@ from agent_fleet.policy._commands import (
     UnparsableCommand,
 )
 from agent_fleet.policy._git import env_runs, git_runs
+from agent_fleet.policy._later import recipes, record_writes, written_runs
 from agent_fleet.policy._runs import inner_runs
 from agent_fleet.policy._unwrap import (
     SHELLS,
     exec_commands,
     executes_stdin,
+    expand_braces,
     inline_script,
     is_dynamic,
     normalise_program,
@@ -108,10 +110,14 @@ def emit(
 ) -> None:
     """Peel wrappers off one command's words, record it, and descend into what it runs."""
     argv = list(words)
+    if argv and "{" in argv[0]:  # `r{m,} -rf ~`: bash brace-expands the program word into `rm r -rf ~`
+        argv = [*expand_braces(argv[0]), *argv[1:]]
     wrappers: list[str] = []
     env_pairs = list(env)
     replace_str: str | None = None
+    raw_program = argv[0] if argv else ""
     while argv and len(wrappers) < _MAX_WRAPPERS:
+        raw_program = argv[0]
         service = _INIT_SCRIPT.match(argv[0])
         if service is not None:  # /etc/init.d/apparmor stop -> service apparmor stop
             argv = ["service", service.group(1), *argv[1:]]
@@ -153,6 +159,11 @@ def emit(
         raise CommandTooLarge(f"the command runs more than {MAX_COMMANDS} simple commands")
     inner_ctx = ctx._replace(wrappers=(*all_wrappers, cmd.program), depth=ctx.depth + 1)
     implied = inner_ctx._replace(implied=True)
+    path = dict(env_pairs).get("PATH") or _known(sink.env.variables.get("PATH"))
+    runs = written_runs(argv, raw_program, sink.files, redirects=redirects, path=path)
+    for found in runs:  # `echo CMD > x.sh && sh x.sh`
+        run_inner(found, sink, implied)
+    record_writes(sink.files, cmd, (*stdin_texts, *ctx.stdin_texts))
     for name, value in env_pairs:
         for found in env_runs(name, value):
             run_inner(found, sink, implied)
@@ -188,12 +199,16 @@ def emit(
                 for found in analyse_code(stdin_language, text):
                     run_inner(found, sink, consumed._replace(implied=True))
             elif _make_stdin(argv):
-                parse_into(_recipes(text), sink, consumed)
+                parse_into(recipes(text), sink, consumed)
             else:
                 parse_into(text, sink, consumed)
 
 
 _INIT_SCRIPT = re.compile(r"^(?:/etc)?/(?:init\.d|rc\.d|rc\.d/init\.d)/([^/]+)$")
+
+
+def _known(value: tuple[str, ...] | None) -> str | None:
+    return value[0] if value else None
 
 
 def _xargs_replace(options: Sequence[str]) -> str | None:
@@ -238,12 +253,6 @@ def _make_stdin(argv: Sequence[str]) -> bool:
         argv[i] in ("-f", "--file", "--makefile") and argv[i + 1] in ("-", "/dev/stdin", "/proc/self/fd/0")
         for i in range(1, len(argv) - 1)
     ) or any(arg in ("-f-", "-f/dev/stdin", "--file=-", "--file=/dev/stdin") for arg in argv)
-
-
-def _recipes(text: str) -> str:
-    """The shell lines of a makefile: its recipe lines (tab-indented), one command each."""
-    lines = [line[1:].lstrip("@-+") for line in text.splitlines() if line.startswith("\t")]
-    return "\n".join(lines)
 
 
 def run_inner(inner: Inner, sink: Sink, ctx: Ctx) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from agent_fleet.policy._verdict import Violation
 
-__all__ = ["system_violation"]
+__all__ = ["INIT_NAMES", "system_violation"]
 
 _POWER = frozenset({"shutdown", "reboot", "halt", "poweroff", "killall5", "telinit", "kexec", "sysrq"})
 _SYSTEMCTL_POWER = frozenset(
@@ -38,7 +38,12 @@ _INIT_NAMES = frozenset(
     {"init", "systemd", "launchd", "sshd", "dbus-daemon", "containerd", "dockerd", "Xorg", "gnome-shell"}
     | {"kworker", "kthreadd", "journald", "systemd-journald", "systemd-logind", "login", "bash", "sh", "zsh"}
     | {"codex", "claude", "tmux", "screen", "sshd-session", "agetty"}
+    # Security agents: killing one blinds the machine's monitoring.
+    | {"auditd", "falcon-sensor", "falcond", "osqueryd", "wazuh-agentd", "ossec-agentd", "SentinelAgent"}
+    | {"sentinelone", "clamd", "fail2ban-server", "aide", "tripwire", "elastic-agent", "datadog-agent"}
 )
+#: Processes the machine or the session cannot lose (``pkill sshd``, ``kill $(pidof systemd)``).
+INIT_NAMES = _INIT_NAMES
 _USER_ADMIN = frozenset(
     {"passwd", "chpasswd", "useradd", "adduser", "userdel", "deluser", "usermod", "groupadd", "groupdel"}
     | {"groupmod", "gpasswd", "visudo", "vipw", "vigr", "chsh", "chfn", "newusers", "pwck", "grpck"}

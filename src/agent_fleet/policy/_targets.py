@@ -9,7 +9,9 @@ and not judged. Relative paths with no known working directory are not judged ei
 ``*`` and ``build/`` are never "root".
 
 Protected: ``/``; the top-level system directories (``/usr``, ``/etc``, ``/home`` ...); their immediate
-children for the system trees (``/usr/lib``, ``/var/log``, ``/home/<user>``, ``/Users/<user>``); the home
+children for the system trees (``/usr/lib``, ``/var/log``, ``/home/<user>``, ``/Users/<user>``,
+``/mnt/<disk>``); any other top-level directory (``/data``, ``/backup``) and a glob over its contents
+(``/tmp/*`` excepted); the home
 directory and every ancestor of it; and a glob expanding the contents of any of those (``/*``,
 ``~/*``, ``/usr/*``, ``/h*``). A component with an unresolved variable counts as a glob: ``/$X`` and
 ``$HOME/$DIR`` are declined, since an empty variable leaves ``/`` and the home directory.
@@ -30,7 +32,7 @@ SYSTEM_DIRS = frozenset(
 # Top-level trees whose direct children are also vital (``/usr/lib``, ``/var/log``, ``/home/alice``).
 DEEP_DIRS = frozenset(
     {"bin", "boot", "etc", "home", "lib", "lib32", "lib64", "sbin", "usr", "var", "Users", "System"}
-    | {"Library", "nix", "dev", "proc", "sys"}
+    | {"Library", "nix", "dev", "proc", "sys", "mnt", "media", "Volumes"}
 )
 HOME_FALLBACK = "/home/~"
 
@@ -94,7 +96,7 @@ def protected_reason(path: str, *, home: str) -> str | None:
         prefix = "/" + "/".join(parts[:glob_at])
         if glob_at == 0:
             return "a glob or variable over the root directory"
-        if (glob_at == 1 and parts[0] in DEEP_DIRS) or _is_home_or_ancestor(prefix, home):
+        if (glob_at == 1 and parts[0] != "tmp") or _is_home_or_ancestor(prefix, home):
             return f"a glob or variable over the contents of {prefix}"
         return None
     if not parts:
@@ -105,9 +107,12 @@ def protected_reason(path: str, *, home: str) -> str | None:
         return f"{path}, which contains the home directory"
     if len(parts) == 1 and parts[0] in SYSTEM_DIRS:
         return f"the system directory {path}"
+    if len(parts) == 1:  # `/data`, `/backup`: whatever sits at the top of the machine is not scratch
+        return f"the top-level directory {path}"
     if len(parts) == 2 and parts[0] in ("home", "Users"):
         return f"the home directory {path}"
-    if path.startswith(home.rstrip("/") + "/") and "/" not in path[len(home.rstrip("/")) + 1 :]:
+    top = path[len(home.rstrip("/")) + 1 :]
+    if path.startswith(home.rstrip("/") + "/") and "/" not in top and top != ".cache":  # caches are caches
         return f"{path}, a top-level directory of the home directory"
     if len(parts) == 2 and parts[0] in DEEP_DIRS:
         return f"the system directory {path}"

@@ -52,6 +52,7 @@ DECODERS = frozenset(
     | {"brotli", "iconv", "recode", "uncompress", "compress", "rot13", "caesar", "ruby", "perl", "python"}
     | {"python3", "node", "php", "awk", "gawk", "sed", "cut", "paste", "fold", "dd", "tac", "sort"}
     | {"unzip", "bsdtar", "tar", "cpio", "ar", "7z", "7za", "zpaq", "lua", "jq", "yq", "xargs"}
+    | {"bzip2", "lz4", "lzma", "unlzma", "unzstd", "pigz", "pbzip2", "lzip", "lzop", "unpigz"}
 )
 PRIVILEGE = frozenset({"sudo", "sudoedit", "doas", "su", "pkexec", "run0"})
 

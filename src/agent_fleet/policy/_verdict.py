@@ -28,14 +28,19 @@ class RuleContext:
     """Where the command would run. ``cwd`` and ``roots`` are absolute and normalised.
 
     ``cd_targets``: directories the script itself ``cd``s into (``cd / && rm -rf *``); relative targets
-    are judged against each of them as well as against ``cwd``. ``roots`` is empty when the session has
-    no workspace (no ``cwd``): then only vital paths are judged, not containment.
+    are judged against each of them as well as against ``cwd``. ``links``: ``(link, target)`` for the
+    links the script makes (``ln -s / root``), followed when a path is judged (``_links``), unless
+    ``follow_links`` is off (the link a command makes is judged where it is, not where it points).
+    ``roots`` is empty when the session has no workspace (no ``cwd``): then only vital paths are
+    judged, not containment.
     """
 
     cwd: str | None = None
     roots: tuple[str, ...] = ()
     home: str = HOME_FALLBACK
     cd_targets: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
+    follow_links: bool = True
 
     @classmethod
     def build(

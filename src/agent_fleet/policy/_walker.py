@@ -19,6 +19,7 @@ from agent_fleet.policy import _shell
 from agent_fleet.policy._code import Inner
 from agent_fleet.policy._commands import CommandTooLarge, Redirect, SimpleCommand
 from agent_fleet.policy._git import env_runs
+from agent_fleet.policy._later import read_text
 from agent_fleet.policy._unwrap import is_dynamic, normalise_program
 from agent_fleet.policy._words import Env, Expander, known_output
 
@@ -94,6 +95,7 @@ class Sink:
     # aliases (name -> words); calls are walked again with their arguments as `$@`.
     functions: dict[str, tuple[Walker, Node]] = field(default_factory=dict)
     aliases: dict[str, list[str]] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # written with known text (`_later`)
     calls: int = 0
     assignments: int = 0
     parses: int = 0
@@ -134,6 +136,8 @@ class Walker:
     def _substitute(self, node: Node) -> str | None:
         """The output of ``$(...)``/backticks when it is known from the words alone."""
         body = [child for child in node.named_children if child.type != "comment"]
+        if len(body) == 1 and body[0].type == "file_redirect" and self.text(body[0]).startswith("<"):
+            return read_text(("cat", self.text(body[0]).lstrip("<").strip()), self._sink.files)  # `$(< x)`
         if len(body) != 1 or body[0].type != "command":
             return None
         command = body[0]
@@ -148,7 +152,8 @@ class Walker:
                 return None
         if not words:
             return None
-        return known_output(normalise_program(words[0]), words[1:])
+        program = normalise_program(words[0])
+        return known_output(program, words[1:]) or read_text((program, *words[1:]), self._sink.files)
 
     def _assign(self, node: Node) -> None:
         self._sink.assignments += 1
@@ -188,7 +193,11 @@ class Walker:
             items: list[str] = []
             for element in value_nodes[0].named_children:
                 items.extend(self.fields([element]))
-            value = tuple(items)
+            # `([5]=rm)`, `([k]=v)`: elements by index or key; not tracked, so the array is unknown
+            sparse = any(
+                self.text(e).startswith("[") and "]=" in self.text(e) for e in value_nodes[0].named_children
+            )
+            value = None if sparse else tuple(items)
         else:
             value = (" ".join(self._expander.fields(value_nodes, quoted=True)),)
         self._sink.env.variables[name] = value
@@ -298,11 +307,12 @@ class Walker:
         self.walk(body, ctx)
 
     def _pipeline(self, stages: Sequence[Node], ctx: Ctx, feed: Sequence[SimpleCommand] = ()) -> None:
-        stage_ctx = fed(ctx._replace(in_pipeline=True), feed)
+        files = self._sink.files
+        stage_ctx = fed(ctx._replace(in_pipeline=True), feed, files)
         for stage in stages:
             start = len(self._sink.commands)
             self.walk(stage, stage_ctx)
-            stage_ctx = fed(stage_ctx, self._sink.commands[start:])
+            stage_ctx = fed(stage_ctx, self._sink.commands[start:], files)
 
     def _function(self, node: Node, ctx: Ctx) -> None:
         name_node = node.child_by_field_name("name")
@@ -476,7 +486,10 @@ class Walker:
                         made = self._sink.commands[first:]
                         script_texts.extend(t for t in map(output_text, made) if t is not None)
         for sub in raw.substitutions:
-            self.walk(sub, ctx)
+            if self.text(sub).startswith(">("):  # `curl URL > >(bash)`: it reads what the command writes
+                outputs.append(sub)
+            else:
+                self.walk(sub, ctx)
         reading = self._feed(raw, ctx)
         substituted: dict[str, None] = {}
         for cmd in self._sink.commands[start:]:
@@ -556,19 +569,22 @@ class Walker:
         _shell.run_inner(inner, self._sink, ctx)
 
 
-def output_text(cmd: SimpleCommand) -> str | None:
-    """What a command writes to standard output, when that is known from its words alone."""
+def output_text(cmd: SimpleCommand, files: dict[str, str] | None = None) -> str | None:
+    """What a command writes to standard output, when that is known from its words alone (or from the
+    files the script wrote earlier: ``cat x | sh``)."""
+    if files and (text := read_text(cmd.argv, files)) is not None:
+        return text
     if cmd.program in ("cat", "tee"):
         texts = [r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")]
         return "\n".join(texts) if texts else None
     return known_output(cmd.program, cmd.argv[1:])
 
 
-def fed(ctx: Ctx, commands: Sequence[SimpleCommand]) -> Ctx:
+def fed(ctx: Ctx, commands: Sequence[SimpleCommand], files: dict[str, str] | None = None) -> Ctx:
     """The context of a pipeline stage that reads what ``commands`` write (bounded: linear overall)."""
     if not commands:
         return ctx
-    texts = tuple(text for text in map(output_text, commands) if text is not None)
+    texts = tuple(text for text in (output_text(c, files) for c in commands) if text is not None)
     names = dict.fromkeys(ctx.feeders)
     for cmd in commands:
         names.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))

@@ -128,6 +128,8 @@ def written_words(argv: Sequence[str]) -> list[str]:
                 "c" in cluster or "-c" in values or "--create" in values or "-r" in values or "-u" in values
             )
             found = values.get("-C", []) + values.get("--directory", []) if extract else []
+            if extract and ("P" in cluster or "-P" in values or "--absolute-names" in values):
+                found.append("/")  # members keep their absolute paths: the archive writes where it likes
             if create:
                 found += values.get("-f", []) + values.get("--file", [])
                 if cluster and "f" in cluster and operands:
@@ -135,6 +137,19 @@ def written_words(argv: Sequence[str]) -> list[str]:
             return found
         case "unzip":
             return split_options(args, "dx")[0].get("-d", [])
+        case "7z" | "7za" | "7zr":
+            return [arg[2:] for arg in args if arg.startswith("-o") and len(arg) > 2]
+        case "cpio" if any(
+            a.startswith(("-i", "--extract")) or (a[:1] == "-" and "i" in a[1:2]) for a in args
+        ):
+            values, _ = split_options(args, "DEFHIMOR", ("--directory", "--file", "--format"))
+            return values.get("-D", []) + values.get("--directory", [])
+        case "awk" | "gawk" if any(args[i : i + 2] == ["-i", "inplace"] for i in range(len(args))):
+            values, operands = split_options(args, "fvFiE", ("--file", "--assign", "--include"))
+            return operands if values.get("-f") or values.get("--file") else operands[1:]
+        case "split" | "csplit":
+            _, operands = split_options(args, "abClnt", ("--suffix-length", "--bytes", "--lines", "--number"))
+            return operands[1:2] if program == "split" else []
         case "curl":
             values, _ = split_options(
                 args, "oKdHuXAeETFwmxy", ("--output", "--output-dir", "--config", "--data", "--header")
@@ -159,8 +174,16 @@ def written_words(argv: Sequence[str]) -> list[str]:
             return values.get("-f", [])
         case "patch":
             values, operands = split_options(args, "pioDrdBFz", ("--input", "--output", "--directory"))
-            return operands[:1] + values.get("-o", [])
+            return operands[:1] + values.get("-o", []) + values.get("-d", []) + values.get("--directory", [])
         case "git":
+            if "apply" in args or "am" in args:
+                if "--unsafe-paths" in args:
+                    return ["/"]  # paths in the patch are taken as they are, anywhere
+                return [a.partition("=")[2] for a in args if a.startswith("--directory=")]
+            if "init" in args:
+                values, operands = split_options(args, "C", ("--template", "--separate-git-dir"))
+                rest = operands[operands.index("init") + 1 :] if "init" in operands else []
+                return values.get("-C", [])[:1] + rest[:1] + values.get("--separate-git-dir", [])
             if "clone" in args:
                 rest = args[args.index("clone") + 1 :]
                 _, operands = split_options(
