@@ -34,13 +34,19 @@ def test_corpus_shape() -> None:
     assert not (set(dangerous) | set(EVERYDAY)) & earlier
 
 
-@pytest.mark.parametrize("cwd", [WORKSPACE, None], ids=["workspace", "no-cwd"])
+# Every case with the workspace as cwd, and again with no cwd except where containment is the point
+# (no workspace: nothing to contain); left out of the parameters, not skipped.
+JUDGED = [(c, x, WORKSPACE) for c, x in CASES + HELD] + [
+    (c, x, None) for c, x in CASES + HELD if c not in NEEDS_WORKSPACE
+]
+
+
 @pytest.mark.parametrize(
-    ("category", "command"), CASES + HELD, ids=[f"{c}:{x[:60]}" for c, x in CASES + HELD]
+    ("category", "command", "cwd"),
+    JUDGED,
+    ids=[f"{'workspace' if cwd else 'no-cwd'}-{c}:{x[:60]}" for c, x, cwd in JUDGED],
 )
 def test_dangerous_is_declined(category: str, command: str, cwd: str | None) -> None:
-    if cwd is None and category in NEEDS_WORKSPACE:
-        pytest.skip("containment needs a workspace to contain")
     decision = evaluate_command(command, cwd=cwd)
     assert decision.action == "decline", (category, command, decision.reason)
     assert decision.rule in RULES and decision.reason
