@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node
 
 from agent_fleet.policy._argv import JudgeContext, option_values, split_args
 from agent_fleet.policy._hosts import host_of
@@ -64,7 +62,7 @@ from agent_fleet.policy._judge_sys import (
     judge_system_site,
     judge_unbounded_parallel,
 )
-from agent_fleet.policy._shell import SimpleCommand, UnparsableCommand, parse_script
+from agent_fleet.policy._shell import SimpleCommand, UnparsableCommand, parse_bash, parse_script
 from agent_fleet.policy._sql import (
     judge_cypher,
     judge_http_wipe,
@@ -175,18 +173,6 @@ _ALWAYS_TRUE = re.compile(
 _ALWAYS_FALSE = re.compile(r"^\s*(false|/bin/false|\[\s*\]|\(\(\s*0\s*\)\))\s*;?\s*$")
 
 
-_local = threading.local()
-
-
-def _bash_parser() -> Parser:
-    """A tree-sitter bash parser of our own (parsers are not thread-safe: one per thread)."""
-    parser: Parser | None = getattr(_local, "parser", None)
-    if parser is None:
-        parser = Parser(Language(tree_sitter_bash.language()))
-        _local.parser = parser
-    return parser
-
-
 def _nodes(node: Node) -> Iterator[Node]:
     stack = [node]
     while stack:
@@ -212,7 +198,7 @@ def _endless_bodies(ctx: JudgeContext, needle: str) -> Iterator[tuple[Node, byte
         if needle not in text or not re.search(r"\b(while|until|for)\b", text):
             continue
         source = text.encode("utf-8", "surrogateescape")
-        root = _bash_parser().parse(source).root_node
+        root = parse_bash(source).root_node
         for node in _nodes(root):
             condition = node.child_by_field_name("condition")
             if node.type == "while_statement" and condition is not None:
@@ -276,7 +262,7 @@ def _mass_background_loop(ctx: JudgeContext) -> str | None:
         if "&" not in text or "for" not in text:
             continue
         source = text.encode("utf-8", "surrogateescape")
-        for node in _nodes(_bash_parser().parse(source).root_node):
+        for node in _nodes(parse_bash(source).root_node):
             if node.type != "for_statement":
                 continue
             header = source[node.start_byte : node.end_byte].decode("utf-8", "replace").split(" do", 1)[0]

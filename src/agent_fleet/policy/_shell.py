@@ -28,7 +28,7 @@ import threading
 from collections.abc import Sequence
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 from agent_fleet.policy._code import Inner, analyse_code, code_language, inline_codes
 from agent_fleet.policy._commands import (
@@ -60,6 +60,7 @@ __all__ = [
     "SimpleCommand",
     "UnparsableCommand",
     "emit",
+    "parse_bash",
     "parse_command",
     "parse_into",
     "parse_script",
@@ -95,6 +96,22 @@ def _parser() -> Parser:
         parser = Parser(language)
         _local.parser = parser
     return parser
+
+
+# tree-sitter-bash's external scanner passes the lookahead code point to <ctype.h> functions (isdigit,
+# isalpha ...), which are defined for -1..255 only: a character such as U+E0000 after `{` reads far
+# outside glibc's table and kills the process (a command from a model could crash the host). Bash
+# treats every non-ASCII byte as an ordinary word character, so the parser is given the command with
+# each of them replaced by `x` (same byte offsets, so every word is still read from the real bytes).
+# `x` can change a parse only towards more judging: it may make a variable or function name, or end a
+# here-document early, where bash sees plain text; it is in no shell keyword.
+_ASCII_ONLY = bytes(range(128)) + b"x" * 128
+
+
+def parse_bash(source: bytes) -> Tree:
+    """The bash syntax tree of ``source`` (UTF-8, or surrogate-escaped bytes), read from ASCII only
+    (see ``_ASCII_ONLY``); node byte offsets are offsets into ``source``."""
+    return _parser().parse(source.translate(_ASCII_ONLY))
 
 
 def emit(
@@ -285,7 +302,7 @@ def parse_into(text: str, sink: Sink, ctx: Ctx) -> bool:
         source = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:
         raise UnparsableCommand(f"command text is not encodable: {exc}") from exc
-    tree = _parser().parse(source)
+    tree = parse_bash(source)
     root = tree.root_node
     if root.has_error:
         _check_errors(root, source)
