@@ -10,14 +10,10 @@ Cases naming absolute program paths, globs, ``kill`` or writes to real files are
 
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
 import re
 import shutil
-import stat
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +22,7 @@ import pytest
 from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command
 from agent_fleet.policy._unwrap import expand_braces
 
+from ._replay import make_sandbox, matches, replay
 from .adversarial import DANGEROUS
 
 FAKES = [
@@ -82,7 +79,6 @@ REAL = [
     "mktemp",
     "realpath",
 ]
-SEP = "\x1f"
 # Never replayed: absolute or constructed program paths, globs, signals, privilege, file writers.
 UNSAFE = re.compile(
     r"/bin|/sbin|/usr|/lib|/proc|/sys|/dev|/etc|\\x2f|\\057|[*?\[]|kill|PATH|command -p|sudo|su |doas"
@@ -98,48 +94,9 @@ def _cases() -> list[str]:
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="policy-bash-", dir="/tmp"))
-    fakebin = root / "bin"
-    fakebin.mkdir()
-    for name in FAKES:
-        fake = fakebin / name
-        fake.write_text(
-            "#!/bin/sh\n"
-            f'{{ printf "%s" "${{0##*/}}"; for a in "$@"; do printf "{SEP}%s" "$a"; done; printf "\\n"; }}'
-            ' >> "$LOG"\n'
-        )
-        fake.chmod(0o755)
-    for name in REAL:
-        found = shutil.which(name)
-        assert found is not None, f"{name} is needed to replay cases"
-        (fakebin / name).symlink_to(found)
-    for shell in ("bash", "sh"):
-        wrapper = fakebin / shell
-        wrapper.write_text('#!/bin/bash\nexec /bin/bash -r "$@"\n')
-        wrapper.chmod(0o755)
-    for sub in ("home", "work"):
-        (root / sub).mkdir()
-    for path in (root, root / "home", root / "work"):
-        path.chmod(stat.S_IRWXU | stat.S_IRWXG | stat.S_IRWXO)
+    root = make_sandbox("policy-bash-", FAKES, REAL)
     yield root
     shutil.rmtree(root, ignore_errors=True)
-
-
-def _replay(command: str, root: Path, name: str) -> list[tuple[str, ...]]:
-    log = root / f"{name}.log"
-    log.touch()
-    log.chmod(0o666)
-    env = {"PATH": str(root / "bin"), "HOME": str(root / "home"), "LOG": str(log), "TMPDIR": str(root)}
-    argv = ["/bin/bash", "-r", "-c", command]
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        assert setpriv is not None, "setpriv is needed to replay cases as nobody"
-        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
-    with contextlib.suppress(subprocess.TimeoutExpired):  # what ran before the deadline still ran
-        subprocess.run(
-            argv, cwd=root / "work", env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=10
-        )
-    return [tuple(line.split(SEP)) for line in log.read_text().splitlines()[:100] if line]
 
 
 def _normal(argv: tuple[str, ...], home: str, work: str) -> tuple[str, ...]:
@@ -165,7 +122,7 @@ def test_policy_sees_the_argv_bash_runs(sandbox: Path) -> None:
     unseen: list[tuple[str, tuple[str, ...], list[tuple[str, ...]]]] = []
     for i, command in enumerate(_cases()):
         assert evaluate_command(command).action == "decline", command
-        ran = [_normal(argv, home, work) for argv in _replay(command, sandbox, f"case{i}")]
+        ran = [_normal(argv, home, work) for argv in replay(command, sandbox, f"case{i}")]
         if not ran:
             continue
         try:
@@ -179,24 +136,12 @@ def test_policy_sees_the_argv_bash_runs(sandbox: Path) -> None:
             for words in _brace_variants(cmd.argv)
         }
         for argv in ran:
-            if any(_matches(words, argv, more) for words, more in parsed):
+            if any(matches(words, argv, more, _same) for words, more in parsed):
                 verified += 1
             else:
                 unseen.append((command, argv, sorted(words for words, _ in parsed)))
     assert not unseen, "\n".join(f"{c!r}: bash ran {a}, policy saw {p}" for c, a, p in unseen)
     assert verified >= 100
-
-
-def _matches(parsed: tuple[str, ...], ran: tuple[str, ...], more: bool) -> bool:
-    """Does what bash ran fit what the policy parsed? A word the policy could not resolve (it still holds
-    ``$`` or a backtick, and is judged as unknown) stands for any number of words; under ``xargs`` more
-    words may follow (they come from standard input)."""
-    if not parsed:
-        return more or not ran
-    head, rest = parsed[0], parsed[1:]
-    if "$" in head or "`" in head or "XXXXXXXXXX" in head:  # unknown, or a fresh mktemp name
-        return any(_matches(rest, ran[i:], more) for i in range(len(ran) + 1))
-    return bool(ran) and _same(head, ran[0]) and _matches(rest, ran[1:], more)
 
 
 def _same(parsed: str, ran: str) -> bool:

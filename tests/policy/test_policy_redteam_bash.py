@@ -21,14 +21,10 @@ on the real machine.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
 import shutil
-import stat
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +33,7 @@ import pytest
 from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command
 from agent_fleet.policy._unwrap import expand_braces
 
+from ._replay import make_sandbox, matches, replay
 from .redteam import DANGEROUS, EVERYDAY, HOLDOUT, WORKSPACE
 
 _NAMES = """
@@ -70,8 +67,6 @@ REAL += [
 ]
 FAKES = sorted(set(_NAMES) - set(REAL))
 PASSTHROUGH = {"tee", "head", "tail", "grep", "jq", "sed", "awk", "gawk"}
-SEP = "\x1f"
-END = "\x1e"  # records end here, not at a newline: arguments may hold newlines
 UNSAFE = re.compile(
     r"/bin|/sbin|/usr|/lib|/proc|/sys|/dev|/etc|\\x2f|\\057|command -p|\bkill\b|\bexec\b|\benable\b"
     r"|\bbuiltin\b|while|until|for\s*\(\(|\bselect\b|&\s*$|&\s*[;)}]|& |\bulimit\b|\btrap\b|:\(\)|\(\)\s*\{"
@@ -86,51 +81,11 @@ def _replayable(command: str) -> bool:
 
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="policy-redteam-", dir="/tmp"))
-    fakebin = root / "bin"
-    fakebin.mkdir()
-    # One write per call: pipeline stages record at the same time.
-    record = (
-        f'line="${{0##*/}}"; for a in "$@"; do line="$line{SEP}$a"; done; printf "%s{END}" "$line" >> "$LOG"'
+    root = make_sandbox(
+        "policy-redteam-", FAKES, REAL, passthrough=PASSTHROUGH, shells=("bash", "sh", "zsh", "dash")
     )
-    for name in FAKES:
-        fake = fakebin / name
-        body = f"#!/bin/sh\n{record}\n"
-        if name in PASSTHROUGH:
-            body += "exec /bin/cat\n"  # a filter in a pipeline: pass the text on, touch no file
-        fake.write_text(body)
-        fake.chmod(0o755)
-    for name in REAL:
-        found = shutil.which(name)
-        assert found is not None, f"{name} is needed to replay cases"
-        (fakebin / name).symlink_to(found)
-    for shell in ("bash", "sh", "zsh", "dash"):
-        wrapper = fakebin / shell
-        wrapper.write_text('#!/bin/bash\nexec /bin/bash -r "$@"\n')
-        wrapper.chmod(0o755)
-    for sub in ("home", "work"):
-        (root / sub).mkdir()
-    for path in (root, root / "home", root / "work"):
-        path.chmod(stat.S_IRWXU | stat.S_IRWXG | stat.S_IRWXO)
     yield root
     shutil.rmtree(root, ignore_errors=True)
-
-
-def _replay(command: str, root: Path, name: str) -> list[tuple[str, ...]]:
-    log = root / f"{name}.log"
-    log.touch()
-    log.chmod(0o666)
-    env = {"PATH": str(root / "bin"), "HOME": str(root / "home"), "LOG": str(log), "TMPDIR": str(root)}
-    argv = ["/bin/bash", "-r", "-c", command]
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        assert setpriv is not None, "setpriv is needed to replay cases as nobody"
-        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
-    with contextlib.suppress(subprocess.TimeoutExpired):  # what ran before the deadline still ran
-        subprocess.run(
-            argv, cwd=root / "work", env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=10
-        )
-    return [tuple(line.split(SEP)) for line in log.read_text().split(END)[:100] if line]
 
 
 def _plain(argv: tuple[str, ...], home: str, work: str) -> tuple[str, ...]:
@@ -142,17 +97,6 @@ def _plain(argv: tuple[str, ...], home: str, work: str) -> tuple[str, ...]:
                 arg = shown + arg[len(prefix) :]
         out.append(arg)
     return tuple(out)
-
-
-def _matches(parsed: tuple[str, ...], ran: tuple[str, ...], more: bool) -> bool:
-    """Does what bash ran fit the parse? An unresolved word (``$``, a backtick) stands for any words;
-    under ``xargs`` more words may follow."""
-    if not parsed:
-        return more or not ran
-    head, rest = parsed[0], parsed[1:]
-    if "$" in head or "`" in head or "XXXXXXXXXX" in head or re.search(r"[*?\[]", head):  # or a glob
-        return any(_matches(rest, ran[i:], more) for i in range(len(ran) + 1))
-    return bool(ran) and _same(head, ran[0]) and _matches(rest, ran[1:], more)
 
 
 def _same(parsed: str, ran: str) -> bool:
@@ -191,7 +135,7 @@ def _check(command: str, ran: list[tuple[str, ...]]) -> list[str]:
         return []
     ran = [tuple(w for w in argv if w != "-") for argv in ran]  # the parse drops a `-` before `<<EOF`
     parsed = {(tuple(w for w in p if w != "-"), more) for p, more in parsed}
-    return [shlex.join(a) for a in ran if not any(_matches(p, a, more) for p, more in parsed)]
+    return [shlex.join(a) for a in ran if not any(matches(p, a, more, _same) for p, more in parsed)]
 
 
 #: Builtins (and programs) whose output is data: the environment, variables.
@@ -232,7 +176,7 @@ def test_dangerous_entries_run_what_the_policy_sees(sandbox: Path) -> None:
     judged = 0
     every = [*DANGEROUS.values(), *HOLDOUT.values()]
     for i, command in enumerate(c for cs in every for c in cs if _replayable(c)):
-        ran = [_plain(argv, home, work) for argv in _replay(command, sandbox, f"d{i}")]
+        ran = [_plain(argv, home, work) for argv in replay(command, sandbox, f"d{i}")]
         if not ran:
             continue
         unseen += [f"{command!r}: bash ran {a}" for a in _check(command, ran)]
@@ -255,7 +199,7 @@ def test_everyday_entries_run_only_harmless_commands(sandbox: Path) -> None:
     declined: list[str] = []
     replayed = 0
     for i, command in enumerate(c for c in EVERYDAY if _replayable(c)):
-        ran = [_plain(argv, home, work) for argv in _replay(command, sandbox, f"e{i}")]
+        ran = [_plain(argv, home, work) for argv in replay(command, sandbox, f"e{i}")]
         replayed += bool(ran)
         unseen += [f"{command!r}: bash ran {a}" for a in _check(command, ran)]
         for argv in ran:
