@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,22 +11,15 @@ from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.events import Event
 from agent_fleet.testing import Reply, ScriptedModelServer, exec_command
 
+from ._git import git
+
 pytestmark = pytest.mark.e2e  # runs the real binary
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 async def test_git_reset_hard_is_declined_and_the_change_survives(
-    codex_options: CodexOptions, scripted_model: ScriptedModelServer, tmp_path: Path
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, staged_work: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
-    (repo / "work.txt").write_text("uncommitted change\n")
-    _git(repo, "add", "work.txt")
+    repo = staged_work
 
     scripted_model.enqueue(
         Reply(items=(exec_command("git reset --hard"),)),
@@ -39,7 +31,7 @@ async def test_git_reset_hard_is_declined_and_the_change_survives(
         events: list[Event] = [e async for e in handle.events()]
 
     assert (repo / "work.txt").read_text() == "uncommitted change\n"
-    assert "work.txt" in _git(repo, "status", "--porcelain")
+    assert "work.txt" in git(repo, "status", "--porcelain")
     denied = [e for e in events if isinstance(e, System) and e.subtype == "approval_denied"]
     assert len(denied) == 1
     assert denied[0].data["rule"] == "git-reset-hard"

@@ -4,7 +4,6 @@ requests reach the provider's fallback; they are judged by the session that spaw
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -74,19 +73,10 @@ def _responder(sub_refused: threading.Event) -> Callable[[RecordedRequest], Repl
     return respond
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
-
-
 async def test_a_sub_agents_approvals_are_judged_by_its_session(
-    codex_options: CodexOptions, scripted_model: ScriptedModelServer, tmp_path: Path
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, staged_work: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
-    (repo / "work.txt").write_text("uncommitted change\n")
-    _git(repo, "add", "work.txt")
+    repo = staged_work
     sub_refused = threading.Event()
     scripted_model.responder = _responder(sub_refused)
     events: list[Event] = []
