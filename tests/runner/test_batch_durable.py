@@ -260,9 +260,12 @@ def test_rerun_needs_resume(tmp_path: Path) -> None:
 # -- double Ctrl-C ---------------------------------------------------------------------------------------
 
 
-def _double_ctrl_c(
-    server: ScriptedModelServer, root: Path, gap: float
-) -> tuple[float, int, dict[str, Any], Path, Path]:
+def _interrupt(
+    server: ScriptedModelServer, root: Path, second_after: float | None
+) -> tuple[float, int, str, dict[str, Any], Path, Path]:
+    """Start a batch of three sleeping tasks and a queued one, press Ctrl-C (twice, ``second_after``
+    seconds apart, unless None); the seconds from the last press to the exit (inf and -9 for a hang),
+    the exit code, stdout, summary.json, the out directory and the repository."""
     repo = make_repo(root / "repo")
     env = scripted_codex_env(server, root / "codex-home")
     ids = [f"{root.name}-{n}" for n in range(3)]
@@ -272,19 +275,20 @@ def _double_ctrl_c(
     try:
         _wait_for("three tasks sleeping", lambda: _sleeping(out, ids), proc, limit=90)
         proc.send_signal(signal.SIGINT)
-        time.sleep(gap)
-        proc.send_signal(signal.SIGINT)
-        second = time.monotonic()
+        if second_after is not None:
+            time.sleep(second_after)
+            proc.send_signal(signal.SIGINT)
+        pressed = time.monotonic()
         try:
-            proc.communicate(timeout=30)
+            stdout, _ = proc.communicate(timeout=30 if second_after is not None else 60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            return float("inf"), -9, {}, out, repo
-        took = time.monotonic() - second
+            return float("inf"), -9, "", {}, out, repo
+        took = time.monotonic() - pressed
     finally:
         _kill_providers(out, proc.pid)
-    return took, proc.returncode, json.loads((out / "summary.json").read_text()), out, repo
+    return took, proc.returncode, stdout, json.loads((out / "summary.json").read_text()), out, repo
 
 
 @pytest.mark.timeout(600)
@@ -296,13 +300,11 @@ def test_20_double_ctrl_c_runs_never_hang_and_leave_a_true_summary(
     )
     gaps = [0.02 + 0.01 * (n % 4) for n in range(20)]  # 0.02 .. 0.05 s between the presses
     with ThreadPoolExecutor(max_workers=4) as pool:
-        runs = list(
-            pool.map(lambda n: _double_ctrl_c(scripted_model, tmp_path / f"r{n}", gaps[n]), range(20))
-        )
+        runs = list(pool.map(lambda n: _interrupt(scripted_model, tmp_path / f"r{n}", gaps[n]), range(20)))
     hung = [n for n, run_ in enumerate(runs) if run_[1] == -9]
     assert not hung, f"runs {hung} hung"
     print("seconds from the second Ctrl-C to exit:", sorted(round(r[0], 2) for r in runs))
-    for took, code, summary, out, repo in runs:
+    for took, code, _, summary, out, repo in runs:
         assert code == 130
         assert took < 2.0, f"left {took:.2f}s after the second Ctrl-C"
         by_id = {t["task_id"]: t for t in summary["tasks"]}
@@ -338,29 +340,6 @@ def test_20_double_ctrl_c_runs_never_hang_and_leave_a_true_summary(
 FIRST_CTRL_C_LIMIT = 2.0
 
 
-def _ctrl_c_once(server: ScriptedModelServer, root: Path) -> tuple[float, int, str, dict[str, Any], Path]:
-    repo = make_repo(root / "repo")
-    env = scripted_codex_env(server, root / "codex-home")
-    ids = [f"{root.name}-{n}" for n in range(3)]
-    tasks = _tasks_file(root / "tasks.jsonl", [*ids, f"{root.name}-queued"])
-    out = root / "out"
-    proc = _batch(env, str(tasks), "--out", str(out), "-j", "3", "--worktrees", "--cwd", str(repo))
-    try:
-        _wait_for("three tasks sleeping", lambda: _sleeping(out, ids), proc, limit=90)
-        proc.send_signal(signal.SIGINT)
-        pressed = time.monotonic()
-        try:
-            stdout, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return float("inf"), -9, "", {}, out
-        took = time.monotonic() - pressed
-    finally:
-        _kill_providers(out, proc.pid)
-    return took, proc.returncode, stdout, json.loads((out / "summary.json").read_text()), out
-
-
 @pytest.mark.timeout(300)
 def test_one_ctrl_c_stops_cleanly_with_130_within_a_bound_and_a_true_summary(
     scripted_model: ScriptedModelServer, tmp_path: Path
@@ -369,9 +348,9 @@ def test_one_ctrl_c_stops_cleanly_with_130_within_a_bound_and_a_true_summary(
         {f"o{n}-{k}": [[run("sleep 30")]] for n in range(4) for k in range(3)}
     )
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = list(pool.map(lambda n: _ctrl_c_once(scripted_model, tmp_path / f"o{n}"), range(4)))
+        runs = list(pool.map(lambda n: _interrupt(scripted_model, tmp_path / f"o{n}", None), range(4)))
     print("seconds from the Ctrl-C to exit:", sorted(round(r[0], 2) for r in runs))
-    for took, code, stdout, summary, out in runs:
+    for took, code, stdout, summary, out, _ in runs:
         assert code == 130, stdout
         assert took < FIRST_CTRL_C_LIMIT, f"left {took:.2f}s after the Ctrl-C"
         assert "continue it with: agent-fleet batch --resume" in stdout
