@@ -33,29 +33,19 @@ from agent_fleet.runner.gate import GateConfig
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.testing import (
     CustomToolCall,
-    FunctionCall,
     ReasoningItem,
     Reply,
     ScriptedModelServer,
     Text,
     scripted_codex_env,
 )
-from agent_fleet.testing._repo import make_repo
+from agent_fleet.testing._repo import make_repo, shell_call
 
 __all__ = ["DEMO_PROMPT", "DEMO_SCRIPT", "DemoResult", "run_demo"]
 
 DEMO_PROMPT: Final = "Add a greeting file to this repository and commit it."
 _USAGE: Final = {"input_tokens": 1200, "output_tokens": 60}
 _PATCH: Final = "*** Begin Patch\n*** Add File: greeting.txt\n+Hello from agent-fleet!\n*** End Patch\n"
-
-
-def _shell(cmd: str, *, escalate: bool = False) -> FunctionCall:
-    # login=False: a login shell would source the user's profile, which is slow or noisy on some machines.
-    args: dict[str, object] = {"cmd": cmd, "login": False}
-    if escalate:
-        args["sandbox_permissions"] = "require_escalated"
-        args["justification"] = "git needs to write .git to commit"
-    return FunctionCall(name="exec_command", arguments=args)
 
 
 DEMO_SCRIPT: Final[tuple[Reply, ...]] = (
@@ -66,9 +56,9 @@ DEMO_SCRIPT: Final[tuple[Reply, ...]] = (
         ),
         usage=_USAGE,
     ),
-    Reply(items=(_shell("cat greeting.txt"),), usage=_USAGE),
-    Reply(items=(_shell("git reset --hard"),), usage=_USAGE),
-    Reply(items=(_shell("git add -A && git commit -q -m 'Add greeting'", escalate=True),), usage=_USAGE),
+    Reply(items=(shell_call("cat greeting.txt"),), usage=_USAGE),
+    Reply(items=(shell_call("git reset --hard"),), usage=_USAGE),
+    Reply(items=(shell_call("git add -A && git commit -q -m 'Add greeting'", escalate=True),), usage=_USAGE),
     Reply(
         items=(
             Text(

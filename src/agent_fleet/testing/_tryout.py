@@ -24,10 +24,9 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from agent_fleet.testing._repo import make_repo
+from agent_fleet.testing._repo import make_repo, shell_call
 from agent_fleet.testing._server import (
     CustomToolCall,
-    FunctionCall,
     Item,
     ReasoningItem,
     RecordedRequest,
@@ -48,15 +47,6 @@ EXAMPLE_TASKS: Final[tuple[dict[str, Any], ...]] = (
         "require_commit": True,
     },
 )
-
-
-def _shell(cmd: str, *, escalate: bool = False) -> FunctionCall:
-    # login=False: a login shell would source the user's profile, which is slow or noisy on some machines.
-    args: dict[str, object] = {"cmd": cmd, "login": False}
-    if escalate:
-        args["sandbox_permissions"] = "require_escalated"
-        args["justification"] = "git needs to write .git to commit"
-    return FunctionCall(name="exec_command", arguments=args)
 
 
 def _prompt_texts(request: RecordedRequest) -> tuple[list[str], int]:
@@ -90,14 +80,14 @@ def note_path(prompt: str) -> str:
 
 def _steps(prompt: str, turn: int) -> list[Item]:
     path = note_path(prompt)
-    commit = _shell(f"git add -A && git commit -q -m 'Add {path}'", escalate=True)
+    commit = shell_call(f"git add -A && git commit -q -m 'Add {path}'", escalate=True)
     forgetful = FORGETS_TO_COMMIT in prompt
     if turn == 0:
         patch = f"*** Begin Patch\n*** Add File: {path}\n+{prompt}\n*** End Patch\n"
         steps: list[Item] = [
             CustomToolCall(name="apply_patch", input=patch),
-            _shell(f"cat {path}"),
-            _shell("git reset --hard"),
+            shell_call(f"cat {path}"),
+            shell_call("git reset --hard"),
         ]
         return steps if forgetful else [*steps, commit]
     if turn == 1 and forgetful:
