@@ -126,12 +126,12 @@ async def admit(
         entries = []
         for t in chunk:
             where = f"task {t.id!r} (line {t.line})"
-            problem = task_id_problem(t.id)  # a library caller's BatchTask was not parsed from a file
-            if problem is not None:
-                raise UsageError(f"task id {t.id!r} (line {t.line}) {problem}")
             if tasks is not None:
                 entry = entry_object(t)
                 if not t.raw:  # built in code, never parsed: check it as the run will read it back
+                    problem = task_id_problem(t.id)  # (parsing checks it too; this says "task id" first)
+                    if problem is not None:
+                        raise UsageError(f"task id {t.id!r} (line {t.line}) {problem}")
                     parse_task(entry, line=t.line, base_dir=out, where=where)
                 entries.append((t.id, t.line, entry))
             if t.idle_timeout is not None and not idle_timeout_supported():
