@@ -54,6 +54,7 @@ def test_a_transcript_that_cannot_be_created_is_a_usage_error(tmp_path: Path, cl
     result = invoke("run", "x", "--cwd", str(tmp_path), "--transcript", str(blocker / "t.jsonl"), *cli_env)
     assert result.exit_code == 2, result.output
     assert f"cannot create {str(blocker / 't.jsonl')!r}" in result.stderr
+    assert f"{str(blocker)!r} is a file, not a directory" in result.stderr  # which part is in the way
 
 
 def test_an_out_holding_an_older_batch_is_refused(tasks: Path, tmp_path: Path, cli_env: list[str]) -> None:

@@ -358,3 +358,12 @@ async def test_error_messages_are_redacted(
     assert response.status_code == status
     assert "codex exited" in response.text and "[REDACTED]" in response.text
     assert secret not in response.text and TOKEN not in response.text
+
+
+def test_a_state_directory_that_cannot_be_made_is_a_usage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = CliRunner().invoke(cli, ["serve", "--port", "0", "--state-dir", str(blocker / "state")])
+    assert result.exit_code == 2, result.output
+    assert "cannot use the state directory" in result.output and "--state-dir" in result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output

@@ -399,6 +399,12 @@ def _check_writable(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8"):
             pass
+    except FileExistsError as exc:  # mkdir met a file where a directory must be: say which
+        blocker = next(
+            (p for p in (path.parent, *path.parent.parents) if p.exists() and not p.is_dir()), None
+        )
+        what = f"{str(blocker)!r} is a file, not a directory" if blocker else (exc.strerror or str(exc))
+        raise UsageError(f"cannot create {str(path)!r}: {what}") from exc
     except OSError as exc:
         raise UsageError(f"cannot create {str(path)!r}: {exc.strerror or exc}") from exc
 

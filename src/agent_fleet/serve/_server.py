@@ -104,7 +104,14 @@ class Daemon:
         self.config = config
         state = config.state_dir
         # Sessions, prompts and transcripts live here: nobody else on the machine may read them.
-        state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            state.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not os.access(state, os.W_OK | os.X_OK):
+                raise PermissionError(f"{state} is not writable")
+        except OSError as exc:
+            raise UsageError(
+                f"cannot use the state directory {str(state)!r}: {exc.strerror or exc} (see --state-dir)"
+            ) from exc
         self.token, self.token_path, self.warnings = load_or_create_token(config.token_file, state)
         self.redactor = Redactor(extra=(self.token,))
         self.store = Store(state / "sessions.sqlite3")
