@@ -112,7 +112,13 @@ def test_thread_safety() -> None:
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         outcomes = list(pool.map(run, range(0, 80, 10)))
-    assert all(outcome == expected for outcome in outcomes)
+    differ = [
+        f"{command!r}: {got} (alone: {want})"
+        for outcome in outcomes
+        for command, got, want in zip(commands, outcome, expected, strict=True)
+        if got != want
+    ]
+    assert not differ, "\n".join(differ[:20])
 
 
 def test_public_surface() -> None:
