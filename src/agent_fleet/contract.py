@@ -95,6 +95,12 @@ class PermissionConfig:
     ``profile="strict"`` (for unattended fleets) accepts only commands the policy can prove harmless
     (known read-only and build/test programs, literal arguments inside the workspace); everything else is
     declined with rule ``strict-unproven``, which an ``approval_handler`` may turn into an accept.
+
+    ``escalation_patterns``: Python regular expressions for requests that would let something run or
+    write outside the OS sandbox (an escalated command, a permission grant, a network approval, a file
+    change outside the writable roots). Such a request is accepted only when the strict profile proves it
+    harmless, when it matches one of these (and no built-in rule or disallow pattern declines it), or
+    when an ``approval_handler`` (a person) accepts it; ``default`` never covers it.
     """
 
     allow_patterns: tuple[str, ...] = ()
@@ -106,6 +112,7 @@ class PermissionConfig:
     tool_allow_patterns: tuple[str, ...] = ()
     tool_disallow_patterns: tuple[str, ...] = ()
     profile: Literal["default", "strict"] = "default"
+    escalation_patterns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
@@ -116,6 +123,7 @@ class PermissionConfig:
         object.__setattr__(self, "mcp_tools", tuple(self.mcp_tools))
         object.__setattr__(self, "tool_allow_patterns", tuple(self.tool_allow_patterns))
         object.__setattr__(self, "tool_disallow_patterns", tuple(self.tool_disallow_patterns))
+        object.__setattr__(self, "escalation_patterns", tuple(self.escalation_patterns))
         if self.default not in ("allow", "deny", "ask"):
             raise ValueError(
                 f"PermissionConfig.default must be 'allow', 'deny' or 'ask', not {self.default!r}"
@@ -138,6 +146,10 @@ class Spec:
     ``env``: variables set in the environment of the commands the agent runs, on top of what the
     provider passes on (codex: its ``shell_environment_policy.set``; Claude Code: its process's
     environment, which its tools inherit). Names are environment variable names; values are strings.
+    ``temp_dir``: the session's own temporary directory, part of its box (its workspace and this
+    directory are its whole writable world): the agent's commands get it as ``TMPDIR`` and it is a
+    writable root of the OS sandbox and of the policy, while the shared ``/tmp`` and the inherited
+    ``TMPDIR`` are not. None: the provider makes a private one (mode 0700) for the session.
     """
 
     prompt: str
@@ -158,6 +170,7 @@ class Spec:
     tools: Sequence[Tool | Callable[..., Any]] = ()
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    temp_dir: str | Path | None = None
 
     def __post_init__(self) -> None:
         check_text(self.prompt)  # UsageError at once, before any provider sees it
