@@ -146,6 +146,9 @@ class Spec:
     ``env``: variables set in the environment of the commands the agent runs, on top of what the
     provider passes on (codex: its ``shell_environment_policy.set``; Claude Code: its process's
     environment, which its tools inherit). Names are environment variable names; values are strings.
+    ``max_turns``: the most model round trips (agentic steps) a turn may take, and ``max_cost_usd`` the
+    most it may spend, where the provider can enforce them (reported as untranslated otherwise); None:
+    no limit.
     ``temp_dir``: the session's own temporary directory, part of its box (its workspace and this
     directory are its whole writable world): the agent's commands get it as ``TMPDIR`` and it is a
     writable root of the OS sandbox and of the policy, while the shared ``/tmp`` and the inherited
@@ -170,6 +173,8 @@ class Spec:
     tools: Sequence[Tool | Callable[..., Any]] = ()
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    max_turns: int | None = None
+    max_cost_usd: float | None = None
     temp_dir: str | Path | None = None
 
     def __post_init__(self) -> None:
@@ -191,6 +196,12 @@ class Spec:
             raise ValueError(f"Spec.timeout must be a finite number of seconds > 0, not {self.timeout!r}")
         if self.idle_timeout is not None and not (0 <= self.idle_timeout < math.inf):
             raise ValueError(f"Spec.idle_timeout must be >= 0 seconds (0: off), not {self.idle_timeout!r}")
+        if self.max_turns is not None and (
+            isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 1
+        ):
+            raise ValueError(f"Spec.max_turns must be a whole number >= 1, not {self.max_turns!r}")
+        if self.max_cost_usd is not None and not (0 < self.max_cost_usd < math.inf):
+            raise ValueError(f"Spec.max_cost_usd must be a finite amount > 0, not {self.max_cost_usd!r}")
         for question, answer in self.answers.items():
             if not isinstance(question, str) or not (
                 isinstance(answer, str)
@@ -357,6 +368,12 @@ class Handle(abc.ABC):
     @abc.abstractmethod
     async def stop(self) -> None:
         """Interrupt the running turn and end the stream with ``Error(code="cancelled")``. Idempotent."""
+
+    async def interrupt(self) -> None:
+        """Stop the running turn but keep the session: the stream ends with ``Error(code="cancelled")``
+        and the next ``send()`` continues the same session. A no-op when no turn is running. Raises
+        ``Unsupported`` where the provider can only end the whole session (use ``stop()``)."""
+        raise Unsupported(f"{type(self).__name__} cannot interrupt a turn and keep the session")
 
     @abc.abstractmethod
     async def wait(self) -> Result:
