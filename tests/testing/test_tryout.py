@@ -106,11 +106,12 @@ def test_serve_without_a_command_prints_the_wiring_and_stops_on_ctrl_c() -> None
     )
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(4)]
+        lines = [proc.stdout.readline() for _ in range(5)]
         assert lines[0].startswith("export CODEX_HOME=")
-        assert lines[1] == "export AGENT_FLEET_SCRIPTED_API_KEY=scripted-dummy-key\n"
-        assert lines[2].startswith("# add to agent-fleet run / batch")
-        flags = shlex.split(lines[3])
+        assert lines[1].startswith("export TMPDIR=") and lines[1].strip().endswith("codex-home-tmp")
+        assert lines[2] == "export AGENT_FLEET_SCRIPTED_API_KEY=scripted-dummy-key\n"
+        assert lines[3].startswith("# add to agent-fleet run / batch")
+        flags = shlex.split(lines[4])
         assert flags[:2] == ["-c", 'model_provider="scripted"']
         home = lines[0].strip().split("=", 1)[1]
         assert Path(home).is_dir()

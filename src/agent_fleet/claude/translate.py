@@ -183,6 +183,9 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
                     opts["settings"] = json.dumps(dict(value))
             case "env":
                 pass  # the CLI process's environment, above
+            case "max_turns" | "max_cost_usd" | "temp_dir":
+                if value is not None:  # not wired yet on this provider
+                    untranslated.append(Untranslated(name, "not yet supported by the Claude provider"))
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the Claude provider"))
 

@@ -160,6 +160,9 @@ def build_command(
                             "codex exec cannot call back into Python; use the codex app-server provider",
                         )
                     )
+            case "max_turns" | "max_cost_usd" | "temp_dir":
+                if value is not None:  # not wired yet on this provider
+                    untranslated.append(Untranslated(name, "not yet supported by the codex exec provider"))
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex exec provider"))
 

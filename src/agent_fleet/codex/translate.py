@@ -193,6 +193,9 @@ def plan_spawn(spec: Spec, base_config: Mapping[str, Any] | None = None) -> Spaw
             case "tools":
                 if value:  # experimental; answered by the handle on item/tool/call
                     thread["dynamicTools"] = [dynamic_tool(tool) for tool in value]
+            case "max_turns" | "max_cost_usd" | "temp_dir":
+                if value is not None:  # not wired yet on this provider
+                    untranslated.append(Untranslated(name, "not yet supported by the codex app-server"))
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex app-server provider"))
 

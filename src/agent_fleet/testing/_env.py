@@ -46,13 +46,20 @@ def scripted_codex_env(
     env_key: str = DEFAULT_ENV_KEY,
     model: str | None = "gpt-5.5",
 ) -> CodexTestEnv:
-    """Create ``codex_home`` (a temporary directory, never ``~/.codex``) and return the wiring."""
+    """Create ``codex_home`` (a temporary directory, never ``~/.codex``) and return the wiring.
+
+    ``env`` also sets ``TMPDIR`` to a private directory beside the home (``<home>-tmp``): codex refuses
+    to create its helper binaries (the ``codex-linux-sandbox`` alias its bubblewrap sandbox runs) under
+    the temporary directory, so with a home in ``/tmp`` and a system ``bwrap`` on ``PATH`` every
+    sandboxed command failed with ``execvp codex-linux-sandbox``."""
     home = Path(codex_home)
     home.mkdir(parents=True, exist_ok=True)
+    tmp = home.with_name(f"{home.name}-tmp")
+    tmp.mkdir(mode=0o700, exist_ok=True)
     return CodexTestEnv(
         server=server,
         codex_home=home,
         config=server.codex_config(provider=provider, env_key=env_key, model=model),
-        env={"CODEX_HOME": str(home), env_key: "scripted-dummy-key"},
+        env={"CODEX_HOME": str(home), "TMPDIR": str(tmp), env_key: "scripted-dummy-key"},
         env_key=env_key,
     )
