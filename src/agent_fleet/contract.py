@@ -242,6 +242,10 @@ class Capabilities:
     #: False when the provider cannot ask for approvals, so ``Spec.permission`` would not be enforced
     #: (``codex exec``: codex's own sandbox is the only guard).
     enforces_approvals: bool = True
+    #: The OS sandbox that confines the agent's commands and file writes (the wall behind the policy),
+    #: in a few words (e.g. "codex sandbox: bubblewrap + seccomp"); None where there is none, so the
+    #: approval policy is the only guard.
+    os_sandbox: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -447,6 +451,10 @@ class Provider(abc.ABC):
     async def archive_session(self, session_id: str) -> None:
         """Archive a stored session (it no longer appears in ``list_sessions()``)."""
         raise Unsupported(f"the {self.name} provider cannot archive sessions")
+
+    async def unarchive_session(self, session_id: str) -> None:
+        """Bring an archived session back (it appears in ``list_sessions()`` and can be resumed)."""
+        raise Unsupported(f"the {self.name} provider cannot unarchive sessions")
 
     async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
         """The models this provider offers. Raises ``Unsupported`` where it cannot list them."""
