@@ -66,6 +66,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "may fail the same way (data: message, reason)"
         ),
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
+        "codex_version": (
+            "the codex binary is not the version agent-fleet is tested with, but within the supported "
+            "range: it runs; sent once (data: version, message)"
+        ),
         "notice": "a codex account, configuration or thread-metadata notice (data: method and its params)",
         "notices_dropped": "notices were dropped because nobody read them in time (data: count)",
         "review.entered": "a review turn entered review mode (data: target)",

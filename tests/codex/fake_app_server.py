@@ -91,7 +91,8 @@ def main():
                 continue
             ask(tid, turn, n + 1, answers, script)
         elif method == "initialize":
-            send({"id": mid, "result": {"userAgent": "fake"}})
+            agent = f"agent-fleet/{os.environ.get('FAKE_VERSION', '0.163.0')} (fake)"
+            send({"id": mid, "result": {"userAgent": agent}})
             if notices:  # before any session: only the provider's notice stream has it
                 send({"method": "configWarning", "params": {"summary": "no bubblewrap", "details": None}})
         elif method == "initialized":

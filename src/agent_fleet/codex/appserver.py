@@ -5,6 +5,9 @@ Theory of operation
 ``start()`` (context entry) finds the binary, spawns ``codex app-server`` in its own process group,
 wires a JSON-RPC ``Connection`` over its stdio (routing by ``threadId``) and completes
 ``initialize`` -> ``initialized``. Any failure there is ``ProviderUnavailable`` with the stderr tail.
+The version codex reports in its ``userAgent`` is checked (``_codex_binary.check_codex_version``): an
+older binary than the supported minimum is refused; one that is not the pinned version works, with one
+``System(subtype="codex_version")`` notice (on ``notices()`` and in the first session's stream).
 
 ``spawn`` sends ``thread/start`` then the first ``turn/start``; ``resume`` sends ``thread/resume`` then
 ``turn/start``. Each thread gets a ``CodexHandle`` subscribed to its id.
@@ -28,7 +31,12 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
-from agent_fleet._codex_binary import find_codex
+from agent_fleet._codex_binary import (
+    check_codex_version,
+    codex_version_async,
+    find_codex,
+    version_from_user_agent,
+)
 from agent_fleet._codex_toml import config_args
 from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
@@ -112,6 +120,7 @@ class _Child:
     def __init__(self, proc: ChildProcess, conn: Connection) -> None:
         self.proc = proc
         self.conn = conn
+        self.version: str | None = None
 
     def stderr_tail(self) -> str:
         return self.proc.stderr_tail()
@@ -132,6 +141,8 @@ class CodexProvider(Provider):
         self._closed = False
         self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
         self._subthreads = SubThreads()  # sub-agents' threads: their approvals are their session's
+        self._version_notice: System | None = None  # for the first session (once)
+        self._version_warned = False
         self.crashes = 0
 
     # -- properties --------------------------------------------------------------------------------
@@ -160,6 +171,11 @@ class CodexProvider(Provider):
     def pid(self) -> int | None:
         """Process id of the app-server child (None before start / after shutdown)."""
         return self._child.proc.pid if self._child is not None else None
+
+    @property
+    def version(self) -> str | None:
+        """The version of the running codex app-server (None before ``start()``)."""
+        return self._child.version if self._child is not None else None
 
     @property
     def connection(self) -> Connection:
@@ -199,7 +215,7 @@ class CodexProvider(Provider):
         conn.on_close(lambda cause: self._on_close(child, cause))
         conn.start()
         try:
-            await conn.request(
+            init = await conn.request(
                 "initialize",
                 {
                     "clientInfo": {"name": "agent-fleet", "title": "agent-fleet", "version": __version__},
@@ -231,7 +247,26 @@ class CodexProvider(Provider):
                 # refused until someone changes something
                 retryable=isinstance(exc, TimeoutError) and not reason,
             ) from exc
+        await self._check_version(child, binary, init)
         return child
+
+    async def _check_version(self, child: _Child, binary: os.PathLike[str], init: Any) -> None:
+        """Refuse a codex older than the supported minimum; note once one that is not the pinned one."""
+        version = version_from_user_agent(init.get("userAgent") if isinstance(init, dict) else None)
+        try:
+            if version is None:  # not in the userAgent (never seen from codex): ask the binary
+                version = await codex_version_async(binary)
+            warning = check_codex_version(version, binary=binary)
+        except ProviderUnavailable:
+            await self._kill(child)
+            raise
+        child.version = version
+        if warning is not None and not self._version_warned:
+            self._version_warned = True
+            logger.warning("%s", warning)
+            notice = System(subtype="codex_version", data={"version": version, "message": warning})
+            self._version_notice = notice
+            self._notices.post(notice)
 
     async def shutdown(self) -> None:
         """Stop every handle and end the child and its process group. Idempotent."""
@@ -423,6 +458,9 @@ class CodexProvider(Provider):
         if isinstance(model, str) and model:
             provider = result.get("modelProvider")
             handle.notice(System(subtype="session", data={"model": model, "model_provider": provider}))
+        if self._version_notice is not None:  # once: the first session after start
+            handle.notice(self._version_notice)
+            self._version_notice = None
         for notice in notices:
             handle.notice(notice)
         if turn_params is None:

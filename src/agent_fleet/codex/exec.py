@@ -357,6 +357,11 @@ class CodexExecHandle(StreamedHandle[_ExecTurn]):
         """Always raises ``Unsupported``: a ``codex exec`` turn takes no input after its prompt."""
         raise Unsupported("codex exec cannot take input during a turn; use send() after it ends")
 
+    async def interrupt(self) -> None:
+        """Stop the running turn and keep the session: as ``stop()`` (each turn is a process of its own
+        and the thread lives in codex's record), so the next ``send()`` resumes the same thread."""
+        await self.stop()
+
     async def stop(self) -> None:
         """Kill the running turn's process group; its stream ends with ``Error(code="cancelled")``.
 

@@ -154,6 +154,22 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
             timeout=self._provider.options.rpc_timeout,
         )
 
+    async def interrupt(self) -> None:
+        """Stop the running turn and keep the session: the stream ends with ``Error(code="cancelled")``
+        at once, codex is asked to interrupt the turn (``turn/interrupt``, awaited), and the next
+        ``send()`` continues the same thread with its history. A no-op when no turn is running."""
+        turn = self._turn
+        if self._closed or turn is None:
+            return
+        error = Error(code="cancelled", message="interrupted by the caller", data={"turn_id": turn.turn_id})
+        if self._finish(turn, error) and turn.turn_id is not None:
+            turn.interrupt = self._host.spawn_task(
+                self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
+                f"interrupt:{self._thread_id}",
+            )
+        if turn.interrupt is not None:
+            await asyncio.wait([turn.interrupt])
+
     async def stop(self) -> None:
         """Interrupt the running turn, end the commands it left running, unsubscribe, end the stream
         with ``Error(code="cancelled")``.

@@ -11,6 +11,7 @@ a consumer; a few pure-UI notifications are dropped (``IGNORED``).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 from agent_fleet._provider.fastnew import positional_new
@@ -47,6 +48,7 @@ __all__ = [
     "OPT_OUT_NOTIFICATIONS",
     "TurnMapper",
     "error_code_for",
+    "http_status",
     "notice_events",
     "rate_limits",
 ]
@@ -168,15 +170,38 @@ def _for_status(status: Any, *, connection: bool) -> tuple[ErrorCode, bool]:
     return "turn_failed", False
 
 
+# How codex words an HTTP error it did not classify (``UnexpectedResponseError``), the only place the
+# status exists when ``codexErrorInfo`` is the catch-all ``"other"`` (every codex before 0.163 for a
+# 401, 404 or 503): read only at the start of the message, only for that kind.
+_UNEXPECTED_STATUS: Final = re.compile(r"unexpected status (\d{3})\b")
+
+
+def http_status(error: dict[str, Any] | None) -> int | None:
+    """The HTTP status of a codex ``TurnError``: an object variant's ``httpStatusCode``, or for
+    ``"other"`` the status codex names in its ``unexpected status NNN`` message; None when none is."""
+    error = error or {}
+    info = error.get("codexErrorInfo")
+    if isinstance(info, dict) and info:
+        detail = next(iter(info.values()))
+        status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
+        return status if isinstance(status, int) and not isinstance(status, bool) else None
+    message = error.get("message")
+    if info == "other" and isinstance(message, str):
+        match = _UNEXPECTED_STATUS.match(message)
+        return int(match.group(1)) if match else None
+    return None
+
+
 def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
     """Classify a codex ``TurnError`` by its structured fields: (code, retryable).
 
     ``codexErrorInfo`` decides: a string variant by its name, an object variant by the HTTP status it
     carries, else by its kind (a connection or stream failure is retryable; a kind this version does
     not know is not: fail safe); for ``"other"`` (codex's catch-all, which covers both a refused
-    request and a dropped stream) the API error body codex forwards as the message decides: present
-    means the API refused the request (HTTP 4xx, never retryable), absent means a transport or
-    stream failure (retryable).
+    request and a dropped stream) the HTTP status decides where codex names one (older versions send
+    401, 404 and 503 so: an authentication or a not-found is never retried), else the API error body
+    codex forwards as the message: present means the API refused the request (HTTP 4xx, never
+    retryable), absent means a transport or stream failure (retryable).
     """
     error = error or {}
     info = error.get("codexErrorInfo")
@@ -184,6 +209,9 @@ def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
         if info in _INFO_CODES:
             return _INFO_CODES[info]
         if info == "other":
+            status = http_status(error)
+            if status is not None:
+                return _for_status(status, connection=False)
             body = _api_error_body(error.get("message"))
             if body is None:
                 return "connection_failed", True
@@ -191,9 +219,8 @@ def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
             return code, code == "rate_limited"
         return "turn_failed", False
     if isinstance(info, dict) and info:
-        kind, detail = next(iter(info.items()))
-        status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
-        return _for_status(status, connection=kind in _CONNECTION_KINDS)
+        kind = next(iter(info))
+        return _for_status(http_status(error), connection=kind in _CONNECTION_KINDS)
     return "turn_failed", False
 
 
@@ -545,12 +572,11 @@ class TurnMapper:
         message = error.get("message") or f"turn ended with status {status!r}"
         if error.get("additionalDetails"):
             message += f" ({error['additionalDetails']})"
-        return Error(
-            code=code,
-            message=message,
-            retryable=retryable,
-            data={"turn_id": self.turn_id, "codex_error_info": error.get("codexErrorInfo")},
-        )
+        data = {"turn_id": self.turn_id, "codex_error_info": error.get("codexErrorInfo")}
+        status = http_status(error)
+        if status is not None:
+            data["http_status"] = status
+        return Error(code=code, message=message, retryable=retryable, data=data)
 
 
 def _collab(item: dict[str, Any]) -> SubAgent:
