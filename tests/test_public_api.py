@@ -87,7 +87,9 @@ SUBPACKAGES: dict[str, set[str]] = {
         "codex_version_async",
         "credential_sources",
         "find_codex",
+        "is_retryable",
         "plan_spawn",
+        "retry_on_overload",
     },
     "execserver": {
         "DirectoryEntry",

@@ -20,6 +20,9 @@ interrupt_on_cancel = bool(os.environ.get("FAKE_INTERRUPT_ON_CANCEL"))
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
 notices = os.environ.get("FAKE_NOTICES") == "1"  # connection-wide and between-turn notices too
 silent = bool(os.environ.get("FAKE_SILENT"))  # start turns, then never send anything for them
+# refuse this many of each of thread/start and turn/start with -32001, as an overloaded codex does
+overload = {"thread/start": int(os.environ.get("FAKE_OVERLOAD", "0"))}
+overload["turn/start"] = overload["thread/start"]
 threads = 0
 
 
@@ -82,6 +85,10 @@ def main():
     while True:
         msg = read()
         method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if overload.get(method, 0) > 0:
+            overload[method] -= 1
+            send({"id": mid, "error": {"code": -32001, "message": "Server overloaded; retry later."}})
+            continue
         if method is None:  # an answer to one of our server requests
             tid, turn, n, answers, script = turns.pop(mid)
             answers.append({"id": mid, **{k: msg[k] for k in ("result", "error") if k in msg}})

@@ -7,6 +7,7 @@ from agent_fleet._codex_binary import (
     credential_sources,
     find_codex,
 )
+from agent_fleet.codex._overload import is_retryable, retry_on_overload
 from agent_fleet.codex.appserver import CodexProvider
 from agent_fleet.codex.exec import CodexExecHandle, CodexExecProvider
 from agent_fleet.codex.handle import CodexHandle
@@ -29,5 +30,7 @@ __all__ = [
     "codex_version_async",
     "credential_sources",
     "find_codex",
+    "is_retryable",
     "plan_spawn",
+    "retry_on_overload",
 ]

@@ -40,7 +40,7 @@ from agent_fleet._codex_binary import (
 from agent_fleet._codex_toml import config_args
 from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
-from agent_fleet.codex import _approvals
+from agent_fleet.codex import _approvals, _overload
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
@@ -350,8 +350,8 @@ class CodexProvider(Provider):
         plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
         notices = spec_unsupported(plan.untranslated)
-        result = await child.conn.request_with_retry(
-            "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
+        result = await _overload.request(
+            child.conn, "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
         )
         return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage())
 
@@ -366,8 +366,8 @@ class CodexProvider(Provider):
         # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)
-        result = await child.conn.request_with_retry(
-            "thread/resume", params, timeout=self.options.rpc_timeout
+        result = await _overload.request(
+            child.conn, "thread/resume", params, timeout=self.options.rpc_timeout
         )
         return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
 
@@ -379,7 +379,7 @@ class CodexProvider(Provider):
         policy = ApprovalPolicy(spec.permission)
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
-        result = await child.conn.request_with_retry("thread/fork", params, timeout=self.options.rpc_timeout)
+        result = await _overload.request(child.conn, "thread/fork", params, timeout=self.options.rpc_timeout)
         return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
 
     async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
@@ -393,8 +393,8 @@ class CodexProvider(Provider):
                 params["limit"] = limit - len(out)
             if cursor:
                 params["cursor"] = cursor
-            page = await child.conn.request_with_retry(
-                "thread/list", params, timeout=self.options.rpc_timeout
+            page = await _overload.request(
+                child.conn, "thread/list", params, timeout=self.options.rpc_timeout
             )
             out += [_session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
             cursor = page.get("nextCursor")
@@ -405,8 +405,11 @@ class CodexProvider(Provider):
     async def read_session(self, session_id: str) -> SessionInfo:
         """Thread ``session_id`` with its turns in ``raw["turns"]`` (``thread/read``)."""
         child = await self._ready()
-        result = await child.conn.request_with_retry(
-            "thread/read", {"threadId": session_id, "includeTurns": True}, timeout=self.options.rpc_timeout
+        result = await _overload.request(
+            child.conn,
+            "thread/read",
+            {"threadId": session_id, "includeTurns": True},
+            timeout=self.options.rpc_timeout,
         )
         thread = result.get("thread") if isinstance(result, dict) else None
         if not isinstance(thread, dict):
@@ -416,7 +419,9 @@ class CodexProvider(Provider):
     async def archive_session(self, session_id: str) -> None:
         """Archive thread ``session_id`` (``thread/archive``)."""
         child = await self._ready()
-        await child.conn.request("thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout)
+        await _overload.request(
+            child.conn, "thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout
+        )
 
     @property
     def rate_limits(self) -> RateLimits | None:
@@ -505,7 +510,7 @@ class CodexProvider(Provider):
             params: dict[str, Any] = {"includeHidden": include_hidden}
             if cursor:
                 params["cursor"] = cursor
-            page = await child.conn.request_with_retry("model/list", params, timeout=self.options.rpc_timeout)
+            page = await _overload.request(child.conn, "model/list", params, timeout=self.options.rpc_timeout)
             models += [m for m in page.get("data") or [] if isinstance(m, dict)]
             cursor = page.get("nextCursor")
             if not cursor:

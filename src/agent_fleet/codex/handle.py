@@ -39,6 +39,7 @@ from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES
 from agent_fleet._provider.watchdog import IdleWatchdog
+from agent_fleet.codex import _overload
 from agent_fleet.codex._handle_requests import ServerRequests
 from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._turn import AppServerTurn
@@ -148,7 +149,8 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         if turn.turn_id is None:
             raise UsageError("inject(): the turn has not started yet")
         check_text(text, "the injected text")
-        await self._conn.request(
+        await _overload.request(
+            self._conn,
             "turn/steer",
             {"threadId": self._thread_id, "expectedTurnId": turn.turn_id, "input": turn_input(text)},
             timeout=self._provider.options.rpc_timeout,
@@ -230,8 +232,10 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         for event in self._backlog.drain():  # what arrived between turns comes first
             turn.stream.push(event)
         try:
-            # Not retried: a duplicate turn/start would run the prompt twice.
-            result = await self._conn.request(method, params, timeout=self._provider.options.rpc_timeout)
+            # Retried only when codex refused it unprocessed (overloaded): a duplicate would run twice.
+            result = await _overload.request(
+                self._conn, method, params, timeout=self._provider.options.rpc_timeout
+            )
         except AgentFleetError as exc:
             self._finish(turn, Error(code="turn_failed", message=f"{method} failed: {exc}"))
             raise
@@ -279,7 +283,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
 
     async def _control(self, method: str, params: dict[str, Any]) -> None:
         try:
-            await self._conn.request(method, params, timeout=_CONTROL_TIMEOUT)
+            await _overload.request(self._conn, method, params, timeout=_CONTROL_TIMEOUT)
         except AgentFleetError as exc:  # the turn is already ended for the caller; best effort only
             logger.debug("%s for thread %s failed: %s", method, self._thread_id, exc)
 
@@ -416,8 +420,8 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         )
         params = {"threadId": self._thread_id, "input": turn_input(text)}
         try:
-            result = await self._conn.request(
-                "turn/start", params, timeout=self._provider.options.rpc_timeout
+            result = await _overload.request(
+                self._conn, "turn/start", params, timeout=self._provider.options.rpc_timeout
             )
         except AgentFleetError as exc:
             self._finish(turn, Error(code="turn_failed", message=f"turn/start after a refusal failed: {exc}"))
