@@ -61,6 +61,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "an approval method (or elicitation approval kind) agent-fleet does not know; declined "
             "(data: method, kind)"
         ),
+        "unknown_approval_field": (
+            "an approval carried a field agent-fleet does not know where it decides safety (a file "
+            "change, a permission profile); declined (data: method, field)"
+        ),
         "auth_failed": (
             "codex's ChatGPT tokens could not be refreshed while this session was idle; its next turn "
             "may fail the same way (data: message, reason)"

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from agent_fleet._provider.fastnew import positional_new
 from agent_fleet._provider.prompt import parse_structured
+from agent_fleet.codex._shapes import change_drift
 from agent_fleet.events import (
     AssistantMessage,
     Compaction,
@@ -305,7 +306,7 @@ def notice_events(method: str, params: dict[str, Any]) -> list[Event] | None:
 
 def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for change in item.get("changes") or []:
+    for index, change in enumerate(item.get("changes") or []):
         if isinstance(change, dict):
             kind = change.get("kind")
             entry = {
@@ -315,6 +316,9 @@ def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
             }
             if isinstance(kind, dict) and kind.get("move_path"):  # a rename: where the file goes
                 entry["move_path"] = kind["move_path"]
+            drift = change_drift(change, f"changes[{index}]")
+            if drift is not None:  # a field this version does not know: its approval is declined
+                entry["unknown_field"] = drift
             out.append(entry)
     return out
 
