@@ -70,6 +70,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "may fail the same way (data: message, reason)"
         ),
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
+        "subagent_turn": (
+            "a sub-agent's turn ended (its events carry agent=<its session id>); never the session's own "
+            "end (data: status completed or an error code, text or message)"
+        ),
         "codex_version": (
             "the codex binary is not the version agent-fleet is tested with, but within the supported "
             "range: it runs; sent once (data: version, message)"

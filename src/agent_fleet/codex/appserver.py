@@ -42,9 +42,11 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _approvals, _overload
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._child import Child, route, stderr_reason, workspace
 from agent_fleet.codex._notices import NoticeRouter
+from agent_fleet.codex._records import model_info, session_info
 from agent_fleet.codex._review import ReviewSession
-from agent_fleet.codex._subthreads import SubThreads
+from agent_fleet.codex._subthreads import SubThread, SubThreads
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
@@ -79,51 +81,10 @@ logger = logging.getLogger("agent_fleet.codex")
 # same login profile. A user's own `config` wins.
 APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
+#: Server requests of a sub-agent's thread answered as its session's own would be (approvals aside).
+_SESSION_REQUESTS = frozenset({_requests.TOOL_CALL, *_requests.INPUT_METHODS})
 _STDERR_TAIL_BYTES = 64 * 1024
 _STDOUT_LIMIT = 64 * 1024 * 1024
-
-
-def _route(method: str, params: Any) -> str | None:
-    # v2 messages carry threadId; the legacy approval requests carry conversationId.
-    if type(params) is dict:
-        key = params.get("threadId") or params.get("conversationId")
-        return key if type(key) is str else None
-    return None
-
-
-def _workspace(spec: Spec, options: CodexOptions) -> str:
-    """The approval bridge's containment root: the workspace we asked for, never a cwd codex reports."""
-    return os.path.realpath(os.path.expanduser(os.fspath(spec.cwd or options.cwd or os.getcwd())))
-
-
-def _stderr_reason(tail: str) -> str | None:
-    """codex's own reason for exiting at startup (e.g. a bad ``-c`` value): its ``Error: ...`` block.
-
-    codex prints it (then a backtrace) on stderr and exits 1 before answering ``initialize``;
-    stderr is the only place the reason exists, so it is shown as codex wrote it.
-    """
-    lines = tail.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("Error: ")]
-    if not starts:
-        return None
-    block = []
-    for line in lines[starts[-1] :]:
-        if not line.strip() or line.startswith("Stack backtrace:"):
-            break
-        block.append(line.strip())
-    return " ".join(block)[len("Error: ") :][:500] or None
-
-
-class _Child:
-    """The running app-server process (with its stderr tail) and its connection."""
-
-    def __init__(self, proc: ChildProcess, conn: Connection) -> None:
-        self.proc = proc
-        self.conn = conn
-        self.version: str | None = None
-
-    def stderr_tail(self) -> str:
-        return self.proc.stderr_tail()
 
 
 class CodexProvider(Provider):
@@ -133,7 +94,7 @@ class CodexProvider(Provider):
 
     def __init__(self, options: CodexOptions | None = None) -> None:
         self.options = options or CodexOptions()
-        self._child: _Child | None = None
+        self._child: Child | None = None
         self._sessions: Sessions[CodexHandle] = Sessions(logger)
         self._start_lock = asyncio.Lock()
         self._restarting: asyncio.Task[None] | None = None
@@ -192,7 +153,7 @@ class CodexProvider(Provider):
             if self._child is None:
                 self._child = await self._launch()
 
-    async def _launch(self) -> _Child:
+    async def _launch(self) -> Child:
         opts = self.options
         binary = find_codex(opts.codex_bin)
         argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
@@ -209,8 +170,8 @@ class CodexProvider(Provider):
         except OSError as exc:
             raise ProviderUnavailable(f"cannot start {binary}: {exc}", tried=[str(binary)]) from exc
         assert proc.stdout is not None and proc.stdin is not None
-        conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=_route, name="codex-app-server")
-        child = _Child(proc, conn)
+        conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=route, name="codex-app-server")
+        child = Child(proc, conn)
         conn.set_fallback(on_notification=self._on_global_notification, on_request=self._on_global_request)
         conn.on_close(lambda cause: self._on_close(child, cause))
         conn.start()
@@ -232,7 +193,7 @@ class CodexProvider(Provider):
             tail = child.stderr_tail().strip()
             exit_code = proc.returncode
             detail = "timed out" if isinstance(exc, TimeoutError) else str(exc)
-            reason = _stderr_reason(tail)
+            reason = stderr_reason(tail)
             message = (
                 f"codex app-server failed to start: {reason}"
                 if reason
@@ -250,7 +211,7 @@ class CodexProvider(Provider):
         await self._check_version(child, binary, init)
         return child
 
-    async def _check_version(self, child: _Child, binary: os.PathLike[str], init: Any) -> None:
+    async def _check_version(self, child: Child, binary: os.PathLike[str], init: Any) -> None:
         """Refuse a codex older than the supported minimum; note once one that is not the pinned one."""
         version = version_from_user_agent(init.get("userAgent") if isinstance(init, dict) else None)
         try:
@@ -289,14 +250,14 @@ class CodexProvider(Provider):
             await self._kill(child)
         await self._sessions.close()
 
-    async def _kill(self, child: _Child) -> None:
+    async def _kill(self, child: Child) -> None:
         await child.conn.close(ConnectionClosed("provider shut down"))
         # Closing stdin (above) asks codex to exit; then its whole tree gets TERM, then KILL.
         await child.proc.stop(stdin_grace=2.0)
 
     # -- crash handling ------------------------------------------------------------------------------
 
-    def _on_close(self, child: _Child, cause: BaseException | None) -> None:
+    def _on_close(self, child: Child, cause: BaseException | None) -> None:
         if self._shutting_down or child is not self._child:
             return
         self.crashes += 1
@@ -312,7 +273,7 @@ class CodexProvider(Provider):
         if self.options.restart_on_crash and not self._closed:
             self._restarting = self._spawn_task(self._restart(), "codex-restart")
 
-    async def _reap(self, child: _Child) -> None:
+    async def _reap(self, child: Child) -> None:
         with contextlib.suppress(AgentFleetError):
             await self._kill(child)
 
@@ -321,7 +282,7 @@ class CodexProvider(Provider):
             if self._child is None and not self._closed:
                 self._child = await self._launch()
 
-    async def _ready(self) -> _Child:
+    async def _ready(self) -> Child:
         if self._closed:
             raise UsageError("this CodexProvider was shut down")
         if self._restarting is not None and not self._restarting.done():
@@ -333,7 +294,7 @@ class CodexProvider(Provider):
             await self.start()
         return self._require_child()
 
-    def _require_child(self) -> _Child:
+    def _require_child(self) -> Child:
         if self._child is None:
             raise ConnectionClosed("codex app-server is not running")
         return self._child
@@ -396,7 +357,7 @@ class CodexProvider(Provider):
             page = await _overload.request(
                 child.conn, "thread/list", params, timeout=self.options.rpc_timeout
             )
-            out += [_session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
+            out += [session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
             cursor = page.get("nextCursor")
             if not cursor:
                 break
@@ -414,7 +375,7 @@ class CodexProvider(Provider):
         thread = result.get("thread") if isinstance(result, dict) else None
         if not isinstance(thread, dict):
             raise RPCError(-32603, f"thread/read without a thread: {result!r}")
-        return _session_info(thread)
+        return session_info(thread)
 
     async def archive_session(self, session_id: str) -> None:
         """Archive thread ``session_id`` (``thread/archive``)."""
@@ -436,7 +397,7 @@ class CodexProvider(Provider):
 
     async def _open(
         self,
-        child: _Child,
+        child: Child,
         result: Any,
         spec: Spec,
         turn_params: dict[str, Any] | None,
@@ -448,7 +409,7 @@ class CodexProvider(Provider):
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str):
             raise RPCError(-32603, f"thread response without a thread id: {result!r}")
-        cwd = _workspace(spec, self.options)
+        cwd = workspace(spec, self.options)
         # Containment: the workspace plus the writable roots this session declares to codex.
         roots = declared_writable_roots(spec.config, self.options.config)
         handle = CodexHandle(
@@ -500,7 +461,7 @@ class CodexProvider(Provider):
 
     async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
         """Every model from ``model/list`` (following ``nextCursor`` pages) as ``ModelInfo``."""
-        return [_model_info(m) for m in await self._model_records(include_hidden)]
+        return [model_info(m) for m in await self._model_records(include_hidden)]
 
     async def _model_records(self, include_hidden: bool) -> list[dict[str, Any]]:
         child = await self._ready()
@@ -522,8 +483,21 @@ class CodexProvider(Provider):
         return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
-        self._subthreads.observe(msg.method, msg.params)  # sub-agents' turns and items
+        seen = self._subthreads.observe(msg.method, msg.params)  # a sub-agent's, or no thread's
+        if seen is not None:
+            sub, events = seen
+            owner = self._owner(sub)
+            if owner is not None:  # a sub-agent's events go into its session's stream
+                owner.subagent_events(sub.thread_id, events)
+                return
         self._notices.route(msg.method, msg.params)
+
+    def _owner(self, sub: SubThread) -> CodexHandle | None:
+        """The open session ``sub`` works for (cached on it), or None."""
+        owner: CodexHandle | None = sub.owner
+        if owner is None or owner.closed:
+            owner = sub.owner = self._subthreads.owner(sub.thread_id, self._sessions.handles())
+        return owner
 
     async def _on_global_request(self, msg: Request) -> None:
         child = self._child
@@ -537,6 +511,9 @@ class CodexProvider(Provider):
         elif msg.method == _requests.CURRENT_TIME:
             with contextlib.suppress(AgentFleetError):
                 await child.conn.respond(msg.id, _requests.current_time_response())
+        elif msg.method in _SESSION_REQUESTS and (found := self._request_owner(msg)) is not None:
+            owner, sub = found  # a sub-agent's tool call or question: answered as its session's would be
+            await owner.on_subthread_request(msg, sub)
         else:
             with contextlib.suppress(AgentFleetError):
                 await child.conn.respond_error(
@@ -547,12 +524,12 @@ class CodexProvider(Provider):
         """An approval for a thread without a handle: a sub-agent's is judged by the session it works
         for; any other is declined (the refusal codex offers) and reported on ``notices()``. Never an
         RPC error: an approval left unanswered or errored is not judged."""
-        thread_id = _route(msg.method, msg.params)
-        if thread_id is not None:
-            owner = self._subthreads.owner(thread_id, self._sessions.handles())
-            if owner is not None:
-                await owner.on_subthread_approval(msg, self._subthreads.get(thread_id))
-                return
+        found = self._request_owner(msg)
+        if found is not None:
+            owner, sub = found
+            await owner.on_subthread_approval(msg, sub)
+            return
+        thread_id = route(msg.method, msg.params)
         reason = f"an approval for thread {thread_id!r}, which belongs to no session of this provider"
         decision = _approvals.settle(
             msg.method, msg.params, Decision(action="decline", rule="unknown-thread", reason=reason)
@@ -561,6 +538,15 @@ class CodexProvider(Provider):
         self._notices.post(System(subtype="approval_denied", data=data))
         with contextlib.suppress(AgentFleetError):
             await conn.respond(msg.id, _approvals.to_wire(msg.method, msg.params, decision))
+
+    def _request_owner(self, msg: Request) -> tuple[CodexHandle, SubThread] | None:
+        """The session a request of a thread without a handle (a sub-agent's) belongs to."""
+        thread_id = route(msg.method, msg.params)
+        if thread_id is None:
+            return None
+        sub = self._subthreads.get(thread_id)
+        owner = self._owner(sub)
+        return (owner, sub) if owner is not None else None
 
     async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
         """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
@@ -587,34 +573,3 @@ class CodexProvider(Provider):
             handle.auth_failed(
                 Error(code="auth_failed", message=message, data={"reason": params.get("reason")})
             )
-
-
-def _model_info(record: dict[str, Any]) -> ModelInfo:
-    effort = record.get("defaultReasoningEffort")
-    return ModelInfo(
-        id=str(record.get("model") or record.get("id")),
-        name=str(record.get("displayName") or ""),
-        description=str(record.get("description") or ""),
-        default_effort=str(effort) if effort else None,
-        is_default=bool(record.get("isDefault")),
-        hidden=bool(record.get("hidden")),
-        raw=record,
-    )
-
-
-def _session_info(thread: dict[str, Any]) -> SessionInfo:
-    def _num(key: str) -> float | None:
-        value = thread.get(key)
-        return float(value) if isinstance(value, int | float) else None
-
-    cwd = thread.get("cwd")
-    return SessionInfo(
-        id=str(thread.get("id")),
-        preview=str(thread.get("preview") or ""),
-        cwd=cwd if isinstance(cwd, str) else None,
-        model=thread.get("model") if isinstance(thread.get("model"), str) else None,
-        created_at=_num("createdAt"),
-        updated_at=_num("updatedAt"),
-        forked_from=thread.get("forkedFromId") if isinstance(thread.get("forkedFromId"), str) else None,
-        raw=thread,
-    )

@@ -29,6 +29,7 @@ mapper) continues with a new codex turn telling the agent what was declined
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +43,7 @@ from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex import _overload
 from agent_fleet.codex._handle_requests import ServerRequests
 from agent_fleet.codex._stdin import StdinHistory
+from agent_fleet.codex._subagents import SubAgents
 from agent_fleet.codex._turn import AppServerTurn
 from agent_fleet.codex.mapping import TurnMapper, token_usage
 from agent_fleet.codex.translate import turn_input
@@ -64,7 +66,7 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 _MAX_CONTINUATIONS = 20  # refusals carried as "cancel" in one turn before the turn is left cancelled
 
 
-class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
+class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
     """A live codex thread. Created by ``CodexProvider.spawn`` / ``resume``; see ``Handle``."""
 
     _provider: CodexProvider
@@ -99,6 +101,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         self._baseline = baseline
         self._backlog = Backlog()
         self.spawned: set[str] = set()  # sub-agent threads of this session (their approvals are ours)
+        self._sub_usage: dict[str, TokenUsage] = {}  # each sub-agent's latest token totals
         self._idle = TurnMapper(thread_id, spawned=self.spawned)
         self._tools = by_name(spec.tools)
         self._stdin = StdinHistory()
@@ -228,6 +231,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
             baseline=self._baseline,
             spawned=self.spawned,
         )
+        turn.sub_baseline = self.subagents_total()
         self._turn = turn
         for event in self._backlog.drain():  # what arrived between turns comes first
             turn.stream.push(event)
@@ -383,9 +387,13 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
+                if self._sub_usage and type(event) is Result:  # the sub-agents' tokens count too
+                    event = dataclasses.replace(event, usage=self.combined_usage(event.usage, turn))
                 if not self._continue_declined(turn, event):
                     self._finish(turn, event)  # type: ignore[arg-type]
             else:
+                if self._sub_usage and type(event) is TokenUsage:
+                    event = self.combined_usage(event, turn)  # type: ignore[assignment]
                 stream.push(event)
 
     def _emit(self, event: Event) -> None:
