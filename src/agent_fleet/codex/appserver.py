@@ -84,6 +84,8 @@ APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 #: Server requests of a sub-agent's thread answered as its session's own would be (approvals aside).
 _SESSION_REQUESTS = frozenset({_requests.TOOL_CALL, *_requests.INPUT_METHODS})
 _STDERR_TAIL_BYTES = 64 * 1024
+#: thread/start, thread/resume and thread/fork requests in flight at once (bench/spawn_overload.py).
+_THREAD_STARTS = 32
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
 
@@ -97,6 +99,7 @@ class CodexProvider(Provider):
         self._child: Child | None = None
         self._sessions: Sessions[CodexHandle] = Sessions(logger)
         self._start_lock = asyncio.Lock()
+        self._thread_starts = asyncio.Semaphore(_THREAD_STARTS)
         self._restarting: asyncio.Task[None] | None = None
         self._shutting_down = False
         self._closed = False
@@ -311,9 +314,7 @@ class CodexProvider(Provider):
         plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
         notices = spec_unsupported(plan.untranslated)
-        result = await _overload.request(
-            child.conn, "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
-        )
+        result = await self._start_thread(child, "thread/start", plan.thread_params)
         return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage())
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
@@ -327,9 +328,7 @@ class CodexProvider(Provider):
         # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)
-        result = await _overload.request(
-            child.conn, "thread/resume", params, timeout=self.options.rpc_timeout
-        )
+        result = await self._start_thread(child, "thread/resume", params)
         return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
 
     async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
@@ -340,8 +339,15 @@ class CodexProvider(Provider):
         policy = ApprovalPolicy(spec.permission)
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
-        result = await _overload.request(child.conn, "thread/fork", params, timeout=self.options.rpc_timeout)
+        result = await self._start_thread(child, "thread/fork", params)
         return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
+
+    async def _start_thread(self, child: Child, method: str, params: dict[str, Any]) -> Any:
+        """``thread/start`` / ``resume`` / ``fork``, at most ``_THREAD_STARTS`` in flight: codex starts
+        threads one after another, so with a thousand sent at once the last would wait out their
+        timeout in its queue; waiting here instead, each gets its whole ``rpc_timeout`` in codex."""
+        async with self._thread_starts:
+            return await _overload.request(child.conn, method, params, timeout=self.options.rpc_timeout)
 
     async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
         """Stored threads, newest first (``thread/list``, following pages up to ``limit``)."""
@@ -415,6 +421,7 @@ class CodexProvider(Provider):
         handle = CodexHandle(
             self, self._sessions, child.conn, thread_id, spec, policy, cwd, roots, baseline=baseline
         )
+        handle.thread_settings(result)
         self._sessions.add(handle)
         # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
         for event in self._notices.adopt(thread_id):

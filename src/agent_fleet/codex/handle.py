@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +45,10 @@ from agent_fleet.codex._handle_requests import ServerRequests
 from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._subagents import SubAgents
 from agent_fleet.codex._turn import AppServerTurn
+from agent_fleet.codex._turn_settings import SessionSettings, TurnSettings
 from agent_fleet.codex.mapping import TurnMapper, token_usage
 from agent_fleet.codex.translate import turn_input
-from agent_fleet.contract import Spec, check_text
+from agent_fleet.contract import Sandbox, Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
 from agent_fleet.events import Error, Event, Result, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Subscription
@@ -105,6 +106,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
         self._idle = TurnMapper(thread_id, spawned=self.spawned)
         self._tools = by_name(spec.tools)
         self._stdin = StdinHistory()
+        self._settings = TurnSettings(SessionSettings(workspace=cwd, writable_roots=writable_roots))
         self._sub: Subscription = connection.subscribe(
             thread_id, on_notification=self._on_notification, on_request=self._on_request
         )
@@ -124,11 +126,50 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
         turn = self._turn
         return turn_id in self._old_turn_ids or (turn is not None and turn.turn_id == turn_id)
 
-    async def _follow_up(
-        self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
+    async def send(
+        self,
+        prompt: str,
+        *,
+        images: Sequence[str | Path] = (),
+        output_schema: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_summary: str | None = None,
+        sandbox: Sandbox | None = None,
+        approval_policy: str | None = None,
+        cwd: str | Path | None = None,
     ) -> None:
-        extra = {"outputSchema": dict(output_schema)} if output_schema is not None else None
-        await self.start_turn(turn_input(prompt, images), extra, structured=True if output_schema else None)
+        """Start a follow-up turn; the keyword settings apply to this turn only (the next turn is back
+        to the session's own), checked against the session's walls (``codex._turn_settings``): a
+        sandbox never wider than the session's, an approval policy (``never`` < ``on-request`` <
+        ``untrusted``) never asking less, a cwd inside the workspace. ``reasoning_summary``: ``auto``,
+        ``concise``, ``detailed`` or ``none``. Raises ``UsageError`` (nothing sent) for one that would
+        pass a wall, while a turn runs or after ``stop()``."""
+        if self.running:
+            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        check_text(prompt)
+        overrides = self._settings.params(
+            model=model,
+            reasoning_effort=reasoning_effort,
+            reasoning_summary=reasoning_summary,
+            sandbox=sandbox,
+            approval_policy=approval_policy,
+            cwd=cwd,
+        )
+        await self._follow_up(prompt, images=tuple(images), output_schema=output_schema, extra=overrides)
+
+    async def _follow_up(
+        self,
+        prompt: str,
+        *,
+        images: tuple[str | Path, ...],
+        output_schema: Mapping[str, Any] | None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        params = dict(extra or {})
+        if output_schema is not None:
+            params["outputSchema"] = dict(output_schema)
+        await self.start_turn(turn_input(prompt, images), params, structured=True if output_schema else None)
 
     async def fork(self) -> CodexHandle:
         """A new thread with a copy of this one's history (``thread/fork``); no turn runs until
@@ -254,6 +295,19 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
             turn.watchdog = IdleWatchdog(
                 self._spec.idle_timeout, lambda: self._on_idle(turn), busy=turn.active
             )
+
+    def thread_settings(self, result: Any) -> None:
+        """What the thread runs with, from codex's thread/start (resume, fork) response: the session's
+        walls and values for ``send()``'s per-turn settings."""
+        summary = self._spec.config.get("model_reasoning_summary")
+        self._settings = TurnSettings(
+            SessionSettings.from_response(
+                result,
+                workspace=self._cwd,
+                writable_roots=self._roots,
+                summary=summary if isinstance(summary, str) else None,
+            )
+        )
 
     def crashed(self, message: str, data: dict[str, Any]) -> None:
         """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent.
