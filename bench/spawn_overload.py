@@ -7,7 +7,7 @@ retries those (``agent_fleet.codex.retry_on_overload``: backoff with jitter, bou
 ``rpc_timeout``). Reports failed spawns, failed turns, the refusals retried (requests written beyond one
 per session) and the wall time. Rewrites the "## Spawn overload" section of ``docs/benchmarks.md``.
 
-    cd bench && nice -n 10 ../.venv/bin/python spawn_overload.py [--sessions 1024] [--rpc-timeout 300] [--no-write]
+    cd bench && nice -n 10 ../.venv/bin/python spawn_overload.py [--sessions 1024] [--rpc-timeout S]
 
 A benchmark, not a test: timings depend on the machine and its load; the counts are the result.
 """
