@@ -15,6 +15,7 @@ EXPECTED = {
     "AssistantMessage",
     "Diff",
     "Compaction",
+    "Goal",
     "ImageView",
     "McpServerStatus",
     "RateLimits",

@@ -49,6 +49,7 @@ __all__ = [
     "Error",
     "ErrorCode",
     "Event",
+    "Goal",
     "ImageView",
     "McpServerStatus",
     "Plan",
@@ -286,6 +287,21 @@ class McpServerStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Goal:
+    """The session's goal was set or changed (``cleared`` False) or cleared: its ``objective``,
+    ``status`` (``active``, ``paused``, ``blocked``, ``usageLimited``, ``budgetLimited``, ``complete``),
+    the ``token_budget`` it may spend, the tokens and seconds spent on it so far."""
+
+    objective: str | None = None
+    status: str | None = None
+    token_budget: int | None = None
+    tokens_used: int | None = None
+    time_used_seconds: int | None = None
+    cleared: bool = False
+    agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """A wire message this version does not map, passed through untouched."""
 
@@ -339,6 +355,7 @@ Event = (
     | ToolProgress
     | RateLimits
     | McpServerStatus
+    | Goal
     | UnknownEvent
     | Result
     | Error

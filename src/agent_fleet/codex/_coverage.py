@@ -82,8 +82,8 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "thread/readState/changed": (OPTED_OUT, "UI read markers"),
     # -- passed through untyped --------------------------------------------------------------------
     "thread/attachment/updated": _U,
-    "thread/goal/updated": _U,
-    "thread/goal/cleared": _U,
+    "thread/goal/updated": (TYPED, "Goal (objective, status, budget, what was spent)"),
+    "thread/goal/cleared": (TYPED, "Goal(cleared=True)"),
     "thread/prediction/updated": _U,
     "thread/queue/changed": _U,
     "project/changed": _U,

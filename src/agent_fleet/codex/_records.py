@@ -36,5 +36,7 @@ def session_info(thread: dict[str, Any]) -> SessionInfo:
         created_at=_num("createdAt"),
         updated_at=_num("updatedAt"),
         forked_from=thread.get("forkedFromId") if isinstance(thread.get("forkedFromId"), str) else None,
+        name=thread.get("name") if isinstance(thread.get("name"), str) else None,
+        turns=tuple(t for t in thread.get("turns") or () if isinstance(t, dict)),
         raw=thread,
     )

@@ -46,11 +46,11 @@ from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._subagents import SubAgents
 from agent_fleet.codex._turn import AppServerTurn
 from agent_fleet.codex._turn_settings import SessionSettings, TurnSettings
-from agent_fleet.codex.mapping import TurnMapper, token_usage
+from agent_fleet.codex.mapping import TurnMapper, goal_event, token_usage
 from agent_fleet.codex.translate import turn_input
 from agent_fleet.contract import Sandbox, Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
-from agent_fleet.events import Error, Event, Result, System, TokenUsage
+from agent_fleet.events import Error, Event, Goal, Result, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Subscription
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.tools import by_name
@@ -177,6 +177,41 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
         if self.running:
             raise UsageError("fork(): wait for the current turn to end first")
         return await self._provider.fork(self._thread_id, self._spec)
+
+    async def rename(self, name: str) -> None:
+        """Name the thread (``thread/name/set``): its title in ``list_sessions()`` and ``read_session``."""
+        check_text(name, "the name")
+        if not name.strip():
+            raise UsageError("rename(): the name is empty")
+        await self._call("thread/name/set", {"threadId": self._thread_id, "name": name})
+
+    async def set_goal(self, objective: str, *, token_budget: int | None = None) -> Goal:
+        """Set the thread's goal (``thread/goal/set``, active); returns it as codex recorded it. Its
+        changes come as ``Goal`` events."""
+        check_text(objective, "the goal")
+        if not objective.strip():
+            raise UsageError("set_goal(): the objective is empty")
+        if token_budget is not None and (isinstance(token_budget, bool) or token_budget < 1):
+            raise UsageError(f"set_goal(): token_budget must be a whole number >= 1, not {token_budget!r}")
+        params: dict[str, Any] = {
+            "threadId": self._thread_id,
+            "objective": objective,
+            "status": "active",
+            "origin": "user",
+        }
+        if token_budget is not None:
+            params["tokenBudget"] = token_budget
+        result = await self._call("thread/goal/set", params)
+        return goal_event(result.get("goal") if isinstance(result, dict) else None)
+
+    async def clear_goal(self) -> None:
+        """Clear the thread's goal (``thread/goal/clear``)."""
+        await self._call("thread/goal/clear", {"threadId": self._thread_id, "origin": "user"})
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        if self._closed:
+            raise UsageError("this session is stopped; use provider.resume() to continue it")
+        return await _overload.request(self._conn, method, params, timeout=self._provider.options.rpc_timeout)
 
     async def compact(self) -> None:
         """Compact the thread's history (``thread/compact/start``) as a turn of its own: read it with

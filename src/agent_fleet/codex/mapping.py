@@ -24,6 +24,7 @@ from agent_fleet.events import (
     Error,
     ErrorCode,
     Event,
+    Goal,
     ImageView,
     McpServerStatus,
     Plan,
@@ -49,6 +50,7 @@ __all__ = [
     "OPT_OUT_NOTIFICATIONS",
     "TurnMapper",
     "error_code_for",
+    "goal_event",
     "http_status",
     "notice_events",
     "rate_limits",
@@ -304,6 +306,24 @@ def notice_events(method: str, params: dict[str, Any]) -> list[Event] | None:
     return None
 
 
+def goal_event(goal: Any) -> Goal:
+    """A ``Goal`` from codex's ``ThreadGoal`` record."""
+    g = goal if isinstance(goal, dict) else {}
+
+    def _int(key: str) -> int | None:
+        value = g.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    objective, status = g.get("objective"), g.get("status")
+    return Goal(
+        objective=objective if isinstance(objective, str) else None,
+        status=status if isinstance(status, str) else None,
+        token_budget=_int("tokenBudget"),
+        tokens_used=_int("tokensUsed"),
+        time_used_seconds=_int("timeUsedSeconds"),
+    )
+
+
 def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for index, change in enumerate(item.get("changes") or []):
@@ -400,6 +420,10 @@ class TurnMapper:
                 return [Diff(diff=diff if isinstance(diff, str) else "", turn_id=p.get("turnId"))]
             case "model/rerouted":
                 return [System(subtype="model_rerouted", data=p)]
+            case "thread/goal/updated":
+                return [goal_event(p.get("goal"))]
+            case "thread/goal/cleared":
+                return [Goal(cleared=True)]
             case "item/mcpToolCall/progress":
                 return [ToolProgress(id=p["itemId"], message=str(p.get("message") or ""))]
             case _ if method in IGNORED:
