@@ -80,6 +80,36 @@ def ask(tid, turn, n, answers, scenario):
     send({"id": rid, "method": req["method"], "params": p})
 
 
+logged_in = None  # the account the fake "stores" (account/login/start, account/logout)
+
+
+def account(method, mid, params):
+    """account/*: an API key is stored as given; a device-code login completes at once unless
+    $FAKE_LOGIN_FAIL, with a ChatGPT account (me@example.com, plus)."""
+    global logged_in
+    if method == "account/read":
+        send({"id": mid, "result": {"account": logged_in, "requiresOpenaiAuth": True}})
+    elif method == "account/logout":
+        logged_in = None
+        send({"id": mid, "result": {}})
+    elif method == "account/login/cancel":
+        send({"id": mid, "result": {"status": "canceled"}})
+    elif params.get("type") == "apiKey":
+        logged_in = {"type": "apiKey"}
+        send({"id": mid, "result": {"type": "apiKey"}})
+    elif params.get("type") == "chatgptDeviceCode":
+        code = {"type": "chatgptDeviceCode", "loginId": "login-1", "userCode": "ABCD-1234"}
+        send({"id": mid, "result": {**code, "verificationUrl": "https://example.invalid/device"}})
+        if os.environ.get("FAKE_LOGIN_FAIL"):
+            done = {"loginId": "login-1", "success": False, "error": "denied by the user"}
+        else:
+            logged_in = {"type": "chatgpt", "email": "me@example.com", "planType": "plus"}
+            done = {"loginId": "login-1", "success": True, "error": None}
+        send({"method": "account/login/completed", "params": done})
+    else:
+        send({"id": mid, "error": {"code": -32600, "message": f"unsupported login {params.get('type')}"}})
+
+
 def main():
     global threads
     while True:
@@ -104,6 +134,8 @@ def main():
                 send({"method": "configWarning", "params": {"summary": "no bubblewrap", "details": None}})
         elif method == "initialized":
             pass
+        elif method.startswith("account/"):
+            account(method, mid, params)
         elif method in ("thread/start", "thread/resume"):
             threads += 1
             tid = params.get("threadId") or f"thr-{threads}"

@@ -9,7 +9,7 @@ credential is missing or refused. Every failure prints one line saying what to d
 (set ``AGENT_FLEET_DEBUG=1`` to get one for an internal error).
 """
 
-from agent_fleet.cli import _serve  # noqa: F401 - registers `serve` on the group
+from agent_fleet.cli import _account, _serve  # noqa: F401 - register `login`, `logout`, `serve`
 from agent_fleet.cli._commands import cli, main
 from agent_fleet.cli._options import parse_config_overrides
 from agent_fleet.cli._view import describe

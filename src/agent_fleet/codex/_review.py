@@ -121,7 +121,7 @@ class ReviewSession:
         self,
         conn: Connection,
         *,
-        rpc_timeout: float,
+        rpc_timeout: float | None,
         cwd: str | os.PathLike[str],
         model: str | None = None,
         on_event: Callable[[Event], None] | None = None,

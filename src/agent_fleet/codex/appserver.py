@@ -42,6 +42,7 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _approvals, _overload
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._account import LOGIN_COMPLETED, AccountMixin
 from agent_fleet.codex._child import Child, route, stderr_reason, workspace
 from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._records import model_info, session_info
@@ -89,7 +90,7 @@ _THREAD_STARTS = 32
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
 
-class CodexProvider(Provider):
+class CodexProvider(AccountMixin, Provider):
     """The codex app-server provider. ``async with CodexProvider(options) as provider: ...``"""
 
     name = "codex"
@@ -107,6 +108,7 @@ class CodexProvider(Provider):
         self._subthreads = SubThreads()  # sub-agents' threads: their approvals are their session's
         self._version_notice: System | None = None  # for the first session (once)
         self._version_warned = False
+        self._logins: dict[str, asyncio.Future[dict[str, Any]]] = {}  # device-code logins by id
         self.crashes = 0
 
     # -- properties --------------------------------------------------------------------------------
@@ -296,6 +298,9 @@ class CodexProvider(Provider):
                 raise ConnectionClosed("codex app-server crashed (restart_on_crash is off)")
             await self.start()
         return self._require_child()
+
+    async def _connection(self) -> Connection:
+        return (await self._ready()).conn
 
     def _require_child(self) -> Child:
         if self._child is None:
@@ -490,6 +495,8 @@ class CodexProvider(Provider):
         return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
+        if msg.method == LOGIN_COMPLETED:
+            self._login_completed(msg.params)
         seen = self._subthreads.observe(msg.method, msg.params)  # a sub-agent's, or no thread's
         if seen is not None:
             sub, events = seen

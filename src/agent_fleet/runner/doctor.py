@@ -3,7 +3,8 @@
 Checks, in order: the codex binary (path, and its version against the supported range); the
 credential source codex will use (its name and where it is, never its value; not needed when the
 config overrides choose a ``model_provider``); codex's sandbox (``codex sandbox -- true`` runs, and a
-write outside the workspace is refused); the app-server handshake (spawn + ``initialize``, timed).
+write outside the workspace is refused); the app-server handshake (spawn + ``initialize``, timed); the
+account codex reports (``agent-fleet login`` stores one).
 """
 
 from __future__ import annotations
@@ -110,6 +111,29 @@ def _version_check(binary: Path, version: str) -> Check:
     return Check(name="codex", ok=True, detail=f"{binary} (version {version}{note})")
 
 
+async def _account_check(provider: CodexProvider, options: CodexOptions) -> Check:
+    """The account codex reports (``account/read``): a ChatGPT login, an API key, or none."""
+    try:
+        account = await provider.account()
+    except AgentFleetError as exc:
+        return Check(
+            name="account", ok=False, detail=f"codex did not say: {exc}", hint="see the app-server check"
+        )
+    if account.kind is not None:
+        return Check(name="account", ok=True, detail=account.describe())
+    if uses_custom_model_provider(options.config) or not account.requires_openai_auth:
+        return Check(name="account", ok=True, detail="none (not needed by the configured model provider)")
+    env = options.child_env()
+    if env.get("OPENAI_API_KEY") or env.get("CODEX_API_KEY"):
+        return Check(name="account", ok=True, detail="none stored; the API key in the environment is used")
+    return Check(
+        name="account",
+        ok=False,
+        detail="codex has no account",
+        hint="agent-fleet login (ChatGPT) or printenv OPENAI_API_KEY | agent-fleet login --api-key",
+    )
+
+
 def _home_check(options: CodexOptions) -> Check | None:
     home = options.child_env().get("CODEX_HOME")
     if home and not Path(home).expanduser().is_dir():
@@ -185,6 +209,7 @@ async def diagnose(options: CodexOptions | None = None) -> list[Check]:
         await provider.start()
         elapsed = time.monotonic() - started
         checks.append(Check(name="app-server", ok=True, detail=f"handshake in {elapsed * 1000:.0f} ms"))
+        checks.append(await _account_check(provider, opts))
     except AgentFleetError as exc:
         detail = str(getattr(exc, "message", exc))
         reason = _error_line(getattr(exc, "stderr_tail", "") or "")
