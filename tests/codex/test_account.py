@@ -23,6 +23,7 @@ def _fake(tmp_path: Path, **env: str) -> CodexOptions:
     return CodexOptions(codex_bin=wrapper, env=env)
 
 
+@pytest.mark.protocol_smoke
 @pytest.mark.e2e
 async def test_api_key_login_account_and_logout_on_the_real_binary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -14,6 +14,7 @@ from agent_fleet.testing import Reply, ScriptedModelServer
 pytestmark = pytest.mark.e2e  # runs the real binary
 
 
+@pytest.mark.protocol_smoke
 async def test_interrupt_then_send_continues_the_thread(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:

@@ -88,6 +88,7 @@ def _responder(sub_done: threading.Event) -> Callable[[RecordedRequest], Reply]:
     return respond
 
 
+@pytest.mark.protocol_smoke
 async def test_a_sub_agents_command_question_and_tokens_reach_its_session(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:

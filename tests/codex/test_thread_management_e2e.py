@@ -15,6 +15,7 @@ from agent_fleet.testing import Reply, ScriptedModelServer
 pytestmark = pytest.mark.e2e  # runs the real binary
 
 
+@pytest.mark.protocol_smoke
 async def test_rename_goals_and_read_session_with_turns(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:

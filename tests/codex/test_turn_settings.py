@@ -109,6 +109,7 @@ def test_overrides_hold_for_one_turn_then_the_sessions_values_come_back() -> Non
         settings.params(model=" ")
 
 
+@pytest.mark.protocol_smoke
 @pytest.mark.e2e
 async def test_a_read_only_turn_then_the_sessions_own_sandbox_again(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path

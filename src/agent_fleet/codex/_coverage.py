@@ -42,7 +42,10 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "thread/tokenUsage/updated": (TYPED, "TokenUsage (session total, the turn's share, context window)"),
     "error": (TYPED, "System(stream_retry) when codex retries; else the Error of the failed turn"),
     "model/rerouted": (NOTICE, "System(model_rerouted)"),
-    "thread/compacted": (DROPPED, "deprecated twin of the contextCompaction item (Compaction)"),
+    "thread/compacted": (
+        DROPPED,
+        "never sent by codex 0.163 after a compaction (its contextCompaction item is: Compaction); dropped",
+    ),
     # -- notices ---------------------------------------------------------------------------------
     "warning": (NOTICE, "System(warning)"),
     "configWarning": (NOTICE, "System(warning); provider notices() and every live session"),
@@ -69,7 +72,11 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "windowsSandbox/setupCompleted": (NOTICE, "System(notice)"),
     "autoApprovalReview/strictReviewRequired": (NOTICE, "System(notice)"),
     # -- nothing for a consumer --------------------------------------------------------------------
-    "thread/started": (DROPPED, "the thread/start response has the same"),
+    "thread/started": (
+        DROPPED,
+        "follows thread/start; the response has the same (its thread id is inside, so no session gets "
+        "it, and it is not put on notices())",
+    ),
     "thread/status/changed": (DROPPED, "the turn's own events say the same"),
     "serverRequest/resolved": (DROPPED, "we answered the request ourselves"),
     "item/commandExecution/outputDelta": (OPTED_OUT, "the completed item has the aggregated output"),

@@ -74,7 +74,7 @@ IGNORED: Final[frozenset[str]] = frozenset(
         "thread/status/changed",
         "serverRequest/resolved",
         "thread/started",
-        "thread/compacted",  # deprecated duplicate of the contextCompaction item
+        "thread/compacted",  # deprecated duplicate of the contextCompaction item (0.163 sends none)
         *OPT_OUT_NOTIFICATIONS,
     }
 )
