@@ -7,7 +7,8 @@
 - ``login_chatgpt_device_code()``: ``account/login/start {type: "chatgptDeviceCode"}`` answers with a
   verification URL and a one-time code for the user; ``DeviceCodeLogin.wait()`` waits for codex's
   ``account/login/completed`` with that login's id; ``cancel()`` sends ``account/login/cancel``;
-- ``logout()``: ``account/logout``.
+- ``logout()``: ``account/logout``;
+- ``account/chatgptAuthTokens/refresh`` (a server request): the ``auth_refresh_handler``'s tokens.
 
 A refused login raises ``AuthenticationError`` (not retryable); an app-server that cannot be reached,
 ``ProviderUnavailable`` / ``ConnectionClosed`` as for any request.
@@ -16,13 +17,16 @@ A refused login raises ``AuthenticationError`` (not retryable); an app-server th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent_fleet.codex import _overload
+from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex.options import CodexOptions
-from agent_fleet.errors import AuthenticationError, RPCError, UsageError
-from agent_fleet.jsonrpc import Connection
+from agent_fleet.errors import AgentFleetError, AuthenticationError, RPCError, UsageError
+from agent_fleet.events import Error
+from agent_fleet.jsonrpc import Connection, Request
 
 __all__ = ["AccountMixin", "CodexAccount", "DeviceCodeLogin"]
 
@@ -95,6 +99,35 @@ class AccountMixin:
 
     async def _connection(self) -> Connection:
         raise NotImplementedError
+
+    def _live_handles(self) -> list[Any]:
+        raise NotImplementedError
+
+    async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
+        """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
+        every live turn with ``auth_failed`` (nothing can run until someone logs in again) and tell
+        every idle session with its next turn (``System(auth_failed)``)."""
+        params = msg.params if isinstance(msg.params, dict) else {}
+        handler = self.options.auth_refresh_handler
+        problem = "no auth_refresh_handler is configured"
+        if handler is not None:
+            try:
+                tokens = await handler(params.get("previousAccountId"))
+                with contextlib.suppress(AgentFleetError):
+                    await conn.respond(msg.id, _requests.auth_tokens_response(tokens))
+                return
+            except Exception as exc:
+                problem = f"the auth_refresh_handler failed: {type(exc).__name__}: {exc}"
+        with contextlib.suppress(AgentFleetError):
+            await conn.respond_error(msg.id, -32603, f"cannot refresh ChatGPT tokens: {problem}")
+        message = (
+            f"codex's ChatGPT authentication must be refreshed ({problem}); "
+            "log in again (codex login) or give CodexOptions.auth_refresh_handler"
+        )
+        for handle in self._live_handles():
+            handle.auth_failed(
+                Error(code="auth_failed", message=message, data={"reason": params.get("reason")})
+            )
 
     async def _account_call(self, method: str, params: Any) -> Any:
         conn = await self._connection()

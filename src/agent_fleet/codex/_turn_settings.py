@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from agent_fleet.errors import UsageError
@@ -67,6 +67,15 @@ class TurnSettings:
 
     session: SessionSettings
     overridden: set[str] = field(default_factory=set)
+
+    def needs_default_effort(self, reasoning_effort: str | None) -> bool:
+        """True when the last turn overrode the effort, this one does not, and the session has no
+        effort of its own (the model's default applies): the caller looks that up (``with_effort``)."""
+        return reasoning_effort is None and "effort" in self.overridden and self.session.effort is None
+
+    def with_effort(self, effort: str | None) -> None:
+        """Record the session's effort (the model's default, as codex lists it)."""
+        self.session = replace(self.session, effort=effort)
 
     def params(
         self,

@@ -68,7 +68,7 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import Error, Event, RateLimits, System, TokenUsage
+from agent_fleet.events import Event, RateLimits, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Request, StreamTransport
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy, Decision
@@ -109,6 +109,7 @@ class CodexProvider(AccountMixin, Provider):
         self._version_notice: System | None = None  # for the first session (once)
         self._version_warned = False
         self._logins: dict[str, asyncio.Future[dict[str, Any]]] = {}  # device-code logins by id
+        self._default_efforts: dict[str | None, str | None] = {}  # model -> its default effort
         self.crashes = 0
 
     # -- properties --------------------------------------------------------------------------------
@@ -302,6 +303,9 @@ class CodexProvider(AccountMixin, Provider):
     async def _connection(self) -> Connection:
         return (await self._ready()).conn
 
+    def _live_handles(self) -> list[CodexHandle]:
+        return self._sessions.handles()
+
     def _require_child(self) -> Child:
         if self._child is None:
             raise ConnectionClosed("codex app-server is not running")
@@ -475,6 +479,18 @@ class CodexProvider(AccountMixin, Provider):
         """Every model from ``model/list`` (following ``nextCursor`` pages) as ``ModelInfo``."""
         return [model_info(m) for m in await self._model_records(include_hidden)]
 
+    async def default_effort(self, model: str | None) -> str | None:
+        """The reasoning effort ``model`` uses when none is set (``model/list``; looked up once)."""
+        if model not in self._default_efforts:
+            records = await self._model_records(include_hidden=True)
+            for record in records:
+                effort = record.get("defaultReasoningEffort")
+                self._default_efforts[str(record.get("model") or record.get("id"))] = (
+                    effort if isinstance(effort, str) else None
+                )
+            self._default_efforts.setdefault(model, None)
+        return self._default_efforts[model]
+
     async def _model_records(self, include_hidden: bool) -> list[dict[str, Any]]:
         child = await self._ready()
         models: list[dict[str, Any]] = []
@@ -561,29 +577,3 @@ class CodexProvider(AccountMixin, Provider):
         sub = self._subthreads.get(thread_id)
         owner = self._owner(sub)
         return (owner, sub) if owner is not None else None
-
-    async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
-        """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
-        every live turn with ``auth_failed`` (nothing can run until someone logs in again) and tell
-        every idle session with its next turn (``System(auth_failed)``)."""
-        params = msg.params if isinstance(msg.params, dict) else {}
-        handler = self.options.auth_refresh_handler
-        problem = "no auth_refresh_handler is configured"
-        if handler is not None:
-            try:
-                tokens = await handler(params.get("previousAccountId"))
-                with contextlib.suppress(AgentFleetError):
-                    await conn.respond(msg.id, _requests.auth_tokens_response(tokens))
-                return
-            except Exception as exc:
-                problem = f"the auth_refresh_handler failed: {type(exc).__name__}: {exc}"
-        with contextlib.suppress(AgentFleetError):
-            await conn.respond_error(msg.id, -32603, f"cannot refresh ChatGPT tokens: {problem}")
-        message = (
-            f"codex's ChatGPT authentication must be refreshed ({problem}); "
-            "log in again (codex login) or give CodexOptions.auth_refresh_handler"
-        )
-        for handle in self._sessions.handles():
-            handle.auth_failed(
-                Error(code="auth_failed", message=message, data={"reason": params.get("reason")})
-            )

@@ -148,6 +148,8 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
         if self.running:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
         check_text(prompt)
+        if self._settings.needs_default_effort(reasoning_effort):  # to restore: the model's default
+            self._settings.with_effort(await self._provider.default_effort(self._settings.session.model))
         overrides = self._settings.params(
             model=model,
             reasoning_effort=reasoning_effort,
