@@ -12,7 +12,7 @@ import pytest
 
 from agent_fleet import Error, Result, Spec, System
 from agent_fleet._codex_binary import MINIMUM_CODEX_VERSION, PINNED_CODEX_VERSION
-from agent_fleet.codex import CodexOptions, CodexProvider
+from agent_fleet.codex import CodexExecProvider, CodexOptions, CodexProvider
 from agent_fleet.errors import ProviderUnavailable
 from agent_fleet.events import Event
 
@@ -89,3 +89,19 @@ async def test_other_with_an_http_status_is_classified_by_the_status(
     last = events[-1]
     assert isinstance(last, Error) and (last.code, last.retryable) == (code, retryable)
     assert last.data["http_status"] == status
+
+
+async def test_codex_exec_refuses_an_old_codex_and_runs_one_between(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    binary = tmp_path / "old-codex"
+    binary.write_text("#!/bin/sh\necho codex-cli $FAKE_CODEX_VERSION\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("FAKE_CODEX_VERSION", "0.136.0")
+    with pytest.raises(ProviderUnavailable) as info:
+        await CodexExecProvider(CodexOptions(codex_bin=binary)).start()
+    assert "0.136.0" in str(info.value) and MINIMUM_CODEX_VERSION in str(info.value)
+    monkeypatch.setenv("FAKE_CODEX_VERSION", MINIMUM_CODEX_VERSION)
+    between = CodexExecProvider(CodexOptions(codex_bin=binary))
+    await between.start()
+    assert between.version == MINIMUM_CODEX_VERSION

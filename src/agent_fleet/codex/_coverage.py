@@ -140,13 +140,22 @@ SERVER_REQUESTS: Final[Mapping[str, tuple[str, str]]] = {
     "item/permissions/requestApproval": _APPROVAL,
     "applyPatchApproval": _APPROVAL,
     "execCommandApproval": _APPROVAL,
-    "item/tool/requestUserInput": ("answered", "CodexOptions.input_handler or canned_answers, else declined"),
+    "item/tool/requestUserInput": (
+        "answered",
+        "CodexOptions.input_handler or canned_answers, else declined; a sub-agent's as its session's "
+        "(codex 0.163 sends none for one: it answers a sub-agent itself)",
+    ),
     "mcpServer/elicitation/request": (
         "answered",
         "an MCP tool approval (_meta.codex_approval_kind) by the approval policy (mcp_tools); "
-        "any other by CodexOptions.input_handler or canned_answers, else declined",
+        "any other by CodexOptions.input_handler or canned_answers, else declined; a sub-agent's as "
+        "its session's",
     ),
-    "item/tool/call": ("answered", "runs the Spec.tools function (ToolUse / ToolResult)"),
+    "item/tool/call": (
+        "answered",
+        "runs the Spec.tools function (ToolUse / ToolResult); a sub-agent's with its session's tools "
+        "(codex 0.163 gives a sub-agent none)",
+    ),
     "account/chatgptAuthTokens/refresh": (
         "answered",
         "CodexOptions.auth_refresh_handler, else an auth_failed Error on every live turn and "
