@@ -43,7 +43,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "it comes again (data: message)"
         ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
-        "session": "the session's thread started or resumed (data: model, model_provider actually used)",
+        "session": (
+            "the session's thread started or resumed (data: model, model_provider actually used, "
+            "codex_version)"
+        ),
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
         "codex_refused": (

@@ -439,7 +439,8 @@ class CodexProvider(AccountMixin, Provider):
         model = result.get("model")
         if isinstance(model, str) and model:
             provider = result.get("modelProvider")
-            handle.notice(System(subtype="session", data={"model": model, "model_provider": provider}))
+            data = {"model": model, "model_provider": provider, "codex_version": child.version}
+            handle.notice(System(subtype="session", data=data))
         if self._version_notice is not None:  # once: the first session after start
             handle.notice(self._version_notice)
             self._version_notice = None
