@@ -105,13 +105,14 @@ async def test_a_sub_agents_command_question_and_tokens_reach_its_session(
     async with CodexProvider(options) as provider:
         spec = Spec(prompt="delegate", cwd=workspace, tools=[lookup], sandbox="workspace-write")
         handle = await provider.spawn(spec)
+        version = provider.version
         async for event in handle.events():
             events.append(event)
             if isinstance(event, System) and event.subtype == "subagent_turn":
                 sub_done.set()
 
     [session] = [e for e in events if isinstance(e, System) and e.subtype == "session"]
-    assert session.data["codex_version"] == provider.version and provider.version
+    assert session.data["codex_version"] == version and version
     turn_end = [e for e in events if isinstance(e, System) and e.subtype == "subagent_turn"]
     assert len(turn_end) == 1 and turn_end[0].data["status"] == "completed"
     agent = turn_end[0].agent
