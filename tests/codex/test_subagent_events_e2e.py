@@ -1,17 +1,19 @@
 """A sub-agent seen (issue 32), from the real codex binary: its thread has no handle; its items reach
-its session's stream as the usual typed events with ``agent`` set, its approvals are its session's, and
-its tokens count in the session's usage."""
+its session's stream as the usual typed events with ``agent`` set, its approvals are its session's, its
+tokens count in the session's usage, and its MCP server's questions are answered by the session's
+``input_handler``."""
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from agent_fleet import Result, Spec, System, TokenUsage, ToolResult, ToolUse
+from agent_fleet import PermissionConfig, Result, Spec, System, TokenUsage, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.events import AssistantMessage, Event
 from agent_fleet.testing import FunctionCall, RecordedRequest, Reply, ScriptedModelServer, exec_command
@@ -140,3 +142,69 @@ async def test_a_sub_agents_command_question_and_tokens_reach_its_session(
     assert result.usage.turn is not None and result.usage.turn.input_tokens >= 4 * SUB_USAGE["input_tokens"]
     usages = [e for e in events if isinstance(e, TokenUsage)]
     assert usages[-1].input_tokens == result.usage.input_tokens
+
+
+ELICIT_SERVER = Path(__file__).resolve().parents[1] / "elicit_mcp_server.py"
+ASK = "SUBTASK: ask the user's colour"
+
+
+def _mcp_responder() -> Callable[[RecordedRequest], Reply]:
+    def respond(request: RecordedRequest) -> Reply:
+        outputs = {str(o.get("call_id")): o for o in _outputs(request)}
+        if any(ASK in text for text in request.user_texts()):  # the sub-agent's own turn
+            if "sub-mcp" not in outputs:  # an MCP tool whose server asks its client a question
+                call = {"type": "function_call", "call_id": "sub-mcp", "namespace": "mcp__asker"}
+                return _Items(raw=({**call, "name": "ask_colour", "arguments": "{}"},))
+            return Reply.text("sub-agent done")
+        if "search-1" not in outputs:
+            search = {
+                "type": "tool_search_call",
+                "call_id": "search-1",
+                "execution": "client",
+                "status": "completed",
+            }
+            return _Items(raw=({**search, "arguments": {"query": "spawn agent"}},))
+        if "spawn-1" not in outputs:
+            return _agent_tool("spawn-1", "spawn_agent", {"message": ASK})
+        waits = sum(1 for key in outputs if key.startswith("wait-"))
+        if waits < 3:
+            agent = json.loads(str(outputs["spawn-1"]["output"]))["agent_id"]
+            return _agent_tool(f"wait-{waits}", "wait_agent", {"targets": [agent], "timeout_ms": 3000})
+        return Reply.text("done")
+
+    return respond
+
+
+@pytest.mark.protocol_smoke
+async def test_a_sub_agents_mcp_elicitation_is_answered_by_its_sessions_input_handler(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    asked: list[InputRequest] = []
+
+    async def answer(request: InputRequest) -> InputAnswer:
+        asked.append(request)
+        return InputAnswer(content={"colour": "blue"})
+
+    scripted_model.responder = _mcp_responder()
+    options = CodexOptions(config=codex_options.config, env=codex_options.env, input_handler=answer)
+    server = {"command": sys.executable, "args": [str(ELICIT_SERVER)]}
+    spec = Spec(
+        prompt="delegate",
+        cwd=workspace,
+        mcp_servers={"asker": server},
+        permission=PermissionConfig(mcp_tools=("asker/ask_colour",)),
+    )
+    async with CodexProvider(options) as provider:
+        handle = await provider.spawn(spec)
+        events = [e async for e in handle.events()]
+    [use] = [e for e in events if isinstance(e, ToolUse) and e.name == "mcp:asker/ask_colour"]
+    agent = use.agent
+    assert agent is not None and agent != handle.session_id
+    # the tool call's approval was the session's policy's, the server's question its input_handler's
+    assert [(r.kind, r.server, r.message) for r in asked] == [("elicitation", "asker", "Favourite colour?")]
+    notices = [e for e in events if isinstance(e, System) and e.subtype == "user_input"]
+    assert [(n.agent, n.data["source"], n.data["action"]) for n in notices] == [(agent, "handler", "accept")]
+    [result] = [e for e in events if isinstance(e, ToolResult) and e.id == use.id]
+    assert result.agent == agent and "accept:blue" in result.output  # what the MCP server got back
+    assert "accept:blue" in _output(scripted_model, "sub-mcp")
+    assert isinstance(events[-1], Result) and events[-1].text == "done"
