@@ -237,6 +237,9 @@ REFUSED_SPECS = [
     ({"mcp_servers": {"sh": {"command": "/bin/sh", "args": ["-c", "id"]}}}, "starts a process"),
     ({"permission": {"allowed_hosts": ["*"]}}, "not within the daemon's"),
     ({"permission": {"mcp_tools": ["shell/*"]}}, "not within the daemon's"),
+    ({"env": {"GIT_CONFIG_COUNT": "1"}}, "'env'"),  # issue 28: sessions and templates took it
+    ({"temp_dir": "/etc"}, "outside the daemon's --allow-root"),  # a writable root of the sandbox
+    ({"images": ["/etc/passwd"]}, "outside the daemon's --allow-root"),
 ]
 
 

@@ -8,13 +8,14 @@ from typing import Any, Final
 
 from agent_fleet.events import Event, System
 from agent_fleet.policy import ApprovalRequest, Decision
-from agent_fleet.policy.engine import STRICT_RULE
+from agent_fleet.policy.engine import REFINABLE_RULES
 
 __all__ = ["REFINABLE_DECLINES", "for_handler", "refine"]
 
 #: The declines an ``approval_handler`` may still turn into an accept: the strict profile's "not proven
 #: harmless" and ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
-REFINABLE_DECLINES: Final = frozenset({STRICT_RULE, "default-ask"})
+#: (Defined with the engine, which needs the same set to pick the stricter of two decisions.)
+REFINABLE_DECLINES: Final = REFINABLE_RULES
 
 
 def for_handler(decision: Decision) -> bool:

@@ -194,11 +194,13 @@ class Batches:
     def _template(self, settings: _Settings) -> tuple[Task, Path]:
         """The template task (its spec floored: ``Refused`` is a 403) and the batch's directory."""
         spec = spec_from_json({"prompt": _TEMPLATE_PROMPT, **settings.spec})
-        spec = self._floor.spec(spec)
-        cwd = Path(self._sessions.check_cwd(spec.cwd))
+        floored = self._floor.spec(spec, where="spec")  # every field; Refused is a 403
+        cwd = Path(str(floored.cwd))
+        # The template keeps the client's permission: each task's is narrowed from the daemon's when
+        # its session starts (FlooredProvider), after its tasks-file line is applied.
         template = Task(
             id="batch",
-            spec=replace(spec, cwd=str(cwd)),
+            spec=replace(spec, cwd=str(cwd), images=floored.images, temp_dir=floored.temp_dir),
             gate=GateConfig(command=settings.gate_cmd),
             max_followups=settings.max_followups,
         )
@@ -217,18 +219,12 @@ class Batches:
                     f"{where}: provider {t.provider!r} is not the batch's ({provider}); "
                     f'submit the task in a batch with "provider": "{t.provider}"'
                 )
-            task_cwd = Path(self._sessions.check_cwd(t.cwd)) if t.cwd is not None else cwd
+            task_cwd = Path(self._floor.cwd(t.cwd)) if t.cwd is not None else cwd
             task = build_task(t, template, task_cwd)
-            self._floor.check_trust(
-                sandbox=task.spec.sandbox,
-                config=task.spec.config,
-                mcp_servers=task.spec.mcp_servers,
-                env=t.env,
-                where=where,
-            )
+            floored = self._floor.spec(task.spec, where=where)  # every field, as the session gets it
             command = task.gate.command
             if command is not None:
-                permission = self._floor.permission_for(task.spec.permission)
+                permission = floored.permission
                 key = (command, str(task_cwd), permission)
                 if key not in judged:
                     self._floor.check_gate(command, cwd=str(task_cwd), permission=permission, where=where)

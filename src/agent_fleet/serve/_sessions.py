@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_fleet._event_json import spec_from_json, spec_to_json
+from agent_fleet._event_json import permission_to_json, spec_from_json, spec_to_json
 from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import ConnectionClosed, UsageError
 from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
@@ -136,43 +136,28 @@ class Sessions:
     # -- sessions ----------------------------------------------------------------------------------
 
     def check_cwd(self, cwd: str | os.PathLike[str] | None) -> str:
-        """``cwd`` resolved (the first allowed root when None); ``UsageError`` when outside them all."""
-        path = Path(os.path.realpath(cwd if cwd is not None else self.allow_roots[0]))
-        if not any(path == root or path.is_relative_to(root) for root in self.allow_roots):
-            raise PermissionError(f"cwd {str(path)!r} is outside the daemon's --allow-root directories")
-        if not path.is_dir():
-            raise UsageError(f"cwd {str(path)!r} is not a directory")
-        return str(path)
+        """``cwd`` resolved (the first allowed root when None); ``Refused`` when outside them all."""
+        return self.floor.cwd(cwd)
 
     def check_images(self, images: Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
-        """``images`` as given: URLs, or files under an allowed root (``PermissionError`` otherwise: a
-        client may not have the agent look at a file of the daemon's machine it could not work in)."""
-        out: list[str] = []
-        for image in images:
-            text = str(image)
-            if not text.startswith(("http://", "https://", "data:")):
-                path = Path(os.path.realpath(text))
-                if not any(path == root or path.is_relative_to(root) for root in self.allow_roots):
-                    raise PermissionError(
-                        f"image {str(path)!r} is outside the daemon's --allow-root directories"
-                    )
-            out.append(text)
-        return tuple(out)
+        """``images`` as given: URLs, or files under an allowed root (``Refused`` otherwise)."""
+        return self.floor.images(images)
 
-    def _prepare(self, spec: Spec) -> Spec:
+    def _prepare(self, spec: Spec) -> tuple[Spec, Spec]:
+        """The spec the session runs with (every field checked by the floor: ``Refused`` is a 403) and
+        the one to store: the client's as sent, its paths resolved (the daemon's floor stays apart)."""
         if self.draining:
             raise UsageError("the daemon is shutting down")
-        spec = self.floor.spec(spec)  # the daemon's permission as a floor; Refused (403) first
-        self.check_images(spec.images)
-        return dataclasses.replace(spec, cwd=self.check_cwd(spec.cwd))
+        run = self.floor.spec(spec)
+        return run, dataclasses.replace(spec, cwd=run.cwd, images=run.images, temp_dir=run.temp_dir)
 
     async def create(
         self, spec: Spec, provider_name: str, resume: str | None = None
     ) -> tuple[LiveSession, int]:
         """Start a session (or resume ``resume``); returns it and the event id its new turn follows."""
-        spec = self._prepare(spec)
+        spec, stored = self._prepare(spec)
         if resume is None:
-            return await self._open(spec, provider_name, None)
+            return await self._open(spec, stored, provider_name, None)
         lock, users = self._opening.setdefault(resume, (asyncio.Lock(), [0]))
         users[0] += 1
         try:
@@ -186,13 +171,15 @@ class Sessions:
                 releasing = self._releasing.get(resume)
                 if releasing is not None:  # evicted a moment ago: the provider must forget it first
                     await asyncio.wait([releasing])
-                return await self._open(spec, provider_name, resume)
+                return await self._open(spec, stored, provider_name, resume)
         finally:
             users[0] -= 1
             if not users[0]:
                 del self._opening[resume]
 
-    async def _open(self, spec: Spec, provider_name: str, resume: str | None) -> tuple[LiveSession, int]:
+    async def _open(
+        self, spec: Spec, stored: Spec, provider_name: str, resume: str | None
+    ) -> tuple[LiveSession, int]:
         provider = await self.provider(provider_name)
         try:
             handle = await (provider.resume(resume, spec) if resume is not None else provider.spawn(spec))
@@ -209,7 +196,7 @@ class Sessions:
         if row is not None:
             self.store.update(sid, state="running", turns=turns)
         else:
-            self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(spec)))
+            self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(stored)))
         self.store.add_turn(sid, turns, self._redactor.text(spec.prompt), base)
         self.live[sid] = session
         session.pump = asyncio.create_task(self._pump(session), name=f"pump:{sid}")
@@ -367,6 +354,9 @@ class Sessions:
         else:
             row["last_event_id"] = self.store.last_seq(session_id)
         row["history"] = self.store.turns(session_id)
+        # The client's spec and the daemon's floor are kept apart: the session runs with both.
+        floor = self.floor.permission
+        row["floor"] = self._redactor.value(permission_to_json(floor)) if floor is not None else None
         return row
 
     def rows(self) -> list[dict[str, Any]]:
