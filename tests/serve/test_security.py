@@ -74,9 +74,11 @@ async def test_bodies_over_the_limit_are_refused(make_daemon: MakeDaemon) -> Non
             for _ in range(10):
                 yield b"x" * 1000
 
-        streamed = await http.post("/v1/sessions", content=chunks())
-        assert streamed.status_code == 400
-        assert "over 4096 bytes" in streamed.json()["error"]["message"]
+        for path in ("/v1/sessions", "/v1/batches", "/login"):  # issue 28: a chunked body was a 400
+            form = {"Content-Type": "application/x-www-form-urlencoded"} if path == "/login" else {}
+            streamed = await http.post(path, content=chunks(), headers=form)
+            assert streamed.status_code == 413, (path, streamed.status_code)
+            assert "over 4096 bytes" in streamed.json()["error"]["message"]
 
 
 async def test_cwd_outside_the_allowed_roots_is_refused(make_daemon: MakeDaemon, tmp_path: Path) -> None:
@@ -189,7 +191,7 @@ async def test_the_cookie_is_secure_when_the_daemon_is_not_on_loopback(
     daemon = Daemon(ServeConfig(host="0.0.0.0", state_dir=tmp_path / "s", token_file=token_file))
     try:
         transport = httpx.ASGITransport(app=daemon.app.asgi)
-        async with httpx.AsyncClient(transport=transport, base_url="http://daemon") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://192.0.2.7") as http:
             right = await http.post("/login", data={"token": TOKEN})
             assert right.status_code == 303
             assert "; secure" in right.headers["set-cookie"].lower()

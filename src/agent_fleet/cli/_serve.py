@@ -76,6 +76,14 @@ def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
 )
 @click.option("--max-body", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A Host header name to serve besides the loopback names and --host, e.g. a reverse proxy's "
+    "public name (repeatable). Any other name is refused (DNS rebinding).",
+)
+@click.option(
     "--trust-clients",
     is_flag=True,
     help="Let clients ask for what escapes the sandbox and the policy: sandbox danger-full-access, "
@@ -96,6 +104,7 @@ def serve_command(
     default_approval: str,
     approval_timeout: float,
     max_body: int,
+    allowed_hosts: tuple[str, ...],
     trust_clients: bool,
 ) -> None:
     """Run the daemon: the provider contract over HTTP (see docs/api.md)."""
@@ -114,6 +123,7 @@ def serve_command(
             approval_timeout=approval_timeout,
             max_body=max_body,
             trust_clients=trust_clients,
+            allowed_hosts=allowed_hosts,
         )
 
         async def main() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from agent_fleet import __version__
@@ -29,8 +29,8 @@ from agent_fleet.errors import AgentFleetError, ProviderUnavailable, Unsupported
 from agent_fleet.runner import Redactor, provider_entry
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
-from agent_fleet.serve._dashboard import login_page, render_dashboard
-from agent_fleet.serve._guard import COOKIE, Guard, token_matches
+from agent_fleet.serve._dashboard import login_page, page, render_dashboard
+from agent_fleet.serve._guard import COOKIE, BodyTooLarge, Guard, Hosts, token_matches
 from agent_fleet.serve._openapi import OPENAPI
 from agent_fleet.serve._sessions import NotFound, Sessions
 
@@ -52,6 +52,17 @@ def _event_id(raw: str) -> int:
     return int(raw)
 
 
+def _route(path: str, **handlers: Endpoint) -> Route:
+    """One route per path, whatever its methods: a method it does not take is a 405 whose ``Allow``
+    names every method it does (with one route per method, Starlette named only the first's)."""
+
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return Route(path, dispatch, methods=list(handlers))
+
+
 def _errors(fn: Endpoint, redactor: Redactor) -> Endpoint:
     """Map the library's errors to HTTP statuses (see the module docstring); messages redacted (they
     may quote what the client sent, or what the provider said about it)."""
@@ -63,6 +74,8 @@ def _errors(fn: Endpoint, redactor: Redactor) -> Endpoint:
     async def wrapped(request: Request) -> Response:
         try:
             return await fn(request)
+        except BodyTooLarge as exc:
+            return err(413, "too_large", str(exc))
         except NotFound as exc:
             return err(404, "not_found", f"no such id: {exc.args[0] if exc.args else ''}")
         except PermissionError as exc:
@@ -94,6 +107,7 @@ class App:
         redactor: Redactor | None = None,
         max_body: int = 1 << 20,
         secure_cookie: bool = False,
+        hosts: Hosts | None = None,
     ) -> None:
         self.sessions = sessions
         self._token = token
@@ -103,29 +117,28 @@ class App:
         self.batches = batches
         self.provider = provider
         self.max_body = max_body
+        g = self._guarded
         routes = [
-            Route("/healthz", self.healthz),
-            Route("/login", self.login, methods=["GET", "POST"]),
-            Route("/", self._guarded(self.dashboard)),
-            Route("/v1/openapi.json", self.openapi),
-            Route("/v1/info", self.info),
-            Route("/v1/sessions", self._guarded(self.list_sessions), methods=["GET"]),
-            Route("/v1/sessions", self._guarded(self.create_session), methods=["POST"]),
-            Route("/v1/sessions/{sid}", self._guarded(self.get_session)),
-            Route("/v1/sessions/{sid}/events", self._guarded(self.events)),
-            Route("/v1/sessions/{sid}/turns", self._guarded(self.turn), methods=["POST"]),
-            Route("/v1/sessions/{sid}/inject", self._guarded(self.inject), methods=["POST"]),
-            Route("/v1/sessions/{sid}/stop", self._guarded(self.stop), methods=["POST"]),
-            Route("/v1/approvals", self._guarded(self.list_approvals)),
-            Route("/v1/approvals/{aid}", self._guarded(self.decide), methods=["POST"]),
-            Route("/v1/batches", self._guarded(self.list_batches), methods=["GET"]),
-            Route("/v1/batches", self._guarded(self.create_batch), methods=["POST"]),
-            Route("/v1/batches/{bid}", self._guarded(self.get_batch)),
-            Route("/v1/batches/{bid}/report", self._guarded(self.batch_report)),
-            Route("/v1/batches/{bid}/resume", self._guarded(self.resume_batch), methods=["POST"]),
+            _route("/healthz", GET=self.healthz),
+            _route("/login", GET=g(self.login), POST=g(self.login)),
+            _route("/", GET=g(self.dashboard)),
+            _route("/v1/openapi.json", GET=self.openapi),
+            _route("/v1/info", GET=self.info),
+            _route("/v1/sessions", GET=g(self.list_sessions), POST=g(self.create_session)),
+            _route("/v1/sessions/{sid}", GET=g(self.get_session)),
+            _route("/v1/sessions/{sid}/events", GET=g(self.events)),
+            _route("/v1/sessions/{sid}/turns", POST=g(self.turn)),
+            _route("/v1/sessions/{sid}/inject", POST=g(self.inject)),
+            _route("/v1/sessions/{sid}/stop", POST=g(self.stop)),
+            _route("/v1/approvals", GET=g(self.list_approvals)),
+            _route("/v1/approvals/{aid}", POST=g(self.decide)),
+            _route("/v1/batches", GET=g(self.list_batches), POST=g(self.create_batch)),
+            _route("/v1/batches/{bid}", GET=g(self.get_batch)),
+            _route("/v1/batches/{bid}/report", GET=g(self.batch_report)),
+            _route("/v1/batches/{bid}/resume", POST=g(self.resume_batch)),
         ]
         self.starlette = Starlette(routes=routes)
-        self.asgi = Guard(self.starlette, token=token, max_body=max_body)
+        self.asgi = Guard(self.starlette, token=token, max_body=max_body, hosts=hosts)
 
     def _guarded(self, fn: Endpoint) -> Endpoint:
         return _errors(fn, self.redactor)
@@ -135,7 +148,7 @@ class App:
         async for chunk in request.stream():
             body += chunk
             if len(body) > self.max_body:
-                raise UsageError(f"request body over {self.max_body} bytes")
+                raise BodyTooLarge(f"request body over {self.max_body} bytes")
         if not body:
             return {}
         try:
@@ -157,12 +170,12 @@ class App:
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
-            return HTMLResponse(login_page())
+            return page(login_page(), kind="login")
         form = await request.form(max_files=0, max_fields=2)
         token = form.get("token")
         if not isinstance(token, str) or not token_matches(token, self._token):
             # Checked here, not only on later requests: a cookie is never set from a wrong value.
-            return HTMLResponse(login_page(error="wrong token"), status_code=401)
+            return page(login_page(error="wrong token"), status_code=401, kind="login")
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE, token.strip(), httponly=True, samesite="strict", secure=self.secure_cookie
@@ -272,15 +285,16 @@ class App:
         return JSONResponse(self.batches.describe(request.path_params["bid"], tasks=_ALL_TASKS))
 
     async def batch_report(self, request: Request) -> Response:
-        return HTMLResponse(self.batches.report(request.path_params["bid"]))
+        return page(self.batches.report(request.path_params["bid"]))
 
     # -- dashboard -------------------------------------------------------------------------------------
 
     async def dashboard(self, request: Request) -> Response:
-        return HTMLResponse(
+        return page(
             render_dashboard(
                 sessions=self.sessions.rows(),
                 batches=self.batches.rows(tasks=_DASHBOARD_TASKS),
                 approvals=self.approvals.pending(),
-            )
+            ),
+            kind="dashboard",
         )

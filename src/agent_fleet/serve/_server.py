@@ -23,7 +23,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Self
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
@@ -32,7 +34,7 @@ from agent_fleet.serve._app import App
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
 from agent_fleet.serve._floor import Floor
-from agent_fleet.serve._guard import load_or_create_token
+from agent_fleet.serve._guard import Hosts, load_or_create_token
 from agent_fleet.serve._sessions import Sessions
 from agent_fleet.serve._store import Store
 
@@ -56,7 +58,10 @@ class ServeConfig:
     """How the daemon runs. ``options`` maps provider names to their options objects (the registry's
     options types); the daemon adds its approval handler and restart-on-crash to each. ``permission``
     is a floor for every session (a client may add restrictions, never remove them); ``trust_clients``
-    lets clients ask for what escapes the sandbox and the policy (see ``serve._floor``)."""
+    lets clients ask for what escapes the sandbox and the policy (see ``serve._floor``).
+    ``allowed_hosts``: ``Host`` header names served besides the loopback names and ``host`` (a reverse
+    proxy's public name); any other is refused (DNS rebinding). ``head_timeout``: seconds a connection
+    has to send a whole request head (slowloris)."""
 
     host: str = "127.0.0.1"
     port: int = 0
@@ -70,6 +75,8 @@ class ServeConfig:
     max_body: int = 1 << 20
     trust_clients: bool = False
     max_live_sessions: int = 256
+    allowed_hosts: Sequence[str] = ()
+    head_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and self.token_file is None:
@@ -79,8 +86,54 @@ class ServeConfig:
             )
         if not 0 <= self.port <= 65535:
             raise UsageError(f"--port must be 0..65535, not {self.port}")
+        if not 0 < self.head_timeout < 3600:
+            raise UsageError(f"head_timeout must be 0 < seconds < 3600, not {self.head_timeout}")
         if self.max_live_sessions < 1:
             raise UsageError(f"max_live_sessions must be >= 1, not {self.max_live_sessions}")
+
+
+def _head_timed(timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, except that a connection must send a whole request head within
+    ``timeout`` seconds of opening (or of its previous response): a client trickling header bytes
+    (slowloris) is cut off. uvicorn's own keep-alive timer restarts with every byte received, so it
+    does not bound this; once the head is in, the timer is off (a response may stream for hours)."""
+
+    class HeadTimedH11(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(timeout, self._head_timed_out)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE:  # the head is in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._arm()
+
+    return HeadTimedH11
 
 
 class _Server(uvicorn.Server):
@@ -145,6 +198,7 @@ class Daemon:
             provider=config.provider,
             max_body=config.max_body,
             secure_cookie=not is_loopback(config.host),
+            hosts=Hosts(config.host, config.allowed_hosts),
         )
         self.closing = False
         self._closed = asyncio.Event()
@@ -186,6 +240,7 @@ class Daemon:
             timeout_graceful_shutdown=5,
             limit_concurrency=None,
             h11_max_incomplete_event_size=64 * 1024,
+            http=_head_timed(self.config.head_timeout),
         )
         self._server = _Server(uv_config, self)
         self._serve_task = asyncio.create_task(self._server.serve(sockets=[sock]), name="uvicorn")
