@@ -124,7 +124,7 @@ async def test_a_generated_token_is_private_and_never_printed(tmp_path: Path) ->
         await daemon.close()
     again = Daemon(ServeConfig(state_dir=tmp_path / "state", allow_roots=(tmp_path,)))
     assert again.token == daemon.token  # kept across restarts
-    again.store.close()
+    await again.close()
 
 
 async def test_the_openapi_document_describes_every_route(make_daemon: MakeDaemon) -> None:
@@ -196,7 +196,7 @@ async def test_the_cookie_is_secure_when_the_daemon_is_not_on_loopback(
             assert right.status_code == 303
             assert "; secure" in right.headers["set-cookie"].lower()
     finally:
-        daemon.store.close()
+        await daemon.close()
 
 
 async def test_a_token_file_others_can_read_is_refused_and_one_the_group_can_read_warned_about(
@@ -207,11 +207,11 @@ async def test_a_token_file_others_can_read_is_refused_and_one_the_group_can_rea
         Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
     os.chmod(token_file, 0o640)
     daemon = Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
-    daemon.store.close()
+    await daemon.close()
     assert len(daemon.warnings) == 1 and "group" in daemon.warnings[0]
     os.chmod(token_file, 0o600)
     daemon = Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
-    daemon.store.close()
+    await daemon.close()
     assert daemon.warnings == []
 
 
@@ -230,7 +230,7 @@ async def test_the_state_dir_and_the_database_are_private(tmp_path: Path) -> Non
         for name in ("sessions.sqlite3", "sessions.sqlite3-wal"):
             assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
     finally:
-        daemon.store.close()
+        await daemon.close()
 
 
 REFUSED_SPECS = [

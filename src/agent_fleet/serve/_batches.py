@@ -43,6 +43,7 @@ from agent_fleet.runner._tasks_file import BatchTask, build_task, parse_tasks
 from agent_fleet.runner.ledger import Ledger
 from agent_fleet.serve._floor import Floor, FlooredProvider
 from agent_fleet.serve._sessions import NotFound, Sessions
+from agent_fleet.serve._state import private_tree
 from agent_fleet.serve._store import Store
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,8 @@ class Batches:
         batch_id = f"b{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self._store.add_batch(batch_id, settings.provider, len(tasks))
         out = self.root / batch_id
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        out.mkdir(mode=0o700)  # the runner's files go in here (made private again when it ends)
         meta = {"serve": settings.to_json()}
         self._start(
             batch_id,
@@ -252,6 +255,10 @@ class Batches:
                 self._set(batch_id, "failed", self._redactor.text(reason))
         finally:
             self.running.pop(batch_id, None)
+            # The runner writes transcripts, summary.json and report.html with the process's umask:
+            # inside a 0700 directory nobody else reaches them, and they are made 0600 besides.
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(private_tree, self.root / batch_id)
 
     def _set(self, batch_id: str, state: str, reason: str | None) -> None:
         with contextlib.suppress(sqlite3.ProgrammingError):  # a batch that outlived the drain's wait

@@ -36,6 +36,7 @@ from agent_fleet.serve._batches import Batches
 from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._guard import Hosts, load_or_create_token
 from agent_fleet.serve._sessions import Sessions
+from agent_fleet.serve._state import open_state_dir
 from agent_fleet.serve._store import Store
 
 
@@ -156,16 +157,25 @@ class Daemon:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         state = config.state_dir
-        # Sessions, prompts and transcripts live here: nobody else on the machine may read them.
+        # Sessions, prompts and transcripts live here: nobody else on the machine may read them, and one
+        # daemon at a time (a second one would take the first's running sessions for interrupted).
+        self._lock, warnings = open_state_dir(state)
         try:
-            state.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not os.access(state, os.W_OK | os.X_OK):
-                raise PermissionError(f"{state} is not writable")
-        except OSError as exc:
-            raise UsageError(
-                f"cannot use the state directory {str(state)!r}: {exc.strerror or exc} (see --state-dir)"
-            ) from exc
-        self.token, self.token_path, self.warnings = load_or_create_token(config.token_file, state)
+            self._build(config, warnings)
+        except BaseException:
+            self._lock.close()
+            raise
+
+    def _build(self, config: ServeConfig, warnings: list[str]) -> None:
+        state = config.state_dir
+        self.token, self.token_path, token_warnings = load_or_create_token(config.token_file, state)
+        self.warnings = [*warnings, *token_warnings]
+        if not is_loopback(config.host):
+            self.warnings.append(
+                f"serving plain HTTP on the network ({config.host}): the token and every answer cross it "
+                "in the clear; put the daemon behind a reverse proxy that terminates TLS "
+                "(see docs/how-to/proxy.md)"
+            )
         self.redactor = Redactor(extra=(self.token,))
         self.store = Store(state / "sessions.sqlite3")
         self.approvals = ApprovalQueue(timeout=config.approval_timeout, redactor=self.redactor)
@@ -270,6 +280,7 @@ class Daemon:
         if self._socket is not None:
             self._socket.close()
         self.store.close()
+        self._lock.close()
         self._closed.set()
 
     async def wait(self) -> None:
