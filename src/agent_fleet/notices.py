@@ -50,6 +50,12 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "codex itself refused a command: its sandbox stopped it (kind sandbox: item_id, command, "
             "message) or it rejected an escalation (kind escalation: message)"
         ),
+        # -- agent-fleet serve ----------------------------------------------------------------------------
+        "approval_pending": (
+            "the daemon parked a request for a person (data: approval_id, kind, command or paths, cwd, "
+            "deadline, decide: the API path, dashboard: its URL)"
+        ),
+        "approval_decided": "a parked request was decided or timed out (data: approval_id, decision, rule)",
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),

@@ -201,6 +201,7 @@ class RemoteHandle(Handle):
         finally:
             if not finished and self._terminal is None:
                 # The reader went away mid-turn (cancelled or closed): stop the turn, as stop() does.
+                self._stopped = True
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._stop_request())
 
@@ -252,6 +253,11 @@ class RemoteHandle(Handle):
         """A follow-up turn; ``images`` are URLs or paths on the daemon's machine (under its roots)."""
         if self._terminal is None:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        if self._stopped:
+            raise UsageError(
+                "send(): this handle was stopped; continue the session with provider.resume(session_id, "
+                "spec), or stop turns with interrupt() to keep the handle"
+            )
         body: dict[str, Any] = {"prompt": prompt}
         if images:
             body["images"] = [str(i) for i in images]
@@ -268,6 +274,15 @@ class RemoteHandle(Handle):
         await self._provider.request("POST", f"/v1/sessions/{self._session_id}/stop")
 
     async def stop(self) -> None:
+        """Stop the running turn and let this handle go, as a local provider's ``stop()`` does (the
+        daemon keeps the session: ``RemoteProvider.resume`` continues it)."""
+        self._stopped = True
+        if self._terminal is not None:
+            return
+        await self._stop_request()
+
+    async def interrupt(self) -> None:
+        """Stop the running turn and keep the session: the next ``send()`` continues it on this handle."""
         if self._terminal is not None:
             return
         await self._stop_request()

@@ -74,6 +74,14 @@ def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
     show_default=True,
     help="Seconds a deferred approval waits before it is declined.",
 )
+@click.option(
+    "--orphan-timeout",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    help="Seconds a running session may go without any client reading its events before its turn is "
+    "stopped (it can be continued later); 0: never.",
+)
 @click.option("--max-body", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
 @click.option(
     "--allowed-host",
@@ -103,6 +111,7 @@ def serve_command(
     allow_mcp: tuple[str, ...],
     default_approval: str,
     approval_timeout: float,
+    orphan_timeout: float,
     max_body: int,
     allowed_hosts: tuple[str, ...],
     trust_clients: bool,
@@ -124,6 +133,7 @@ def serve_command(
             max_body=max_body,
             trust_clients=trust_clients,
             allowed_hosts=allowed_hosts,
+            orphan_timeout=orphan_timeout or None,
         )
 
         async def main() -> None:

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
@@ -39,11 +39,33 @@ logger = logging.getLogger(__name__)
 Endpoint = Callable[[Request], Awaitable[Response]]
 _ALL_TASKS = 1 << 30
 _DASHBOARD_TASKS = 50  # tasks listed per batch on the page (the counts cover every task)
+_DASHBOARD_SESSIONS = 50  # the most recent sessions on the page (GET /v1/sessions pages through all)
+_DASHBOARD_BATCHES = 20
 
 
 # str.isdigit() takes "²" (int() then fails inside the stream) and SQLite integers stop at 2**63:
 # an event id is ASCII digits, at most 15 of them (more events than a session ever has).
 _EVENT_ID = re.compile(r"[0-9]{1,15}")
+
+
+_LIMIT = re.compile(r"[1-9][0-9]{0,2}|1000")
+_FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
+
+
+def _known(query: Any, names: tuple[str, ...]) -> None:
+    """``UsageError`` for a query parameter the route does not take (a typo is not silently ignored)."""
+    unknown = set(query.keys()) - set(names)
+    if unknown:
+        raise UsageError(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
+
+
+def _flag(query: Any, name: str) -> bool:
+    raw = query.get(name)
+    if raw is None:
+        return False
+    if raw not in _FLAGS:
+        raise UsageError(f"{name} must be 1, 0, true or false, not {raw!r}")
+    return _FLAGS[raw]
 
 
 def _event_id(raw: str) -> int:
@@ -206,21 +228,30 @@ class App:
         return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
 
     async def list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": self.sessions.rows()})
+        query = request.query_params
+        _known(query, ("limit", "before", "state"))
+        raw_limit = query.get("limit", "100")
+        if not _LIMIT.fullmatch(raw_limit):
+            raise UsageError("limit must be a whole number from 1 to 1000")
+        states = tuple(s for value in query.getlist("state") for s in value.split(",") if s)
+        rows, cursor = self.sessions.rows(limit=int(raw_limit), before=query.get("before"), states=states)
+        return JSONResponse({"sessions": rows, "next": cursor})
 
     async def get_session(self, request: Request) -> Response:
         return JSONResponse(self.sessions.describe(request.path_params["sid"]))
 
     async def events(self, request: Request) -> Response:
         sid = request.path_params["sid"]
-        after = _event_id(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
-        follow = request.query_params.get("follow") in ("1", "true")
+        query = request.query_params
+        _known(query, ("after", "follow"))
+        after = _event_id(request.headers.get("last-event-id") or query.get("after") or "0")
+        follow = _flag(query, "follow")
         self.sessions.describe(sid)  # 404 before the stream starts
 
         async def content() -> AsyncIterator[bytes]:
             # Everything already recorded goes out in one write (records are single-line JSON).
             async for batch in self.sessions.stream(sid, after, follow=follow):
-                yield "".join(f"id: {seq}\nevent: event\ndata: {text}\n\n" for seq, text in batch).encode()
+                yield b"".join(b"id: %d\nevent: event\ndata: %s\n\n" % (seq, record) for seq, record in batch)
 
         return EventSourceResponse(content(), ping=15)
 
@@ -290,10 +321,12 @@ class App:
     # -- dashboard -------------------------------------------------------------------------------------
 
     async def dashboard(self, request: Request) -> Response:
+        sessions, _ = self.sessions.rows(limit=_DASHBOARD_SESSIONS)
         return page(
             render_dashboard(
-                sessions=self.sessions.rows(),
-                batches=self.batches.rows(tasks=_DASHBOARD_TASKS),
+                sessions=sessions,
+                total_sessions=self.sessions.count(),
+                batches=self.batches.rows(tasks=_DASHBOARD_TASKS, limit=_DASHBOARD_BATCHES),
                 approvals=self.approvals.pending(),
             ),
             kind="dashboard",

@@ -328,8 +328,10 @@ class Batches:
         redacted: dict[str, Any] = self._redactor.value(out)
         return redacted
 
-    def rows(self, *, tasks: int | None = None) -> list[dict[str, Any]]:
-        return [self.describe(row["batch_id"], tasks=tasks, summary=False) for row in self._store.batches()]
+    def rows(self, *, tasks: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """The batches, newest first (at most ``limit``), with up to ``tasks`` of each one's tasks."""
+        listed = self._store.batches()[:limit] if limit is not None else self._store.batches()
+        return [self.describe(row["batch_id"], tasks=tasks, summary=False) for row in listed]
 
     def report(self, batch_id: str) -> str:
         self._row(batch_id)

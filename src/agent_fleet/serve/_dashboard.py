@@ -37,10 +37,17 @@ def login_page(error: str | None = None) -> str:
 
 
 def render_dashboard(
-    *, sessions: list[dict[str, Any]], batches: list[dict[str, Any]], approvals: list[dict[str, Any]]
+    *,
+    sessions: list[dict[str, Any]],
+    batches: list[dict[str, Any]],
+    approvals: list[dict[str, Any]],
+    total_sessions: int | None = None,
 ) -> str:
     return _env.get_template("dashboard.html.j2").render(
-        sessions=sessions, batches=batches, approvals=approvals
+        sessions=sessions,
+        batches=batches,
+        approvals=approvals,
+        total_sessions=len(sessions) if total_sessions is None else total_sessions,
     )
 
 

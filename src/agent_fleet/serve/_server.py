@@ -62,7 +62,8 @@ class ServeConfig:
     lets clients ask for what escapes the sandbox and the policy (see ``serve._floor``).
     ``allowed_hosts``: ``Host`` header names served besides the loopback names and ``host`` (a reverse
     proxy's public name); any other is refused (DNS rebinding). ``head_timeout``: seconds a connection
-    has to send a whole request head (slowloris)."""
+    has to send a whole request head (slowloris). ``orphan_timeout``: seconds a running session may go
+    without any client reading its events before its turn is stopped (None: never)."""
 
     host: str = "127.0.0.1"
     port: int = 0
@@ -78,6 +79,7 @@ class ServeConfig:
     max_live_sessions: int = 256
     allowed_hosts: Sequence[str] = ()
     head_timeout: float = 10.0
+    orphan_timeout: float | None = 300.0
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and self.token_file is None:
@@ -89,6 +91,8 @@ class ServeConfig:
             raise UsageError(f"--port must be 0..65535, not {self.port}")
         if not 0 < self.head_timeout < 3600:
             raise UsageError(f"head_timeout must be 0 < seconds < 3600, not {self.head_timeout}")
+        if self.orphan_timeout is not None and not self.orphan_timeout > 0:
+            raise UsageError(f"orphan_timeout must be > 0 seconds (or None), not {self.orphan_timeout}")
         if self.max_live_sessions < 1:
             raise UsageError(f"max_live_sessions must be >= 1, not {self.max_live_sessions}")
 
@@ -191,6 +195,7 @@ class Daemon:
             redactor=self.redactor,
             floor=self.floor,
             max_live=config.max_live_sessions,
+            orphan_timeout=config.orphan_timeout,
         )
         self.batches = Batches(
             root=state / "batches",
@@ -242,6 +247,7 @@ class Daemon:
         sock.listen(512)
         sock.setblocking(False)
         self._socket = sock
+        self.approvals.url = self.url
         uv_config = uvicorn.Config(
             self.app.asgi,
             lifespan="off",
