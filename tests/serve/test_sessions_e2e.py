@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ async def test_64_concurrent_sessions_each_get_exactly_their_own_events(
         assert _types(events).count("Result") == 1 and _types(events)[-1] == "Result"
         assert events[-1][1]["text"] == f"answer-{i}"
         stored = list(daemon.store.events(sid))
-        assert [(n, r) for n, r in stored] == events
+        assert [(n, json.loads(r)) for n, r in stored] == events
 
 
 async def test_a_session_has_its_history_per_turn(

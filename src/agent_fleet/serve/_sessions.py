@@ -52,8 +52,9 @@ from agent_fleet.errors import ConnectionClosed, Unsupported, UsageError
 from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
 from agent_fleet.runner import Redactor, make_provider
 from agent_fleet.serve._floor import Floor
-from agent_fleet.serve._records import DeltaBuffer, RecordEncoder, is_terminal, record_type
+from agent_fleet.serve._records import DeltaBuffer, RecordEncoder, is_terminal
 from agent_fleet.serve._store import MAX_PAGE, Store
+from agent_fleet.serve._stream import Batch, read_stream
 
 logger = logging.getLogger(__name__)
 _FLUSH_EVERY = 0.05  # seconds between writes of queued event records (terminal events write at once)
@@ -82,15 +83,13 @@ class LiveSession:
     interrupted: bool = False  # this turn was stopped with Handle.interrupt (the session kept)
     readers: int = 0  # event streams open on it
     alone: asyncio.TimerHandle | None = None  # the orphan timer while it runs with no reader
+    stopping: asyncio.Future[None] | None = None  # a stop() still letting go of the thread
     buffer: DeltaBuffer = field(default_factory=DeltaBuffer)
     publishing: asyncio.Handle | None = None
 
     @property
     def last_seq(self) -> int:
         return self.base + len(self.records)
-
-
-Batch = list[tuple[int, bytes]]  # (seq, the record as JSON)
 
 
 class Sessions:
@@ -232,7 +231,7 @@ class Sessions:
 
     def _start_pump(self, session: LiveSession) -> None:
         session.pump = asyncio.create_task(self._pump(session), name=f"pump:{session.id}")
-        self._watch_alone(session)
+        self.watch_alone(session)
 
     def get(self, session_id: str) -> LiveSession:
         session = self.live.get(session_id)
@@ -298,7 +297,10 @@ class Sessions:
             await session.handle.interrupt()
             session.interrupted = True
         except Unsupported:  # the provider can only end the whole session: resumed on the next turn
-            await session.handle.stop()
+            # Kept: the turn's stream ends before stop() has let go of the thread, and a resume must
+            # wait for that (see _release).
+            session.stopping = asyncio.ensure_future(session.handle.stop())
+            await asyncio.shield(session.stopping)
 
     async def inject(self, session_id: str, text: str) -> None:
         session = self.live.get(session_id)
@@ -413,6 +415,8 @@ class Sessions:
     async def _release(self, session: LiveSession, archive: bool) -> None:
         # No turn runs: stop() only makes the provider forget the thread (a resume reopens it).
         try:
+            if session.stopping is not None:
+                await session.stopping
             await session.handle.stop()
             if archive:
                 provider = self._providers.get(session.provider)
@@ -428,7 +432,7 @@ class Sessions:
 
     # -- clients -------------------------------------------------------------------------------------
 
-    def _watch_alone(self, session: LiveSession) -> None:
+    def watch_alone(self, session: LiveSession) -> None:
         """(Re)start the orphan timer of a running session that has no reader."""
         if session.alone is not None:
             session.alone.cancel()
@@ -494,73 +498,12 @@ class Sessions:
     def count(self, states: tuple[str, ...] = ()) -> int:
         return self.store.count(states)
 
-    async def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
+    def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
         """Batches of ``(seq, JSON)`` after ``after`` (each batch what was there when it was read), until
-        a terminal record (or for ever with ``follow``). A reader keeps its session from being an
-        orphan (see the module docstring)."""
-        live = self.live.get(session_id)
-        if live is None and self.store.session(session_id) is None:
+        a terminal record (or for ever with ``follow``); see ``_stream``. ``NotFound`` at once."""
+        if session_id not in self.live and self.store.session(session_id) is None:
             raise NotFound(session_id)
-        counted: list[LiveSession] = []  # the session object this reader is counted on
-
-        def count(live: LiveSession | None) -> None:
-            if counted and (live is None or counted[0] is not live):
-                counted[0].readers -= 1
-                self._watch_alone(counted[0])
-                counted.clear()
-            if live is not None and not counted:
-                live.readers += 1
-                self._watch_alone(live)
-                counted.append(live)
-
-        try:
-            async for batch in self._stream(session_id, after, follow=follow, count=count):
-                yield batch
-        finally:
-            count(None)
-
-    async def _stream(self, session_id: str, after: int, *, follow: bool, count: Any) -> AsyncIterator[Batch]:
-        cursor = after
-        while True:
-            # Looked up again each time: the session may have been evicted (then it is all in the
-            # store) or resumed (a new record list) while this reader waited.
-            live = self.live.get(session_id)
-            count(live)
-            # Events before the session's turn in memory are in the store (earlier turns, or turns
-            # recorded before this daemon loaded the session).
-            upto = live.base if live is not None else None
-            batch: Batch = []
-            if upto is None or cursor < upto:
-                for seq, record in self.store.events(session_id, cursor):
-                    if upto is not None and seq > upto:
-                        break
-                    batch.append((seq, record))
-                    if record_type(record) in ("Result", "Error") and not follow:
-                        yield batch
-                        return
-                cursor = upto if upto is not None else cursor
-            if live is None:
-                if batch:
-                    yield batch
-                return
-            changed = live.changed
-            if cursor < live.base:  # a turn was sent meanwhile: read the store again
-                if batch:
-                    yield batch
-                continue
-            while cursor < live.last_seq:
-                record, terminal = live.records[cursor - live.base]
-                cursor += 1
-                batch.append((cursor, record))
-                if terminal and not follow:
-                    yield batch
-                    return
-            if batch:
-                yield batch
-                continue
-            if self.draining and live.state != "running":
-                return
-            await changed.wait()
+        return read_stream(self, session_id, after, follow=follow)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
