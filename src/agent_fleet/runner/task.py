@@ -26,6 +26,9 @@ Stopping: setting ``stop`` (or the task's ``timeout`` expiring) interrupts the r
 review and returns a result with status ``cancelled`` (``timeout``). Cancelling the task that awaits
 ``run_task`` does the same cleanup, then lets ``CancelledError`` propagate. The session is always
 stopped (``Handle.stop()``) before ``run_task`` returns, and a provider ``run_task`` created is shut down.
+On a provider it was given (shared: a batch's, a Ray node's), a session that ended other than by a stop
+is archived (``Provider.archive_session``: its memory is given back; ``resume`` brings it back), and so
+is each review's session.
 
 Retries: see ``runner/_retry.py``; each is a ``runner.retry`` notice, counted in ``TaskResult.retries``.
 
@@ -80,6 +83,8 @@ from agent_fleet.runner.review import (
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
+
+_RELEASE_TIMEOUT = 10.0  # seconds for archiving a finished session (best effort)
 
 # One TaskEvent per streamed event: built without the frozen __init__ (see _fastnew).
 _new_task_event = positional_new(TaskEvent)
@@ -238,9 +243,9 @@ class _TaskRun:
             elif not core.cancelled() and (error := core.exception()) is not None:
                 raise error  # a bug, not an outcome: the core turns every expected failure into a status
         except asyncio.CancelledError:
+            self.finish("cancelled", "cancelled before it finished", code="cancelled")
             core.cancel()
             await asyncio.wait([core])
-            self.finish("cancelled", "cancelled before it finished", code="cancelled")
             self._finished(started)
             raise
         finally:
@@ -394,6 +399,19 @@ class _TaskRun:
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(handle.stop())
+            if self.error_code != "app_server_crashed":
+                await self._release(provider, self.session_id)
+
+    async def _release(self, provider: Provider, session_id: str | None) -> None:
+        """Let go of a finished session on a shared provider (``Provider.archive_session``), so a
+        long-lived provider (a batch's app-server, a Ray node's, the daemon's) holds memory for its
+        live sessions only; ``provider.resume`` brings an archived session back. Not when the task is
+        stopped (a stop stays quick, and the session is resumed next). Best effort: a provider that
+        cannot archive, or a failure, changes nothing."""
+        if provider is not self.provider or session_id is None or self.status == "cancelled":
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(provider.archive_session(session_id), _RELEASE_TIMEOUT)
 
     def _retry_delay(self, provider: Provider, error: Error, attempt: int) -> tuple[float, float | None]:
         """Seconds to wait before retry ``attempt``, and the provider's hint (see ``runner._retry``)."""
@@ -509,6 +527,7 @@ class _TaskRun:
                 on_event=lambda event: self.event("review", event),
             )
         self.review = review
+        await self._release(provider, review.session_id)
         self.note(
             "review",
             number=self.reviews,
