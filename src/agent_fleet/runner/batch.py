@@ -58,7 +58,7 @@ from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git, _worktrees
 from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
-from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entry_from_summary
+from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entries_from_summary
 from agent_fleet.runner._ledger_views import REPORT_FILE, ledger_size, write_records
 from agent_fleet.runner._otel import BatchTelemetry
 from agent_fleet.runner._pricing import PriceTable
@@ -384,7 +384,7 @@ def _result(
     finally:
         ledger.close()
     return BatchResult(
-        entries=tuple(entry_from_summary(t) for t in summary["tasks"]),
+        entries=entries_from_summary(summary),
         duration=duration,
         stopped=state.stopped,
         fatal=state.fatal,

@@ -333,6 +333,15 @@ class Ledger:
         extra = " OR (state = 'finished' AND status != 'succeeded')" if rerun_failed else ""
         return map(_row, self._raw_rows(f" AND (state IN ('queued', 'running', 'interrupted'){extra})"))
 
+    def started_rows(self) -> Iterator[LedgerRow]:
+        """The tasks started at least once (whatever their state now), in tasks-file order."""
+        return map(_row, self._raw_rows(" AND (state != 'queued' OR runs > 0)"))
+
+    def never_started(self) -> list[str]:
+        """The ids of the tasks never started (queued, no run yet), in tasks-file order."""
+        query = "SELECT id FROM tasks WHERE state = 'queued' AND runs = 0 ORDER BY position"
+        return [task_id for (task_id,) in self._db.execute(query)]
+
     def _raw_rows(self, where: str = "", args: Sequence[Any] = ()) -> Iterator[Sequence[Any]]:
         last = -1
         while True:
