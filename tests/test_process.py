@@ -98,11 +98,15 @@ def test_the_tree_ends_when_our_process_dies() -> None:
     marker = _marker()
     program = f"""
 import asyncio, os, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from procs import sleepers
 from agent_fleet._process import ChildProcess
 async def main():
     child = await ChildProcess.start({_detaching(marker)!r}, stdin=None)
     assert child.stdout is not None
     await child.stdout.readline()
+    while len(sleepers({marker!r})) < 3:  # "ready" comes before the sleeps are exec'd
+        await asyncio.sleep(0.01)
     print("up", flush=True)
     os._exit(0)  # no cleanup: as if killed
 asyncio.run(main())

@@ -276,6 +276,23 @@ class _Supervised:
         with contextlib.suppress(OSError):
             self.lifeline.send(command)
 
+    async def abandon(self) -> None:
+        """Kill the tree now and wait (a few seconds at most) until it is gone; close the lifeline."""
+        with contextlib.suppress(OSError):
+            self.lifeline.send(b"K")
+        try:
+            if self._watcher is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wait(), _MARGIN)
+                return
+            loop = asyncio.get_running_loop()
+            with contextlib.suppress(OSError, TimeoutError):
+                async with asyncio.timeout(_MARGIN):
+                    while await loop.sock_recv(self.lifeline, 256):
+                        pass
+        finally:
+            self.lifeline.close()
+
     def kill_group(self) -> None:
         """Last resort: the supervisor does not answer. Its session's group holds it and the child."""
         if self.returncode is None and self.supervisor is not None:
@@ -408,38 +425,42 @@ class ChildProcess:
             theirs.close()
             ends.close_created()
         child = _Supervised(ours)
+        wrapped: list[asyncio.StreamWriter | asyncio.StreamReader] = []
         try:
             ours.setblocking(False)
             await loop.sock_sendall(ours, json.dumps(request).encode() + b"\n")
             line = await child.report()
+            match line.split():
+                case [b"pid", pid, supervisor]:
+                    child.supervisor = int(supervisor)
+                case [b"err", errno, what, *_]:
+                    code = int(errno)
+                    raise OSError(code, os.strerror(code), request["cwd"] if what == b"chdir" else args[0])
+                case _:
+                    raise OSError(f"the process reaper did not start {args[0]!r} (reported {line!r})")
+            child.watch(name)
+            streams: dict[str, asyncio.StreamWriter | asyncio.StreamReader] = {}
+            for key in ("stdin", "stdout", "stderr"):
+                if key in ends.keep:
+                    fd = ends.keep.pop(key)  # the transport owns it from here
+                    stream = await (_write_pipe(loop, fd) if key == "stdin" else _read_pipe(loop, fd, limit))
+                    streams[key] = stream
+                    wrapped.append(stream)
         except BaseException:
-            ours.close()
+            # Cancelled (or refused) once the child may be running: end its tree before leaving, as
+            # stop() would, so a start that raised leaves nothing behind.
             ends.close_kept()
+            for stream in wrapped:
+                if isinstance(stream, asyncio.StreamWriter):
+                    stream.close()
+            await child.abandon()
             raise
-        match line.split():
-            case [b"pid", pid, supervisor]:
-                child.supervisor = int(supervisor)
-            case [b"err", errno, what, *_]:
-                ours.close()
-                ends.close_kept()
-                code = int(errno)
-                raise OSError(code, os.strerror(code), request["cwd"] if what == b"chdir" else args[0])
-            case _:
-                ours.close()
-                ends.close_kept()
-                raise OSError(f"the process reaper did not start {args[0]!r} (reported {line!r})")
-        child.watch(name)
-        keep = ends.keep
-        return cls(
-            child,
-            int(pid),
-            await _write_pipe(loop, keep["stdin"]) if "stdin" in keep else None,
-            await _read_pipe(loop, keep["stdout"], limit) if "stdout" in keep else None,
-            await _read_pipe(loop, keep["stderr"], limit) if "stderr" in keep else None,
-            grace=grace,
-            tail=tail,
-            name=name,
-        )
+        stdin_w = streams.get("stdin")
+        stdout_r, stderr_r = streams.get("stdout"), streams.get("stderr")
+        assert stdin_w is None or isinstance(stdin_w, asyncio.StreamWriter)
+        assert stdout_r is None or isinstance(stdout_r, asyncio.StreamReader)
+        assert stderr_r is None or isinstance(stderr_r, asyncio.StreamReader)
+        return cls(child, int(pid), stdin_w, stdout_r, stderr_r, grace=grace, tail=tail, name=name)
 
     @property
     def stdin(self) -> asyncio.StreamWriter | None:

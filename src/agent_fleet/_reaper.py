@@ -122,11 +122,15 @@ class _Lifeline:
                 self.gone = True
                 _stop.append(signal.SIGTERM)  # agent-fleet is gone
                 return
-            for command in data:
-                if command == ord("K"):
-                    _stop.append(signal.SIGUSR1)
-                elif command == ord("T"):
-                    _stop.append(signal.SIGTERM)
+            self.take(data)
+
+    @staticmethod
+    def take(data: bytes) -> None:
+        for command in data:
+            if command == ord("K"):
+                _stop.append(signal.SIGUSR1)
+            elif command == ord("T"):
+                _stop.append(signal.SIGTERM)
 
     def send(self, text: str) -> None:
         with contextlib.suppress(OSError):
@@ -151,17 +155,19 @@ def _end_tree(main: int, status: list[int], grace: float, lifeline: _Lifeline) -
         time.sleep(0.02)
 
 
-def _read_request(sock: socket.socket) -> tuple[list[str], dict[str, str], str | None, float]:
-    """argv, env, cwd and grace: one JSON line (agent-fleet's process wrote it)."""
+def _read_request(sock: socket.socket) -> tuple[list[str], dict[str, str], str | None, float, bytes]:
+    """argv, env, cwd and grace (one JSON line agent-fleet's process wrote), and the commands it sent
+    after it (a kill may follow the request at once)."""
     data = b""
-    while not data.endswith(b"\n"):
+    while b"\n" not in data:
         chunk = sock.recv(65536)
         if not chunk:
             os._exit(1)  # agent-fleet went away before asking for anything
         data += chunk
-    request = json.loads(data)
+    line, _, rest = data.partition(b"\n")
+    request = json.loads(line)
     cwd = request.get("cwd")
-    return request["argv"], request["env"], cwd, float(request["grace"])
+    return request["argv"], request["env"], cwd, float(request["grace"]), rest
 
 
 def supervise(fds: list[int]) -> None:
@@ -179,7 +185,7 @@ def supervise(fds: list[int]) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select through the wakeup fd
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
-    argv, env, cwd, grace = _read_request(sock)
+    argv, env, cwd, grace, early = _read_request(sock)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     supervisor = os.getpid()
     pid = os.fork()
@@ -217,6 +223,7 @@ def supervise(fds: list[int]) -> None:
         _end_tree(pid, status, 0.0, lifeline)
         os._exit(127)
     lifeline.send(f"pid {pid} {supervisor}\n")
+    lifeline.take(early)
     while not status and not _stop:
         readable, _, _ = select.select([lifeline_fd, wake_r], [], [], 5.0)
         if lifeline_fd in readable:

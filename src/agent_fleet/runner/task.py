@@ -65,7 +65,7 @@ from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
 from agent_fleet.runner._retry import retry_backoff, retry_hint, should_retry
 from agent_fleet.runner._task_types import ReviewConfig, Task, TaskResult, TaskStatus
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
-from agent_fleet.runner.gate import GateResult, run_gate
+from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
 from agent_fleet.runner.providers import (
     approvals_enforced,
     check_permission_enforced,
@@ -476,7 +476,7 @@ class _TaskRun:
         budget_left = self.followups < task.max_followups
         if task.gate.enabled:
             self.note("gate_started", require_commit=task.gate.require_commit, command=task.gate.command)
-            self.gate = await run_gate(task.gate, self.cwd, self.start_head)
+            self.gate = await run_gate(self._gate_config(), self.cwd, self.start_head)
             checks = [
                 {"name": c.name, "passed": c.passed, "detail": c.detail, "exit_code": c.exit_code}
                 for c in self.gate.checks
@@ -507,6 +507,17 @@ class _TaskRun:
                     return None
         self.finish("succeeded", self._success_reason())
         return None
+
+    def _gate_config(self) -> GateConfig:
+        """The gate's settings for this run: its command bounded by ``command_timeout`` and by what is
+        left of the task's timeout (each run: the gate runs again after every follow-up)."""
+        gate = self.task.gate
+        if self.deadline is None:
+            return gate
+        left = max(self.deadline - time.monotonic(), 0.001)
+        if gate.command_timeout is not None and gate.command_timeout <= left:
+            return gate
+        return replace(gate, command_timeout=left)
 
     def _success_reason(self) -> str:
         parts = []
