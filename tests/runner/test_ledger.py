@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -267,3 +268,34 @@ def test_attempts_are_counted_as_they_start_and_history_is_unchanged(tmp_path: P
     assert (ledger.get("a").runs, ledger.get("a").attempts) == (1, 2)
     assert [state for state, _ in ledger.history("a")] == ["running", "finished"]
     ledger.close()
+
+
+def test_the_base_commit_is_kept_from_the_first_start_and_forgotten_by_a_fresh_rerun(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.start("a", branch=None, worktree=None, transcript="t")
+    ledger.session("a", "thread-1", base_head="base1")
+    ledger.finish("a", result=_result("a", "cancelled"), attempts=1, worktree_kept=None)
+    ledger.start("a", branch=None, worktree=None, transcript="t")  # resumed: HEAD has moved since
+    ledger.session("a", "thread-1", base_head="after-its-commit")
+    assert ledger.get("a").base_head == "base1"
+    ledger.finish("a", result=_result("a", "failed"), attempts=1, worktree_kept=None)
+    ledger.prepare_resume(rerun_failed=True)  # afresh: measured from where the new run starts
+    assert ledger.get("a").base_head is None
+    ledger.session("a", "thread-2", base_head="base2")
+    assert ledger.get("a").base_head == "base2"
+
+
+def test_a_ledger_from_before_the_base_commit_opens_and_gains_it(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.close()
+    db = sqlite3.connect(tmp_path / LEDGER_FILE)
+    db.execute("ALTER TABLE tasks DROP COLUMN base_head")
+    db.commit()
+    db.close()
+    reader = Ledger.open(tmp_path, lock=False)  # a reader beside an older writer: read as it is
+    assert [r.base_head for r in reader.rows()] == [None, None, None]
+    reader.close()
+    writer = Ledger.open(tmp_path)
+    writer.start("a", branch=None, worktree=None, transcript="t")
+    writer.session("a", "thread-1", base_head="base1")
+    assert writer.get("a").base_head == "base1"

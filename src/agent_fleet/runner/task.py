@@ -123,10 +123,13 @@ async def run_task(
     transcript: str | os.PathLike[str] | TranscriptWriter | None = None,
     stop: asyncio.Event | None = None,
     resume_session: str | None = None,
+    start_head: str | None = None,
 ) -> TaskResult:
     """Run ``task`` to a ``TaskResult`` (see the module docstring).
 
     ``resume_session``: continue that interrupted session instead (see ``runner._resume.open_session``).
+    ``start_head``: the commit the task's work is measured from (``require_commit``, the review, the
+    diff) when it continues an earlier run: HEAD when the task first started. Default: HEAD now.
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
     provider called ``provider_name`` is made from ``options`` (the registry entry's options type, e.g.
@@ -147,6 +150,7 @@ async def run_task(
         own_writer = True
     run = _TaskRun(task, provider, name, options, on_event, writer)
     run.resume_session = resume_session
+    run.base_head = start_head
     try:
         return await run.run(stop)
     finally:
@@ -186,6 +190,7 @@ class _TaskRun:
         self.counters = TaskCounters()
         self._end_head: str | None = None
         self.resume_session: str | None = None
+        self.base_head: str | None = None  # an earlier run's start (a resumed task's work began there)
         self.deadline: float | None = None  # monotonic: when the task's timeout expires
 
     # -- events ------------------------------------------------------------------------------------
@@ -299,7 +304,7 @@ class _TaskRun:
                         raise UsageError(f"the {provider.name} provider has no review")
                     review_provider = make_provider(reviewer, provider.options)
                     await review_provider.start()
-            self.start_head = await _git.head(self.cwd)
+            self.start_head = self.base_head or await _git.head(self.cwd)
             await self._session(provider, review_provider)
         except AuthenticationError as exc:
             self.finish("error", f"authentication failed: {exc.message}", code="auth_failed", fatal=True)
@@ -365,7 +370,8 @@ class _TaskRun:
         try:
             with contextlib.suppress(AgentFleetError):
                 self.session_id = handle.session_id
-                self.note("session", session_id=self.session_id, resumed=self.resume_session is not None)
+                resumed = self.resume_session is not None
+                self.note("session", session_id=self.session_id, resumed=resumed, start_head=self.start_head)
             while True:
                 terminal = await self._turn(handle)
                 if isinstance(terminal, Error):
