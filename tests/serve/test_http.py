@@ -166,3 +166,19 @@ def test_the_serve_command_takes_allowed_hosts(
 
 
 __all__ = ["TOKEN", "httpx"]
+
+
+async def test_accepted_connections_do_not_wait_for_delayed_acks(make_daemon: MakeDaemon) -> None:
+    """Nagle on every keep-alive connection (issue 28 item 15): the listening socket was made with
+    protocol 0, so asyncio never set TCP_NODELAY on what it accepted."""
+    import socket
+
+    daemon = await make_daemon()
+    async with client(daemon) as http:
+        assert (await http.get("/v1/info")).status_code == 200
+        server = daemon._server
+        assert server is not None
+        sockets = [p.transport.get_extra_info("socket") for p in server.server_state.connections]
+        assert sockets
+        for sock in sockets:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1

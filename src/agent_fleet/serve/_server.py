@@ -235,7 +235,10 @@ class Daemon:
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when the listening
+        # socket says TCP, and without it every answer after the first on a keep-alive connection waited
+        # for the client's delayed ACK (a 13-event turn: 90 ms instead of 4).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.config.host, self.config.port))
