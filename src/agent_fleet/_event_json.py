@@ -131,6 +131,35 @@ def _permission_from_json(data: Any, where: str, depth: int = 0) -> PermissionCo
         raise UsageError(f"{where}: {exc}") from exc
 
 
+_STR: Final = ("cwd", "model", "base_instructions", "developer_instructions", "reasoning_effort", "sandbox")
+_OBJECTS: Final = ("mcp_servers", "output_schema", "config", "answers", "env")
+_NUMBERS: Final = ("timeout", "idle_timeout", "max_cost_usd")
+
+
+def _check_types(fields: Mapping[str, Any]) -> None:
+    """``UsageError`` for a spec field of the wrong JSON type (before ``Spec`` trips over it)."""
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name in (*_STR, "mode", "temp_dir") and not isinstance(value, str):
+            raise UsageError(f"spec.{name} must be a string")
+        if name in _OBJECTS and not isinstance(value, Mapping):
+            raise UsageError(f"spec.{name} must be an object")
+        if name in _NUMBERS and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise UsageError(f"spec.{name} must be a number")
+        if name == "max_turns" and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (isinstance(value, float) and not value.is_integer())
+        ):
+            raise UsageError("spec.max_turns must be a whole number")
+        if name == "images" and not (isinstance(value, list) and all(isinstance(i, str) for i in value)):
+            raise UsageError("spec.images must be a list of strings")
+    for server in (fields.get("mcp_servers") or {}).values():
+        if not isinstance(server, Mapping):
+            raise UsageError("spec.mcp_servers must map names to objects")
+
+
 def spec_from_json(data: Any) -> Spec:
     """A ``Spec`` from a JSON object; ``UsageError`` naming what is wrong."""
     if not isinstance(data, Mapping):
@@ -143,6 +172,9 @@ def spec_from_json(data: Any) -> Spec:
     if not isinstance(data.get("prompt"), str) or not data["prompt"].strip():
         raise UsageError("spec.prompt must be a non-empty string")
     fields = dict(data)
+    _check_types(fields)
+    if isinstance(fields.get("max_turns"), float):  # 3.0: JSON says nothing about int and float
+        fields["max_turns"] = int(fields["max_turns"])
     permission = fields.get("permission")
     if permission is not None:
         fields["permission"] = _permission_from_json(permission, "spec.permission")
@@ -150,5 +182,5 @@ def spec_from_json(data: Any) -> Spec:
         fields["images"] = tuple(fields["images"] or ())
     try:
         return Spec(**fields)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong JSON type
         raise UsageError(f"bad spec: {exc}") from exc

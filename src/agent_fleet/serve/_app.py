@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -26,7 +27,7 @@ from starlette.routing import Route
 from agent_fleet import __version__
 from agent_fleet._event_json import spec_from_json
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable, Unsupported, UsageError
-from agent_fleet.runner import Redactor, provider_entry
+from agent_fleet.runner import PROVIDER_NAMES, Redactor, provider_entry
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
 from agent_fleet.serve._dashboard import login_page, page, render_dashboard
@@ -49,6 +50,7 @@ _EVENT_ID = re.compile(r"[0-9]{1,15}")
 
 
 _LIMIT = re.compile(r"[1-9][0-9]{0,2}|1000")
+_NO_BODY: Final[dict[str, Any]] = {}  # what an empty body reads as (checked by identity)
 _FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
 
 
@@ -172,15 +174,29 @@ class App:
             if len(body) > self.max_body:
                 raise BodyTooLarge(f"request body over {self.max_body} bytes")
         if not body:
-            return {}
+            return _NO_BODY
         try:
             return json.loads(body)
         except ValueError as exc:
             raise UsageError(f"the body is not JSON: {exc}") from exc
 
-    async def _field(self, request: Request, name: str) -> str:
+    async def _object(
+        self, request: Request, keys: tuple[str, ...], *, optional: bool = False
+    ) -> dict[str, Any]:
+        """The body as a JSON object with only ``keys`` (an empty body: ``{}`` when ``optional``)."""
         data = await self._json(request)
-        value = data.get(name) if isinstance(data, dict) else None
+        if data is _NO_BODY and optional:
+            return {}
+        if not isinstance(data, dict):
+            raise UsageError(f"the body must be a JSON object (keys: {', '.join(keys)})")
+        unknown = set(data) - set(keys)
+        if unknown:
+            raise UsageError(f"unknown key(s) in the body: {', '.join(sorted(map(str, unknown)))}")
+        return data
+
+    @staticmethod
+    def _text(data: dict[str, Any], name: str) -> str:
+        value = data.get(name)
         if not isinstance(value, str) or not value.strip():
             raise UsageError(f"the body must be a JSON object with a non-empty string {name!r}")
         return value
@@ -193,7 +209,10 @@ class App:
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
             return page(login_page(), kind="login")
-        form = await request.form(max_files=0, max_fields=2)
+        try:
+            form = await request.form(max_files=0, max_fields=2)
+        except HTTPException as exc:  # too many fields, a multipart body: the form is one token
+            raise UsageError(f"the sign-in form takes one field, token ({exc.detail})") from None
         token = form.get("token")
         if not isinstance(token, str) or not token_matches(token, self._token):
             # Checked here, not only on later requests: a cookie is never set from a wrong value.
@@ -221,9 +240,13 @@ class App:
     # -- sessions --------------------------------------------------------------------------------------
 
     async def create_session(self, request: Request) -> Response:
+        query = request.query_params
+        _known(query, ("provider", "resume"))
+        provider = query.get("provider", self.provider)
+        if provider not in PROVIDER_NAMES:
+            raise UsageError(f"provider must be one of {', '.join(PROVIDER_NAMES)}, not {provider!r}")
+        resume = query.get("resume") or None
         spec = spec_from_json(await self._json(request))
-        provider = request.query_params.get("provider", self.provider)
-        resume = request.query_params.get("resume") or None
         session, cursor = await self.sessions.create(spec, provider, resume=resume)
         return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
 
@@ -233,8 +256,9 @@ class App:
         raw_limit = query.get("limit", "100")
         if not _LIMIT.fullmatch(raw_limit):
             raise UsageError("limit must be a whole number from 1 to 1000")
-        states = tuple(s for value in query.getlist("state") for s in value.split(",") if s)
-        rows, cursor = self.sessions.rows(limit=int(raw_limit), before=query.get("before"), states=states)
+        states = tuple(s for value in query.getlist("state") for s in value.split(","))
+        before = query.get("before") or None
+        rows, cursor = self.sessions.rows(limit=int(raw_limit), before=before, states=states)
         return JSONResponse({"sessions": rows, "next": cursor})
 
     async def get_session(self, request: Request) -> Response:
@@ -257,10 +281,8 @@ class App:
 
     async def turn(self, request: Request) -> Response:
         sid = request.path_params["sid"]
-        data = await self._json(request)
-        prompt = data.get("prompt") if isinstance(data, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise UsageError("the body must be a JSON object with a non-empty string 'prompt'")
+        data = await self._object(request, ("prompt", "images", "output_schema"))
+        prompt = self._text(data, "prompt")
         images = data.get("images") or []
         if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
             raise UsageError("'images' must be a list of paths or URLs (strings)")
@@ -271,7 +293,8 @@ class App:
         return JSONResponse({"session_id": sid, "last_event_id": cursor})
 
     async def inject(self, request: Request) -> Response:
-        await self.sessions.inject(request.path_params["sid"], await self._field(request, "text"))
+        text = self._text(await self._object(request, ("text",)), "text")
+        await self.sessions.inject(request.path_params["sid"], text)
         return JSONResponse({"ok": True})
 
     async def stop(self, request: Request) -> Response:
@@ -285,14 +308,14 @@ class App:
 
     async def decide(self, request: Request) -> Response:
         aid = request.path_params["aid"]
-        data = await self._json(request)
-        decision = data.get("decision") if isinstance(data, dict) else None
-        if not isinstance(decision, str):
-            raise UsageError('the body must be {"decision": "allow_once" | "allow_for_session" | ...}')
-        try:
-            self.approvals.decide(
-                aid, decision, data.get("reason") if isinstance(data.get("reason"), str) else None
+        data = await self._object(request, ("decision", "reason"))
+        decision, reason = data.get("decision"), data.get("reason")
+        if not isinstance(decision, str) or not isinstance(reason, str | None):
+            raise UsageError(
+                'the body must be {"decision": "allow_once" | "allow_for_session" | ..., "reason"?}'
             )
+        try:
+            self.approvals.decide(aid, decision, reason)
         except KeyError:
             raise NotFound(aid) from None
         return JSONResponse({"ok": True})
@@ -300,13 +323,14 @@ class App:
     # -- batches ---------------------------------------------------------------------------------------
 
     async def create_batch(self, request: Request) -> Response:
-        data = await self._json(request)
+        keys = ("tasks", "spec", "jobs", "gate_cmd", "max_followups", "provider")
+        data = await self._object(request, keys)
         batch_id = await self.batches.create(data, default_provider=self.provider)
         return JSONResponse({"batch_id": batch_id}, status_code=201)
 
     async def resume_batch(self, request: Request) -> Response:
         batch_id = request.path_params["bid"]
-        await self.batches.resume(batch_id, await self._json(request))
+        await self.batches.resume(batch_id, await self._object(request, ("rerun",), optional=True))
         return JSONResponse({"batch_id": batch_id, "state": "running"})
 
     async def list_batches(self, request: Request) -> Response:

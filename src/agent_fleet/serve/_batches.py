@@ -37,7 +37,7 @@ from agent_fleet._event_json import spec_from_json
 from agent_fleet._redact import Redactor
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import BatchResult, GateConfig, Task, run_batch
+from agent_fleet.runner import PROVIDER_NAMES, BatchResult, GateConfig, Task, run_batch
 from agent_fleet.runner._admit import task_of
 from agent_fleet.runner._tasks_file import BatchTask, build_task, parse_tasks
 from agent_fleet.runner.ledger import Ledger
@@ -75,9 +75,9 @@ class _Settings:
         max_followups = data.get("max_followups", 2)
         if not isinstance(max_followups, int) or isinstance(max_followups, bool) or max_followups < 0:
             raise UsageError("'max_followups' must be a non-negative integer")
-        provider = data.get("provider") or default_provider
-        if not isinstance(provider, str):
-            raise UsageError("'provider' must be a string")
+        provider = data.get("provider", default_provider)
+        if provider not in PROVIDER_NAMES:
+            raise UsageError(f"'provider' must be one of {', '.join(PROVIDER_NAMES)}")
         return cls(
             spec=dict(spec), jobs=jobs, gate_cmd=gate_cmd, max_followups=max_followups, provider=provider
         )

@@ -134,7 +134,10 @@ class Floor:
 
     def inside(self, path: str | os.PathLike[str], what: str) -> str:
         """``path`` resolved (symlinks followed); ``Refused`` when it lies outside every allowed root."""
-        resolved = Path(os.path.realpath(path))
+        try:
+            resolved = Path(os.path.realpath(path))
+        except ValueError as exc:  # an embedded NUL
+            raise UsageError(f"{what} {str(path)!r} is not a path: {exc}") from None
         if not any(resolved == root or resolved.is_relative_to(root) for root in self.allow_roots):
             raise Refused(f"{what} {str(resolved)!r} is outside the daemon's --allow-root directories")
         return str(resolved)

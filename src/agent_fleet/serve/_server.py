@@ -17,7 +17,7 @@ import ipaddress
 import os
 import signal
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -27,7 +27,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from agent_fleet.contract import PermissionConfig
+from agent_fleet.contract import PermissionConfig, Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import Redactor
 from agent_fleet.serve._app import App
@@ -156,10 +156,14 @@ class _Server(uvicorn.Server):
 
 
 class Daemon:
-    """The running daemon (see the module docstring)."""
+    """The running daemon (see the module docstring). ``providers``: makes a provider of a kind from
+    its options (default: the runner's registry, ``make_provider``), e.g. a test double."""
 
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(
+        self, config: ServeConfig, *, providers: Callable[[str, Any], Provider] | None = None
+    ) -> None:
         self.config = config
+        self._make_provider = providers
         state = config.state_dir
         # Sessions, prompts and transcripts live here: nobody else on the machine may read them, and one
         # daemon at a time (a second one would take the first's running sessions for interrupted).
@@ -196,6 +200,7 @@ class Daemon:
             floor=self.floor,
             max_live=config.max_live_sessions,
             orphan_timeout=config.orphan_timeout,
+            **({"providers": self._make_provider} if self._make_provider is not None else {}),
         )
         self.batches = Batches(
             root=state / "batches",

@@ -41,7 +41,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -106,8 +106,10 @@ class Sessions:
         floor: Floor | None = None,
         max_live: int = 256,
         orphan_timeout: float | None = 300.0,
+        providers: Callable[[str, Any], Provider] = make_provider,
     ) -> None:
         self.store = store
+        self._make_provider = providers
         self._options = dict(options)
         self._handler = approval_handler
         self.allow_roots = tuple(Path(os.path.realpath(root)) for root in allow_roots)
@@ -145,7 +147,7 @@ class Sessions:
         async with self._provider_lock:
             provider = self._providers.get(name)
             if provider is None:
-                provider = make_provider(name, self._provider_options(name))
+                provider = self._make_provider(name, self._provider_options(name))
                 await provider.start()
                 self._providers[name] = provider
             return provider
@@ -485,7 +487,7 @@ class Sessions:
         if unknown := set(states) - set(STATES):
             raise UsageError(f"state must be among {', '.join(STATES)}, not {', '.join(sorted(unknown))}")
         if before is not None and self.store.session(before) is None:
-            raise UsageError(f"before: no session {before!r} (the cursor is a session id of the last page)")
+            raise NotFound(f"{before} (before: the cursor is the session id a page ends with)")
         rows = self.store.sessions(limit=limit + 1, before=before, states=states)
         more = len(rows) > limit
         rows = rows[:limit]
