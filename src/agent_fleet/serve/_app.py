@@ -270,11 +270,11 @@ class App:
         _known(query, ("after", "follow"))
         after = _event_id(request.headers.get("last-event-id") or query.get("after") or "0")
         follow = _flag(query, "follow")
-        self.sessions.describe(sid)  # 404 before the stream starts
+        batches = self.sessions.stream(sid, after, follow=follow)  # NotFound (404) before the stream starts
 
         async def content() -> AsyncIterator[bytes]:
             # Everything already recorded goes out in one write (records are single-line JSON).
-            async for batch in self.sessions.stream(sid, after, follow=follow):
+            async for batch in batches:
                 yield b"".join(b"id: %d\nevent: event\ndata: %s\n\n" % (seq, record) for seq, record in batch)
 
         return EventSourceResponse(content(), ping=15)

@@ -98,10 +98,11 @@ class ServeConfig:
 
 
 def _head_timed(timeout: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol, except that a connection must send a whole request head within
-    ``timeout`` seconds of opening (or of its previous response): a client trickling header bytes
+    """uvicorn's h11 protocol, except that a request head must be read whole within ``timeout`` seconds
+    of the connection opening or of the request's first byte: a client trickling header bytes
     (slowloris) is cut off. uvicorn's own keep-alive timer restarts with every byte received, so it
-    does not bound this; once the head is in, the timer is off (a response may stream for hours)."""
+    does not bound this; once the head is in, the timer is off (a response may stream for hours), and
+    between requests the keep-alive timer alone decides."""
 
     class HeadTimedH11(H11Protocol):
         _head_timer: asyncio.TimerHandle | None = None
@@ -128,15 +129,12 @@ def _head_timed(timeout: float) -> type[H11Protocol]:
             self._disarm()
             super().connection_lost(exc)
 
-        def handle_events(self) -> None:
-            super().handle_events()
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is None and self.conn.their_state is h11.IDLE:
+                self._arm()  # the first byte of the next request on a kept-alive connection
+            super().data_received(data)
             if self.conn.their_state is not h11.IDLE:  # the head is in
                 self._disarm()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-                self._arm()
 
     return HeadTimedH11
 
@@ -265,6 +263,9 @@ class Daemon:
             limit_concurrency=None,
             h11_max_incomplete_event_size=64 * 1024,
             http=_head_timed(self.config.head_timeout),
+            # Longer than clients keep idle connections (httpx: 5 s): the client lets go first, so it
+            # never sends a request on a connection the daemon is closing (a ReadError).
+            timeout_keep_alive=30,
         )
         self._server = _Server(uv_config, self)
         self._serve_task = asyncio.create_task(self._server.serve(sockets=[sock]), name="uvicorn")

@@ -36,7 +36,6 @@ Session states::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
@@ -206,8 +205,12 @@ class Sessions:
         row = self.store.session(resume) if resume is not None else None
         if resume is not None and (row is None or row["archived"]):
             # Archived when it was evicted (or unknown here: maybe archived by another client).
-            with contextlib.suppress(Unsupported):
+            try:
                 await provider.unarchive_session(resume)
+            except Unsupported:
+                pass
+            except Exception as exc:  # not archived after all (or never ours): the resume says
+                logger.info("session %s: unarchive failed (%s); resuming", resume, type(exc).__name__)
             if row is not None:
                 self.store.update(resume, archived=0)
         try:
