@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 from httpx_sse import aconnect_sse
 
 from agent_fleet._event_json import event_from_record, spec_to_json
@@ -41,6 +41,7 @@ from agent_fleet.events import Error, Event, Result
 __all__ = ["RemoteHandle", "RemoteProvider"]
 
 _RECONNECTS = 5
+_decode = msgspec.json.Decoder(dict).decode  # a record: a JSON object (faster than json.loads)
 _DEFAULT_CAPABILITIES = Capabilities(
     supports_injection=True,
     supports_resume=True,
@@ -224,7 +225,7 @@ class RemoteHandle(Handle):
                     async for sse in source.aiter_sse():
                         if sse.event != "event" or not sse.id:
                             continue
-                        record = json.loads(sse.data)
+                        record = _decode(sse.data)
                         self._cursor = int(sse.id)
                         failures = 0
                         event = event_from_record(record)
