@@ -164,6 +164,12 @@ async def test_finished_sessions_beyond_the_bound_leave_memory_and_a_follow_up_r
         ]
         await read_events(http, other)
         assert list(daemon.sessions.live) == [other]  # the least recently finished one left memory
+        releasing = list(daemon.sessions._releasing.values())
+        if releasing:
+            await asyncio.wait(releasing)
+        assert daemon.store.session(first)["archived"] is True  # type: ignore[index]  # let go of, on codex too
+        provider = await daemon.sessions.provider("codex")
+        assert first in [s.id for s in await provider.list_sessions(archived=True)]
         state = (await http.get(f"/v1/sessions/{first}")).json()
         assert state["state"] == "idle" and state["last_event_id"] == before[-1][0]
         assert await read_events(http, first) == before  # served from the store
