@@ -36,7 +36,7 @@ from agent_fleet.errors import (
     Unsupported,
     UsageError,
 )
-from agent_fleet.events import Error, Event, Result
+from agent_fleet.events import Error, Event, Result, TextDelta
 
 __all__ = ["RemoteHandle", "RemoteProvider"]
 
@@ -228,7 +228,12 @@ class RemoteHandle(Handle):
                         record = _decode(sse.data)
                         self._cursor = int(sse.id)
                         failures = 0
-                        event = event_from_record(record)
+                        text = record.get("text")
+                        if record.get("type") == "TextDelta" and type(text) is str:  # most of a turn
+                            item = record.get("item_id")
+                            event: Event = TextDelta(text=text, item_id=item if type(item) is str else None)
+                        else:
+                            event = event_from_record(record)
                         yield event
                         if isinstance(event, Result | Error):
                             return

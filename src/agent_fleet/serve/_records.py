@@ -87,7 +87,7 @@ class RecordEncoder:
 
 @dataclass(slots=True)
 class _Held:
-    item_id: str | None
+    first: TextDelta
     parts: list[str]
     at: float
 
@@ -101,10 +101,10 @@ class DeltaBuffer:
     def add(self, event: Event) -> None:
         if type(event) is TextDelta:
             last = self.items[-1] if self.items else None
-            if isinstance(last, _Held) and last.item_id == event.item_id:
+            if type(last) is _Held and last.first.item_id == event.item_id:
                 last.parts.append(event.text)
             else:
-                self.items.append(_Held(event.item_id, [event.text], time.time()))
+                self.items.append(_Held(event, [event.text], time.time()))
             return
         self.items.append((event, time.time()))
 
@@ -112,14 +112,17 @@ class DeltaBuffer:
         """``(event, time, deltas)`` for each record to publish, in order; empties the buffer."""
         out: list[tuple[Event, float, int]] = []
         for item in self.items:
-            if isinstance(item, _Held):
-                text = item.parts[0] if len(item.parts) == 1 else "".join(item.parts)
-                out.append((TextDelta(text=text, item_id=item.item_id), item.at, len(item.parts)))
+            if type(item) is not _Held:
+                out.append((item[0], item[1], 0))  # type: ignore[index]
+            elif len(item.parts) == 1:
+                out.append((item.first, item.at, 1))
             else:
-                out.append((item[0], item[1], 0))
+                joined = TextDelta(text="".join(item.parts), item_id=item.first.item_id)
+                out.append((joined, item.at, len(item.parts)))
         self.items = []
         return out
 
 
 def is_terminal(event: Event) -> bool:
-    return isinstance(event, Result | Error)
+    kind = type(event)
+    return kind is Result or kind is Error

@@ -48,7 +48,7 @@ from typing import Any, Final
 from agent_fleet._event_json import permission_to_json, spec_from_json, spec_to_json
 from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import ConnectionClosed, Unsupported, UsageError
-from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
+from agent_fleet.events import Error, Event, Result, TextDelta, TokenUsage, ToolUse
 from agent_fleet.runner import Redactor, make_provider
 from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._records import DeltaBuffer, RecordEncoder, is_terminal
@@ -330,12 +330,18 @@ class Sessions:
             session.publishing.cancel()
             session.publishing = None
         terminal = False
+        records, sid, encode, append = session.records, session.id, self._records.encode, self.store.append
         for event, at, deltas in session.buffer.take():
-            record = self._records.encode(session.id, event, at, deltas=deltas)
-            ends = is_terminal(event)
+            record = encode(sid, event, at, deltas=deltas)
+            kind = type(event)
+            if kind is TextDelta:  # the hot path: nothing else to note
+                records.append((record, False))
+                append(sid, session.base + len(records), record)
+                continue
+            ends = kind is Result or kind is Error
             terminal = terminal or ends
-            session.records.append((record, ends))
-            self.store.append(session.id, session.last_seq, record)
+            records.append((record, ends))
+            append(sid, session.base + len(records), record)
             if isinstance(event, ToolUse):
                 session.step = event.name
             elif isinstance(event, TokenUsage):

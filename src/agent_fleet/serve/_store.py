@@ -85,7 +85,7 @@ class Store:
             for name, definition in columns.items():
                 if name not in have:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
-        self._pending: list[tuple[str, int, str]] = []
+        self._pending: list[tuple[str, int, bytes]] = []
         now = time.time()
         self.interrupted = self._db.execute(
             "UPDATE sessions SET state = 'interrupted', updated = ? WHERE state IN ('running', 'starting')",
@@ -121,7 +121,7 @@ class Store:
     def append(self, session_id: str, seq: int, record: bytes) -> None:
         """Queue an event record (UTF-8 JSON); ``flush()`` writes the queue in one transaction (the
         caller flushes at each terminal event and a few times a second: a crash loses at most that)."""
-        self._pending.append((session_id, seq, record.decode()))
+        self._pending.append((session_id, seq, record))  # kept as UTF-8 bytes (read back as bytes)
 
     def flush(self) -> None:
         if not self._pending:
