@@ -62,6 +62,9 @@ FINDINGS = [
     "per terminal event and every 50 ms), and the readers woken once per turn of the event loop; text",
     "deltas that arrive in one burst are sent as one record. The listening socket is IPPROTO_TCP, so",
     "every accepted connection has TCP_NODELAY: a keep-alive answer does not wait for a delayed ACK.",
+    "Not met yet: a short turn costs about 6-8x the in-process CPU through the daemon (two HTTP",
+    "exchanges, a POST and the event stream, each through httpx, uvicorn/h11, Starlette and",
+    "sse-starlette on both ends); the wall-clock ratio swings with the machine's load.",
 ]
 FAKE = Path(__file__).resolve().with_name("_fake_stream_server.py")
 TOKEN = "bench-token-0123456789abcdef"
