@@ -182,3 +182,15 @@ async def test_accepted_connections_do_not_wait_for_delayed_acks(make_daemon: Ma
         assert sockets
         for sock in sockets:
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+
+
+async def test_follow_takes_only_what_the_document_says(make_daemon: MakeDaemon) -> None:
+    daemon = await make_daemon()
+    daemon.store.add_session("s1", "codex", {"prompt": "p"})  # a recorded session: no agent runs
+    daemon.store.update("s1", state="idle")
+    async with client(daemon) as http:
+        for value in ("null", "yes", ""):
+            answer = await http.get("/v1/sessions/s1/events", params={"follow": value})
+            assert answer.status_code == 400, value
+        assert (await http.get("/v1/sessions/s1/events", params={"follow": "0"})).status_code == 200
+        assert (await http.get("/v1/sessions/s1/events", params={"nope": "1"})).status_code == 400
