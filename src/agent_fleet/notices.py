@@ -53,6 +53,12 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "codex itself refused a command: its sandbox stopped it (kind sandbox: item_id, command, "
             "message) or it rejected an escalation (kind escalation: message)"
         ),
+        # -- agent-fleet serve ----------------------------------------------------------------------------
+        "approval_pending": (
+            "the daemon parked a request for a person (data: approval_id, kind, command or paths, cwd, "
+            "deadline, decide: the API path, dashboard: its URL)"
+        ),
+        "approval_decided": "a parked request was decided or timed out (data: approval_id, decision, rule)",
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),
@@ -94,7 +100,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "runner.started": (
             "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced)"
         ),
-        "runner.session": "the task's session exists, new or resumed (data: session_id, resumed)",
+        "runner.session": (
+            "the task's session exists, new or resumed (data: session_id, resumed, start_head: the commit "
+            "its work is measured from)"
+        ),
         "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
         "(data: session_id, reason)",
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",

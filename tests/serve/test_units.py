@@ -195,7 +195,7 @@ def test_the_store_keeps_sessions_and_marks_running_ones_interrupted(tmp_path: P
     store.add_session("s1", "codex", {"prompt": "p"})
     store.add_session("s2", "codex", {"prompt": "q"})
     store.update("s2", state="idle", usage={"total_tokens": 3})
-    store.append("s1", 1, json.dumps({"type": "TextDelta", "text": "a"}))
+    store.append("s1", 1, json.dumps({"type": "TextDelta", "text": "a"}).encode())
     assert [seq for seq, _ in store.events("s1")] == [1]  # reading flushes what is queued
     store.close()
     again = Store(tmp_path / "s.sqlite3")

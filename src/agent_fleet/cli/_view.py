@@ -90,6 +90,17 @@ def _describe(task_event: TaskEvent) -> str | None:
                 else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
             )
             return f"{prefix}declined: {shown} ({data.get('rule') or 'policy'}: {data.get('reason')})"
+        case System(subtype="approval_pending", data=data):  # parked on a daemon (serve) for a person
+            what = data.get("command")
+            shown = (
+                command_text(what)
+                if what
+                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
+            )
+            where = data.get("dashboard") or data.get("decide")
+            return f"{prefix}waiting for approval {data.get('approval_id')}: {shown} (decide at {where})"
+        case System(subtype="approval_decided", data=data):
+            return f"{prefix}approval {data.get('approval_id')}: {data.get('decision')}"
         case AssistantMessage(text=text) if task_event.source == "agent":
             return f"agent: {first_line(text)}"
         case Reasoning(text=text) if task_event.source == "agent":
