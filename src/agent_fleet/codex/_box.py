@@ -208,11 +208,17 @@ def _private_dir(prefix: str, avoid: tuple[str, ...]) -> str | None:
 
 
 def make_box(
-    workspace: str, sandbox: str | None, temp_dir: str | os.PathLike[str] | None, declared: tuple[str, ...]
+    workspace: str,
+    sandbox: str | None,
+    temp_dir: str | os.PathLike[str] | None,
+    declared: tuple[str, ...],
+    *,
+    tripwire: bool = True,
 ) -> Box:
     """The box of a session in ``workspace``: its temporary directory (``temp_dir``, created if missing,
-    else a private one), its roots (that directory, then ``declared``) and, when sandboxed, the
-    tripwire. Raises ``OSError`` when a directory cannot be made."""
+    else a private one), its roots (that directory, then ``declared``) and, when sandboxed and
+    ``tripwire`` is asked for (not for ``codex exec``, which never runs anything unsandboxed: its
+    approval policy is ``never``), the tripwire. Raises ``OSError`` when a directory cannot be made."""
     mode = sandbox or SANDBOX_DEFAULT
     owned: list[str] = []
     if temp_dir is not None:
@@ -223,7 +229,7 @@ def make_box(
         owned.append(temp)
     roots = tuple(dict.fromkeys((temp, *declared)))
     box = Box(workspace=workspace, sandbox=mode, temp_dir=temp, roots=roots, owned=tuple(owned))
-    if not box.sandboxed:
+    if not box.sandboxed or not tripwire:
         return box
     control = _private_dir("agent-fleet-box-", (workspace, *roots))
     if control is not None:
