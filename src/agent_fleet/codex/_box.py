@@ -42,10 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["SANDBOX_DEFAULT", "Box", "bash_script", "make_box"]
+__all__ = ["OS_SANDBOX", "SANDBOX_DEFAULT", "Box", "bash_script", "make_box"]
 
 #: The sandbox of a session whose ``Spec.sandbox`` is unset: it always has a workspace.
 SANDBOX_DEFAULT: Final = "workspace-write"
+#: What confines the agent's commands and file writes behind the approval policy (docs/approvals.md,
+#: "Walls"; ``Capabilities.os_sandbox``); nothing under ``Spec.sandbox="danger-full-access"``.
+OS_SANDBOX: Final = (
+    "codex's sandbox (Linux: bubblewrap + seccomp; macOS: Seatbelt): writes only in the session's box "
+    "(workspace, its temporary directory, declared roots), no network"
+)
 _GRANTS = "grants"
 _REFUSED = "refused"
 _BASHES: Final = frozenset({"bash"})

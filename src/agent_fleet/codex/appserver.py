@@ -36,7 +36,7 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
-from agent_fleet.codex._box import Box, make_box
+from agent_fleet.codex._box import OS_SANDBOX, Box, make_box
 from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex._subthreads import SubThreads
@@ -74,12 +74,6 @@ logger = logging.getLogger("agent_fleet.codex")
 # same login profile. A user's own `config` wins.
 APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
-#: What confines the agent's commands and file writes behind the approval policy (docs/approvals.md,
-#: "Walls"); none under ``Spec.sandbox="danger-full-access"``.
-OS_SANDBOX = (
-    "codex's sandbox (Linux: bubblewrap + seccomp; macOS: Seatbelt): writes only in the session's box "
-    "(workspace, its temporary directory, declared roots), no network"
-)
 _STDERR_TAIL_BYTES = 64 * 1024
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
@@ -193,8 +187,7 @@ class CodexProvider(Provider):
         argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
         env = opts.child_env()
         if "TMPDIR" not in opts.env:
-            # codex's own temporary files stay private, and codex creates the helper its bubblewrap
-            # sandbox needs even when CODEX_HOME is under the shared temporary directory.
+            # private; and codex's bubblewrap helper is made even with CODEX_HOME under the shared one
             if self._private_tmp is None:
                 self._private_tmp = tempfile.mkdtemp(prefix="agent-fleet-codex-")
             env["TMPDIR"] = self._private_tmp
@@ -332,56 +325,36 @@ class CodexProvider(Provider):
         Raises ``ValueError`` for a bad permission pattern (before any wire traffic), ``RPCError``,
         ``ConnectionClosed`` or ``ProviderUnavailable``.
         """
-        child = await self._ready()
-        policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        box = self._box(spec)
-        try:
-            plan = plan_spawn(spec, self.options.config, box)
-            notices = spec_unsupported(plan.untranslated)
-            result = await child.conn.request_with_retry(
-                "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
-            )
-            return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage(), box)
-        except BaseException:
-            box.close()
-            raise
+        return await self._thread("thread/start", spec, None, turn=True, baseline=TokenUsage())
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
         """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
         if session_id in self._sessions:
             raise UsageError(f"thread {session_id} already has a live handle; stop() it first")
-        child = await self._ready()
-        policy = ApprovalPolicy(spec.permission)
-        box = self._box(spec)
-        try:
-            plan = plan_spawn(spec, self.options.config, box)
-            notices = spec_unsupported(plan.untranslated)
-            # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
-            params = {**plan.thread_params, "threadId": session_id}
-            params.pop("dynamicTools", None)
-            result = await child.conn.request_with_retry(
-                "thread/resume", params, timeout=self.options.rpc_timeout
-            )
-            return await self._open(child, result, spec, plan.turn_params, policy, notices, None, box)
-        except BaseException:
-            box.close()
-            raise
+        return await self._thread("thread/resume", spec, session_id, turn=True, baseline=None)
 
     async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
         """A new thread with a copy of thread ``session_id``'s history (``thread/fork``) and ``spec``'s
         settings; no turn runs until ``send()`` (``spec.prompt`` is not sent)."""
+        return await self._thread("thread/fork", spec, session_id, turn=False, baseline=None)
+
+    async def _thread(
+        self, method: str, spec: Spec, session_id: str | None, *, turn: bool, baseline: TokenUsage | None
+    ) -> CodexHandle:
+        """``method`` for a session of ``spec`` in a box of its own (removed if anything fails)."""
         child = await self._ready()
-        policy = ApprovalPolicy(spec.permission)
+        policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
         box = self._box(spec)
         try:
             plan = plan_spawn(spec, self.options.config, box)
-            params = {**plan.thread_params, "threadId": session_id}
-            params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
-            result = await child.conn.request_with_retry(
-                "thread/fork", params, timeout=self.options.rpc_timeout
-            )
+            params = dict(plan.thread_params)
+            if session_id is not None:  # resume and fork take no dynamicTools: the thread keeps its own
+                params["threadId"] = session_id
+                params.pop("dynamicTools", None)
+            result = await child.conn.request_with_retry(method, params, timeout=self.options.rpc_timeout)
             notices = spec_unsupported(plan.untranslated)
-            return await self._open(child, result, spec, None, policy, notices, None, box)
+            turn_params = plan.turn_params if turn else None
+            return await self._open(child, result, spec, turn_params, policy, notices, baseline, box)
         except BaseException:
             box.close()
             raise
