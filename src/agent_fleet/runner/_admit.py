@@ -32,6 +32,11 @@ class Where:
     cwd: Path
     repo: Path | None
 
+    @property
+    def tree(self) -> Path:
+        """The working tree the task works in: its repository's top level, else its directory."""
+        return self.repo if self.repo is not None else self.cwd
+
 
 def _cwd_key(t: BatchTask) -> str | None:
     """A task's directory as the ledger records it (absolute, not resolved)."""
@@ -47,11 +52,25 @@ class Locator:
         self.worktrees = worktrees
         self.template_needs_commit = template_needs_commit
         self.where: dict[str | None, Where] = {}
+        #: tasks admitted per working tree (a repository's top level, else the directory): one count
+        #: per distinct tree, nothing per task
+        self.tasks_per_tree: dict[Path, int] = {}
         self._heads: dict[Path, asyncio.Future[str | None]] = {}
         self._limit = asyncio.Semaphore(8)
 
     def get(self, t: BatchTask) -> Where:
         return self.where[_cwd_key(t)]
+
+    def trees(self) -> set[Path]:
+        """Every working tree a task admitted so far works in (see ``Where.tree``)."""
+        return set(self.tasks_per_tree)
+
+    def shared(self) -> dict[Path, int]:
+        """The working trees more than one admitted task works in, with their number of tasks (none
+        with worktrees: each task then has its own)."""
+        if self.worktrees:
+            return {}
+        return {tree: n for tree, n in self.tasks_per_tree.items() if n > 1}
 
     async def admit(self, chunk: Sequence[BatchTask]) -> None:
         new: dict[str | None, BatchTask] = {}
@@ -64,6 +83,8 @@ class Locator:
         for t in chunk:
             needs_commit = t.require_commit if t.require_commit is not None else self.template_needs_commit
             here = self.get(t)
+            tree = here.tree
+            self.tasks_per_tree[tree] = self.tasks_per_tree.get(tree, 0) + 1
             if here.repo is None and (self.worktrees or needs_commit):
                 raise UsageError(
                     f"task {t.id!r} (line {t.line}): {str(here.cwd)!r} is not in a git repository"
