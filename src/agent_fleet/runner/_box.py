@@ -38,7 +38,9 @@ __all__ = [
     "check_outside",
     "check_record_place",
     "default_record_dir",
+    "fresh_private_dir",
     "private_dir",
+    "private_tree",
     "state_dir",
 ]
 
@@ -68,6 +70,25 @@ def private_dir(path: Path) -> Path:
             os.chmod(path, 0o700)
         except OSError as exc:
             raise UsageError(f"cannot make {str(path)!r} private (mode 0700): {exc.strerror}") from exc
+    return path
+
+
+def private_tree(top: Path, path: Path) -> Path:
+    """``path`` made with every directory from ``top`` down to it private (``top`` included)."""
+    private_dir(top)
+    for part in path.relative_to(top).parts:
+        top = private_dir(top / part)
+    return path
+
+
+def fresh_private_dir(path: Path) -> Path:
+    """``path`` made empty and private (mode 0700): what an earlier use left is removed."""
+    private_dir(path.parent)
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        path.mkdir(mode=0o700)
+    except OSError as exc:
+        raise UsageError(f"cannot create the directory {str(path)!r}: {exc.strerror or exc}") from exc
     return path
 
 
@@ -156,11 +177,7 @@ class Box:
 
     def temp_dir(self, task_id: str) -> Path:
         """Task ``task_id``'s own temporary directory, made empty (mode 0700)."""
-        path = self.root / "tmp" / task_id
-        private_dir(path.parent)
-        shutil.rmtree(path, ignore_errors=True)  # what an earlier run of the task left: scratch
-        path.mkdir(mode=0o700)
-        return path
+        return fresh_private_dir(self.root / "tmp" / task_id)  # an earlier run's is scratch
 
     def drop_temp(self, task_id: str) -> None:
         """Remove task ``task_id``'s temporary directory and everything in it."""
