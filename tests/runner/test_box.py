@@ -105,3 +105,20 @@ def test_the_box_may_not_lie_in_a_working_tree(tmp_path: Path) -> None:
     _box.check_outside(tmp_path / "boxes", [repo], "the box")
     with pytest.raises(UsageError, match="the box"):
         _box.check_outside(repo / ".state" / "boxes", [repo], "the box")
+
+
+async def test_ray_tasks_are_grouped_by_the_tree_they_share(tmp_path: Path) -> None:
+    from agent_fleet.runner.batch import BatchTask, _ray_trees
+
+    repo = make_repo(tmp_path / "repo")
+    (repo / "sub").mkdir()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    tasks = [
+        BatchTask(id="a", prompt="p"),  # the default directory: the repository
+        BatchTask(id="b", prompt="p", cwd=repo / "sub"),
+        BatchTask(id="c", prompt="p", cwd=plain),
+    ]
+    trees, repos = await _ray_trees(tasks, repo)
+    assert trees == {repo.resolve(): ["a", "b"], plain.absolute(): ["c"]}
+    assert repos == {repo.resolve()}

@@ -35,11 +35,15 @@ class Watch:
         self.on_event = on_event
         self.recorders: dict[str, TaskRecorder] = {}
         self.spans: dict[str, Callable[[TaskEvent], None]] = {}
+        #: tasks that share their working tree with others (their records say so)
+        self.shared: set[str] = set()
 
     def recorder(self, task_id: str) -> TaskRecorder:
         recorder = self.recorders.get(task_id)
         if recorder is None:
-            recorder = self.recorders[task_id] = TaskRecorder(task_id=task_id)
+            recorder = self.recorders[task_id] = TaskRecorder(
+                task_id=task_id, shared_tree=task_id in self.shared
+            )
             self.spans[task_id] = self.telemetry.task(task_id)
         return recorder
 

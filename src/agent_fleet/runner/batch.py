@@ -220,6 +220,15 @@ async def run_batch(
         assert tasks is not None
         task_list = list(tasks)
         watch = Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(task_list)), on_event)
+        if repo_url is None:  # tasks in a path the nodes share
+            default = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
+            trees, repos = await _ray_trees(task_list, default)
+            if not resume:
+                await _box.check_record_place(out, repos)
+            for tree, ids in trees.items():
+                if len(ids) > 1 and not worktrees:  # one tree for many
+                    watch.shared.update(ids)
+                    _warn(on_warning, shared_tree_warning(tree, len(ids)))
         started_at = time.time()
         ray_result = await run_batch_ray(
             task_list,
@@ -369,6 +378,19 @@ async def run_batch(
         result = _result(state, time.monotonic() - started, out, started_at, prices)
         watch.telemetry.end(result.to_dict())
     return result
+
+
+async def _ray_trees(tasks: Sequence[BatchTask], default: Path) -> tuple[dict[Path, list[str]], set[Path]]:
+    """The tasks of a Ray batch by the working tree they work in (a repository's top level, else their
+    directory), as far as this machine sees them, and which of those trees are repositories."""
+    tops: dict[Path, Path | None] = {}
+    trees: dict[Path, list[str]] = {}
+    for t in tasks:
+        where = (t.cwd or default).expanduser().absolute()
+        if where not in tops:
+            tops[where] = await _git.toplevel(where) if where.is_dir() else None
+        trees.setdefault(tops[where] or where, []).append(t.id)
+    return trees, {top for top in tops.values() if top is not None}
 
 
 def shared_tree_warning(tree: Path | str, count: int) -> str:
