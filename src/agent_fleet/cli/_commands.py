@@ -194,9 +194,11 @@ def batch_command(
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
 
-    The batch's record is a ledger in --out, written as each task's state changes; a stopped batch
-    continues with `--resume OUT`. Ctrl-C stops starting tasks and interrupts running turns (exit 130);
-    a second Ctrl-C leaves within two seconds. The record stays true either way.
+    The batch's record is a ledger in --out (default: a new directory under
+    $XDG_STATE_HOME/agent-fleet/batches, printed at the start and as the last line), written as each
+    task's state changes; a stopped batch continues with `--resume OUT`. Ctrl-C stops starting tasks
+    and interrupts running turns (exit 130); a second Ctrl-C leaves within two seconds. The record
+    stays true either way.
     """
     with handled():
         settings: BatchSettings = settings_for(
