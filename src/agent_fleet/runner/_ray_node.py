@@ -342,12 +342,12 @@ class NodeRunner:
             except UsageError as exc:
                 return failed(f"{exc} (on {self.hostname})", "usage")
         finally:
-            await asyncio.to_thread(shutil.rmtree, self.root / "tmp" / task.id, True)
             if worktree is not None and repo is not None:
                 kept = await asyncio.shield(self.repos.remove_worktree(repo, worktree))
             if ran is None:
                 for task_event in held:
                     on_event(task_event)  # no push after all (raised): the end as it was
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, self.root / "tmp" / task.id, True))
         result = ran
         bundle: bytes | None = None
         pushed: PushOutcome | None = None

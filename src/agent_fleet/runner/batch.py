@@ -640,7 +640,6 @@ async def _run_one(
                 recorder.diff = await _git.final_diff(run_cwd, result.start_head)
                 recorder.add_files(await _git.changed_files(run_cwd, result.start_head))
     finally:
-        boxed.box.drop_temp(t.id)
         cancelled_again = False
         if worktree is not None and repo is not None:
             kept, cancelled_again = await _worktrees.settle(repo, worktree, state.lock(repo))
@@ -668,6 +667,10 @@ async def _run_one(
             attempts=0,  # each was counted as it started (sink)
             worktree_kept=str(kept) if kept is not None else None,
         )
+        try:  # its temporary directory goes with it (off the loop: it may be big)
+            await asyncio.shield(asyncio.to_thread(boxed.box.drop_temp, t.id))
+        except asyncio.CancelledError:
+            cancelled_again = True  # (the removal goes on in its thread)
         if cancelled_again:
             raise asyncio.CancelledError
     return entry
