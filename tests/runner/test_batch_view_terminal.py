@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
-from agent_fleet.runner.batch import shared_tree_warning
+from agent_fleet.runner._admit import shared_tree_warning
 from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
 
 from .scripted import ScriptedAgent, run

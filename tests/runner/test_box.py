@@ -108,7 +108,8 @@ def test_the_box_may_not_lie_in_a_working_tree(tmp_path: Path) -> None:
 
 
 async def test_ray_tasks_are_grouped_by_the_tree_they_share(tmp_path: Path) -> None:
-    from agent_fleet.runner.batch import BatchTask, _ray_trees
+    from agent_fleet.runner._admit import ray_trees
+    from agent_fleet.runner.batch import BatchTask
 
     repo = make_repo(tmp_path / "repo")
     (repo / "sub").mkdir()
@@ -119,6 +120,6 @@ async def test_ray_tasks_are_grouped_by_the_tree_they_share(tmp_path: Path) -> N
         BatchTask(id="b", prompt="p", cwd=repo / "sub"),
         BatchTask(id="c", prompt="p", cwd=plain),
     ]
-    trees, repos = await _ray_trees(tasks, repo)
+    trees, repos = await ray_trees(tasks, repo)
     assert trees == {repo.resolve(): ["a", "b"], plain.absolute(): ["c"]}
     assert repos == {repo.resolve()}

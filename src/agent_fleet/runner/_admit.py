@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import _git
+from agent_fleet.runner import _box, _git
 from agent_fleet.runner._tasks_file import (
     BatchTask,
     entry_object,
@@ -22,7 +23,19 @@ from agent_fleet.runner._tasks_file import (
 from agent_fleet.runner.ledger import LEDGER_FILE, Ledger, LedgerRow
 from agent_fleet.runner.providers import provider_entry
 
-__all__ = ["Locator", "Where", "admit", "make_out", "task_of"]
+__all__ = [
+    "Locator",
+    "Where",
+    "admit",
+    "admit_ray",
+    "make_out",
+    "ray_trees",
+    "shared_tree_warning",
+    "task_of",
+    "warn",
+]
+
+logger = logging.getLogger("agent_fleet.runner.batch")
 
 
 @dataclass(slots=True)
@@ -182,3 +195,55 @@ def _readable(ledger: Ledger, out: Path, rerun_failed: bool) -> Iterator[BatchTa
 
 def task_of(row: LedgerRow, out: Path) -> BatchTask:
     return parse_task(row.spec, line=row.line, base_dir=out, where=f"{out / LEDGER_FILE}: task {row.id}")
+
+
+def shared_tree_warning(tree: Path | str, count: int) -> str:
+    """The warning for ``count`` tasks sharing the working tree ``tree``."""
+    return (
+        f"{count} tasks share the working tree {tree} (no worktrees): they see and change each other's "
+        "files, and each task's files changed are only what its own session reported "
+        "(--worktrees gives each task its own tree)"
+    )
+
+
+def warn(on_warning: Callable[[str], None] | None, text: str) -> None:
+    """``on_warning(text)``, or a logged warning without it."""
+    if on_warning is not None:
+        on_warning(text)
+    else:
+        logger.warning("%s", text)
+
+
+async def ray_trees(tasks: Sequence[BatchTask], default: Path) -> tuple[dict[Path, list[str]], set[Path]]:
+    """The tasks of a Ray batch by the working tree they work in (a repository's top level, else their
+    directory), as far as this machine sees them, and which of those trees are repositories."""
+    tops: dict[Path, Path | None] = {}
+    trees: dict[Path, list[str]] = {}
+    for t in tasks:
+        where = (t.cwd or default).expanduser().absolute()
+        if where not in tops:
+            tops[where] = await _git.toplevel(where) if where.is_dir() else None
+        trees.setdefault(tops[where] or where, []).append(t.id)
+    return trees, {top for top in tops.values() if top is not None}
+
+
+async def admit_ray(
+    tasks: Sequence[BatchTask],
+    default: Path,
+    out: Path,
+    resume: bool,
+    worktrees: bool,
+    on_warning: Callable[[str], None] | None,
+) -> set[str]:
+    """What the driver checks of a Ray batch in a path the nodes share: a new batch's record is not in a
+    task's repository (``UsageError``), and tasks sharing a tree without worktrees are warned about.
+    Returns the ids of those tasks."""
+    trees, repos = await ray_trees(tasks, default)
+    if not resume:
+        await _box.check_record_place(out, repos)
+    shared: set[str] = set()
+    for tree, ids in trees.items():
+        if len(ids) > 1 and not worktrees:  # one tree for many
+            shared.update(ids)
+            warn(on_warning, shared_tree_warning(tree, len(ids)))
+    return shared

@@ -27,18 +27,22 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
+from agent_fleet.runner.ledger import Ledger
 
 __all__ = [
+    "BatchBox",
     "Box",
     "check_outside",
     "check_record_place",
     "default_record_dir",
     "fresh_private_dir",
+    "open_batch_box",
     "private_dir",
     "private_tree",
     "state_dir",
@@ -188,3 +192,26 @@ class Box:
         for path in (self.root / "tmp", self.root / "worktrees", self.root):
             with contextlib.suppress(OSError):
                 path.rmdir()
+
+
+def open_batch_box(ledger: Ledger, out: Path, box_dir: str | os.PathLike[str] | None) -> Box:
+    """A batch's box: the one its ledger names when it is still there (a resume), else a new one under
+    ``box_dir`` (default ``<state>/boxes``), named in the ledger."""
+    recorded = ledger.meta().get("box")
+    if isinstance(recorded, str):
+        box = Box.reopen(recorded)
+        if box is not None:
+            return box
+    box = Box.open(Path(box_dir) if box_dir is not None else None, out.name)
+    ledger.set_meta("box", str(box.root))
+    return box
+
+
+@dataclass(frozen=True, slots=True)
+class BatchBox:
+    """What a batch's task needs of its box: the directory, worktrees on or off, the trees tasks share
+    (with their number of tasks)."""
+
+    box: Box
+    worktrees: bool
+    shared: Mapping[Path, int]

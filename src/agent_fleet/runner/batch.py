@@ -45,19 +45,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _box, _git, _worktrees
-from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
+from agent_fleet.runner._admit import (
+    Locator,
+    Where,
+    admit,
+    admit_ray,
+    make_out,
+    shared_tree_warning,
+    task_of,
+    warn,
+)
 from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entry_from_summary
 from agent_fleet.runner._ledger_views import REPORT_FILE, ledger_size, write_records
 from agent_fleet.runner._otel import BatchTelemetry
@@ -72,14 +80,11 @@ from agent_fleet.runner._tasks_file import (
     task_id_problem,
 )
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
-from agent_fleet.runner._watch import Watch, planned_model
+from agent_fleet.runner._watch import Watch, complete_ray, planned_model
 from agent_fleet.runner.ledger import Ledger, LedgerRow, holds_batch
 from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
-
-if TYPE_CHECKING:
-    from agent_fleet.runner.ray_backend import RayBatchResult
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -95,7 +100,6 @@ __all__ = [
 ]
 
 BRANCH_PREFIX = "agent-fleet/"
-logger = logging.getLogger(__name__)
 _PROVIDER_SHUTDOWN_LIMIT = 10.0  # seconds; a provider that does not stop by then is left to its own kill
 
 
@@ -222,13 +226,7 @@ async def run_batch(
         watch = Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(task_list)), on_event)
         if repo_url is None:  # tasks in a path the nodes share
             default = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
-            trees, repos = await _ray_trees(task_list, default)
-            if not resume:
-                await _box.check_record_place(out, repos)
-            for tree, ids in trees.items():
-                if len(ids) > 1 and not worktrees:  # one tree for many
-                    watch.shared.update(ids)
-                    _warn(on_warning, shared_tree_warning(tree, len(ids)))
+            watch.shared = await admit_ray(task_list, default, out, resume, worktrees, on_warning)
         started_at = time.time()
         ray_result = await run_batch_ray(
             task_list,
@@ -248,7 +246,7 @@ async def run_batch(
             meta=meta,
             resume_from=resumed,
         )
-        return _complete_ray(
+        return complete_ray(
             ray_result, task_list, watch, template, provider_name, options, out, started_at, prices
         )
     if backend != "local":
@@ -281,7 +279,7 @@ async def run_batch(
         repos = {w.repo for w in locator.where.values() if w.repo is not None}
         if not resume:
             await _box.check_record_place(out, repos)
-        box = _open_box(ledger, out, box_dir)
+        box = _box.open_batch_box(ledger, out, box_dir)
         _box.check_outside(box.root, repos, "the batch's box")
         await providers.start({name or providers.default_name for name in asked})
     except BaseException:
@@ -312,7 +310,7 @@ async def run_batch(
 
     shared = locator.shared()
     for tree, count in sorted(shared.items()):
-        _warn(on_warning, shared_tree_warning(tree, count))
+        warn(on_warning, shared_tree_warning(tree, count))
     watcher: asyncio.Task[None] | None = None
     try:
         if resume:
@@ -344,7 +342,7 @@ async def run_batch(
                     template,
                     providers,
                     locator.get(t),
-                    _Box(box, worktrees, shared),
+                    _box.BatchBox(box, worktrees, shared),
                     out,
                     state,
                     watch,
@@ -378,57 +376,6 @@ async def run_batch(
         result = _result(state, time.monotonic() - started, out, started_at, prices)
         watch.telemetry.end(result.to_dict())
     return result
-
-
-async def _ray_trees(tasks: Sequence[BatchTask], default: Path) -> tuple[dict[Path, list[str]], set[Path]]:
-    """The tasks of a Ray batch by the working tree they work in (a repository's top level, else their
-    directory), as far as this machine sees them, and which of those trees are repositories."""
-    tops: dict[Path, Path | None] = {}
-    trees: dict[Path, list[str]] = {}
-    for t in tasks:
-        where = (t.cwd or default).expanduser().absolute()
-        if where not in tops:
-            tops[where] = await _git.toplevel(where) if where.is_dir() else None
-        trees.setdefault(tops[where] or where, []).append(t.id)
-    return trees, {top for top in tops.values() if top is not None}
-
-
-def shared_tree_warning(tree: Path | str, count: int) -> str:
-    """The warning for ``count`` tasks sharing the working tree ``tree``."""
-    return (
-        f"{count} tasks share the working tree {tree} (no worktrees): they see and change each other's "
-        "files, and each task's files changed are only what its own session reported "
-        "(--worktrees gives each task its own tree)"
-    )
-
-
-def _warn(on_warning: Callable[[str], None] | None, text: str) -> None:
-    if on_warning is not None:
-        on_warning(text)
-    else:
-        logger.warning("%s", text)
-
-
-def _open_box(ledger: Ledger, out: Path, box_dir: str | os.PathLike[str] | None) -> _box.Box:
-    """The batch's box: the one its ledger names when it is still there (a resume), else a new one
-    (named in the ledger)."""
-    recorded = ledger.meta().get("box")
-    if isinstance(recorded, str):
-        box = _box.Box.reopen(recorded)
-        if box is not None:
-            return box
-    box = _box.Box.open(Path(box_dir) if box_dir is not None else None, out.name)
-    ledger.set_meta("box", str(box.root))
-    return box
-
-
-@dataclass(frozen=True, slots=True)
-class _Box:
-    """What ``_run_one`` needs of the batch's box: the directory, worktrees on or off, the shared trees."""
-
-    box: _box.Box
-    worktrees: bool
-    shared: Mapping[Path, int]
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
@@ -478,57 +425,6 @@ def _result(
     )
 
 
-def _complete_ray(
-    result: RayBatchResult,
-    tasks: Sequence[BatchTask],
-    watch: Watch,
-    template: Task,
-    provider_name: str,
-    options: Any,
-    out: Path,
-    started_at: float,
-    prices: PriceTable | None,
-) -> RayBatchResult:
-    """A Ray batch's entries completed with what the driver recorded; their records replaced in the
-    ledger, then ``summary.json`` and ``report.html`` written from it."""
-    planned = planned_model(template, provider_name, options)
-    by_id = {t.id: t for t in tasks}
-    entries = tuple(
-        watch.complete(e, by_id[e.result.task_id], planned, provider_name)
-        if e.result.task_id in watch.recorders
-        else e
-        for e in result.entries
-    )
-    ledger = Ledger.open(out)
-    try:
-        for e in entries:
-            if e.result.task_id in watch.recorders:
-                ledger.replace_record(e.result.task_id, {**e.to_dict()})
-        extra = {k: v for k, v in result.to_dict().items() if k in ("backend", "batch_id", "nodes")}
-        path, summary = write_records(
-            ledger,
-            started_at=started_at,
-            duration=result.duration,
-            stopped=result.stopped,
-            fatal=result.fatal,
-            provider_pids=result.provider_pids,
-            prices=prices,
-            extra=extra,
-        )
-    finally:
-        ledger.close()
-    done = replace(
-        result,
-        entries=entries,
-        prices=prices,
-        report_path=out / REPORT_FILE,
-        summary=summary,
-        summary_path=path,
-    )
-    watch.telemetry.end(summary)
-    return done
-
-
 def _refused(
     t: BatchTask,
     reason: str,
@@ -551,7 +447,7 @@ async def _run_one(
     template: Task,
     providers: _Providers,
     here: Where,
-    boxed: _Box,
+    boxed: _box.BatchBox,
     out: Path,
     state: _State,
     watch: Watch,
