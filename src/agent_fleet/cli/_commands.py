@@ -171,7 +171,9 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Ledger (batch.db), transcripts and summary.json. Must not hold a batch already.",
+    help="The batch's record: ledger (batch.db), transcripts, summary.json, report.html. Must not hold a "
+    "batch already, nor lie in a git working tree the agents work in unless git ignores it "
+    "(default: a new directory under $XDG_STATE_HOME/agent-fleet/batches).",
 )
 @click.option(
     "--resume",
@@ -228,9 +230,11 @@ def batch_command(
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
 
-    The batch's record is a ledger in --out, written as each task's state changes; a stopped batch
-    continues with `--resume OUT`. Ctrl-C stops starting tasks and interrupts running turns (exit 130);
-    a second Ctrl-C leaves within two seconds. The record stays true either way.
+    The batch's record is a ledger in --out (default: a new directory under
+    $XDG_STATE_HOME/agent-fleet/batches, printed at the start and as the last line), written as each
+    task's state changes; a stopped batch continues with `--resume OUT`. Ctrl-C stops starting tasks
+    and interrupts running turns (exit 130); a second Ctrl-C leaves within two seconds. The record
+    stays true either way.
     """
     with handled():
         settings: BatchSettings = settings_for(
@@ -251,11 +255,19 @@ def batch_command(
         progress = Progress(progress_console, json_output=common.json_output, batch=True)
         progress.expect(settings.total, settings.done)
         interrupts = Interrupts(on_force=lambda: force_stop(settings.out))
+        record = settings.out.expanduser().absolute()
+        progress_console.print(f"record: {record}", highlight=False, soft_wrap=True)
 
         def on_result(entry: BatchEntry) -> None:
             if not progress.live_mode:
                 style, line = result_line(entry.result)
                 progress_console.print(Text(f"[{entry.result.task_id}] {line}", style=style))
+
+        warnings: list[Text] = []
+
+        def warn(text: str) -> None:
+            warnings.append(Text(f"warning: {text}", style="yellow"))
+            progress_console.print(warnings[-1], highlight=False, soft_wrap=True)
 
         async def go(stop: asyncio.Event) -> BatchResult:
             with progress:
@@ -281,6 +293,7 @@ def batch_command(
                     meta=settings.meta,
                     prices=price_table,
                     raw_deltas=raw_deltas,
+                    on_warning=warn,
                 )
 
         export = export_from_environment()  # OpenTelemetry export when OTEL_* asks for it
@@ -293,13 +306,17 @@ def batch_command(
                 export.shutdown()
         progress.summary(result.to_dict())
         console.print(summary_table(result, console.width))
+        if progress.live_mode:  # the live view scrolled them away
+            for line in warnings:
+                console.print(line, highlight=False, soft_wrap=True)
         console.print(f"summary: {result.summary_path}")
         if result.report_path is not None:
             console.print(f"report: {result.report_path}")
         if result.stopped:
             console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
             if not result.fatal:
-                console.print(f"continue it with: agent-fleet batch --resume {settings.out}")
+                console.print(f"continue it with: agent-fleet batch --resume {record}")
+        console.print(f"record: {record}", highlight=False, soft_wrap=True)
         if interrupts.presses:
             die(EXIT_INTERRUPTED)
         if result.fatal:

@@ -231,6 +231,7 @@ class Progress:
         self._folded_tokens = 0
         self._folded_failed = 0  # this run's failures no longer kept as rows
         self._declined: collections.deque[str] = collections.deque(maxlen=8)
+        self._want_live = False
 
     def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
         """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
@@ -238,17 +239,23 @@ class Progress:
         self.done = dict(done or {})
 
     def __enter__(self) -> Progress:
-        if self.live_mode:
-            self.live = Live(
-                console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False
-            )
-            self.live.start()
+        # The live view starts with the first event: what is printed before (the batch's warnings) stays
+        # above it, in the scrollback, instead of being drawn over.
+        self._want_live = self.live_mode
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._want_live = False
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+    def _start_live(self) -> None:
+        self._want_live = False
+        self.live = Live(
+            console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False
+        )
+        self.live.start()
 
     def row(self, task_id: str) -> _Row:
         if task_id not in self.rows:
@@ -256,6 +263,8 @@ class Progress:
         return self.rows[task_id]
 
     def on_event(self, task_event: TaskEvent) -> None:
+        if self._want_live:
+            self._start_live()
         if self.json_output:
             for streamed in self.deltas.events(task_event):  # deltas held back, redacted as a whole
                 record = event_record(streamed, self.redactor)
