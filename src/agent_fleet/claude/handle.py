@@ -71,7 +71,8 @@ from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet._provider.watchdog import IdleWatchdog
-from agent_fleet.claude import _approvals, _questions, _tools
+from agent_fleet.claude import _approvals, _questions, _sandbox, _tools
+from agent_fleet.claude._sandbox import SessionTemp
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan, user_content
 from agent_fleet.contract import Spec, check_text
@@ -140,13 +141,19 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         spec: Spec,
         policy: ApprovalPolicy,
         plan: ClaudePlan,
+        temp: SessionTemp | None = None,
     ) -> None:
         self._provider = provider  # read for its options only
         self._host = host
         self._session_id = session_id
         self._spec = spec
         self._policy = policy
+        self._plan = plan
         self._cwd = plan.cwd
+        # The session's box besides its workspace: its temporary directories, removed with the session
+        # when they were made for it.
+        self._temp = temp
+        self._roots: tuple[str, ...] = temp.roots if temp is not None else ()
         # The CLI's home directory (where its tools take "~"): the one its environment names.
         self._home = (provider.options.env or {}).get("HOME") or os.path.expanduser("~")
         self._turn: _ClaudeTurn | None = None
@@ -243,6 +250,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
                 ],
             ) from exc
         except ResultError as exc:
+            reason = _sandbox.refused(str(exc)) if self._plan.no_os_sandbox is None else None
+            if reason is not None:
+                raise _sandbox.SandboxRefused(reason, self.stderr_tail()) from exc
             raise TransportError(
                 f"the Claude Code CLI refused the session: {exc}",
                 exit_code=exc.exit_code,
@@ -340,6 +350,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
+        if self._temp is not None and self._closed:
+            self._temp.remove()  # the CLI is gone: nothing writes there any more
 
     def _on_timeout(self, turn: _ClaudeTurn) -> None:
         turn.timer = None
@@ -469,7 +481,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         if tool_name == _questions.ASK_USER:
             return await self._ask_user(tool_input)
         request, decision = await _approvals.decide(
-            self._policy, tool_name, tool_input, cwd=self._cwd, home=self._home
+            self._policy, tool_name, tool_input, cwd=self._cwd, writable_roots=self._roots, home=self._home
         )
         turn = self._live_turn()
         if turn is None:

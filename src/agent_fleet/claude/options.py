@@ -39,6 +39,12 @@ class ClaudeOptions:
     - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for Claude's ``AskUserQuestion``
       (``agent_fleet.user_input``); without one, ``canned_answers`` (question header or text ->
       answer) answer what they can and the rest is declined with a message for the model.
+    - ``sandbox_optional``: every session runs its commands in Claude Code's own OS sandbox (see
+      ``Spec.sandbox``; on Linux it needs bubblewrap and socat), and where that sandbox cannot start
+      the session fails with ``ProviderUnavailable``. ``True`` runs such a session without it instead:
+      the approval policy is then the only guard, and the session says so
+      (``System(subtype="no_os_sandbox")``, and ``Capabilities.os_sandbox`` is None). Only for
+      machines you accept that on.
     """
 
     cli_path: str | os.PathLike[str] | None = None
@@ -49,6 +55,7 @@ class ClaudeOptions:
     input_handler: InputHandler | None = None
     canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     event_buffer: int | None = DEFAULT_EVENT_BUFFER
+    sandbox_optional: bool = False
 
     def __post_init__(self) -> None:
         if self.event_buffer is not None and (

