@@ -36,7 +36,7 @@ from agent_fleet.cli._options import (
 )
 from agent_fleet.cli._view import Progress, consoles, result_line, summary_table
 from agent_fleet.codex import CodexOptions
-from agent_fleet.contract import ModelInfo
+from agent_fleet.contract import SANDBOXES, ModelInfo
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import (
     PROVIDER_NAMES,
@@ -368,7 +368,12 @@ def models_command(provider: str, config: tuple[str, ...], include_hidden: bool,
 
 @cli.command("doctor")
 @click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
-def doctor_command(config: tuple[str, ...]) -> None:
+@click.option(
+    "--sandbox",
+    type=click.Choice(SANDBOXES),
+    help="The sandbox your runs use (danger-full-access: reports that the policy is the only guard).",
+)
+def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
     """Check the codex binary, credentials, sandbox and app-server."""
     from agent_fleet.runner.doctor import diagnose
 
@@ -376,7 +381,7 @@ def doctor_command(config: tuple[str, ...]) -> None:
         options = CodexOptions(config=parse_config_overrides(config))
 
         async def go(stop: asyncio.Event) -> Any:
-            return await diagnose(options)
+            return await diagnose(options, sandbox=sandbox)
 
         console = Console(highlight=False, soft_wrap=True)
         checks = run_async(go, console)

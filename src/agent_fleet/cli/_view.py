@@ -103,15 +103,27 @@ def describe(task_event: TaskEvent) -> str | None:
             return (
                 f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
             )
+        case System(subtype="codex_refused", data=data) if data.get("kind") == "unsandboxed_run":
+            return f"{prefix}refused to re-run outside the sandbox: {command_text(data.get('command'))}"
         case System(subtype="codex_refused", data=data):
             return f"{prefix}codex refused ({data.get('kind')}): {first_line(str(data.get('message')))}"
         case System(subtype="no_os_sandbox", data=data):
             return f"{prefix}no OS sandbox ({data.get('reason')}): the approval policy is the only guard"
-        case System(subtype="runner.started", data=data) if data.get("approvals_enforced") is False:
-            return (
-                f"approvals: NOT enforced by the {data.get('provider')} provider "
-                "(it never asks; only its sandbox guards this run)"
-            )
+        case System(subtype="runner.started", data=data) if (
+            data.get("approvals_enforced") is False or data.get("sandbox") == "danger-full-access"
+        ):
+            lines = []
+            if data.get("approvals_enforced") is False:
+                lines.append(
+                    f"approvals: NOT enforced by the {data.get('provider')} provider "
+                    "(it never asks; only its sandbox guards this run)"
+                )
+            if data.get("sandbox") == "danger-full-access":
+                lines.append(
+                    "sandbox: OFF (danger-full-access): nothing confines the agent's commands; "
+                    "the approval policy is the only guard"
+                )
+            return "\n".join(lines)
         case System(subtype="runner.review_started", data=data):
             target = data.get("target") or {}
             what = target.get("sha") or target.get("base") or target.get("type")
