@@ -45,6 +45,15 @@ def test_the_header_says_when_the_policy_is_the_only_guard() -> None:
     )
 
 
+def test_a_session_without_os_sandbox_gets_a_line() -> None:
+    from agent_fleet.cli import describe
+
+    event = System(subtype="no_os_sandbox", data={"provider": "claude", "reason": "no bwrap"})
+    assert describe(TaskEvent(task_id="t", source="agent", event=event)) == (
+        "no OS sandbox (no bwrap): the approval policy is the only guard"
+    )
+
+
 def test_retries_get_a_line() -> None:
     from agent_fleet.cli import describe
 

@@ -26,8 +26,9 @@ turn is owed and dropped too, and the running turn says so with ``System(subtype
 
 Approvals: a ``PreToolUse`` hook answers "ask" for every tool, so the CLI consults ``can_use_tool``
 for every call (without it Claude Code runs read-only commands such as ``echo`` unasked); the
-``ApprovalPolicy`` decides there, and the decision is reported with synthetic events exactly like
-the codex provider's. A declined call is answered with a deny carrying the reason, so Claude sees
+``ApprovalPolicy`` decides there (a command asking to leave the sandbox as an escalation), an
+``approval_handler`` refines what it may see, and the decision is reported with synthetic events
+exactly like the codex provider's. A declined call is answered with a deny carrying the reason, so Claude sees
 it as the tool's result and continues the turn (``cancel`` also interrupts the turn).
 """
 
@@ -68,6 +69,7 @@ from claude_agent_sdk.types import Message
 from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.refine import refine
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet._provider.watchdog import IdleWatchdog
@@ -481,8 +483,19 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         if tool_name == _questions.ASK_USER:
             return await self._ask_user(tool_input)
         request, decision = await _approvals.decide(
-            self._policy, tool_name, tool_input, cwd=self._cwd, writable_roots=self._roots, home=self._home
+            self._policy,
+            tool_name,
+            tool_input,
+            cwd=self._cwd,
+            writable_roots=self._roots,
+            home=self._home,
+            sandboxed=self._plan.no_os_sandbox is None,
         )
+        handler = self._provider.options.approval_handler
+        if handler is not None and self._live_turn() is not None:
+            decision = await refine(
+                handler, request, decision, self.emit, lambda r: _approvals.describe(r, tool_name)
+            )
         turn = self._live_turn()
         if turn is None:
             decision = Decision(action="decline", reason="the turn is no longer running", rule="turn-ended")

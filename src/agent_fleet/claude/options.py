@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -11,9 +11,12 @@ from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
 from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:
+    from agent_fleet.policy import ApprovalRequest, Decision
     from agent_fleet.user_input import InputHandler
 
 __all__ = ["SETTING_SOURCES", "ClaudeOptions"]
+
+ApprovalHandler = Callable[["ApprovalRequest", "Decision"], Awaitable["Decision"]]
 
 SETTING_SOURCES = ("user", "project", "local")
 
@@ -39,6 +42,10 @@ class ClaudeOptions:
     - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for Claude's ``AskUserQuestion``
       (``agent_fleet.user_input``); without one, ``canned_answers`` (question header or text ->
       answer) answer what they can and the rest is declined with a message for the model.
+    - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision,
+      as ``CodexOptions.approval_handler`` does: it sees the accepts and the declines that ask for
+      someone (``strict-unproven``, ``escalation-unproven``, ``default-ask``), which it may accept;
+      other declines are final.
     - ``sandbox_optional``: every session runs its commands in Claude Code's own OS sandbox (see
       ``Spec.sandbox``; on Linux it needs bubblewrap and socat), and where that sandbox cannot start
       the session fails with ``ProviderUnavailable``. ``True`` runs such a session without it instead:
@@ -53,6 +60,7 @@ class ClaudeOptions:
     extra_args: Mapping[str, str | None] | None = None
     setting_sources: tuple[str, ...] = ()
     input_handler: InputHandler | None = None
+    approval_handler: ApprovalHandler | None = None
     canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     event_buffer: int | None = DEFAULT_EVENT_BUFFER
     sandbox_optional: bool = False
