@@ -161,3 +161,30 @@ def test_the_tripwire_lets_sandboxed_runs_and_granted_escalations_through(tmp_pa
         assert _bash(box, script, sandboxed=False, cwd=work).returncode == 1  # used up
     finally:
         box.close()
+
+
+@pytest.mark.e2e  # runs bash
+def test_what_a_login_profile_runs_before_the_tripwire_is_not_judged_by_it(tmp_path: Path) -> None:
+    """``bash -lc`` reads the user's profile first; the shells it starts are the user's, not codex's."""
+    work = tmp_path / "ws"
+    work.mkdir()
+    (work / ".profile").write_text("PROFILE_SAW=$(bash -c 'echo from-profile')\nexport PROFILE_SAW\n")
+    box = make_box(str(work), None, None, ())
+    try:
+        assert box.tripwire is not None
+        env = {"PATH": os.environ["PATH"], "BASH_ENV": box.tripwire, "HOME": str(work)}
+
+        def login(script: str) -> subprocess.CompletedProcess[str]:
+            argv = ["bash", "-lc", script]
+            return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=30)
+
+        script = 'echo "$PROFILE_SAW" > out.txt'
+        refused = login(script)  # codex's silent retry: the profile ran, the command did not
+        assert refused.returncode == 1 and not (work / "out.txt").exists(), refused.stderr
+        assert box.refused() == [script]
+        assert box.grant(["/bin/bash", "-lc", script])
+        granted = login(script)
+        assert granted.returncode == 0, granted.stderr
+        assert (work / "out.txt").read_text() == "from-profile\n"
+    finally:
+        box.close()

@@ -22,9 +22,10 @@ from ._git import git
 pytestmark = pytest.mark.e2e  # runs the real binary
 
 
-def shell(cmd: str, *, escalate: bool = False) -> FunctionCall:
-    """The scripted agent's ``exec_command``; ``escalate`` asks to run it outside the sandbox."""
-    args: dict[str, Any] = {"cmd": cmd, "login": False}
+def shell(cmd: str, *, escalate: bool = False, login: bool = False) -> FunctionCall:
+    """The scripted agent's ``exec_command``; ``escalate`` asks to run it outside the sandbox; ``login``
+    runs it as codex does by default (``bash -lc``: the user's profile first)."""
+    args: dict[str, Any] = {"cmd": cmd, "login": login}
     if escalate:
         args["sandbox_permissions"] = "require_escalated"
         args["justification"] = "it has to write outside the workspace"
@@ -102,7 +103,8 @@ async def test_an_escalated_commit_in_its_own_repository_is_accepted(
 ) -> None:
     (repo / "work.txt").write_text("the agent's work\n")
     scripted_model.enqueue(
-        Reply(items=(shell("git add -A && git commit -q -m x", escalate=True),)), Reply.text("done")
+        Reply(items=(shell("git add -A && git commit -q -m x", escalate=True, login=True),)),
+        Reply.text("done"),
     )
     events = await _run(codex_options, Spec(prompt="commit your work", cwd=repo))
 

@@ -21,7 +21,10 @@ silent unsandboxed retry -- exits 1 with a message and records the refusal.
 
 The tripwire covers commands codex runs through bash (``/bin/bash -c`` / ``-lc``, the usual shell);
 for another shell (the model may pick one) it cannot, so the bridge judges such a command as one that
-may run outside the sandbox. Under ``danger-full-access`` nothing is sandboxed and there is no box:
+may run outside the sandbox. A login shell (``-lc``) reads the user's profile before the tripwire, and
+what a profile runs (a bash whose parent is bash, or one without ``-c``) passes it: that is the user's
+own code, which codex runs outside the sandbox in any case; the shell codex starts is never one of
+those (its parent is codex). Under ``danger-full-access`` nothing is sandboxed and there is no box:
 the approval policy is then the only guard.
 """
 
@@ -52,9 +55,13 @@ _counter = itertools.count(1)
 _TRIPWIRE = """\
 # agent-fleet: the box's tripwire, read by bash (BASH_ENV) before each command of the session.
 # codex's sandbox cannot write this directory; outside the sandbox a command runs only with a grant
-# the approval bridge wrote for exactly this script (an accepted escalation), used once.
+# the approval bridge wrote for exactly this script (an accepted escalation), used once. codex starts
+# every command as `bash -c SCRIPT`: a bash without -c, or one a bash started (what a login profile
+# runs before this file is read), is not one of codex's.
 __af_box={box}
-if mkdir "$__af_box/probe.$$" 2>/dev/null; then
+__af_parent=
+[ -r "/proc/$PPID/comm" ] && IFS= read -r __af_parent < "/proc/$PPID/comm"
+if [ -n "$BASH_EXECUTION_STRING" ] && [ "$__af_parent" != bash ] && mkdir "$__af_box/probe.$$" 2>/dev/null; then
   rmdir "$__af_box/probe.$$"
   __af_ok=
   for __af_grant in "$__af_box"/{grants}/*; do
@@ -74,7 +81,7 @@ if mkdir "$__af_box/probe.$$" 2>/dev/null; then
     exit 1
   fi
 fi
-unset BASH_ENV __af_box __af_ok __af_grant __af_text
+unset BASH_ENV __af_box __af_parent __af_ok __af_grant __af_text
 """
 
 
