@@ -59,6 +59,19 @@ def _one_terminal(events: list[Event]) -> Result | Error:
     return terminals[0]
 
 
+def _running(needle: str) -> list[int]:
+    """Pids of processes whose command line mentions ``needle``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 def _cli_children() -> list[int]:
     """Pids of this process's children running the Claude Code CLI."""
     me = str(os.getpid())
@@ -471,3 +484,32 @@ async def test_an_unread_handle_coalesces_its_deltas_and_a_read_one_is_not_held_
     assert len(events) < 50 + 20, "the queue stayed near its bound"
     assert isinstance(_one_terminal(probed), Result) and _one_terminal(probed).text == "probe reply"
     assert not [e for e in probed if isinstance(e, System) and e.subtype == "events_coalesced"]
+
+
+async def test_interrupt_stops_the_turn_and_send_continues_the_session(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    marker = workspace / "finished.txt"
+    anthropic_server.enqueue(
+        AnthropicReply.bash(f"sleep 60 && touch {marker}"),  # interrupted while it runs
+        AnthropicReply.text("after the interrupt"),
+    )
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="first question", cwd=workspace))
+        seen: list[Event] = []
+        async for event in handle.events():
+            seen.append(event)
+            if isinstance(event, ToolUse) and event.name == "shell":
+                await handle.interrupt()
+        error = _one_terminal(seen)
+        assert isinstance(error, Error) and error.code == "cancelled" and not error.retryable
+        await handle.interrupt()  # no turn running: a no-op
+        await handle.send("second question")
+        result = await handle.wait()
+        assert result.session_id == handle.session_id
+        assert len(_cli_children()) == 1  # the same CLI process goes on
+        assert not _running(str(marker))  # the command was killed with the turn
+    assert result.text == "after the interrupt"
+    second = anthropic_server.agent_requests[-1]
+    assert second.contains("first question") and second.last_user_text.startswith("second question")
+    assert not marker.exists()  # the command was killed with the turn

@@ -13,16 +13,17 @@ Session states::
 
 Turn states (one ``_ClaudeTurn`` at a time)::
 
-    RUNNING ──ResultMessage | timeout | stop() | CLI exit──> FINISHED
+    RUNNING ──ResultMessage | timeout | interrupt() | stop() | CLI exit──> FINISHED
 
 Every way a turn can end calls ``EventStream.finish``: the first wins, the rest are no-ops, so the
-reader, the turn timer, ``stop()`` and CLI-exit handling can race in any order.
+reader, the turn timer, ``interrupt()``, ``stop()`` and CLI-exit handling can race in any order.
 
 The CLI has no turn ids on its messages, so a turn that ends locally while the CLI still works on
-it (timeout -> interrupt) leaves a ``ResultMessage`` *owed*: until it arrives every message is
-dropped, and ``send()`` waits for it before writing the next prompt. An ``inject()`` the CLI takes
-in after the turn's result (too late to steer it) makes the CLI run one more turn of its own; that
-turn is owed and dropped too, and the running turn says so with ``System(subtype="inject_late")``.
+it (timeout or ``interrupt()`` -> the CLI's interrupt) leaves a ``ResultMessage`` *owed*: until it
+arrives every message is dropped, and ``send()`` waits for it before writing the next prompt. An
+``inject()`` the CLI takes in after the turn's result (too late to steer it) makes the CLI run one
+more turn of its own; that turn is owed and dropped too, and the running turn says so with
+``System(subtype="inject_late")``.
 
 Approvals: a ``PreToolUse`` hook answers "ask" for every tool, so the CLI consults ``can_use_tool``
 for every call (without it Claude Code runs read-only commands such as ``echo`` unasked); the
@@ -217,6 +218,18 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         message_uuid = str(uuid.uuid4())
         turn.injected.append(message_uuid)
         await self._write(_user_message(text, message_uuid))
+
+    async def interrupt(self) -> None:
+        """Stop the running turn but keep the session: its stream ends with ``Error(code="cancelled")``
+        at once, the CLI is told to interrupt (its running command is killed), and the next ``send()``
+        continues the same session in the same CLI, once the CLI has closed the interrupted turn. A
+        no-op when no turn is running."""
+        turn = self._turn
+        if self._closed or turn is None or turn.stream.done or self._owed:
+            return
+        if self._finish(turn, Error(code="cancelled", message="interrupted by the caller")):
+            self._owe()  # the interrupted turn's ResultMessage still comes: it is not the next turn's
+            await self._interrupt()
 
     async def stop(self) -> None:
         """Interrupt the running turn, end its stream with ``Error(code="cancelled")``, end the CLI.
