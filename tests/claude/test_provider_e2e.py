@@ -513,3 +513,50 @@ async def test_interrupt_stops_the_turn_and_send_continues_the_session(
     second = anthropic_server.agent_requests[-1]
     assert second.contains("first question") and second.last_user_text.startswith("second question")
     assert not marker.exists()  # the command was killed with the turn
+
+
+async def test_max_turns_bounds_each_turn_s_model_round_trips(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(
+        AnthropicReply.bash("echo one"),
+        AnthropicReply.bash("echo two"),
+        AnthropicReply.bash("echo never"),  # a third round trip: over the limit, never asked for
+    )
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="go", cwd=workspace, max_turns=2))
+        events = await _collect(handle)
+        error = _one_terminal(events)
+        assert isinstance(error, Error) and error.code == "turn_failed" and not error.retryable
+        assert error.data["subtype"] == "error_max_turns"
+        assert len(anthropic_server.agent_requests) == 2
+        assert [e.output.strip() for e in events if isinstance(e, ToolResult) and not e.synthetic] == [
+            "one",
+            "two",
+        ]
+        # the limit is per turn: the next one has its own two round trips
+        anthropic_server.enqueue(AnthropicReply.text("fresh count"))
+        await handle.send("again")
+        result = await handle.wait()
+    assert result.text == "fresh count"
+
+
+async def test_max_cost_usd_bounds_what_the_session_spends(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    # Each scripted request costs about $0.0003; Claude Code checks the budget between requests.
+    anthropic_server.enqueue(*[AnthropicReply.bash(f"echo step-{i}") for i in range(8)])
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="go", cwd=workspace, max_cost_usd=0.0005))
+        events = await _collect(handle)
+        error = _one_terminal(events)
+        assert isinstance(error, Error) and error.code == "turn_failed" and not error.retryable
+        assert error.data["subtype"] == "error_max_budget_usd"
+        ran = [e for e in events if isinstance(e, ToolResult) and not e.synthetic]
+        assert 1 <= len(ran) < 8
+        # the budget is the session's (its CLI's): a follow-up turn finds it spent
+        requests = len(anthropic_server.agent_requests)
+        await handle.send("more")
+        follow_up = _one_terminal(await _collect(handle))
+    assert isinstance(follow_up, Error) and follow_up.data["subtype"] == "error_max_budget_usd"
+    assert len(anthropic_server.agent_requests) == requests
