@@ -74,7 +74,7 @@ from agent_fleet._provider.refine import refine
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet._provider.watchdog import IdleWatchdog
-from agent_fleet.claude import _approvals, _questions, _sandbox, _tools
+from agent_fleet.claude import _approvals, _hooks, _questions, _sandbox, _tools
 from agent_fleet.claude._sandbox import SessionTemp
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan, user_content
@@ -179,7 +179,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         options = ClaudeAgentOptions(
             **sdk_options,
             can_use_tool=self._can_use_tool,
-            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[self._ask_hook])]},
+            hooks=_hooks.merged(
+                [HookMatcher(matcher=None, hooks=[self._ask_hook])], provider.options.hooks or {}
+            ),
             stderr=self._stderr.append,
         )
         self._client = ClaudeSDKClient(options)

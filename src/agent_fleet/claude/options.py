@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
 from agent_fleet.errors import UsageError
@@ -46,6 +46,11 @@ class ClaudeOptions:
       as ``CodexOptions.approval_handler`` does: it sees the accepts and the declines that ask for
       someone (``strict-unproven``, ``escalation-unproven``, ``default-ask``), which it may accept;
       other declines are final.
+    - ``hooks``: the caller's own Claude Code hooks, ``{event: [claude_agent_sdk.HookMatcher, ...]}``
+      as ``ClaudeAgentOptions.hooks`` takes them. They run after agent-fleet's own ``PreToolUse`` hook
+      and may refuse, add context or rewrite a tool's input (which is then judged), never accept: a
+      ``PreToolUse`` "allow", a ``PermissionRequest`` allow, session permission rules and any field not
+      known to be harmless are dropped from their answers (``claude._hooks``).
     - ``sandbox_optional``: every session runs its commands in Claude Code's own OS sandbox (see
       ``Spec.sandbox``; on Linux it needs bubblewrap and socat), and where that sandbox cannot start
       the session fails with ``ProviderUnavailable``. ``True`` runs such a session without it instead:
@@ -61,6 +66,7 @@ class ClaudeOptions:
     setting_sources: tuple[str, ...] = ()
     input_handler: InputHandler | None = None
     approval_handler: ApprovalHandler | None = None
+    hooks: Mapping[str, Sequence[Any]] | None = None
     canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     event_buffer: int | None = DEFAULT_EVENT_BUFFER
     sandbox_optional: bool = False
@@ -79,6 +85,8 @@ class ClaudeOptions:
                 f"ClaudeOptions.setting_sources: unknown {bad_sources!r}; "
                 f"choose from {', '.join(SETTING_SOURCES)}"
             )
+        if self.hooks is not None and not isinstance(self.hooks, Mapping):
+            raise UsageError("ClaudeOptions.hooks maps hook event names to lists of HookMatcher")
         if self.env is not None:
             bad = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
             if bad:
