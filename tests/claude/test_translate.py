@@ -308,3 +308,15 @@ def test_tool_names_and_inputs() -> None:
     assert tool_name("mcp__broken") == "mcp__broken"
     assert tool_name("Edit") == "Edit"
     assert tool_input("Edit", {"file_path": "a"}) == {"file_path": "a"}
+
+
+def test_a_fork_resumes_the_source_into_a_new_session_id(tmp_path: Path) -> None:
+    new = "99999999-2222-4333-8444-555555555555"
+    plan = plan_session(
+        Spec(prompt="p", cwd=tmp_path), ClaudeOptions(), session_id=new, resume=False, fork_of=SID
+    )
+    assert (plan.options["resume"], plan.options["fork_session"], plan.options["session_id"]) == (
+        SID,
+        True,
+        new,
+    )

@@ -165,6 +165,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         self._drained = asyncio.Event()
         self._drained.set()
         self._declined: set[str] = set()
+        self._pending: list[System] = []
         self._approvals = itertools.count(1)
         self._total_tokens = 0
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
@@ -207,6 +208,17 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             # the CLI takes its JSON schema once, at start (--json-schema)
             raise Unsupported("Claude takes an output schema per session (Spec.output_schema), not per turn")
         await self.start_turn(user_content(prompt, images) if images else prompt)
+
+    async def fork(self) -> ClaudeHandle:
+        """A new session with a copy of this one's history (Claude Code's ``--fork-session``, in a CLI
+        of its own); no turn runs until ``send()``. The fork has this session's ``Spec`` (settings,
+        approval policy, sandbox) and its own temporary directory. Raises ``UsageError`` while a turn
+        runs (the copy would miss its end) or after ``stop()``."""
+        if self._closed:
+            raise UsageError("fork(): this session is stopped")
+        if self.running or self._owed:
+            raise UsageError("fork(): wait for the current turn to end first")
+        return await self._provider.fork(self._session_id, self._spec)
 
     async def inject(self, text: str) -> None:
         """Steer the running turn: the CLI shows ``text`` to Claude mid-turn (next model request).
@@ -305,6 +317,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         )
         turn = _ClaudeTurn(mapper, self._provider.options.event_buffer)
         self._turn = turn
+        for notice in self._pending:
+            turn.stream.push(notice)
+        self._pending.clear()
         try:
             await self._write(_user_message(content, str(uuid.uuid4())))
         except TransportError as exc:
@@ -323,6 +338,10 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         turn = self._turn
         if turn is not None:
             turn.stream.push(event)
+
+    def notice_next_turn(self, notices: list[System]) -> None:
+        """Notices for the next turn's stream (a fork has no turn until ``send()``)."""
+        self._pending.extend(notices)
 
     # -- internals ---------------------------------------------------------------------------------------
 

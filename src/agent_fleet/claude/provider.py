@@ -40,8 +40,8 @@ from agent_fleet.claude import _sandbox
 from agent_fleet.claude._sdk import require_sdk
 from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.claude.translate import SANDBOX_DEFAULT, ClaudePlan, plan_session
-from agent_fleet.contract import Capabilities, Provider, Spec
-from agent_fleet.errors import ProviderUnavailable, UsageError
+from agent_fleet.contract import Capabilities, Provider, SessionInfo, Spec
+from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
 from agent_fleet.events import RateLimits, System
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
@@ -124,6 +124,19 @@ class ClaudeProvider(Provider):
 
     # -- sessions ----------------------------------------------------------------------------------------
 
+    async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
+        """Claude Code's stored sessions (every working directory's) under the CLIs'
+        ``CLAUDE_CONFIG_DIR``, newest first. Claude Code archives nothing: ``archived=True`` raises
+        ``Unsupported``. Raises ``ProviderUnavailable`` when the listing fails."""
+        if archived:
+            raise Unsupported("Claude Code does not archive sessions")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise UsageError(f"list_sessions(): limit must be a whole number >= 1, not {limit!r}")
+        require_sdk()
+        from agent_fleet.claude._sessions import list_sessions
+
+        return await list_sessions(self._cli_env(), limit)
+
     async def spawn(self, spec: Spec) -> ClaudeHandle:
         """Start a session and its first turn. Raises ``ProviderUnavailable`` (SDK or CLI missing,
         CLI failing to start), ``TransportError`` (the CLI refused), ``UsageError`` (bad spec)."""
@@ -139,7 +152,15 @@ class ClaudeProvider(Provider):
             raise UsageError(f"session {session_id} already has a live handle; stop() it first")
         return await self._open(spec, session_id, resume=True)
 
-    async def _open(self, spec: Spec, session_id: str, *, resume: bool) -> ClaudeHandle:
+    async def fork(self, session_id: str, spec: Spec) -> ClaudeHandle:
+        """A new session that starts with a copy of session ``session_id``'s history (Claude Code's
+        ``--fork-session``); no turn runs until ``send()``. Use the same ``spec.cwd`` and
+        ``CLAUDE_CONFIG_DIR`` as the session forked. ``Handle.fork()`` calls this."""
+        return await self._open(spec, str(uuid.uuid4()), resume=False, fork_of=session_id)
+
+    async def _open(
+        self, spec: Spec, session_id: str, *, resume: bool, fork_of: str | None = None
+    ) -> ClaudeHandle:
         if self._closed:
             raise UsageError("this ClaudeProvider was shut down")
         require_sdk()
@@ -160,6 +181,7 @@ class ClaudeProvider(Provider):
                 resume=resume,
                 temp=temp,
                 sandbox_unavailable=unavailable,
+                fork_of=fork_of,
             )
             handle = ClaudeHandle(self, self._sessions, session_id, spec, policy, plan, temp)
             try:
@@ -178,6 +200,7 @@ class ClaudeProvider(Provider):
                     resume=resume,
                     temp=temp,
                     sandbox_unavailable=exc.reason,
+                    fork_of=fork_of,
                 )
                 handle = ClaudeHandle(self, self._sessions, session_id, spec, policy, plan, temp)
                 await handle.connect()
@@ -185,6 +208,9 @@ class ClaudeProvider(Provider):
             temp.remove()
             raise
         self._sessions.add(handle)
+        if fork_of is not None:
+            handle.notice_next_turn(_notices(plan))  # no turn yet: the first send() gets them
+            return handle
         try:
             await handle.start_turn(plan.content)
         except BaseException:

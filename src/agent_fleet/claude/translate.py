@@ -127,8 +127,11 @@ def plan_session(
     resume: bool,
     temp: SessionTemp | None = None,
     sandbox_unavailable: str | None = None,
+    fork_of: str | None = None,
 ) -> ClaudePlan:
-    """Translate ``spec`` for a new session with id ``session_id``, or the resumption of one.
+    """Translate ``spec`` for a new session with id ``session_id``, or the resumption of one, or (with
+    ``fork_of``) a new session ``session_id`` that starts with a copy of session ``fork_of``'s history
+    (``--resume fork_of --fork-session --session-id session_id``).
 
     ``temp``: the session's temporary directories (``claude._sandbox.session_temp``; the provider makes
     them); ``sandbox_unavailable``: why Claude Code's sandbox cannot start here, passed only where the
@@ -142,7 +145,9 @@ def plan_session(
         # a repository's .claude/settings.json could otherwise run hooks outside the approval policy.
         "setting_sources": list(options.setting_sources),
     }
-    if resume:
+    if fork_of is not None:
+        opts.update(resume=fork_of, fork_session=True, session_id=session_id)
+    elif resume:
         opts["resume"] = session_id
     else:
         opts["session_id"] = session_id
