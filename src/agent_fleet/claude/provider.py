@@ -22,6 +22,11 @@ itself refuses (``failIfUnavailable``) -- the session fails with ``ProviderUnava
 (``System(subtype="no_os_sandbox")``). Each session gets its temporary directory (``Spec.temp_dir``,
 else a private one removed with the session).
 
+Beyond spawn and resume: ``Handle.interrupt()`` (stop a turn, keep the session and its CLI),
+``Handle.fork()`` (``fork`` here: Claude Code's ``--fork-session`` into a new session id),
+``list_sessions()`` (``claude-agent-sdk``'s listing, under the CLIs' ``CLAUDE_CONFIG_DIR``); the
+caller's own hooks (``ClaudeOptions.hooks``) run after ours and cannot accept (``_hooks``).
+
 ``Spec`` fields not honoured (reported per session as ``System(subtype="spec_unsupported")``):
 ``reasoning_effort`` values Claude Code does not know, ``allowed_hosts`` entries its sandbox cannot
 express. See ``translate`` for where every field goes.
