@@ -490,16 +490,19 @@ async def test_interrupt_stops_the_turn_and_send_continues_the_session(
     claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
 ) -> None:
     marker = workspace / "finished.txt"
-    anthropic_server.enqueue(
-        AnthropicReply.bash(f"sleep 60 && touch {marker}"),  # interrupted while it runs
-        AnthropicReply.text("after the interrupt"),
-    )
+    # a script (Claude Code refuses a bare long `sleep` itself), interrupted while it runs
+    started = workspace / "started"
+    os.mkfifo(started)  # the script says it runs by writing to it; the test waits for that
+    script = workspace / "slow.sh"
+    script.write_text(f"#!/bin/sh\necho started > '{started}'\nsleep 60\ntouch '{marker}'\n")
+    anthropic_server.enqueue(AnthropicReply.bash(f"sh {script}"), AnthropicReply.text("after the interrupt"))
     async with ClaudeProvider(claude_options) as provider:
         handle = await provider.spawn(Spec(prompt="first question", cwd=workspace))
         seen: list[Event] = []
         async for event in handle.events():
             seen.append(event)
             if isinstance(event, ToolUse) and event.name == "shell":
+                await asyncio.wait_for(asyncio.to_thread(started.read_text), 30)  # the command runs
                 await handle.interrupt()
         error = _one_terminal(seen)
         assert isinstance(error, Error) and error.code == "cancelled" and not error.retryable
@@ -508,11 +511,11 @@ async def test_interrupt_stops_the_turn_and_send_continues_the_session(
         result = await handle.wait()
         assert result.session_id == handle.session_id
         assert len(_cli_children()) == 1  # the same CLI process goes on
-        assert not _running(str(marker))  # the command was killed with the turn
+        assert not _running(str(script))  # the command was killed with the turn
     assert result.text == "after the interrupt"
-    second = anthropic_server.agent_requests[-1]
+    _, second = anthropic_server.agent_requests  # the interrupted turn asked the model nothing more
     assert second.contains("first question") and second.last_user_text.startswith("second question")
-    assert not marker.exists()  # the command was killed with the turn
+    assert not marker.exists()
 
 
 async def test_max_turns_bounds_each_turn_s_model_round_trips(

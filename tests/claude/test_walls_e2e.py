@@ -193,10 +193,24 @@ async def test_read_only_keeps_the_workspace_read_only_for_commands(
     (fleet.a / "work.sh").write_text(
         "#!/bin/sh\n(echo x > made-here.txt) 2>/dev/null && echo WROTE || echo denied-workspace\n"
     )
-    anthropic_server.enqueue(AnthropicReply.bash("sh work.sh"), AnthropicReply.text("done"))
+    anthropic_server.enqueue(
+        AnthropicReply.bash("sh work.sh"),
+        # the file tools run outside the OS sandbox: the bridge keeps them read-only too
+        AnthropicReply.tool_use("Write", {"file_path": str(fleet.a / "written.txt"), "content": "x\n"}),
+        AnthropicReply.text("done"),
+    )
     events = await _run(claude_options, Spec(prompt="go", cwd=fleet.a, sandbox="read-only"))
     assert any("denied-workspace" in o for o in _outputs(events))
-    assert not (fleet.a / "made-here.txt").exists()
+    assert not (fleet.a / "made-here.txt").exists() and not (fleet.a / "written.txt").exists()
+    assert _denied(events) == [
+        {
+            "rule": "path-escape",
+            "reason": "the session is read-only (Spec.sandbox): its file tools may not write",
+            "kind": "file_change",
+            "paths": [str(fleet.a / "written.txt")],
+            "tool": "Write",
+        }
+    ]
 
 
 async def test_the_network_is_allowed_hosts_only(

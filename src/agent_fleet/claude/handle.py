@@ -525,6 +525,13 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             home=self._home,
             sandboxed=self._plan.no_os_sandbox is None,
         )
+        if self._plan.sandbox == "read-only" and request.kind == "file_change" and decision.accepted:
+            # The file tools run in the CLI, outside the OS sandbox that keeps commands read-only.
+            decision = Decision(
+                action="decline",
+                rule="path-escape",
+                reason="the session is read-only (Spec.sandbox): its file tools may not write",
+            )
         handler = self._provider.options.approval_handler
         if handler is not None and self._live_turn() is not None:
             decision = await refine(
