@@ -87,7 +87,8 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         # -- the task runner -----------------------------------------------------------------------------
         "runner.started": (
             "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced, "
-            "sandbox; danger-full-access: the approval policy is the only guard)"
+            "sandbox, os_sandbox; danger-full-access or os_sandbox null: the approval policy is the "
+            "only guard)"
         ),
         "runner.session": "the task's session exists, new or resumed (data: session_id, resumed)",
         "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
