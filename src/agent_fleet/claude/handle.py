@@ -387,7 +387,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
         if self._temp is not None and self._closed:
-            self._temp.remove()  # the CLI is gone: nothing writes there any more
+            # The CLI is gone: nothing writes there any more. Off the loop: removing a tree can take
+            # tens of milliseconds on a loaded machine, and every other session waits meanwhile.
+            await asyncio.to_thread(self._temp.remove)
 
     def _on_timeout(self, turn: _ClaudeTurn) -> None:
         turn.timer = None
