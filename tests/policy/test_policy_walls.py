@@ -274,3 +274,13 @@ def test_a_permission_grant_of_a_vital_root_is_declined(tmp_path: Path) -> None:
         assert decision.rule == "vital-path", (root, decision)
     request = ApprovalRequest(kind="permissions", paths=["build"], cwd=workspace)
     assert ApprovalPolicy().evaluate(request).accepted
+
+
+def test_a_workspace_that_lives_under_an_agents_directory_is_still_a_workspace(tmp_path: Path) -> None:
+    # codex keeps its own worktrees under ~/.codex/worktrees: names count below the workspace only
+    workspace = tmp_path / ".codex" / "worktrees" / "w1"
+    workspace.mkdir(parents=True)
+    assert _change(workspace, "src/main.py").accepted
+    assert _change(workspace, ".codex/config.toml").rule == "vital-path"
+    command = ApprovalRequest(kind="command", command="echo x > src.txt", cwd=workspace)
+    assert ApprovalPolicy().evaluate(command).accepted

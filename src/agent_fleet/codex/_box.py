@@ -61,7 +61,8 @@ _TRIPWIRE = """\
 __af_box={box}
 __af_parent=
 [ -r "/proc/$PPID/comm" ] && IFS= read -r __af_parent < "/proc/$PPID/comm"
-if [ -n "$BASH_EXECUTION_STRING" ] && [ "$__af_parent" != bash ] && mkdir "$__af_box/probe.$$" 2>/dev/null; then
+if [ -n "$BASH_EXECUTION_STRING" ] && [ "$__af_parent" != bash ] \\
+  && mkdir "$__af_box/probe.$$" 2>/dev/null; then
   rmdir "$__af_box/probe.$$"
   __af_ok=
   for __af_grant in "$__af_box"/{grants}/*; do

@@ -272,7 +272,7 @@ class CodexProvider(Provider):
             await self._kill(child)
         await self._sessions.close()
         if self._private_tmp is not None:
-            shutil.rmtree(self._private_tmp, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, self._private_tmp, ignore_errors=True)
             self._private_tmp = None
 
     async def _kill(self, child: _Child) -> None:

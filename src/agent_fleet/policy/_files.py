@@ -278,7 +278,7 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
         if why is not None:
             return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
         if ctx.roots and path not in _HARMLESS and not path.startswith(_HARMLESS_TREES):
-            why = protected_reason(path, ctx.cwd)
+            why = protected_reason(path, ctx.cwd, ctx.roots)
             if why is not None:
                 return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
         if (

@@ -151,13 +151,28 @@ def _agent_homes() -> tuple[str, ...]:
     return tuple(os.path.realpath(home) for home in homes)
 
 
-def protected_reason(path: str, cwd: str | None) -> str | None:
-    """Why writing ``path`` (relative to ``cwd``) writes code that runs later, or ``None``."""
+def _below(path: str, roots: tuple[str, ...]) -> str:
+    """The part of ``path`` below the deepest root holding it (a workspace may itself live under a
+    ``.codex`` or ``.git`` directory), or all of it."""
+    best = ""
+    for root in roots:
+        if _under(path, (root,)) and len(root) > len(best):
+            best = root
+    return path[len(best.rstrip("/")) :] if best else path
+
+
+def protected_reason(path: str, cwd: str | None, roots: Iterable[str | os.PathLike[str]] = ()) -> str | None:
+    """Why writing ``path`` (relative to ``cwd``) writes code that runs later, or ``None``. Names are
+    looked for below the deepest of ``cwd`` and ``roots`` that holds the path."""
     if not path or "\0" in path:
         return None
     forms = _forms(path, cwd)
+    bases = [
+        os.path.normpath(os.path.join(cwd or "/", root)) for root in ((cwd,) if cwd else ()) + tuple(roots)
+    ]
+    bases += [os.path.realpath(base) for base in bases]
     for form in forms:
-        why = _name_reason(form)
+        why = _name_reason(_below(form, tuple(bases)))
         if why is not None:
             return why
     if _under(forms[-1], _agent_homes()) or _under(forms[0], _agent_homes()):

@@ -180,7 +180,7 @@ def judge_permissions(request: ApprovalRequest, allowed: Sequence[str]) -> Decis
         return escaped
     cwd = os.fspath(request.cwd) if request.cwd is not None else None
     for root in request.paths:
-        why = protected_reason(os.fspath(root), cwd)
+        why = protected_reason(os.fspath(root), cwd, request.writable_roots)
         if why is not None:
             return _decline("vital-path", f"write access to {os.fspath(root)!r}: {why}")
     if request.network and not host_allowed(None, None, None, allowed):

@@ -263,7 +263,7 @@ class ApprovalPolicy:
             return escaped
         cwd = os.fspath(request.cwd) if request.cwd is not None else None
         for path in request.paths:
-            why = protected_reason(os.fspath(path), cwd)
+            why = protected_reason(os.fspath(path), cwd, request.writable_roots)
             if why is not None:
                 return _decline("vital-path", f"a file change of {os.fspath(path)!r}: {why}")
         return self._by_default("file change inside the workspace")
