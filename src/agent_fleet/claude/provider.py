@@ -229,8 +229,9 @@ class ClaudeProvider(Provider):
 def _no_sandbox_message(reason: str) -> str:
     return (
         f"{reason}. The Claude provider runs Claude Code's commands in its OS sandbox and does not start "
-        "a session without it; install what it needs, or pass ClaudeOptions(sandbox_optional=True) to run "
-        "such sessions without an OS sandbox (the approval policy is then the only guard)"
+        "a session without it; install what it needs, or run without an OS sandbox -- "
+        "ClaudeOptions(sandbox_optional=True) where it cannot start, or Spec.sandbox='danger-full-access' "
+        "(--sandbox danger-full-access) -- and the approval policy is the only guard"
     )
 
 
