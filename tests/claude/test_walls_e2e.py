@@ -18,6 +18,7 @@ import pytest
 
 from agent_fleet import Event, PermissionConfig, Result, Spec, System, ToolResult, ToolUse
 from agent_fleet.claude import ClaudeOptions, ClaudeProvider
+from agent_fleet.claude._sandbox import CLI_TEMP_LIMIT
 from agent_fleet.errors import ProviderUnavailable
 from agent_fleet.policy import ApprovalRequest, Decision
 from agent_fleet.testing._anthropic import AnthropicReply, ScriptedAnthropicServer
@@ -166,7 +167,8 @@ async def test_the_box_itself_is_writable_and_tmpdir_is_inside_it(
     # Spec.temp_dir is long here (pytest's tmp_path): the CLI gets a short private directory of its own
     # (its sockets live there) and gives its commands a directory inside it as TMPDIR, never the shared
     # /tmp; both are the task's own, and the private one is gone with the session
-    assert str(tmpdir).startswith("/tmp/afc-") and fleet.temp_a not in tmpdir.parents
+    assert tmpdir.parent.name.startswith("afc-") and fleet.temp_a not in tmpdir.parents
+    assert tmpdir.name == f"claude-{os.getuid()}" and len(os.fsencode(str(tmpdir))) <= CLI_TEMP_LIMIT
     assert not _exists(tmpdir)
     assert (fleet.temp_a / "direct").read_text() == "ok\n" and (fleet.a / "made-here.txt").exists()
 
