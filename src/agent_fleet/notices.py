@@ -36,6 +36,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "(data: kind, questions or message, action, source; never the answers)"
         ),
         "input_handler_failed": "the input_handler raised or returned no InputAnswer; the default answered",
+        "no_os_sandbox": (
+            "the session runs without an OS sandbox (danger-full-access, or a sandbox that cannot start "
+            "where the caller allowed that): the approval policy is the only guard (data: provider, reason)"
+        ),
         # -- codex (app-server and exec) -----------------------------------------------------------------
         "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
         "stream_retry": (
@@ -102,7 +106,8 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         # -- the task runner -----------------------------------------------------------------------------
         "runner.started": (
             "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced, "
-            "sandbox; danger-full-access: the approval policy is the only guard)"
+            "sandbox, os_sandbox; danger-full-access or os_sandbox null: the approval policy is the "
+            "only guard)"
         ),
         "runner.session": (
             "the task's session exists, new or resumed (data: session_id, resumed, start_head: the commit "

@@ -71,6 +71,7 @@ from agent_fleet.runner.providers import (
     check_permission_enforced,
     check_provider,
     make_provider,
+    os_sandbox,
     provider_entry,
 )
 from agent_fleet.runner.review import (
@@ -229,6 +230,7 @@ class _TaskRun:
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
             sandbox=spec.sandbox or "workspace-write",
+            **os_sandbox(self.provider_name, self.provider),
         )
         core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
         stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None
