@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_fleet.errors import UsageError
-from agent_fleet.policy._requests import _entry
+from agent_fleet.policy.requests._requests import _entry
 
 __all__ = [
     "OS_SANDBOX",
