@@ -163,7 +163,7 @@ DANGEROUS: dict[str, list[str]] = {
         "vault kv get -field=password secret/prod/db",
         "vault read -format=json database/creds/readonly",
         "vault read secret/data/app",
-        "vault print token",
+        "vault token lookup -format=json | jq -r .data.id",
         "op read op://Private/github/token",
         "op item get 'AWS prod' --fields password",
         "pass show infra/root",

@@ -20,18 +20,25 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Inner", "analyse_code", "code_language"]
+__all__ = ["OPAQUE_TEXT", "UNKNOWN", "Inner", "analyse_code", "code_language"]
 
 UNKNOWN = "$?"
 #: Inline code longer than this is not analysed (and so is declined as opaque).
 MAX_CODE_CHARS = 128 * 1024
 
 
+#: The text recorded for a file inline code writes with content that cannot be known: running that file
+#: later runs code nobody can see (``_later`` makes it opaque); reading it gives nothing known.
+OPAQUE_TEXT = "\x00written by inline code with content that cannot be known"
+
+
 @dataclass(frozen=True, slots=True)
 class Inner:
-    """Something a command runs: ``script`` (shell text), ``argv``, or ``opaque`` (``text`` says why)."""
+    """Something a command runs or does: ``script`` (shell text), ``argv``, ``opaque`` (``text`` says
+    why), or ``write`` (the file ``argv[0]`` now holds ``text``, ``OPAQUE_TEXT`` when unknown: recorded
+    so that running it later runs that text)."""
 
-    kind: Literal["script", "argv", "opaque"]
+    kind: Literal["script", "argv", "opaque", "write"]
     text: str = ""
     argv: tuple[str, ...] = ()
     positional: tuple[str, ...] | None = None
@@ -145,6 +152,8 @@ class _Python(ast.NodeVisitor):
         self.modules: dict[str, str] = {}  # alias -> module (`import subprocess as sp`)
         self.imported: dict[str, str] = {}  # name -> module (`from shutil import rmtree`)
         self.renamed: dict[str, str] = {}  # `from os import system as run`: run -> system
+        self.listings: set[str] = set()  # names bound to the entries of a listing (`files` of os.walk)
+        self.handles: dict[str, str] = {}  # `with open(p, "w") as f`: f -> p
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -222,6 +231,115 @@ class _Python(ast.NodeVisitor):
         value = self.literal(node)
         return UNKNOWN if value is None else value
 
+    # Loops over what a directory holds: the loop variable stands for those paths, a glob under the
+    # directory (`for p in Path('.').rglob('*.pyc'): p.unlink()` removes `./**/*.pyc`, not anything).
+
+    def _listed(self, node: ast.AST) -> str | None:
+        """The paths an iterable of directory entries yields, as a glob, when its base is known."""
+        if not isinstance(node, ast.Call):
+            return None
+        name = _call_name(node.func)
+        args = node.args
+        base: str | None
+        if isinstance(node.func, ast.Attribute) and name in ("rglob", "glob", "iterdir", "walk"):
+            module = node.func.value.id if isinstance(node.func.value, ast.Name) else ""
+            if self.modules.get(module, module) in ("glob", "os"):
+                pattern = self.literal(args[0]) if args else None
+                if name == "walk":
+                    return None if pattern is None else posixpath.join(pattern, "**")
+                return pattern if name in ("glob",) else None
+            base = self.literal(node.func.value)
+            pattern = self.literal(args[0]) if args else "*"
+            if base is None or pattern is None:
+                return None
+            if name == "rglob":
+                return posixpath.join(base, "**", pattern)
+            return posixpath.join(base, pattern if name == "glob" else "*")
+        if name in ("glob", "iglob") and args and self.imported.get(_call_name(node.func)) == "glob":
+            return self.literal(args[0])
+        if name in ("listdir", "scandir", "walk"):
+            base = self.literal(args[0]) if args else "."
+            return None if base is None else posixpath.join(base, "**" if name == "walk" else "*")
+        if name in ("sorted", "list", "reversed", "filter") and args:
+            return self._listed(args[-1])
+        return None
+
+    def _elements(self, node: ast.AST) -> str | None:
+        """What a loop over ``node`` binds: a glob for a directory listing (or a name bound to one's
+        entries), ``{a,b}`` for a literal list of strings; ``None`` when not known."""
+        if isinstance(node, ast.Name) and node.id in self.listings:
+            return self.names.get(node.id)
+        if isinstance(node, ast.List | ast.Tuple | ast.Set) and node.elts:
+            items = [self.literal(element) for element in node.elts]
+            if all(item is not None and not set(item) & set("{},") for item in items):
+                return items[0] if len(items) == 1 else "{" + ",".join(item or "" for item in items) + "}"
+            return None
+        return self._listed(node)
+
+    def _bind(self, target: ast.AST, iterable: ast.AST) -> None:
+        listed = self._elements(iterable)
+        names = [target] if isinstance(target, ast.Name) else []
+        if isinstance(target, ast.Tuple):  # `for root, dirs, files in os.walk(d)`: names of entries
+            names = [element for element in target.elts if isinstance(element, ast.Name)]
+        for i, name in enumerate(names):
+            self.listings.discard(name.id)
+            if listed is None:
+                self.names.pop(name.id, None)
+                continue
+            self.names[name.id] = listed if i == 0 else "*"
+            if i > 0:
+                self.listings.add(name.id)  # `for f in files`: each entry's name
+
+    def _opened_for_writing(self, node: ast.AST) -> str | None:
+        """The path ``open(p, "w")`` (or a handle bound to one) writes, else ``None``."""
+        if isinstance(node, ast.Name):
+            return self.handles.get(node.id)
+        if not isinstance(node, ast.Call) or _call_name(node.func) != "open":
+            return None
+        mode = self.literal(node.args[1]) if len(node.args) > 1 else None
+        for keyword in node.keywords:
+            if keyword.arg == "mode":
+                mode = self.literal(keyword.value)
+        if mode is None or not set(mode) & set("wax+"):
+            return None
+        return self._target(node.args[0] if node.args else None)
+
+    def _content(self, node: ast.AST | None) -> str:
+        if isinstance(node, ast.List | ast.Tuple):
+            parts = [self.literal(element) for element in node.elts]
+            return OPAQUE_TEXT if any(p is None for p in parts) else "".join(p or "" for p in parts)
+        value = self.literal(node)
+        return OPAQUE_TEXT if value is None else value
+
+    def visit_With(self, node: ast.With) -> None:
+        for item in node.items:
+            self.visit(item.context_expr)
+            path = self._opened_for_writing(item.context_expr)
+            if isinstance(item.optional_vars, ast.Name):
+                if path is not None:
+                    self.handles[item.optional_vars.id] = path
+                else:
+                    self.handles.pop(item.optional_vars.id, None)
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_For(self, node: ast.For) -> None:
+        self.visit(node.iter)
+        self._bind(node.target, node.iter)
+        for statement in (*node.body, *node.orelse):
+            self.visit(statement)
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        for generator in node.generators:
+            self.visit(generator.iter)
+            self._bind(generator.target, generator.iter)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            self.visit(part)
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.literal(node.value)
         for target in node.targets:
@@ -245,6 +363,14 @@ class _Python(ast.NodeVisitor):
             name = self.renamed.get(node.func.id, node.func.id)
         args = node.args
         first = args[0] if args else None
+        self._judge_call(node, name, receiver, args, first)
+        written = self._write_call(node, name)  # after the `tee` that stands for the write itself
+        if written is not None:
+            self.found.append(written)
+
+    def _judge_call(
+        self, node: ast.Call, name: str, receiver: str, args: list[ast.expr], first: ast.AST | None
+    ) -> None:
         if name in _SHELL_CALLS or (name in _EXEC_CALLS and receiver in _PROCESS_MODULES | {""}):
             self._process(name, node, first)
         elif name in _REMOVE_TREE:
@@ -295,6 +421,26 @@ class _Python(ast.NodeVisitor):
                     self.found.append(Inner("opaque", text="getattr of a process or file-removal call"))
             else:
                 self.found.append(Inner("opaque", text=f"{name}() of code that is not a literal"))
+
+    def _write_call(self, node: ast.Call, name: str) -> Inner | None:
+        """``open(p, "w").write(TEXT)``, ``f.write(TEXT)`` for a handle so opened, ``print(TEXT,
+        file=f)``, ``Path(p).write_text(TEXT)``: the file and what it will hold."""
+        func, args = node.func, node.args
+        path: str | None = None
+        content: ast.AST | None = args[0] if args else None
+        if name in ("write", "writelines") and isinstance(func, ast.Attribute):
+            path = self._opened_for_writing(func.value)
+        elif name in ("write_text", "write_bytes") and isinstance(func, ast.Attribute):
+            path = self._target(func.value)
+        elif name == "print":
+            handle = next((k.value for k in node.keywords if k.arg == "file"), None)
+            path = self._opened_for_writing(handle) if handle is not None else None
+            texts = [self.literal(arg) for arg in args]
+            text = None if any(t is None for t in texts) else " ".join(t or "" for t in texts) + "\n"
+            return Inner("write", text=text or OPAQUE_TEXT, argv=(path,)) if path is not None else None
+        if path is None:
+            return None
+        return Inner("write", text=self._content(content), argv=(path,))
 
     def _process(self, name: str, node: ast.Call, first: ast.AST | None) -> None:
         if first is None:
@@ -356,6 +502,8 @@ def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
     """What ``code`` in ``language`` would run or touch (see the module docstring)."""
     if _depth > 3:
         return [Inner("opaque", text="inline code nests too deeply")]
+    if OPAQUE_TEXT in code:
+        return [Inner("opaque", text="code inline code wrote, with content that cannot be known, is run")]
     if len(code) > MAX_CODE_CHARS:
         return [Inner("opaque", text=f"inline code longer than {MAX_CODE_CHARS} characters is not judged")]
     found: list[Inner] = []

@@ -13,11 +13,16 @@ from __future__ import annotations
 import posixpath
 import re
 
-from agent_fleet.policy.bash._code import UNKNOWN, Inner
+from agent_fleet.policy.bash._code import OPAQUE_TEXT, UNKNOWN, Inner
 
 __all__ = ["literal_paths", "patterns"]
 
-_STRING = r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)"""
+_STRING = (
+    r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`"""
+    # Ruby's %q(...)/%Q{...}/%(...) and Perl's q(...)/qq(...): strings too.
+    r"""|%[qQ]?\(((?:[^()\\]|\\.)*)\)|%[qQ]?\{((?:[^{}\\]|\\.)*)\}|%[qQ]?\[((?:[^\[\]\\]|\\.)*)\]"""
+    r"""|\bqq?\(((?:[^()\\]|\\.)*)\)|\bqq?\{((?:[^{}\\]|\\.)*)\})"""
+)
 _RUN_SITE = re.compile(
     r"\b(?:system|exec|execSync|spawnSync|execFileSync|spawn|execFile|popen|shell_exec|passthru|proc_open"
     r"|qx|pcntl_exec|IO\.popen|Open3\.\w+|%x|os\.execute|io\.popen|exec_command|Process\.(?:start|run)"
@@ -115,14 +120,18 @@ def _run_calls(code: str) -> list[Inner]:
 
 
 _BACKTICK = re.compile(
-    r"`((?:[^`\\]|\\.)+)`|\bqx\s*(?:\((.*?)\)|\{(.*?)\}|\[(.*?)\]|/(.*?)/|\|(.*?)\||<(.*?)>)", re.DOTALL
+    r"`((?:[^`\\]|\\.)+)`|(?:\bqx|%x)\s*(?:\((.*?)\)|\{(.*?)\}|\[(.*?)\]|/(.*?)/|\|(.*?)\||<(.*?)>)",
+    re.DOTALL,
 )
 _WRITE_PATTERN = re.compile(
     r"\b(?:writeFileSync|appendFileSync|writeFile|appendFile|createWriteStream|file_put_contents"
     r"|File\.write|IO\.write|Deno\.writeTextFile(?:Sync)?|Bun\.write|io\.open\s*\([^)]*['\"][wa]['\"]\s*\)"
     r"|File\.open(?=\s*\([^)]*,\s*['\"][wa+]))\s*\(?\s*"
 )
-_PERL_OPEN = re.compile(r"\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*['\"]\s*(?:>>?|\+<)\s*([^'\"]+)['\"]")
+_PRINT = re.compile(r"\b(?:print|printf|say)\s+(?:\{?\s*\$?\w+\s*\}?\s+)?")
+_PERL_OPEN = re.compile(
+    r"\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*['\"]\s*(?:>>?|\+<)\s*(?:([^'\",]+)['\"]|['\"]\s*,\s*['\"]([^'\"]+)['\"])"
+)
 
 
 def _home_form(text: str) -> str:
@@ -196,9 +205,20 @@ def patterns(code: str) -> list[Inner]:
     if _BY_NAME.search(code):
         found.append(Inner("opaque", text="inline code calls a process function by a computed name"))
     for match in _WRITE_PATTERN.finditer(code):
-        found.append(Inner("argv", argv=("tee", _written_target(code, match.end()))))
+        written = _written_target(code, match.end())
+        found.append(Inner("argv", argv=("tee", written)))
+        literal = _LITERAL.match(code, match.end())
+        comma = _NEXT_ARG.match(code, literal.end()) if literal is not None else None
+        if comma is not None and written != UNKNOWN:  # `writeFileSync('x.sh', TEXT)`: what x.sh holds
+            content, _ = _argument(code, comma.end())
+            found.append(Inner("write", text=content or OPAQUE_TEXT, argv=(written,)))
     for match in _PERL_OPEN.finditer(code):
-        found.append(Inner("argv", argv=("tee", _home_form(match.group(1)))))
+        written = _home_form(match.group(1) or match.group(2))
+        found.append(Inner("argv", argv=("tee", written)))
+        printed = [_argument(code, m.end())[0] for m in _PRINT.finditer(code, match.end())]
+        if printed:  # `print $f "TEXT"` after the open
+            text = "".join(p or OPAQUE_TEXT for p in printed)
+            found.append(Inner("write", text=OPAQUE_TEXT if OPAQUE_TEXT in text else text, argv=(written,)))
     for match in _REMOVE_PATTERN.finditer(code):
         found.append(Inner("argv", argv=("rm", "-rf", _target(code, match.end()))))
     for match in _TRUNCATE.finditer(code):

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
-from agent_fleet.policy.bash._code import Inner, analyse_code, code_language, inline_codes
+from agent_fleet.policy.bash._code import OPAQUE_TEXT, Inner, analyse_code, code_language, inline_codes
 from agent_fleet.policy.bash._commands import (
     CommandTooLarge,
     ParsedScript,
@@ -38,7 +38,8 @@ from agent_fleet.policy.bash._commands import (
     SimpleCommand,
     UnparsableCommand,
 )
-from agent_fleet.policy.bash._later import recipes, record_writes, written_runs
+from agent_fleet.policy.bash._escapes import escape_runs
+from agent_fleet.policy.bash._later import recipes, record_writes, remember, written_runs
 from agent_fleet.policy.bash._runs import inner_runs
 from agent_fleet.policy.bash._unwrap import (
     SHELLS,
@@ -207,6 +208,8 @@ def emit(
     for found in implied_runs:
         run_inner(found, sink, implied)
     texts = (*stdin_texts, *ctx.stdin_texts)
+    for found in escape_runs(cmd.program, argv, texts):  # `printf '!rm -rf ~' | ed`, `dc -e '!cmd'`
+        run_inner(found, sink, implied)
     if executes_stdin(argv) or cmd.program in _STDIN_RUNNERS or _make_stdin(argv):
         # The program consumes that input: what it runs does not see it again.
         consumed = inner_ctx._replace(stdin=(), stdin_texts=(), feeders=())
@@ -258,7 +261,7 @@ def _assignments(words: Sequence[str]) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     for word in words:
         name, eq, value = word.partition("=")
-        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|BASH_FUNC_[^=/]+%%", name):
             pairs.append((name, value))
     return pairs
 
@@ -289,12 +292,17 @@ def run_inner(inner: Inner, sink: Sink, ctx: Ctx) -> None:
                 emit(inner.argv, ctx, sink)
         case "opaque":
             sink.opaque.append(inner.text)
+        case "write":
+            remember(sink.files, inner.argv[0], inner.text)
 
 
 def parse_into(text: str, sink: Sink, ctx: Ctx) -> bool:
     """Parse ``text`` and walk it into ``sink``; ``False`` when it holds only comments and blanks."""
     if ctx.depth > MAX_DEPTH:
         raise UnparsableCommand(f"inline scripts nest more than {MAX_DEPTH} levels deep")
+    if OPAQUE_TEXT in text:  # a file inline code wrote with content nobody can know, now run
+        sink.opaque.append("a file written by inline code, with content that cannot be known, is run")
+        return True
     sink.parses += 1
     if sink.parses > MAX_PARSES:
         raise CommandTooLarge(f"the command carries more than {MAX_PARSES} inline scripts")

@@ -138,6 +138,17 @@ class Walker:
         body = [child for child in node.named_children if child.type != "comment"]
         if len(body) == 1 and body[0].type == "file_redirect" and self.text(body[0]).startswith("<"):
             return read_text(("cat", self.text(body[0]).lstrip("<").strip()), self._sink.files)  # `$(< x)`
+        documents: list[str] = []
+        if len(body) == 1 and body[0].type == "redirected_statement":
+            # `$(cat <<'E' ... E)`: what the here-document holds is what the substitution prints.
+            statement = body[0]
+            inner = statement.child_by_field_name("body")
+            for child in statement.named_children:
+                if child.type == "heredoc_redirect":
+                    documents.append(self._document(child))
+                elif inner is None or child.id != inner.id:
+                    return None
+            body = [inner] if inner is not None else []
         if len(body) != 1 or body[0].type != "command":
             return None
         command = body[0]
@@ -148,12 +159,27 @@ class Walker:
                 words.extend(self.fields(child.children))
             elif name == "argument":
                 words.extend(self.fields([child]))
+            elif child.type == "herestring_redirect":  # `$(cat <<< 'TEXT')`
+                pieces = [piece for piece in child.children if piece.is_named]
+                documents.append(" ".join(self.fields(pieces)) + "\n")
             elif child.is_named:
                 return None
         if not words:
             return None
         program = normalise_program(words[0])
+        if documents:
+            operands = [word for word in words[1:] if word != "-"]
+            return "".join(documents) if program in ("cat", "tee") and not operands else None
         return known_output(program, words[1:]) or read_text((program, *words[1:]), self._sink.files)
+
+    def _document(self, node: Node) -> str:
+        """The text a here-document gives: its body, tabs stripped for ``<<-``. Expansions in an unquoted
+        document are left as written (``$X``), so what depends on them stays unknown."""
+        body = next((child for child in node.named_children if child.type == "heredoc_body"), None)
+        text = self.text(body) if body is not None else ""
+        if any(child.type == "<<-" for child in node.children):
+            text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
+        return text
 
     def _assign(self, node: Node) -> None:
         self._sink.assignments += 1

@@ -81,10 +81,21 @@ def _value_runs(key: str, value: str) -> list[Inner]:
     return []
 
 
+#: Prompts bash expands (command substitutions included) each time it shows them: ``PS4`` for every
+#: command traced (``set -x``, ``bash -x``, ``SHELLOPTS=xtrace``), the others in interactive shells.
+_ENV_PROMPTS = frozenset({"PS0", "PS1", "PS2", "PS3", "PS4"})
+
+
 def env_runs(name: str, value: str) -> list[Inner]:
     """What setting ``name=value`` in a command's environment makes run."""
     if name in _ENV_SHELL:
         return [Inner("script", text=value)] if value else []
+    if name in _ENV_PROMPTS and ("$" in value or "`" in value):
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+        return [Inner("script", text=f': "{quoted}"')]  # what its substitutions run, as bash expands it
+    if name.startswith("BASH_FUNC_") and value.lstrip().startswith("()"):
+        # An exported function (`BASH_FUNC_ls%%=() { ...; }`): bash defines it, and a later `ls` runs it.
+        return [Inner("script", text=f"{name[10:].rstrip('%')}{value}")]
     if name == "NODE_OPTIONS" and all(_NODE_SAFE.match(word) for word in value.split()):
         return []  # `--max-old-space-size=8192`: tuning, no code loaded
     if name in _ENV_OPAQUE and value:

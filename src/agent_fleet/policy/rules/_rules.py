@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Final
 
+from agent_fleet.policy.bash._code import UNKNOWN
 from agent_fleet.policy.bash._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy.bash._unwrap import (
     PRIVILEGE,
@@ -229,6 +230,13 @@ def _is_device(word: str) -> bool:
 _DYNAMIC_TARGET = re.compile(r"^(?:\$\{[^}]*\}|\$[A-Za-z_0-9@*#?!$-]+|\$\(.*\)|`.*`|[/.*\s])*$", re.DOTALL)
 
 
+def _shown(word: str) -> str:
+    """A target for a reason: a path inline code computes (``$?`` in ``_code``) is said so."""
+    if word == UNKNOWN:
+        return "a path the inline code computes"
+    return repr(word.replace(UNKNOWN, "<computed>")) if UNKNOWN in word else repr(word)
+
+
 def _unresolvable(word: str) -> bool:
     """A target whose value is wholly unknown: ``$R``, ``"$(cmd)"``, ``${X}/``; not ``$TMPDIR/foo``."""
     return is_dynamic(word) and _DYNAMIC_TARGET.match(word) is not None
@@ -254,9 +262,8 @@ def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
         return Violation(rule="dynamic-command", reason="xargs rm -r of names read from a file")
     for word in targets:
         if _unresolvable(word):
-            return Violation(
-                rule="dynamic-command", reason=f"recursive removal of {word!r}, whose value cannot be known"
-            )
+            reason = f"recursive removal of {_shown(word)}, whose value cannot be known"
+            return Violation(rule="dynamic-command", reason=reason)
     return None
 
 
@@ -367,7 +374,8 @@ def _dynamic_target(cmd: SimpleCommand, words: Sequence[str], what: str) -> Viol
     """A destructive command's target whose value cannot be known (``chmod -R 777 $X``)."""
     for word in words:
         if _unresolvable(word):
-            return Violation(rule="dynamic-command", reason=f"{what} {word!r}, whose value cannot be known")
+            reason = f"{what} {_shown(word)}, whose value cannot be known"
+            return Violation(rule="dynamic-command", reason=reason)
     return None
 
 
