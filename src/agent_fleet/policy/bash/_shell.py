@@ -125,6 +125,7 @@ def emit(
     stdin_texts: tuple[str, ...] = (),
     env: tuple[tuple[str, str], ...] = (),
     script_texts: tuple[str, ...] = (),
+    sources: tuple[tuple[str, ...], ...] = (),
 ) -> None:
     """Peel wrappers off one command's words, record it, and descend into what it runs."""
     argv = list(words)
@@ -171,6 +172,7 @@ def emit(
         functions=ctx.functions,
         carrier=script is not None,
         implied=ctx.implied,
+        sources=ctx.sources + sources,
     )
     sink.commands.append(cmd)
     if len(sink.commands) > MAX_COMMANDS:

@@ -81,6 +81,8 @@ class Ctx(NamedTuple):
     # Text known to flow into standard input through the pipe (`echo 'rm -rf /' | sh`).
     stdin_texts: tuple[str, ...] = ()
     implied: bool = False
+    # What the words of commands here may come from: the substitutions a `for` loop iterates over.
+    sources: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(slots=True)
@@ -299,6 +301,7 @@ class Walker:
         body = node.child_by_field_name("body")
         values: list[str] = []
         dynamic = False
+        first = len(self._sink.commands)
         for value_node in node.children_by_field_name("value"):
             for sub in _find_substitutions(value_node):
                 self.walk(sub, ctx)
@@ -330,7 +333,8 @@ class Walker:
                 sink.in_loop = False
             return
         env[name] = None
-        self.walk(body, ctx)
+        listed = tuple(cmd.argv for cmd in self._sink.commands[first:])  # `for f in $(git ls-files)`
+        self.walk(body, ctx._replace(sources=(ctx.sources + listed)[-_MAX_STDIN:]) if listed else ctx)
 
     def _pipeline(self, stages: Sequence[Node], ctx: Ctx, feed: Sequence[SimpleCommand] = ()) -> None:
         files = self._sink.files
@@ -520,6 +524,7 @@ class Walker:
         substituted: dict[str, None] = {}
         for cmd in self._sink.commands[start:]:
             substituted.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))
+        sources = tuple(cmd.argv for cmd in self._sink.commands[start:])[-_MAX_STDIN:]
 
         self._sink.redirects.extend(raw.redirects)
         if words:
@@ -536,6 +541,7 @@ class Walker:
                 stdin_texts=tuple(raw.stdin_texts),
                 env=tuple(prefix_env),
                 script_texts=tuple(script_texts),
+                sources=sources,
             )
             feed = self._sink.commands[first:]
             self._call(words, own)

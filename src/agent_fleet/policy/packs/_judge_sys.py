@@ -283,6 +283,8 @@ def judge_git_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext)
         return f"git config alias {key} runs a shell command"
     if _EXEC_KEYS.match(key):
         if key.lower() == "core.hookspath":
+            if value in ("", "/dev/null"):
+                return None  # hooks turned off
             resolved = ctx.resolve(value)
             if (resolved is not None and ctx.inside(resolved)) or (
                 resolved is None and not value.startswith(("/", "~", "$"))

@@ -26,6 +26,12 @@ from agent_fleet.policy.packs._judge_code import (
     judge_inline_upload,
 )
 from agent_fleet.policy.packs._judge_exfil import judge_piped_upload
+from agent_fleet.policy.packs._judge_guard_rails import (
+    judge_agent_bypass,
+    judge_ci_secrets,
+    judge_hooks_enabled,
+    judge_settings,
+)
 from agent_fleet.policy.packs._judge_infra import (
     judge_container_wipe,
     judge_remote_manifest,
@@ -164,6 +170,7 @@ JUDGES: dict[str, Judge] = {
     "scale-to-zero": judge_scale_to_zero,
     "piped-upload": judge_piped_upload,
     "inline-file-server": judge_inline_file_server,
+    "agent-bypass": judge_agent_bypass,
 }
 
 # --------------------------------------------------------------------------------------------------
@@ -372,6 +379,9 @@ def _env_auto_approve(ctx: JudgeContext) -> str | None:
 
 #: (rule id, domain, judge), run once per script after every command's pack rules.
 SCRIPT_JUDGES: tuple[tuple[str, str, ScriptJudge], ...] = (
+    ("guard-rails/agent-settings", "guard-rails", judge_settings),
+    ("guard-rails/hooks-enabled", "guard-rails", judge_hooks_enabled),
+    ("guard-rails/ci-secrets", "guard-rails", judge_ci_secrets),
     ("exhaustion/endless-fork-loop", "exhaustion", _endless_fork_loop),
     ("exhaustion/endless-write-loop", "exhaustion", _endless_write_loop),
     ("exhaustion/huge-expansion", "exhaustion", _huge_expansion),

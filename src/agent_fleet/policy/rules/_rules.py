@@ -83,6 +83,7 @@ from agent_fleet.policy.rules._machine import machine_violation
 from agent_fleet.policy.rules._secret_use import secret_exposure
 from agent_fleet.policy.rules._system import system_violation
 from agent_fleet.policy.rules._targets import inside, protected_reason, resolve_target
+from agent_fleet.policy.rules._unseen import UNSEEN_RULES, deletes_sources, unseen_operands
 from agent_fleet.policy.rules._verdict import VIRTUAL_CWD, RuleContext, Violation
 
 __all__ = ["BUILTIN_RULES", "RuleContext", "Violation", "find_violation"]
@@ -111,6 +112,7 @@ BUILTIN_RULES: dict[str, str] = {
     "credential-access": "reading credential files (~/.ssh, ~/.aws, ~/.netrc ...), exporting secret keys,"
     " or sending the environment or secret variables over the network",
     **LINK_RULES,
+    **UNSEEN_RULES,
 }
 
 _HARMLESS_DEVICES = frozenset(
@@ -534,6 +536,8 @@ _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], 
     machine_violation,
     secret_exposure,
     lambda cmd, _ctx: shell_escape(cmd) or lone_dynamic(cmd),
+    unseen_operands,
+    lambda cmd, _ctx: deletes_sources(cmd),
 )
 
 
