@@ -17,6 +17,9 @@ WORKSPACE = "/work/ws"
 #: The size cap (``agent_fleet.policy.engine.MAX_COMMAND_CHARS``), spelled out so this set does not
 #: depend on the engine it measures.
 CAP = 256 * 1024
+#: 180 KB: 30,000 stages of a command with an option, then ``rm -rf ~`` (quadratic in tree-sitter-bash:
+#: 15-25 s and 7.6 GB before the judge bounded it).
+PIPELINE = "cat" + "|wc -l" * 30_000 + "|rm -rf ~"
 
 
 def shapes(size: int) -> Iterator[tuple[str, str]]:
@@ -62,8 +65,7 @@ def requests() -> Iterator[tuple[str, ApprovalRequest]]:
     """Every request of the set, named."""
     for name, command in shapes(CAP - 64):
         yield f"command: {name}", ApprovalRequest(kind="command", command=command, cwd=WORKSPACE)
-    pipeline = "cat" + " | grep -v x" * 30_000 + " | rm -rf ~"
-    yield "command: 30,000-stage pipeline", ApprovalRequest(kind="command", command=pipeline, cwd=WORKSPACE)
+    yield "command: 30,000-stage pipeline", ApprovalRequest(kind="command", command=PIPELINE, cwd=WORKSPACE)
     words = ["echo", *(f"a{i}" for i in range(20_000))]
     yield "command: 20,000-word argv", ApprovalRequest(kind="command", command=words, cwd=WORKSPACE)
     paths = [f"src/pkg{i % 97}/module{i}.py" for i in range(10_000)]

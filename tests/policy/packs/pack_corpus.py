@@ -133,7 +133,7 @@ INFRASTRUCTURE_EVERYDAY: list[str] = [
     "ansible all -m ping",
     "ansible-playbook -i inventory site.yml --check",
     "virsh list --all",
-    "vault kv get secret/dev/app",
+    "vault kv list secret/dev",
     "etcdctl get /config/app",
     "zfs list",
     'kubectl patch deploy api -p \'{"spec":{"replicas":3}}\'',

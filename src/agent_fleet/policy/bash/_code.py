@@ -367,6 +367,7 @@ class _Python(ast.NodeVisitor):
         written = self._write_call(node, name)  # after the `tee` that stands for the write itself
         if written is not None:
             self.found.append(written)
+        self.found.extend(self._printed_variables(node, name))
 
     def _judge_call(
         self, node: ast.Call, name: str, receiver: str, args: list[ast.expr], first: ast.AST | None
@@ -422,6 +423,31 @@ class _Python(ast.NodeVisitor):
             else:
                 self.found.append(Inner("opaque", text=f"{name}() of code that is not a literal"))
 
+    def _environment_read(self, node: ast.AST) -> str | None:
+        """The variable ``os.environ[X]``, ``os.environ.get(X)`` or ``os.getenv(X)`` reads, if named."""
+        if isinstance(node, ast.Subscript) and _is_environ(node.value):
+            return self.literal(node.slice)
+        if isinstance(node, ast.Call) and node.args:
+            name = _call_name(node.func)
+            target = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if (name == "get" and target is not None and _is_environ(target)) or name == "getenv":
+                return self.literal(node.args[0])
+        return None
+
+    def _printed_variables(self, node: ast.Call, name: str) -> list[Inner]:
+        """``print(os.environ["TOKEN"])``: what ``printenv TOKEN`` shows (the shell rules judge it)."""
+        if name not in ("print", "pprint", "write", "dump", "dumps") or (
+            name == "write" and not _stdout(node)
+        ):
+            return []
+        found: list[Inner] = []
+        for arg in node.args:
+            for child in ast.walk(arg):
+                variable = self._environment_read(child)
+                if variable is not None:
+                    found.append(Inner("argv", argv=("printenv", variable)))
+        return found
+
     def _write_call(self, node: ast.Call, name: str) -> Inner | None:
         """``open(p, "w").write(TEXT)``, ``f.write(TEXT)`` for a handle so opened, ``print(TEXT,
         file=f)``, ``Path(p).write_text(TEXT)``: the file and what it will hold."""
@@ -469,6 +495,22 @@ class _Python(ast.NodeVisitor):
             self.found.append(Inner("opaque", text="inline code starts an interactive shell"))
         else:
             self.found.append(Inner("argv", argv=argv))
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
+
+
+def _stdout(node: ast.Call) -> bool:
+    """``sys.stdout.write(...)``, ``sys.stderr.write(...)``."""
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Attribute)
+        and func.value.attr in ("stdout", "stderr")
+    )
 
 
 def _call_name(func: ast.AST) -> str:

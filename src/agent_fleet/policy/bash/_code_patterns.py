@@ -157,6 +157,13 @@ _REMOVE_PATTERN = re.compile(
     r"|(?<=\.)rm|(?<![\w.])rm(?=\s*\())(?!\w)"
     r"\s*\(?\s*(?:\[\s*)?(?:glob\s*\(?\s*)?"
 )
+#: An environment variable read inside a printing call: `console.log(process.env.X)`, `puts ENV["X"]`.
+_PRINTED_VARIABLE = re.compile(
+    r"(?:console\.(?:log|info|error|warn|dir)|process\.std(?:out|err)\.write|\bputs|\bpp?|\bprint(?:f|_r)?"
+    r"|\becho|\bsay|\bwarn|\bvar_dump|Write-(?:Host|Output))\b[^;\n]*?(?:process\.env\.([A-Za-z_]\w*)"
+    r"|process\.env\[\s*['\"]([^'\"]+)['\"]|\bENV\[\s*['\"]([^'\"]+)['\"]|\bENV\.fetch\(\s*['\"]([^'\"]+)['\"]"
+    r"|\$ENV\{\s*['\"]?(\w+)['\"]?\s*\}|getenv\(\s*['\"]([^'\"]+)['\"]|\$env:(\w+)|Deno\.env\.get\(\s*['\"]([^'\"]+))"
+)
 _TRUNCATE = re.compile(r"\b(?:truncate|truncateSync|ftruncate)(?!\w)\s*\(?\s*")
 #: ``(target, link)`` calls: Node ``symlinkSync``, Perl/PHP ``symlink``/``link``, Ruby ``File.symlink``.
 _LINK = re.compile(r"\b(symlinkSync|symlink|linkSync|link|File\.symlink|File\.link|ln_s)(?!\w)\s*\(?\s*")
@@ -236,6 +243,8 @@ def patterns(code: str) -> list[Inner]:
         dest = _argument(code, comma.end())[0] if comma is not None else None
         if source is not None:
             found.append(Inner("argv", argv=("mv", source, dest or UNKNOWN)))
+    for match in _PRINTED_VARIABLE.finditer(code):  # `console.log(process.env.TOKEN)` = printenv TOKEN
+        found.append(Inner("argv", argv=("printenv", next(g for g in match.groups() if g is not None))))
     for match in _TCL_EXEC.finditer(code):
         found.append(Inner("script", text=match.group(1)))
     if (_EVALS.search(code) and _FETCH.search(code)) or _INCLUDE_URL.search(code):

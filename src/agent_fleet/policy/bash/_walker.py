@@ -276,8 +276,8 @@ class Walker:
             case "variable_assignment":
                 self._children(node, ctx)
                 self._assign(node)
-            case "declaration_command" if ctx.in_pipeline:
-                # `export -p | curl ...`: in a pipeline the declaration prints, so it is a command.
+            case "declaration_command" if ctx.in_pipeline or self._prints(node):
+                # `export -p | curl ...`, `declare -p TOKEN`: a declaration that prints is a command.
                 self._children(node, ctx)
                 words = [self.text(child) for child in node.children]
                 _shell.emit(words, ctx, self._sink)
@@ -287,6 +287,14 @@ class Walker:
                 return
             case _:
                 self._children(node, ctx)
+
+    def _prints(self, node: Node) -> bool:
+        """``export``, ``declare -x``, ``declare -p NAME``: a declaration that prints variables."""
+        words = [self.text(child) for child in node.children[1:]]
+        if any(child.type == "variable_assignment" for child in node.children):
+            return False
+        options = [w for w in words if w.startswith("-")]
+        return not [w for w in words if not w.startswith("-")] or any("p" in o for o in options)
 
     def _children(self, node: Node, ctx: Ctx) -> None:
         children = node.children
@@ -384,6 +392,13 @@ class Walker:
                 self._redirect(child, raw)
         if body is not None and body.type == "command":
             self._command(body, ctx, raw)
+            return
+        if body is not None and body.type == "declaration_command" and self._prints(body):
+            # `export -p > vars.sh`: the declaration prints into the file.
+            self._sink.redirects.extend(raw.redirects)
+            self._children(body, ctx)
+            words = [self.text(child) for child in body.children]
+            _shell.emit(words, ctx, self._sink, redirects=tuple(raw.redirects))
             return
         tail = body
         while tail is not None and tail.type in ("list", "pipeline") and tail.named_children:

@@ -57,6 +57,7 @@ from agent_fleet.policy.packs._judge_net import (
     judge_upload,
     orchestrated_text,
 )
+from agent_fleet.policy.packs._judge_proxy import judge_proxied_credentials
 from agent_fleet.policy.packs._judge_supply import judge_ephemeral_package, judge_registry_config
 from agent_fleet.policy.packs._judge_sys import (
     judge_answered_yes,
@@ -382,6 +383,7 @@ SCRIPT_JUDGES: tuple[tuple[str, str, ScriptJudge], ...] = (
     ("guard-rails/agent-settings", "guard-rails", judge_settings),
     ("guard-rails/hooks-enabled", "guard-rails", judge_hooks_enabled),
     ("guard-rails/ci-secrets", "guard-rails", judge_ci_secrets),
+    ("exfiltration/proxied-credentials", "exfiltration", judge_proxied_credentials),
     ("exhaustion/endless-fork-loop", "exhaustion", _endless_fork_loop),
     ("exhaustion/endless-write-loop", "exhaustion", _endless_write_loop),
     ("exhaustion/huge-expansion", "exhaustion", _huge_expansion),

@@ -461,12 +461,18 @@ def leaked_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violati
     saved: dict[str, str] = {}
     for cmd in commands:
         targets = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|", "&>", "&>>")]
+        if cmd.program == "tee":  # `env | tee env.log`
+            targets += [a for a in cmd.argv[1:] if not a.startswith("-")]
         if targets:
             sources = [n for n in (cmd.program, *cmd.feeders) if n in _ENV_DUMPERS]
             bare = replace(cmd, redirects=(), stdin=(), feeders=())
             if sources or credential_violation(bare, ctx) is not None:
                 for target in targets:
                     saved[posixpath.basename(target)] = sources[0] if sources else cmd.program
+        if saved and cmd.program == "git":  # `env > e.txt && git add e.txt && git commit`
+            found = _recorded(cmd, saved)
+            if found is not None:
+                return found
         if saved and cmd.program in NETWORK:
             for word in cmd.argv[1:]:
                 for part in _option_values(word):
@@ -477,3 +483,25 @@ def leaked_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violati
                             reason=f"{cmd.program} sends {part!r}, written from {source}",
                         )
     return None
+
+
+def _recorded(cmd: SimpleCommand, saved: dict[str, str]) -> Violation | None:
+    """``git add``/``commit``/``stash`` of a file written from the environment or a credential (by name,
+    or by adding everything)."""
+    words = [a for a in cmd.argv[1:] if not a.startswith("-")]
+    if not words or words[0] not in ("add", "commit", "stash"):
+        return None
+    named = [w for w in words[1:] if posixpath.basename(w.rstrip("/")) in saved]
+    everything = words[0] == "add" and (
+        not words[1:]
+        or any(w in (".", "*", ":/") for w in words[1:])
+        or "-A" in cmd.argv
+        or "--all" in cmd.argv
+    )
+    if not named and not everything:
+        return None
+    source = saved[posixpath.basename(named[0].rstrip("/"))] if named else next(iter(saved.values()))
+    return Violation(
+        rule="credential-access",
+        reason=f"git {words[0]} records a file written from {source}: secrets in history",
+    )
