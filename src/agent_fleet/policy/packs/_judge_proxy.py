@@ -69,7 +69,9 @@ _SIGNING = {
 
 def _proxies(cmd: SimpleCommand, ctx: JudgeContext) -> list[str]:
     found = [m.group(1) for m in _PROXY_ASSIGNMENT.finditer(ctx.text)]
-    found += [value for name, value in cmd.env if name.lower().endswith("proxy")]
+    found += [
+        value for name, value in cmd.env if name.lower().endswith("proxy") and name.lower() != "no_proxy"
+    ]
     args = cmd.argv[1:]
     if cmd.program in ("curl", "wget", "pip", "pip3", "npm", "pnpm", "yarn", "http", "xh", "uv"):
         found += option_values(args, (*_PROXY_OPTIONS, "--https-proxy", "--http-proxy"), attached=False)
