@@ -358,7 +358,7 @@ EVERYDAY: list[str] = [
     "declare -x",
     "set | head -5",
     "python3 -c \"import os; print(os.environ['HOME'])\"",
-    "python3 -c \"import os; print(sorted(os.environ))\"",
+    'python3 -c "import os; print(sorted(os.environ))"',
     "node -e 'console.log(process.env.NODE_ENV)'",
     "printenv HOME USER",
     "env | grep -E '^(PATH|HOME)='",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from agent_fleet.policy.bash._code import OPAQUE_TEXT, UNKNOWN, Inner
+from agent_fleet.policy.bash._code import OPAQUE_TEXT, SQL_START, UNKNOWN, Inner
 
 __all__ = ["literal_paths", "patterns"]
 
@@ -157,6 +157,10 @@ _REMOVE_PATTERN = re.compile(
     r"|(?<=\.)rm|(?<![\w.])rm(?=\s*\())(?!\w)"
     r"\s*\(?\s*(?:\[\s*)?(?:glob\s*\(?\s*)?"
 )
+_SQL_CALL = re.compile(
+    r"(?:\.|->|::)(?:query|exec|execute|executeQuery|run|raw|none|any|many|oneOrNone|unsafe|prepare|do"
+    r"|exec_params|async_exec|executeSql|sql)\s*\(?\s*"
+)
 #: An environment variable read inside a printing call: `console.log(process.env.X)`, `puts ENV["X"]`.
 _PRINTED_VARIABLE = re.compile(
     r"(?:console\.(?:log|info|error|warn|dir)|process\.std(?:out|err)\.write|\bputs|\bpp?|\bprint(?:f|_r)?"
@@ -243,6 +247,11 @@ def patterns(code: str) -> list[Inner]:
         dest = _argument(code, comma.end())[0] if comma is not None else None
         if source is not None:
             found.append(Inner("argv", argv=("mv", source, dest or UNKNOWN)))
+    for match in _SQL_CALL.finditer(code):  # `client.query('DROP TABLE t')`: the database pack judges it
+        literal = _LITERAL.match(code, match.end())
+        statement = _first_string(literal) if literal is not None else ""
+        if SQL_START.match(statement):
+            found.append(Inner("argv", argv=("psql", "-c", statement)))
     for match in _PRINTED_VARIABLE.finditer(code):  # `console.log(process.env.TOKEN)` = printenv TOKEN
         found.append(Inner("argv", argv=("printenv", next(g for g in match.groups() if g is not None))))
     for match in _TCL_EXEC.finditer(code):

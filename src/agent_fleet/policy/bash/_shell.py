@@ -41,6 +41,7 @@ from agent_fleet.policy.bash._commands import (
 from agent_fleet.policy.bash._escapes import escape_runs
 from agent_fleet.policy.bash._later import recipes, record_writes, remember, written_runs
 from agent_fleet.policy.bash._runs import inner_runs
+from agent_fleet.policy.bash._state import Ctx, Sink
 from agent_fleet.policy.bash._unwrap import (
     SHELLS,
     exec_commands,
@@ -51,7 +52,7 @@ from agent_fleet.policy.bash._unwrap import (
     normalise_program,
     split_wrapper,
 )
-from agent_fleet.policy.bash._walker import Ctx, Sink, Walker
+from agent_fleet.policy.bash._walker import Walker
 from agent_fleet.policy.rules._git import env_runs, git_runs
 
 __all__ = [

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from tree_sitter import Node
 
@@ -19,17 +17,17 @@ from agent_fleet.policy.bash import _shell
 from agent_fleet.policy.bash._code import Inner
 from agent_fleet.policy.bash._commands import CommandTooLarge, Redirect, SimpleCommand
 from agent_fleet.policy.bash._later import read_text
+from agent_fleet.policy.bash._state import Ctx, RawRedirects, Sink
 from agent_fleet.policy.bash._unwrap import is_dynamic, normalise_program
-from agent_fleet.policy.bash._words import Env, Expander, known_output
+from agent_fleet.policy.bash._words import Expander, known_output
 from agent_fleet.policy.rules._git import env_runs
 
-__all__ = ["Ctx", "Sink", "Walker", "fed", "output_text"]
+__all__ = ["Walker", "fed", "output_text"]
 
 _MAX_STDIN_TEXTS = 4
 _MAX_STDIN = 8
 _MAX_FEEDERS = 32
 _MAX_LOOP_VALUES = 8
-_LOOP_BUDGET = 64
 _MAX_LOOP_BODY = 512
 _MAX_CALLS = 32
 _MAX_ASSIGNMENTS = 1000
@@ -68,61 +66,13 @@ def _contiguous(nodes: Sequence[Node], source: bytes) -> list[list[Node]]:
 # The walker.
 
 
-class Ctx(NamedTuple):
-    """Where a command sits (a named tuple: copied with ``_replace`` on every command, so it is cheap)."""
-
-    depth: int = 0
-    wrappers: tuple[str, ...] = ()
-    stdin: tuple[tuple[str, ...], ...] = ()
-    feeders: tuple[str, ...] = ()
-    in_pipeline: bool = False
-    background: bool = False
-    functions: tuple[str, ...] = ()
-    # Text known to flow into standard input through the pipe (`echo 'rm -rf /' | sh`).
-    stdin_texts: tuple[str, ...] = ()
-    implied: bool = False
-    # What the words of commands here may come from: the substitutions a `for` loop iterates over.
-    sources: tuple[tuple[str, ...], ...] = ()
-
-
-@dataclass(slots=True)
-class Sink:
-    commands: list[SimpleCommand] = field(default_factory=list)
-    redirects: list[Redirect] = field(default_factory=list)
-    opaque: list[str] = field(default_factory=list)
-    env: Env = field(default_factory=Env)
-    loop_budget: int = _LOOP_BUDGET
-    in_loop: bool = False
-    # Functions defined so far (name -> the walker that holds their source, and the body node) and
-    # aliases (name -> words); calls are walked again with their arguments as `$@`.
-    functions: dict[str, tuple[Walker, Node]] = field(default_factory=dict)
-    aliases: dict[str, list[str]] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)  # written with known text (`_later`)
-    calls: int = 0
-    assignments: int = 0
-    parses: int = 0
-
-
-@dataclass(slots=True)
-class _RawRedirects:
-    """Redirections of one command, resolved, plus what they imply for the command."""
-
-    redirects: list[Redirect] = field(default_factory=list)
-    extra_words: list[list[Node]] = field(default_factory=list)  # bash: `cmd >f a b` -> a, b are args
-    substitutions: list[Node] = field(default_factory=list)
-    feeds: list[Node] = field(default_factory=list)  # `sh < <(...)`: what the substitution prints is stdin
-    stdin_texts: list[str] = field(default_factory=list)  # here-documents and here-strings
-    pipelines: list[Node] = field(default_factory=list)  # `cat <<EOF | sh`: the grammar nests the pipe here
-    others: list[Node] = field(default_factory=list)  # `cat <<EOF && rm x`: statements nested here
-
-
 class Walker:
     def __init__(self, source: bytes, sink: Sink) -> None:
         self._src = source
         self._sink = sink
         self._expander = Expander(source, sink.env, self._substitute)
         # Redirections the grammar hung on a list or pipeline but that belong to its last command.
-        self._attached: dict[int, _RawRedirects] = {}
+        self._attached: dict[int, RawRedirects] = {}
 
     def text(self, node: Node) -> str:
         return self._src[node.start_byte : node.end_byte].decode("utf-8", "surrogateescape")
@@ -264,7 +214,7 @@ class Walker:
     def walk(self, node: Node, ctx: Ctx) -> None:
         match node.type:
             case "command":
-                self._command(node, ctx, self._attached.pop(node.id, _RawRedirects()))
+                self._command(node, ctx, self._attached.pop(node.id, RawRedirects()))
             case "redirected_statement":
                 self._redirected(node, ctx)
             case "pipeline":
@@ -365,7 +315,7 @@ class Walker:
             if body is not None and child.id == body.id:
                 self.walk(child, inner)
             elif child.type in _REDIRECT_TYPES:
-                raw = _RawRedirects()
+                raw = RawRedirects()
                 self._redirect(child, raw)
                 self._sink.redirects.extend(raw.redirects)
                 for sub in raw.substitutions:
@@ -386,7 +336,7 @@ class Walker:
 
     def _redirected(self, node: Node, ctx: Ctx) -> None:
         body = node.child_by_field_name("body")
-        raw = _RawRedirects()
+        raw = RawRedirects()
         for child in node.named_children:
             if child.type in _REDIRECT_TYPES:
                 self._redirect(child, raw)
@@ -422,7 +372,7 @@ class Walker:
         if body is not None:
             self.walk(body, body_ctx._replace(stdin_texts=body_ctx.stdin_texts + tuple(raw.stdin_texts)))
 
-    def _feed(self, raw: _RawRedirects, ctx: Ctx) -> Ctx:
+    def _feed(self, raw: RawRedirects, ctx: Ctx) -> Ctx:
         """Walk ``< <(...)`` substitutions; the context of a command reading what they print."""
         reading = ctx
         for sub in raw.feeds:
@@ -431,7 +381,7 @@ class Walker:
             reading = fed(reading, self._sink.commands[start:])
         return reading
 
-    def _redirect(self, node: Node, raw: _RawRedirects) -> None:
+    def _redirect(self, node: Node, raw: RawRedirects) -> None:
         op = "".join(
             self.text(child) for child in node.children if not child.is_named or child.type == "ERROR"
         )
@@ -485,7 +435,7 @@ class Walker:
             case _:
                 raw.substitutions.extend(_find_substitutions(node))
 
-    def _command(self, node: Node, ctx: Ctx, raw: _RawRedirects) -> None:
+    def _command(self, node: Node, ctx: Ctx, raw: RawRedirects) -> None:
         word_nodes: list[Node] = []
         assignments: list[Node] = []
         for i, child in enumerate(node.children):

@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agent_fleet.policy.bash._code import Inner
+from agent_fleet.policy.bash._commands import SimpleCommand
 from agent_fleet.policy.rules._verdict import Violation
 
-__all__ = ["DEFAULT_BRANCHES", "env_runs", "git_runs", "git_violation"]
+__all__ = ["DEFAULT_BRANCHES", "env_runs", "git_runs", "git_violation", "lease_on_default", "lease_push"]
 
 DEFAULT_BRANCHES = frozenset({"main", "master", "refs/heads/main", "refs/heads/master"})
 
@@ -394,7 +395,40 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
             return None
 
 
+def _branch(ref: str) -> str:
+    """The branch a refspec's destination names: ``HEAD:refs/heads/main`` -> ``main``."""
+    target = ref.lstrip("+").rpartition(":")[2] if ":" in ref else ref.lstrip("+")
+    return target.removeprefix("refs/heads/")
+
+
+def lease_push(rest: Sequence[str]) -> tuple[bool, list[str]]:
+    """``(lease, branches)``: a lease-protected force (``--force-with-lease``, ``--force-if-includes``)
+    and the branches the push names (its refspecs' destinations and the leases' refs)."""
+    lease = False
+    branches: list[str] = []
+    positional: list[str] = []
+    for arg in rest:
+        name, eq, value = arg.partition("=")
+        if name in ("--force-with-lease", "--force-if-includes") or (
+            len(name) >= 9 and "--force-with-lease".startswith(name)
+        ):
+            lease = True
+            if eq and value:
+                branches.append(_branch(value.partition(":")[0]))
+        elif not arg.startswith("-"):
+            positional.append(arg)
+    branches += [_branch(ref) for ref in positional[1:]]
+    return lease, branches
+
+
 def _push(rest: Sequence[str]) -> Violation | None:
+    lease, branches = lease_push(rest)
+    default = next((b for b in branches if b in DEFAULT_BRANCHES), None)
+    if lease and default is not None:
+        return Violation(
+            rule="git-push-force",
+            reason=f"a lease-protected force push still rewrites the default branch {default!r}",
+        )
     force = delete = mirror = False
     positional: list[str] = []
     i = 0
@@ -440,4 +474,29 @@ def _push(rest: Sequence[str]) -> Violation | None:
         target = ref[1:] if ref.startswith(":") else ref
         if (ref.startswith(":") or delete) and target in DEFAULT_BRANCHES:
             return Violation(rule="git-push-force", reason=f"deleting the remote default branch {target!r}")
+    return None
+
+
+def lease_on_default(commands: Sequence[SimpleCommand]) -> Violation | None:
+    """``git checkout main && git push --force-with-lease``: a lease push with no branch named, after
+    the script switched to the default branch."""
+    current: str | None = None
+    for cmd in commands:
+        if cmd.program != "git":
+            continue
+        inv = _parse(cmd.argv)
+        words = [a for a in inv.rest if not a.startswith("-")]
+        if (
+            inv.sub in ("checkout", "switch")
+            and words
+            and not any(a in ("-b", "-B", "-c", "-C") for a in inv.rest)
+        ):
+            current = _branch(words[0])
+        elif inv.sub == "push":
+            lease, branches = lease_push(inv.rest)
+            if lease and not branches and current in DEFAULT_BRANCHES:
+                return Violation(
+                    rule="git-push-force",
+                    reason=f"a lease-protected force push of {current!r}, the default branch",
+                )
     return None

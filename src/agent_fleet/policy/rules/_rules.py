@@ -71,7 +71,7 @@ from agent_fleet.policy.rules._files import (
     redirect_violation,
 )
 from agent_fleet.policy.rules._flags import LONG_OPTIONS, canonical, short_flags
-from agent_fleet.policy.rules._git import git_violation
+from agent_fleet.policy.rules._git import git_violation, lease_on_default
 from agent_fleet.policy.rules._links import (
     LINK_RULES,
     link_violation,
@@ -563,4 +563,5 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
         run_later(script.commands, ctx)
         or cloned_then_run(script.commands)
         or leaked_later(script.commands, ctx)
+        or lease_on_default(script.commands)
     )
