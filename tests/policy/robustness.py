@@ -15,8 +15,8 @@ from agent_fleet.policy import ApprovalRequest
 
 WORKSPACE = "/work/ws"
 #: The size cap (``agent_fleet.policy.engine.MAX_COMMAND_CHARS``), spelled out so this set does not
-#: depend on the engine it measures.
-CAP = 256 * 1024
+#: depend on the engine it measures: every shape is grown to just under it.
+CAP = 128 * 1024
 #: 180 KB: 30,000 stages of a command with an option, then ``rm -rf ~`` (quadratic in tree-sitter-bash:
 #: 15-25 s and 7.6 GB before the judge bounded it).
 PIPELINE = "cat" + "|wc -l" * 30_000 + "|rm -rf ~"
@@ -66,8 +66,12 @@ def requests() -> Iterator[tuple[str, ApprovalRequest]]:
     for name, command in shapes(CAP - 64):
         yield f"command: {name}", ApprovalRequest(kind="command", command=command, cwd=WORKSPACE)
     yield "command: 30,000-stage pipeline", ApprovalRequest(kind="command", command=PIPELINE, cwd=WORKSPACE)
-    words = ["echo", *(f"a{i}" for i in range(20_000))]
-    yield "command: 20,000-word argv", ApprovalRequest(kind="command", command=words, cwd=WORKSPACE)
+    yield (
+        "command: twice the cap",
+        ApprovalRequest(kind="command", command="echo " + "a" * 2 * CAP, cwd=WORKSPACE),
+    )
+    words = ["echo", *(f"a{i}" for i in range(12_000))]
+    yield "command: 12,000-word argv", ApprovalRequest(kind="command", command=words, cwd=WORKSPACE)
     paths = [f"src/pkg{i % 97}/module{i}.py" for i in range(10_000)]
     yield "file_change: 10,000 paths", ApprovalRequest(kind="file_change", paths=paths, cwd=WORKSPACE)
     yield "read: 10,000 paths", ApprovalRequest(kind="read", paths=paths, cwd=WORKSPACE)

@@ -14,7 +14,9 @@ resolved); other languages, and Python that does not parse, by patterns over the
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass
 from typing import Literal
@@ -130,6 +132,60 @@ SQL_START = re.compile(
 )
 
 
+#: Python is parsed at most this many characters at a time: ``ast.parse`` holds the GIL (about 4 ms
+#: per KiB on a loaded core), and a long hold would stall an event loop waiting for it.
+_AST_CHUNK = 4 * 1024
+
+
+class _TooLarge(Exception):
+    """One top-level Python statement is longer than two chunks."""
+
+
+def _parse_python(code: str) -> ast.Module:
+    """``ast.parse(code)``, in pieces of whole top-level statements of at most ``_AST_CHUNK`` characters
+    (found with ``tokenize``, which runs in Python and so lets other threads run)."""
+    if len(code) <= _AST_CHUNK:
+        return ast.parse(code)
+    lines = code.splitlines(keepends=True)
+    starts: list[int] = []  # the lines (0-based) where a top-level statement starts
+    level = 0
+    fresh = True  # the next token begins a logical line
+    decorated = False  # the statement being read began with a decorator: the `def` is not a new one
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        kind = token.type
+        if kind == tokenize.INDENT:
+            level += 1
+        elif kind == tokenize.DEDENT:
+            level -= 1
+        elif kind == tokenize.NEWLINE:
+            fresh = True
+        elif kind not in (tokenize.NL, tokenize.COMMENT, tokenize.ENCODING, tokenize.ENDMARKER) and fresh:
+            fresh = False
+            if level == 0:
+                if not decorated:
+                    starts.append(token.start[0] - 1)
+                decorated = token.string == "@"
+    ends = [*starts[1:], len(lines)]
+    body: list[ast.stmt] = []
+    chunk: list[str] = []
+    size = 0
+    start = starts[0] if starts else 0
+    for end in ends:
+        piece = lines[start:end]
+        start = end
+        length = sum(map(len, piece))
+        if length > 2 * _AST_CHUNK:
+            raise _TooLarge
+        if chunk and size + length > _AST_CHUNK:
+            body.extend(ast.parse("".join(chunk)).body)
+            chunk, size = [], 0
+        chunk.extend(piece)
+        size += length
+    if chunk:
+        body.extend(ast.parse("".join(chunk)).body)
+    return ast.Module(body=body, type_ignores=[])
+
+
 def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
     """What ``code`` in ``language`` would run or touch (see the module docstring)."""
     if _depth > 3:
@@ -143,9 +199,13 @@ def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
         try:
             with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
                 warnings.simplefilter("ignore")
-                tree = ast.parse(code)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = _parse_python(code)
+        except _TooLarge:
+            return [Inner("opaque", text=f"a Python statement longer than {_AST_CHUNK * 2} characters")]
+        except (SyntaxError, ValueError, tokenize.TokenError):
             tree = None
+        except (RecursionError, MemoryError):  # fail closed: never fall back to reading it by patterns
+            return [Inner("opaque", text="inline code nests too deeply")]
         if tree is not None:
             from agent_fleet.policy.bash._python import Python  # it builds on Inner
 

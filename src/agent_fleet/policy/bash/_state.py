@@ -3,20 +3,26 @@ redirections of one command as the walker reads them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from tree_sitter import Node
 
 from agent_fleet.policy.bash._commands import Redirect, SimpleCommand
-from agent_fleet.policy.bash._words import Env
+from agent_fleet.policy.bash._later import read_text
+from agent_fleet.policy.bash._words import Env, known_output
 
 if TYPE_CHECKING:
     from agent_fleet.policy.bash._walker import Walker
 
-__all__ = ["Ctx", "RawRedirects", "Sink"]
+__all__ = ["Ctx", "RawRedirects", "Sink", "fed", "output_text"]
 
 _LOOP_BUDGET = 64
+#: How much of what feeds a pipeline stage is kept (bounded: the walk stays linear).
+MAX_STDIN = 8
+_MAX_FEEDERS = 32
+_MAX_STDIN_TEXTS = 4
 
 
 class Ctx(NamedTuple):
@@ -52,6 +58,8 @@ class Sink:
     calls: int = 0
     assignments: int = 0
     parses: int = 0
+    pipes: int = 0  # pipe operators in every text parsed so far (`_shell.MAX_PIPES`)
+    nesting: int = 0  # how deep the walk is in the syntax tree now (`_walker.MAX_NESTING`)
 
 
 @dataclass(slots=True)
@@ -65,3 +73,29 @@ class RawRedirects:
     stdin_texts: list[str] = field(default_factory=list)  # here-documents and here-strings
     pipelines: list[Node] = field(default_factory=list)  # `cat <<EOF | sh`: the grammar nests the pipe here
     others: list[Node] = field(default_factory=list)  # `cat <<EOF && rm x`: statements nested here
+
+
+def output_text(cmd: SimpleCommand, files: dict[str, str] | None = None) -> str | None:
+    """What a command writes to standard output, when that is known from its words alone (or from the
+    files the script wrote earlier: ``cat x | sh``)."""
+    if files and (text := read_text(cmd.argv, files)) is not None:
+        return text
+    if cmd.program in ("cat", "tee"):
+        texts = [r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")]
+        return "\n".join(texts) if texts else None
+    return known_output(cmd.program, cmd.argv[1:])
+
+
+def fed(ctx: Ctx, commands: Sequence[SimpleCommand], files: dict[str, str] | None = None) -> Ctx:
+    """The context of a pipeline stage that reads what ``commands`` write (bounded: linear overall)."""
+    if not commands:
+        return ctx
+    texts = tuple(text for text in (output_text(c, files) for c in commands) if text is not None)
+    names = dict.fromkeys(ctx.feeders)
+    for cmd in commands:
+        names.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))
+    return ctx._replace(
+        stdin=(ctx.stdin + tuple(cmd.argv for cmd in commands))[-MAX_STDIN:],
+        feeders=tuple(names)[-_MAX_FEEDERS:],
+        stdin_texts=(ctx.stdin_texts + texts)[-_MAX_STDIN_TEXTS:],
+    )

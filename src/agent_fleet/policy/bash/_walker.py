@@ -15,18 +15,18 @@ from tree_sitter import Node
 
 from agent_fleet.policy.bash import _shell
 from agent_fleet.policy.bash._code import Inner
-from agent_fleet.policy.bash._commands import CommandTooLarge, Redirect, SimpleCommand
+from agent_fleet.policy.bash._commands import CommandTooLarge, Redirect, SimpleCommand, UnparsableCommand
 from agent_fleet.policy.bash._later import read_text
-from agent_fleet.policy.bash._state import Ctx, RawRedirects, Sink
+from agent_fleet.policy.bash._state import MAX_STDIN, Ctx, RawRedirects, Sink, fed, output_text
 from agent_fleet.policy.bash._unwrap import is_dynamic, normalise_program
-from agent_fleet.policy.bash._words import Expander, known_output
+from agent_fleet.policy.bash._words import Expander, known_output, named
 from agent_fleet.policy.rules._git import env_runs
 
-__all__ = ["Walker", "fed", "output_text"]
+__all__ = ["MAX_NESTING", "Walker"]
 
-_MAX_STDIN_TEXTS = 4
-_MAX_STDIN = 8
-_MAX_FEEDERS = 32
+#: How deep the walk may go in the syntax tree (subshells in subshells, substitutions in substitutions,
+#: inline scripts included): deeper is declined as unparsable, so the stack the judge needs is bounded.
+MAX_NESTING = 100
 _MAX_LOOP_VALUES = 8
 _MAX_LOOP_BODY = 512
 _MAX_CALLS = 32
@@ -45,7 +45,7 @@ def _find_substitutions(node: Node) -> list[Node]:
         if current.type in _SUBSTITUTION_TYPES:
             found.append(current)
             continue
-        stack.extend(reversed(current.named_children))
+        stack.extend(reversed(named(current)))
     return found
 
 
@@ -87,7 +87,17 @@ class Walker:
 
     def _substitute(self, node: Node) -> str | None:
         """The output of ``$(...)``/backticks when it is known from the words alone."""
-        body = [child for child in node.named_children if child.type != "comment"]
+        sink = self._sink
+        sink.nesting += 1  # words in substitutions in words ...: the same bound as the walk
+        try:
+            if sink.nesting > MAX_NESTING:
+                raise UnparsableCommand(f"the command nests more than {MAX_NESTING} levels deep")
+            return self._substitution_output(node)
+        finally:
+            sink.nesting -= 1
+
+    def _substitution_output(self, node: Node) -> str | None:
+        body = [child for child in named(node) if child.type != "comment"]
         if len(body) == 1 and body[0].type == "file_redirect" and self.text(body[0]).startswith("<"):
             return read_text(("cat", self.text(body[0]).lstrip("<").strip()), self._sink.files)  # `$(< x)`
         documents: list[str] = []
@@ -95,7 +105,7 @@ class Walker:
             # `$(cat <<'E' ... E)`: what the here-document holds is what the substitution prints.
             statement = body[0]
             inner = statement.child_by_field_name("body")
-            for child in statement.named_children:
+            for child in named(statement):
                 if child.type == "heredoc_redirect":
                     documents.append(self._document(child))
                 elif inner is None or child.id != inner.id:
@@ -127,7 +137,7 @@ class Walker:
     def _document(self, node: Node) -> str:
         """The text a here-document gives: its body, tabs stripped for ``<<-``. Expansions in an unquoted
         document are left as written (``$X``), so what depends on them stays unknown."""
-        body = next((child for child in node.named_children if child.type == "heredoc_body"), None)
+        body = next((child for child in named(node) if child.type == "heredoc_body"), None)
         text = self.text(body) if body is not None else ""
         if any(child.type == "<<-" for child in node.children):
             text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
@@ -137,9 +147,7 @@ class Walker:
         self._sink.assignments += 1
         if self._sink.assignments > _MAX_ASSIGNMENTS:
             raise CommandTooLarge(f"the command makes more than {_MAX_ASSIGNMENTS} assignments")
-        name_node = node.child_by_field_name("name") or (
-            node.named_children[0] if node.named_children else None
-        )
+        name_node = node.child_by_field_name("name") or (named(node)[0] if named(node) else None)
         if name_node is None:
             return
         name = self.text(name_node)
@@ -149,18 +157,18 @@ class Walker:
             and parent.type == "declaration_command"
             and any(
                 self.text(child).startswith("-") and "n" in self.text(child)
-                for child in parent.named_children
+                for child in named(parent)
                 if child.type == "word"
             )
         ):
             self._sink.env.variables[name] = None  # `declare -n ref=X`: a name reference
             return
         if name_node.type == "subscript":
-            parts = name_node.named_children
+            parts = named(name_node)
             name = self.text(parts[0]) if parts else name
             self._sink.env.variables[name] = None
             return
-        value_nodes = [child for child in node.named_children if child.id != name_node.id]
+        value_nodes = [child for child in named(node) if child.id != name_node.id]
         appending = any(child.type == "+=" for child in node.children)
         value: tuple[str, ...] | None
         if appending:
@@ -169,12 +177,10 @@ class Walker:
             value = ("",)
         elif value_nodes[0].type == "array":
             items: list[str] = []
-            for element in value_nodes[0].named_children:
+            for element in named(value_nodes[0]):
                 items.extend(self.fields([element]))
             # `([5]=rm)`, `([k]=v)`: elements by index or key; not tracked, so the array is unknown
-            sparse = any(
-                self.text(e).startswith("[") and "]=" in self.text(e) for e in value_nodes[0].named_children
-            )
+            sparse = any(self.text(e).startswith("[") and "]=" in self.text(e) for e in named(value_nodes[0]))
             value = None if sparse else tuple(items)
         else:
             value = (" ".join(self._expander.fields(value_nodes, quoted=True)),)
@@ -199,9 +205,7 @@ class Walker:
                 if seen > _MAX_ASSIGNMENTS:
                     raise CommandTooLarge(f"the command makes more than {_MAX_ASSIGNMENTS} assignments")
                 name_node = node.child_by_field_name("name")
-                values = [
-                    child for child in node.named_children if name_node is None or child.id != name_node.id
-                ]
+                values = [child for child in named(node) if name_node is None or child.id != name_node.id]
                 if name_node is not None and name_node.type == "variable_name" and values:
                     name = self.text(name_node)
                     if name not in env and values[0].type != "array":
@@ -209,16 +213,26 @@ class Walker:
                         if not any("$" in f or "`" in f for f in fields):
                             env[name] = (" ".join(fields),)
                 continue
-            stack.extend(node.named_children)
+            stack.extend(named(node))
 
     def walk(self, node: Node, ctx: Ctx) -> None:
+        sink = self._sink
+        sink.nesting += 1
+        try:
+            if sink.nesting > MAX_NESTING:  # an explicit bound: no recursion limit decides a verdict
+                raise UnparsableCommand(f"the command nests more than {MAX_NESTING} levels deep")
+            self._walk(node, ctx)
+        finally:
+            sink.nesting -= 1
+
+    def _walk(self, node: Node, ctx: Ctx) -> None:
         match node.type:
             case "command":
                 self._command(node, ctx, self._attached.pop(node.id, RawRedirects()))
             case "redirected_statement":
                 self._redirected(node, ctx)
             case "pipeline":
-                self._pipeline(node.named_children, ctx)
+                self._pipeline(named(node), ctx)
             case "function_definition":
                 self._function(node, ctx)
             case "command_substitution":
@@ -292,7 +306,7 @@ class Walker:
             return
         env[name] = None
         listed = tuple(cmd.argv for cmd in self._sink.commands[first:])  # `for f in $(git ls-files)`
-        self.walk(body, ctx._replace(sources=(ctx.sources + listed)[-_MAX_STDIN:]) if listed else ctx)
+        self.walk(body, ctx._replace(sources=(ctx.sources + listed)[-MAX_STDIN:]) if listed else ctx)
 
     def _pipeline(self, stages: Sequence[Node], ctx: Ctx, feed: Sequence[SimpleCommand] = ()) -> None:
         files = self._sink.files
@@ -311,7 +325,7 @@ class Walker:
         inner = ctx._replace(
             functions=(*ctx.functions, name), in_pipeline=False, background=False, stdin=(), feeders=()
         )
-        for child in node.named_children:
+        for child in named(node):
             if body is not None and child.id == body.id:
                 self.walk(child, inner)
             elif child.type in _REDIRECT_TYPES:
@@ -337,7 +351,7 @@ class Walker:
     def _redirected(self, node: Node, ctx: Ctx) -> None:
         body = node.child_by_field_name("body")
         raw = RawRedirects()
-        for child in node.named_children:
+        for child in named(node):
             if child.type in _REDIRECT_TYPES:
                 self._redirect(child, raw)
         if body is not None and body.type == "command":
@@ -351,8 +365,8 @@ class Walker:
             _shell.emit(words, ctx, self._sink, redirects=tuple(raw.redirects))
             return
         tail = body
-        while tail is not None and tail.type in ("list", "pipeline") and tail.named_children:
-            tail = tail.named_children[-1]
+        while tail is not None and tail.type in ("list", "pipeline") and named(tail):
+            tail = named(tail)[-1]
         if body is not None and tail is not None and tail.type == "command":
             # `a && b 2>/dev/null -rf /`: the grammar hangs the redirection (and the words after it,
             # which are b's arguments) on the whole list; bash gives them to b.
@@ -389,7 +403,7 @@ class Walker:
             case "file_redirect":
                 targets = [
                     child
-                    for child in node.named_children
+                    for child in named(node)
                     if child.type not in ("file_descriptor", "comment", "ERROR")
                 ]
                 groups = _contiguous(targets, self._src)
@@ -489,7 +503,7 @@ class Walker:
         substituted: dict[str, None] = {}
         for cmd in self._sink.commands[start:]:
             substituted.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))
-        sources = tuple(cmd.argv for cmd in self._sink.commands[start:])[-_MAX_STDIN:]
+        sources = tuple(cmd.argv for cmd in self._sink.commands[start:])[-MAX_STDIN:]
 
         self._sink.redirects.extend(raw.redirects)
         if words:
@@ -513,7 +527,7 @@ class Walker:
             for sub in outputs:  # `tee >(sh)`: the substitution reads what this command writes
                 self.walk(sub, fed(ctx, feed[:1]))
             for pipeline in raw.pipelines:
-                self._pipeline(pipeline.named_children, ctx, feed)
+                self._pipeline(named(pipeline), ctx, feed)
         for other in raw.others:
             self.walk(other, ctx)
 
@@ -564,29 +578,3 @@ class Walker:
 
     def _inner(self, inner: Inner, ctx: Ctx) -> None:
         _shell.run_inner(inner, self._sink, ctx)
-
-
-def output_text(cmd: SimpleCommand, files: dict[str, str] | None = None) -> str | None:
-    """What a command writes to standard output, when that is known from its words alone (or from the
-    files the script wrote earlier: ``cat x | sh``)."""
-    if files and (text := read_text(cmd.argv, files)) is not None:
-        return text
-    if cmd.program in ("cat", "tee"):
-        texts = [r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")]
-        return "\n".join(texts) if texts else None
-    return known_output(cmd.program, cmd.argv[1:])
-
-
-def fed(ctx: Ctx, commands: Sequence[SimpleCommand], files: dict[str, str] | None = None) -> Ctx:
-    """The context of a pipeline stage that reads what ``commands`` write (bounded: linear overall)."""
-    if not commands:
-        return ctx
-    texts = tuple(text for text in (output_text(c, files) for c in commands) if text is not None)
-    names = dict.fromkeys(ctx.feeders)
-    for cmd in commands:
-        names.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))
-    return ctx._replace(
-        stdin=(ctx.stdin + tuple(cmd.argv for cmd in commands))[-_MAX_STDIN:],
-        feeders=tuple(names)[-_MAX_FEEDERS:],
-        stdin_texts=(ctx.stdin_texts + texts)[-_MAX_STDIN_TEXTS:],
-    )
