@@ -40,6 +40,7 @@ from agent_fleet.policy.bash._commands import (
     UnparsableCommand,
 )
 from agent_fleet.policy.bash._escapes import escape_runs
+from agent_fleet.policy.bash._git import env_runs, git_runs
 from agent_fleet.policy.bash._later import recipes, record_writes, remember, written_runs
 from agent_fleet.policy.bash._runs import inner_runs
 from agent_fleet.policy.bash._state import Ctx, Sink
@@ -55,7 +56,6 @@ from agent_fleet.policy.bash._unwrap import (
 )
 from agent_fleet.policy.bash._walker import Walker
 from agent_fleet.policy.bash._words import named
-from agent_fleet.policy.rules._git import env_runs, git_runs
 
 __all__ = [
     "MAX_COMMANDS",

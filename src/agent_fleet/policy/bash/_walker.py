@@ -16,11 +16,11 @@ from tree_sitter import Node
 from agent_fleet.policy.bash import _shell
 from agent_fleet.policy.bash._code import Inner
 from agent_fleet.policy.bash._commands import CommandTooLarge, Redirect, SimpleCommand, UnparsableCommand
+from agent_fleet.policy.bash._git import env_runs
 from agent_fleet.policy.bash._later import read_text
 from agent_fleet.policy.bash._state import MAX_STDIN, Ctx, RawRedirects, Sink, fed, output_text
 from agent_fleet.policy.bash._unwrap import is_dynamic, normalise_program
 from agent_fleet.policy.bash._words import Expander, known_output, named
-from agent_fleet.policy.rules._git import env_runs
 
 __all__ = ["MAX_NESTING", "Walker"]
 

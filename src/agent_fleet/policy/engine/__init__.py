@@ -1,5 +1,14 @@
 """``ApprovalPolicy``: one decision per request, a pure function of the request and the configuration.
 
+Job: put the layers together (``bash`` reads a command, ``rules`` and ``packs`` judge it, ``requests``
+judges the other kinds) in a fixed order, apply the user's patterns and default, and keep the judge
+itself safe (bounded work, an event loop that never waits long, the same verdict at any stack depth).
+
+Contract: ``ApprovalPolicy(config).evaluate(request)`` returns a ``Decision`` and never raises (a
+failure declines, rule ``policy-error``); ``evaluate_async`` gives the same decision without holding
+the event loop; ``RULES`` names every rule id a decision can carry; the policy holds no mutable state
+and is safe to share between threads.
+
 Order for a ``command`` request (the first step that decides wins):
 
 0. shape: a command that is not text or a list of strings (bytes, numbers ...) -> ``malformed``; NUL or

@@ -22,9 +22,9 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._commands import SimpleCommand
 from agent_fleet.policy.packs._argv import JudgeContext, option_values
-from agent_fleet.policy.packs._hosts import host_of
 
 __all__ = ["AGENTS", "judge_agent_bypass", "judge_ci_secrets", "judge_hooks_enabled", "judge_settings"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._commands import SimpleCommand
 from agent_fleet.policy.packs._argv import JudgeContext, option_values
-from agent_fleet.policy.packs._hosts import host_of
 
 __all__ = ["judge_proxied_credentials"]
 

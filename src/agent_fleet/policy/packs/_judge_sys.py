@@ -18,9 +18,9 @@ import posixpath
 import re
 from collections.abc import Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand
 from agent_fleet.policy.packs._argv import WRITE_OPS, JudgeContext, option_values, read_small_file, split_args
-from agent_fleet.policy.packs._hosts import host_of
 
 __all__ = [
     "infinite_source",

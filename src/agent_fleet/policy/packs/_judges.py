@@ -15,10 +15,10 @@ from dataclasses import replace
 
 from tree_sitter import Node
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand, UnparsableCommand, parse_bash, parse_script
 from agent_fleet.policy.bash._unwrap import DOWNLOADERS, SHELLS, inline_script, is_interpreter
 from agent_fleet.policy.packs._argv import JudgeContext, option_values, split_args
-from agent_fleet.policy.packs._hosts import host_of
 from agent_fleet.policy.packs._judge_code import (
     judge_inline_file_server,
     judge_inline_fork,

@@ -34,6 +34,7 @@ from importlib import resources
 from typing import Any
 
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._hosts import HostList
 from agent_fleet.policy.bash._shell import ParsedScript, SimpleCommand, UnparsableCommand, parse_script
 from agent_fleet.policy.packs._argv import (
     JudgeContext,
@@ -43,7 +44,6 @@ from agent_fleet.policy.packs._argv import (
     split_args,
     written_files,
 )
-from agent_fleet.policy.packs._hosts import HostList
 from agent_fleet.policy.packs._judges import JUDGES, SCRIPT_JUDGES
 from agent_fleet.policy.packs._nested import nested_commands
 

@@ -29,9 +29,8 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import Redirect, SimpleCommand
-from agent_fleet.policy.packs._hosts import host_of
-from agent_fleet.policy.packs._judge_supply import well_known
 from agent_fleet.policy.rules._links import through_links, virtual_links
 from agent_fleet.policy.rules._secrets import (
     HOME_CREDENTIALS,
@@ -40,17 +39,29 @@ from agent_fleet.policy.rules._secrets import (
     secret_goes_home,
 )
 from agent_fleet.policy.rules._targets import inside, resolve_target
+from agent_fleet.policy.rules._tools import well_known
 from agent_fleet.policy.rules._verdict import VIRTUAL_CWD, RuleContext, Violation
 from agent_fleet.policy.rules._writes import split_options, written_words
 
 __all__ = [
     "NETWORK",
+    "RULES",
     "credential_violation",
     "leaked_later",
     "path_violation",
     "redirect_violation",
     "written_words",
 ]
+
+#: The ids these rules decide, with what each guards against.
+RULES: dict[str, str] = {
+    "vital-path": "writing, moving or deleting system files, another user's home, shell start-up files,"
+    " ~/.ssh, ~/.config and other home configuration, or installing cron jobs",
+    "write-outside-workspace": "writing, moving or deleting a path outside the session's workspace",
+    "credential-access": "reading credential files (~/.ssh, ~/.aws, ~/.netrc ...), exporting secret keys,"
+    " printing stored secrets or secret variables, or sending the environment or secret variables over the"
+    " network or into the history",
+}
 
 _TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/private/tmp", "/private/var/tmp", "/var/folders")
 _HARMLESS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/full")
