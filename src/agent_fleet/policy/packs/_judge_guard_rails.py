@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._commands import SimpleCommand
 from agent_fleet.policy.packs._argv import JudgeContext, option_values
+from agent_fleet.policy.rules._writes import written_words
 
 __all__ = ["AGENTS", "judge_agent_bypass", "judge_ci_secrets", "judge_hooks_enabled", "judge_settings"]
 
@@ -57,6 +58,8 @@ _BYPASS_FLAGS: dict[str, frozenset[str]] = {
     "droid": frozenset({"--skip-permissions-unsafe"}),
 }
 _CONFIG_HOMES = ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "QWEN_HOME", "AIDER_CONFIG")
+#: For an agent, a home the command chooses is a configuration home too (``~/.codex``, ``~/.claude``).
+_HOMES = ("HOME", "XDG_CONFIG_HOME")
 _CONFIG_HOME = re.compile(r"(?<![\w$])(" + "|".join(_CONFIG_HOMES) + r")=")
 _UNSAFE_ENV = {"GOOSE_MODE": re.compile(r"^auto$", re.I), "CODEX_UNSAFE_ALLOW_NO_SANDBOX": re.compile(".")}
 #: ``-c KEY=VALUE`` settings of codex that open the sandbox or stop the approvals.
@@ -162,7 +165,7 @@ def judge_agent_bypass(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
         if path is not None and ctx.sensitive_dir(path):
             return f"{agent} --add-dir {value!r} opens the whole machine or home to it"
     for name, value in cmd.env:
-        if name in _CONFIG_HOMES:
+        if name in _CONFIG_HOMES or name in _HOMES:
             return f"{name}={value!r}: a configuration home the command chooses, which nobody has read"
         if name in _UNSAFE_ENV and _UNSAFE_ENV[name].search(value):
             return f"{name}={value!r} turns off its approvals"
@@ -172,15 +175,20 @@ def judge_agent_bypass(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContex
     return None
 
 
-def _written(cmd: SimpleCommand) -> Iterator[str]:
-    """The files ``cmd`` writes: redirections, ``tee``, copy and move destinations, ``sed -i`` files."""
-    from agent_fleet.policy.rules._writes import written_words
+_IN_PLACE = {"yq": ("-i", "--inplace"), "dasel": ("put", "delete"), "sponge": ()}
 
+
+def _written(cmd: SimpleCommand) -> Iterator[str]:
+    """The files ``cmd`` writes: redirections, ``tee``, copy and move destinations, ``sed -i`` files,
+    editors in place (``yq -i``, ``sponge FILE``)."""
     for redirect in cmd.redirects:
         if redirect.op in _WRITE_OPS:
             yield redirect.target
     if cmd.program not in ("rm", "rmdir", "unlink", "shred"):
         yield from written_words(cmd.argv)
+    markers = _IN_PLACE.get(cmd.program)
+    if markers is not None and (not markers or set(markers) & set(cmd.argv[1:])):
+        yield from (a for a in cmd.argv[1:] if not a.startswith("-"))
 
 
 def _writes(ctx: JudgeContext, pattern: re.Pattern[str]) -> str | None:
@@ -202,7 +210,20 @@ def judge_settings(ctx: JudgeContext) -> str | None:
     runs = _RUNS_TEXT.search(ctx.text)
     if runs is not None:
         return f"{target} is written with {runs.group(0)!r}: commands the agent would run without asking"
+    unseen = next((c for c in ctx.script.commands if _copies_into(c, target)), None)
+    if unseen is not None:
+        return f"{target} is replaced by what {unseen.program} brings, which nobody has read"
     return None
+
+
+def _copies_into(cmd: SimpleCommand, target: str) -> bool:
+    """``cp /tmp/x .claude/settings.json``, ``curl -o .mcp.json URL``: settings whose content the
+    command does not show."""
+    if cmd.program in ("cp", "mv", "install", "ln", "rsync", "scp"):
+        return bool(cmd.argv[1:]) and cmd.argv[-1].rstrip("/") in (target, target.rsplit("/", 1)[0])
+    if cmd.program in ("curl", "wget", "http", "xh"):
+        return target in cmd.argv
+    return False
 
 
 def judge_hooks_enabled(ctx: JudgeContext) -> str | None:

@@ -96,17 +96,42 @@ def _narrows(argv: Sequence[str], verb: str) -> bool | None:
         return not (operands and _BROAD_PATTERN.match(operands[0]))
     if program in _FILTERS:
         return None
-    if program in ("find", "fd", "fdfind"):
-        if program != "find":
-            return bool(operands) and not _BROAD_PATTERN.match(operands[0])
+    if program in ("fd", "fdfind"):
+        if any(
+            a in ("-e", "--extension", "-g", "--glob") or a.startswith(("--extension=", "--glob="))
+            for a in args
+        ):
+            return True
+        values = {
+            "-t",
+            "--type",
+            "-d",
+            "--max-depth",
+            "-E",
+            "--exclude",
+            "-x",
+            "--exec",
+            "-X",
+            "-j",
+            "-c",
+            "-S",
+        }
+        positional = [
+            a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] not in values)
+        ]
+        return bool(positional) and not _BROAD_PATTERN.match(positional[0])
+    if program == "find":
         starts = []
         for arg in args:
             if arg.startswith(("-", "(", "!")):
                 break
             starts.append(arg)
-        if any(a in _FIND_NARROW for a in args):
-            pattern = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in _FIND_NARROW), "*")
-            if not _BROAD_PATTERN.match(pattern.strip("'\"")):
+        for i, arg in enumerate(args[:-1]):
+            negated = i > 0 and args[i - 1] in (
+                "-not",
+                "!",
+            )  # `-not -path './.git/*'` excludes, keeps the rest
+            if arg in _FIND_NARROW and not negated and not _BROAD_PATTERN.match(args[i + 1].strip("'\"")):
                 return True
         return bool(starts) and not any(_BROAD.match(s) or _unknown(s) for s in starts)
     if program == "ls":
@@ -117,6 +142,8 @@ def _narrows(argv: Sequence[str], verb: str) -> bool | None:
             return True  # files already deleted: `git rm` only records it
         if words[:1] in (["ls-files"], ["diff"], ["status"], ["ls-tree"], ["grep"]):
             paths = args[args.index("--") + 1 :] if "--" in args else words[1:]
+            if words[:1] == ["ls-tree"] and "--" not in args:
+                paths = paths[1:]  # the first operand is the tree
             if words[:1] == ["diff"]:
                 paths = [p for p in paths if "/" in p or "." in p or "*" in p] if "--" not in args else paths
             if words[:1] == ["grep"] and "-l" in args:
