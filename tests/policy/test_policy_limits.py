@@ -132,6 +132,35 @@ async def test_the_loop_never_stalls_over_50_ms(name: str, request_: ApprovalReq
     assert min(stalls) < 0.050, (name, [f"{s * 1000:.1f} ms" for s in stalls])
 
 
+async def test_the_child_decides_as_this_process_does() -> None:
+    policy = ApprovalPolicy()
+    for name, request in ROBUSTNESS:
+        if request.kind == "command" and len(request.command or "") < 40_000:
+            continue  # small ones are judged here anyway
+        here = policy.evaluate(request)
+        there = await policy.evaluate_async(request)
+        assert (there.action, there.rule) == (here.action, here.rule), name
+
+
+def test_a_child_that_dies_declines_what_it_was_judging() -> None:
+    from agent_fleet.policy.engine._child import ChildJudge
+
+    judge = ChildJudge()
+    judge.warm()
+    deadline = time.monotonic() + 60
+    while judge._process is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process = judge._process
+    assert process is not None
+    request = dict(ROBUSTNESS)["read: 10,000 paths"]
+    future = judge.submit(None, request)
+    process.kill()
+    decision = future.result(timeout=60)
+    assert (decision.action, decision.rule) == ("decline", "too-large")
+    again = judge.submit(None, ApprovalRequest(kind="command", command="rm -rf ~", cwd=WORKSPACE))
+    assert again.result(timeout=60).rule == "rm-root"  # a new child
+
+
 # --------------------------------------------------------------------------------------------------
 # 9. Cold start.
 

@@ -8,8 +8,9 @@ would need more than ``MEMORY_LIMIT`` is declined instead of growing the asking 
 
 Theory of operation: one child (``python -m agent_fleet.policy.engine._child``) is started on first
 use and reused; requests go to it as pickles on its standard input (``(id, config, request)``,
-length-prefixed), decisions come back as JSON lines on its standard output, read by one reader thread
-that completes a ``concurrent.futures.Future`` per request. The child judges one request at a time with
+length-prefixed), written by a feeding thread (so the asking thread never blocks on the pipe), and
+decisions come back as JSON lines on its standard output, read by one reader thread that completes a
+``concurrent.futures.Future`` per request. The child judges one request at a time with
 ``ApprovalPolicy(config).evaluate``, the same code as in-process judging. It ends when its standard
 input closes (the asking process exits or dies), so it never outlives it. A child that dies or takes
 longer than ``TIMEOUT`` fails its pending requests closed (``too-large``) and is started again on the
@@ -22,10 +23,12 @@ import contextlib
 import json
 import os
 import pickle
+import queue
 import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import IO
 
@@ -50,10 +53,12 @@ class ChildJudge:
         self._pending: dict[int, Future[Decision]] = {}
         self._next = 0
         self._timed_out = False
-        self._warmed = False
+        self._queue: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
+        self._feeder: threading.Thread | None = None
 
     def submit(self, config: PermissionConfig | None, request: ApprovalRequest) -> Future[Decision]:
-        """A future of the decision for ``request`` under ``config``; never fails (declines instead)."""
+        """A future of the decision for ``request`` under ``config``; never fails (declines instead).
+        Returns at once: starting the child and writing to it happen on a thread of its own."""
         future: Future[Decision] = Future()
         with self._lock:
             self._next += 1
@@ -63,33 +68,48 @@ class ChildJudge:
             except Exception as exc:  # a request that cannot travel cannot be judged there
                 future.set_result(_decline("policy-error", f"the request could not reach the judge: {exc}"))
                 return future
-            process = self._running()
             self._pending[ident] = future
+            self._feed((ident, frame))
+        return future
+
+    def warm(self) -> None:
+        """Start the child in the background, if it is not started yet (a first large request then
+        need not wait for its start). Returns at once."""
+        with self._lock:
+            if self._feeder is None:
+                self._feed(None)
+
+    def _feed(self, item: tuple[int, bytes] | None) -> None:
+        """Queue ``item`` (``None``: only start the child) for the feeding thread; under the lock."""
+        self._queue.put(item)
+        if self._feeder is None:
+            self._feeder = threading.Thread(target=self._write, name="agent-fleet-policy-feed", daemon=True)
+            self._feeder.start()
+
+    def _write(self) -> None:
+        while True:
+            item = self._queue.get()
+            with self._lock:
+                process = self._running()
+            if item is None:
+                continue
+            ident, frame = item
             try:
                 assert process.stdin is not None
                 process.stdin.write(_HEADER.pack(len(frame)) + frame)
                 process.stdin.flush()
-            except OSError:  # the child is gone: its reader fails what is pending
+            except (OSError, ValueError):  # the child is gone: its reader fails what is pending
                 process.kill()
-                return future
-        timer = threading.Timer(TIMEOUT, self._expire, args=(ident, process))
-        timer.daemon = True
-        timer.start()
-        future.add_done_callback(lambda _: timer.cancel())
-        return future
-
-    def warm(self) -> None:
-        """Start the child in the background the first time this is called (a first large request then
-        need not wait for its start). Returns at once."""
-        if self._warmed:
-            return
-        self._warmed = True
-
-        def run() -> None:
+                continue
+            timer = threading.Timer(TIMEOUT, self._expire, args=(ident, process))
+            timer.daemon = True
+            timer.start()
             with self._lock:
-                self._running()
-
-        threading.Thread(target=run, name="agent-fleet-policy-start", daemon=True).start()
+                future = self._pending.get(ident)
+            if future is None:
+                timer.cancel()
+            else:
+                future.add_done_callback(_canceller(timer))
 
     def _running(self) -> subprocess.Popen[bytes]:
         process = self._process
@@ -150,6 +170,13 @@ class ChildJudge:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+
+
+def _canceller(timer: threading.Timer) -> Callable[[Future[Decision]], None]:
+    def cancel(_: Future[Decision]) -> None:
+        timer.cancel()
+
+    return cancel
 
 
 def _decline(rule: str, reason: str) -> Decision:
