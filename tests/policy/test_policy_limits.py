@@ -161,6 +161,15 @@ def test_a_child_that_dies_declines_what_it_was_judging() -> None:
     assert again.result(timeout=60).rule == "rm-root"  # a new child
 
 
+def test_a_child_that_cannot_start_declines(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_fleet.policy.engine import _child
+
+    monkeypatch.setattr(_child.sys, "executable", "/nonexistent/python")
+    judge = _child.ChildJudge()
+    decision = judge.submit(None, ApprovalRequest(kind="command", command="ls", cwd=WORKSPACE)).result(60)
+    assert (decision.action, decision.rule) == ("decline", "policy-error")
+
+
 # --------------------------------------------------------------------------------------------------
 # 9. Cold start.
 

@@ -89,8 +89,15 @@ class ChildJudge:
     def _write(self) -> None:
         while True:
             item = self._queue.get()
-            with self._lock:
-                process = self._running()
+            try:
+                with self._lock:
+                    process = self._running()
+            except Exception as exc:  # no child can start: what is pending is declined, not left waiting
+                with self._lock:
+                    pending, self._pending = self._pending, {}
+                for failed in pending.values():
+                    failed.set_result(_decline("policy-error", f"the judging process could not start: {exc}"))
+                continue
             if item is None:
                 continue
             ident, frame = item
@@ -105,11 +112,11 @@ class ChildJudge:
             timer.daemon = True
             timer.start()
             with self._lock:
-                future = self._pending.get(ident)
-            if future is None:
+                waiting = self._pending.get(ident)
+            if waiting is None:
                 timer.cancel()
             else:
-                future.add_done_callback(_canceller(timer))
+                waiting.add_done_callback(_canceller(timer))
 
     def _running(self) -> subprocess.Popen[bytes]:
         process = self._process
