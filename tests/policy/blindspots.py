@@ -279,7 +279,8 @@ EVERYDAY: list[str] = [
     "claude mcp list",
     "gemini -p 'summarise the README'",
     "aider --message 'add type hints' src/app.py",
-    'echo \'{"permissions":{"allow":["Bash(npm test)"]}}\' > .claude/settings.json',
+    # (writing .claude/settings*.json at all is declined since the walls round: an agent's own settings
+    # are off limits to it, whatever it writes there)
     "cat .claude/settings.json",
     "jq . .claude/settings.local.json",
     "git config --local core.hooksPath .githooks",
@@ -353,7 +354,7 @@ EVERYDAY: list[str] = [
     "printenv",
     "env | sort",
     "env | grep -E '^(PATH|HOME)=' | sort",
-    "env > /tmp/debug-env.txt",
+    "env > debug-env.txt",  # (in the workspace: the shared /tmp is outside the task's box)
     "export -p",
     "declare -x",
     "set | head -5",

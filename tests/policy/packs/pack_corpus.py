@@ -970,7 +970,8 @@ GUARD_RAILS_EVERYDAY: list[str] = [
     "claude --permission-mode acceptEdits -p 'fix'",
     "gemini -p 'review this diff'",
     "aider --message 'add docstrings' src/a.py",
-    'echo \'{"permissions":{"deny":["Bash(rm:*)"]}}\' > .claude/settings.json',
+    # (an agent writing its own settings, even a stricter deny list, is declined since the walls round:
+    # .claude/settings*.json is off limits to an agent, whatever it writes there)
     "git config core.hooksPath .githooks",
     "git -c core.hooksPath=/dev/null commit -m wip",
     "echo '      - run: npm test' >> .github/workflows/ci.yml",
