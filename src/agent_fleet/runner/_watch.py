@@ -44,7 +44,7 @@ class Watch:
         return recorder
 
     def __call__(self, task_event: TaskEvent) -> None:
-        if type(task_event.event) is not TextDelta:
+        if task_event.task_id and type(task_event.event) is not TextDelta:  # (no id: a batch's notice)
             self.recorder(task_event.task_id).observe(task_event)
             self.spans[task_event.task_id](task_event)
         if self.on_event is not None:

@@ -79,7 +79,7 @@ from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
 
 if TYPE_CHECKING:
-    from agent_fleet.runner.ray_backend import RayBatchResult
+    from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -167,6 +167,8 @@ async def run_batch(
     ray_address: str | None = None,
     repo_url: str | None = None,
     push: bool = False,
+    exclude_nodes: Sequence[str] = (),
+    fence_timeout: float | None = None,
     resume: bool = False,
     rerun_failed: bool = False,
     meta: Mapping[str, Any] | None = None,
@@ -185,8 +187,8 @@ async def run_batch(
     task.
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
-    ``repo_url``, ``push``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be
-    given).
+    ``repo_url``, ``push``, ``exclude_nodes``, ``fence_timeout``: see
+    ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
 
     Raises ``UsageError`` up front for a task id that is not a safe file name and branch name (see
     ``task_id_problem``) or is used twice.
@@ -212,6 +214,16 @@ async def run_batch(
         task_list = list(tasks)
         watch = Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(task_list)), on_event)
         started_at = time.time()
+        planned = planned_model(template, provider_name, options)
+        by_id = {t.id: t for t in task_list}
+
+        def complete_ray(entry: RayBatchEntry) -> RayBatchEntry:
+            # As each task ends, so the ledger holds its whole record even if the driver dies later.
+            return watch.complete(entry, by_id[entry.result.task_id], planned, provider_name)
+
+        ray_extra: dict[str, Any] = {}
+        if fence_timeout is not None:
+            ray_extra["fence_timeout"] = fence_timeout
         ray_result = await run_batch_ray(
             task_list,
             template=template,
@@ -227,16 +239,19 @@ async def run_batch(
             ray_address=ray_address,
             repo_url=repo_url,
             push=push,
+            exclude_nodes=exclude_nodes,
             meta=meta,
             resume_from=resumed,
+            complete=complete_ray,
+            **ray_extra,
         )
         return _complete_ray(
             ray_result, task_list, watch, template, provider_name, options, out, started_at, prices
         )
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
-    if ray_address is not None or repo_url is not None or push:
-        raise UsageError("ray_address, repo_url and push need backend='ray'")
+    if ray_address is not None or repo_url is not None or push or exclude_nodes or fence_timeout is not None:
+        raise UsageError("ray_address, repo_url, push, exclude_nodes and fence_timeout need backend='ray'")
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
     default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())

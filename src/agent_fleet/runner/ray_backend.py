@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._ray_fence import DEFAULT_FENCE_TIMEOUT
 from agent_fleet.runner._ray_pool import RAY_EXTRA_HINT, import_ray
 from agent_fleet.runner._ray_repo import PushOutcome
 from agent_fleet.runner._types import EventSink
@@ -57,6 +58,7 @@ from agent_fleet.runner.task import Task
 from agent_fleet.runner.transcript import Redactor
 
 __all__ = [
+    "DEFAULT_FENCE_TIMEOUT",
     "RAY_EXTRA_HINT",
     "PushOutcome",
     "RayBatchEntry",
@@ -73,7 +75,14 @@ DEFAULT_START_TIMEOUT = 180.0
 class RayBatchEntry(BatchEntry):
     """A ``BatchEntry`` plus where it ran: the node of the last attempt, the attempts made on the cluster,
     why earlier attempts failed, and (repository URL mode) the git bundle of the task's commits in
-    ``out_dir`` and, with ``push``, what became of pushing its branch (``PushOutcome``)."""
+    ``out_dir`` and, with ``push``, what became of pushing its branch (``PushOutcome``).
+
+    ``cluster_attempts``: every attempt of this run, abandoned ones included, with what it did (one
+    mapping each: ``attempt``, ``epoch``, ``node_id``, ``hostname``, ``actor``, ``started_at``,
+    ``ended_at``, ``outcome`` (``accepted``, ``abandoned``: its node was given up, ``lost``: its actor
+    died, ``provider_failed``, ``error``, ``cancelled``), ``reason``, ``session_id``, ``turns``,
+    ``commands``, ``events``, and in a shared repository the ``attempt_branch`` still holding an
+    abandoned attempt's ``commit``)."""
 
     node: str | None = None
     node_id: str | None = None
@@ -81,6 +90,7 @@ class RayBatchEntry(BatchEntry):
     failures: tuple[str, ...] = ()
     bundle: Path | None = None
     push: PushOutcome | None = None
+    cluster_attempts: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = BatchEntry.to_dict(self)  # not super(): slotted dataclasses break its zero-argument form
@@ -91,13 +101,16 @@ class RayBatchEntry(BatchEntry):
             failures=[Redactor().text(f) for f in self.failures],  # may quote a node's output
             bundle=str(self.bundle) if self.bundle is not None else None,
             push=self.push.to_dict() if self.push is not None else None,
+            cluster_attempts=[Redactor().value(dict(a)) for a in self.cluster_attempts],
         )
         return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RayNode:
-    """One actor of the batch: its node, its provider's pid, the tasks placed on it, and why it was lost."""
+    """One actor of the batch (or a node left out: ``actor`` empty): its node, the actor's and its
+    provider's pids, the tasks placed on it, and why no more work went to it (``lost``: its actor died,
+    it was fenced, its provider failed, it could not start, ``--exclude-node``)."""
 
     node_id: str
     hostname: str
@@ -105,12 +118,14 @@ class RayNode:
     provider_pid: int | None
     tasks: tuple[str, ...] = ()
     lost: str | None = None
+    pid: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "node_id": self.node_id,
             "hostname": self.hostname,
             "actor": self.actor,
+            "pid": self.pid,
             "provider_pid": self.provider_pid,
             "tasks": list(self.tasks),
             "lost": self.lost,
@@ -149,11 +164,14 @@ async def run_batch_ray(
     ray_address: str | None = None,
     repo_url: str | None = None,
     push: bool = False,
-    max_retries_per_task: int = 1,
+    max_retries_per_task: int | None = None,
     start_timeout: float = DEFAULT_START_TIMEOUT,
     work_root: str | None = None,
+    fence_timeout: float = DEFAULT_FENCE_TIMEOUT,
+    exclude_nodes: Sequence[str] = (),
     meta: Mapping[str, Any] | None = None,
     resume_from: Ledger | None = None,
+    complete: Callable[[RayBatchEntry], RayBatchEntry] | None = None,
 ) -> RayBatchResult:
     """Run ``tasks`` on a Ray cluster (see the module docstring); the arguments are ``run_batch``'s, plus:
 
@@ -168,20 +186,35 @@ async def run_batch_ray(
       from its node, never forced. A refused push (the remote's branch has commits the task's lacks, no
       access) is recorded in the entry's ``push`` and a ``runner.push`` notice, and turns a success into
       ``failed`` (``error_code="push_failed"``); the commits are still in the bundle.
-    - ``max_retries_per_task``: how often a task whose actor or node died is run again.
+    - ``max_retries_per_task``: how often a task whose node was lost (its actor died, it was fenced,
+      its provider failed) is run again, on another node; default: the template's ``retries``
+      (``--retries``).
     - ``start_timeout``: seconds for each node's actor and provider to start.
     - ``work_root``: node-local directory for clones and worktrees (default: each node's temp dir).
+    - ``fence_timeout``: the fencing bound in seconds (``--fence-timeout``; see ``_ray_fence``): a node
+      that cannot reach its raylet or the GCS stops by itself within it, and the driver gives up a node
+      it has not heard from within it.
+    - ``exclude_nodes``: nodes to leave out (``--exclude-node``): a node id (or a prefix of at least 6
+      characters), host name or address each.
+    - ``complete``: called with each entry before it is recorded (``run_batch`` adds what it recorded
+      and planned for the task, so the ledger holds the whole record as soon as the task ends).
 
     Returns a ``RayBatchResult`` (also written to ``out_dir/summary.json``). Raises ``UsageError`` (bad
-    arguments or tasks), ``ProviderUnavailable`` (no ray, no cluster, a node's provider cannot start),
-    ``AuthenticationError`` (a node has no credential) before any work.
+    arguments or tasks, an ``exclude_nodes`` entry that names no node), and when no node can run the
+    batch ``ProviderUnavailable`` (no ray, no cluster, no node's provider can start) or
+    ``AuthenticationError`` (no node has a credential), before any work. A node where the provider
+    cannot start is left out (a ``runner.node_excluded`` notice) and the batch runs on the others.
     """
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
+    if max_retries_per_task is None:
+        max_retries_per_task = template.retries
     if max_retries_per_task < 0:
         raise UsageError(f"max_retries_per_task must be >= 0, not {max_retries_per_task}")
     if start_timeout <= 0:
         raise UsageError(f"start_timeout must be positive, not {start_timeout}")
+    if not fence_timeout > 0 or fence_timeout == float("inf"):
+        raise UsageError(f"fence_timeout must be a positive number of seconds, not {fence_timeout}")
     if push and repo_url is None:
         raise UsageError("--push needs --repo-url (each task's branch is pushed to that repository)")
     if not tasks:
@@ -205,8 +238,11 @@ async def run_batch_ray(
         max_retries=max_retries_per_task,
         start_timeout=start_timeout,
         work_root=work_root,
+        fence_timeout=fence_timeout,
+        exclude_nodes=exclude_nodes,
         meta=meta,
         resume_from=resume_from,
+        complete=complete,
     )
     await batch.prepare(tasks, cwd)
     return await batch.run(ray_address, stop)

@@ -83,8 +83,10 @@ def test_cli_ray_flags_need_the_ray_backend(tmp_path: Path) -> None:
 
 async def test_push_and_per_task_providers_are_checked_before_any_work(repo: Path, tmp_path: Path) -> None:
     tasks = [BatchTask(id="a", prompt="p")]
-    with pytest.raises(UsageError, match="push need backend='ray'"):
+    with pytest.raises(UsageError, match="push, exclude_nodes and fence_timeout need backend='ray'"):
         await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", push=True)
+    with pytest.raises(UsageError, match="need backend='ray'"):
+        await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", exclude_nodes=["n"])
     with pytest.raises(UsageError, match="--push needs --repo-url"):
         await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", backend="ray", push=True)
     # Every node runs the batch's one provider: a task asking for another is refused, not run on it.
