@@ -112,11 +112,13 @@ class _Try:
 
 @dataclass(frozen=True, slots=True)
 class _Lost:
-    """The attempt's actor or node died, or its node was given up (``abandoned``): retried."""
+    """The attempt is lost with its node, retried: its actor died (``actor_died``), the driver gave the
+    node up while it ran (``abandoned``), or the node fenced itself (``fenced``)."""
 
     reason: str
     actor_died: bool = False
     abandoned: bool = False
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,6 +420,8 @@ class RayBatch:
             return _Broken(f"the node {worker.info.hostname} ended the task without a result")
         if outcome.epoch != pending.epoch:
             return _Broken(f"the node {worker.info.hostname} answered for another attempt")
+        if outcome.fenced is not None:
+            return _Lost(f"the node fenced itself: {outcome.fenced}", fenced=True)
         if outcome.result.fatal:
             return outcome  # the node's provider failed: nothing of it is published (see _settle)
         return await self._publish(pending, worker, job, outcome)
@@ -537,11 +541,14 @@ class RayBatch:
                     kept=Path(kept) if kept is not None else None,
                     bundle=bundle_path,
                     push=push,
+                    diff=ending.diff,
                 )
-            case _Lost(reason=reason, actor_died=actor_died, abandoned=abandoned):
-                current.outcome = "abandoned" if abandoned else "lost"
+            case _Lost(reason=reason, actor_died=actor_died, abandoned=abandoned, fenced=fenced):
+                current.outcome = "abandoned" if abandoned or fenced else "lost"
                 current.reason = reason
-                if not abandoned:
+                if fenced:
+                    self._node_lost(worker, reason)
+                elif not abandoned:
                     self._node_lost(worker, f"its actor died: {reason}", actor_died=actor_died)
                 self._retry_or_fail(pending, worker, reason)
             case _Broken(reason=reason):
@@ -625,16 +632,21 @@ class RayBatch:
         bundle: Path | None = None,
         push: PushOutcome | None = None,
         recorded: bool = False,
+        diff: str | None = None,
     ) -> None:
         task_id = pending.task.id
         if branch is None and pending.branch_created and pending.job.clone:
             branch = BRANCH_PREFIX + task_id
         if pending.tries and not recorded:
             self._note_attempt(pending)
+        last = pending.tries[-1] if pending.tries else None
+        resumed = pending.job.resume_session
         entry = RayBatchEntry(
             result=result,
             branch=branch,
             worktree=kept,
+            worktree_path=Path(last.worktree) if last is not None and last.worktree else None,
+            resumed_from=resumed if resumed is not None and result.session_id == resumed else None,
             node=worker.info.hostname if worker is not None else None,
             node_id=worker.info.node_id if worker is not None else None,
             attempts=pending.attempt,
@@ -645,6 +657,8 @@ class RayBatch:
         )
         if self.complete is not None:
             entry = self.complete(entry)
+        if diff is not None and entry.recorded is not None:
+            entry = replace(entry, recorded={**entry.recorded, "diff": diff})  # the final one, as locally
         self.entries[task_id] = entry
         self._record(entry)
         writer = self.writers.pop(task_id, None)

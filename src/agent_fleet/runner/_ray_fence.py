@@ -6,11 +6,12 @@ stop them. The fencing bound ``fence_timeout`` (seconds, ``--fence-timeout``) cl
 
 - **On the node** (``NodeWatch``, run by each ``NodeRunner``): every ``poll`` seconds it checks that
   its raylet is alive (Ray starts a worker as the raylet's child, so a worker whose parent changed has
-  lost its raylet, whatever killed it) and that the GCS answers. A lost raylet fences at once; a GCS
-  that does not answer fences after half the bound, and so does a driver that stopped asking for
-  heartbeats (it died, or cannot reach the node: it gives the node up at the bound). Fencing stops
-  the running turns, shuts the provider down and ends the actor process (its reaper then ends every
-  process the provider started), all within the bound.
+  lost its raylet, whatever killed it) and that the GCS answers. A lost raylet fences at once (and
+  the node's processes are gone within the bound); a GCS that has not answered for the bound fences,
+  and so does a driver that stopped asking for heartbeats for the bound (it died, or cannot reach
+  the node: it gives the node up then too). Fencing stops the running turns, shuts the provider down
+  and ends the actor process (its reaper then ends every process the provider started): a quarter
+  of the bound for the turns, a quarter for the provider, a quarter for the work directory.
 - **On the driver** (``Heartbeats``): each live actor is asked for its health every ``poll`` seconds.
   A node that answers "fenced", or whose last healthy answer is older than the bound, is lost: no work
   is placed on it, its running attempts are abandoned (their results would not be accepted) and
@@ -90,9 +91,9 @@ class NodeWatch:
         if gcs:
             self.gcs_ok_at = now
         silent = now - self.gcs_ok_at
-        if silent > self.fence_timeout / 2:
+        if silent > self.fence_timeout:
             return self.fence(f"the Ray GCS has not answered for {silent:.1f}s")
-        if self.driver_seen_at is not None and now - self.driver_seen_at > self.fence_timeout / 2:
+        if self.driver_seen_at is not None and now - self.driver_seen_at > self.fence_timeout:
             quiet = now - self.driver_seen_at
             return self.fence(f"the driver has not asked for a heartbeat for {quiet:.1f}s")
         return None

@@ -2,8 +2,11 @@
 
 A ``NodeRunner`` owns its node's one provider (for codex: one app-server child, many threads on it,
 as ``run_batch`` on a single machine) and runs up to ``jobs`` tasks at once on it. It is an async Ray
-actor, so its methods are coroutines on one event loop: ``start`` -> ``run`` (many, concurrently) ->
-``stop`` (a clean stop of the running tasks) -> ``shutdown``.
+actor, so its methods are coroutines on one event loop: ``start`` -> ``run`` (many, concurrently) and
+``push`` (the driver's, for an accepted attempt) -> ``stop`` (a clean stop of the running tasks) ->
+``shutdown``. ``heartbeat`` answers the driver's heartbeats and ``fence`` is the driver giving the
+node up; from ``start`` on the node watches its raylet, the GCS and those heartbeats, and fences
+itself (``_ray_fence``): it stops its turns and its provider and ends its own process.
 
 ``run(job)`` is a streaming generator: it yields ``Events`` batches (redacted here, with this node's
 environment, so a secret of a worker never reaches the driver) while the task runs and ends with one
@@ -19,8 +22,8 @@ directory so nodes do not race on it) or a git URL (``clone=True``: each node cl
 batch into its work directory; commits come back to the driver as a git bundle of the task's branch,
 and with ``Job.push`` go to the URL's branch too). The git work is ``_ray_repo.NodeRepos``'s.
 
-A task whose branch is to be pushed announces its end (``runner.finished``) after the push, with the
-status the push left: a refused push turns a success into a failure (``push_failed``).
+A task's end (``runner.finished``) is announced by the driver, after it published the attempt's work,
+with the status that left: a refused push turns a success into a failure (``push_failed``).
 """
 
 from __future__ import annotations
@@ -147,7 +150,9 @@ class Outcome:
     it accepts the attempt: the attempt's ``tip`` and the ``base`` it started from (shared-path mode:
     the task's branch then, None when it did not exist; clone mode: the start or earlier bundle).
     The task's ``runner.finished`` notice is not sent: the driver announces the end after publishing
-    (a refused push changes the status)."""
+    (a refused push changes the status). ``fenced`` (why) says the node had fenced itself: the
+    attempt was stopped or refused by that, and is no outcome of the task. ``diff``: the task's final
+    diff (every turn's changes, redacted), as a local batch records it."""
 
     result: TaskResult
     epoch: int = 0
@@ -158,6 +163,8 @@ class Outcome:
     tip: str | None = None
     base: str | None = None
     attempt_branch: str | None = None
+    fenced: str | None = None
+    diff: str | None = None
 
 
 def provider_environ(options: Any) -> dict[str, str]:
@@ -197,7 +204,7 @@ class NodeRunner:
         self.root = base / "agent-fleet-ray" / config.batch_id / self.node_id[:12]
         self.repos = NodeRepos(self.root, self.redactor)
         self.raylet = raylet_parent()  # read now: once the raylet is gone this process has another parent
-        self.watch = NodeWatch(config.fence_timeout, time.monotonic())
+        self.watch = NodeWatch(config.fence_timeout, time.monotonic())  # anew once the provider started
         self.works: set[asyncio.Task[Outcome]] = set()
         self.epochs: dict[str, int] = {}  # the newest epoch seen per task
         self._watcher: asyncio.Task[None] | None = None
@@ -222,6 +229,7 @@ class NodeRunner:
             return replace(info, error_kind="usage", error=str(exc))
         except AgentFleetError as exc:
             return replace(info, error_kind="unavailable", error=f"{type(exc).__name__}: {exc}")
+        self.watch = NodeWatch(self.config.fence_timeout, time.monotonic())  # (the start may be slow)
         self._watcher = asyncio.get_running_loop().create_task(self._watch())
         return replace(info, provider_pid=self.provider.pid)
 
@@ -331,7 +339,7 @@ class NodeRunner:
             refusal = f"attempt {job.attempt} (epoch {job.epoch}) is stale: a newer one came to this node"
         if refusal is not None:
             result = TaskResult(task_id=task_id, status="failed", reason=refusal, error_code="node_lost")
-            return Outcome(result=result, epoch=job.epoch)
+            return Outcome(result=result, epoch=job.epoch, fenced=refusal)
         self.epochs[task_id] = job.epoch
 
         def sink(task_event: TaskEvent) -> None:
@@ -341,7 +349,9 @@ class NodeRunner:
                 on_event(task_event)
 
         outcome = await self._execute(job, sink)
-        return replace(outcome, result=redact_event(outcome.result, self.redactor), epoch=job.epoch)
+        fenced = self.watch.fenced  # stopped by the fence: not an outcome of the task
+        result = redact_event(outcome.result, self.redactor)
+        return replace(outcome, result=result, epoch=job.epoch, fenced=fenced)
 
     async def _execute(self, job: Job, on_event: Callable[[TaskEvent], None]) -> Outcome:
         task = job.task
@@ -434,6 +444,11 @@ class NodeRunner:
                 )
             except UsageError as exc:
                 return failed(f"{exc} (on {self.hostname})", "usage")
+            diff: str | None = None
+            if ran.start_head is not None:
+                # The task's final diff (every turn's changes), read before its worktree is removed.
+                with contextlib.suppress(_git.GitError):
+                    diff = self.redactor.text(await _git.final_diff(run_cwd, ran.start_head))
         finally:
             if worktree is not None and repo is not None:
                 kept = await asyncio.shield(self.repos.remove_worktree(repo, worktree))
@@ -445,6 +460,7 @@ class NodeRunner:
             bundle = await self.repos.bundle(repo, branch, job.start)
         return Outcome(
             result=ran,
+            diff=diff,
             branch=branch,
             worktree_kept=str(kept) if kept is not None else None,
             bundle=bundle,

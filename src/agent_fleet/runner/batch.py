@@ -245,9 +245,7 @@ async def run_batch(
             complete=complete_ray,
             **ray_extra,
         )
-        return _complete_ray(
-            ray_result, task_list, watch, template, provider_name, options, out, started_at, prices
-        )
+        return _complete_ray(ray_result, watch, out, started_at, prices)
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
     if ray_address is not None or repo_url is not None or push or exclude_nodes or fence_timeout is not None:
@@ -413,31 +411,14 @@ def _result(
 
 
 def _complete_ray(
-    result: RayBatchResult,
-    tasks: Sequence[BatchTask],
-    watch: Watch,
-    template: Task,
-    provider_name: str,
-    options: Any,
-    out: Path,
-    started_at: float,
-    prices: PriceTable | None,
+    result: RayBatchResult, watch: Watch, out: Path, started_at: float, prices: PriceTable | None
 ) -> RayBatchResult:
-    """A Ray batch's entries completed with what the driver recorded; their records replaced in the
-    ledger, then ``summary.json`` and ``report.html`` written from it."""
-    planned = planned_model(template, provider_name, options)
-    by_id = {t.id: t for t in tasks}
-    entries = tuple(
-        watch.complete(e, by_id[e.result.task_id], planned, provider_name)
-        if e.result.task_id in watch.recorders
-        else e
-        for e in result.entries
-    )
+    """A Ray batch's ``summary.json`` and ``report.html`` written from its ledger, with the batch's
+    start time and prices (each entry was completed with what was recorded for it, and stored so, as
+    its task ended: ``run_batch_ray(complete=...)``)."""
+    entries = result.entries
     ledger = Ledger.open(out)
     try:
-        for e in entries:
-            if e.result.task_id in watch.recorders:
-                ledger.replace_record(e.result.task_id, {**e.to_dict()})
         extra = {k: v for k, v in result.to_dict().items() if k in ("backend", "batch_id", "nodes")}
         path, summary = write_records(
             ledger,

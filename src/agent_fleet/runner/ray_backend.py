@@ -16,26 +16,36 @@ Connect: to ``ray_address`` (or ``$RAY_ADDRESS``); without one a small local Ray
 Before any work: the tasks are checked as ``run_batch`` checks them (directories, repositories and their
 start commit; with ``repo_url``, ``git ls-remote`` gives the start commit; a task may not ask for
 another provider than the batch's: every node runs one), then one ``NodeRunner`` actor
-is placed on every alive node (``NodeAffinitySchedulingStrategy``, no CPU reserved) and starts that
-node's one provider. A failure there raises (``UsageError``, ``ProviderUnavailable`` and
-``AuthenticationError`` naming the node) and nothing was changed.
+is placed on every alive node but those ``exclude_nodes`` names (``NodeAffinitySchedulingStrategy``,
+no CPU reserved) and starts that node's one provider. A node where that fails is left out (a
+``runner.node_excluded`` notice names it and why); only when no node can start does it raise
+(``UsageError``, ``ProviderUnavailable`` or ``AuthenticationError``, naming every node), and then
+nothing was changed.
 
 Scheduling: the driver keeps the queue. A task goes to the least loaded node with a free slot; each
 node runs at most ``jobs`` tasks at once (the actor's ``max_concurrency`` leaves room for control
-calls). Each attempt is a streaming actor call: event batches come back as the task runs (the driver
-writes ``out_dir/<id>.jsonl`` and calls ``on_event``, so transcripts and the live view work as
-locally), then the result. Worktrees are made on the node that runs the task (see ``_ray_node``);
-in URL mode its commits come back as a bundle and, with ``push``, go to the URL (see ``_ray_repo``).
+calls). Each attempt is a streaming actor call carrying an epoch: event batches come back as the task
+runs (the driver writes ``out_dir/<id>.jsonl`` and calls ``on_event``, so transcripts and the live
+view work as locally), then the result. Worktrees are made on the node that runs the task (see
+``_ray_node``); in URL mode its commits come back as a bundle. What leaves the node for good is
+published by the driver once it accepted the attempt (the task's branch in a shared repository,
+the push with ``push``; see ``_ray_driver``).
 
-Faults: when an actor or its node dies mid-task, the attempt is recorded (a
-``runner.attempt_failed`` notice with the reason) and the task goes back to the queue, to another
-node when one is alive, at most ``max_retries_per_task`` times; after that it is ``failed``
-(``error_code="node_lost"``). A dead actor on a live node is replaced once. A fatal result (credential
-refused, app-server died) or ``stop`` stops the batch as ``run_batch`` does: every node is told to stop
-(running tasks end ``cancelled``), tasks not started are reported ``cancelled``. Cancelling
-``run_batch_ray`` stops the nodes, waits briefly for running tasks to clean up, cancels what is left
-(``ray.cancel``) and re-raises. The actors are always shut down and killed; ``summary.json`` is always
-written (with ``"backend": "ray"`` and a ``nodes`` list).
+Fencing (``_ray_fence``): every node watches its raylet and the GCS and the driver's heartbeats, and
+stops by itself (turns, provider, process) when it lost one of them; the driver asks every node for
+a heartbeat and gives up a node that fenced itself or was not heard within ``fence_timeout``.
+
+Faults: a lost node (its actor died, it was fenced or not heard from, its provider failed) gets no
+more work; the attempts it ran are abandoned at once and recorded with what they did (a
+``runner.attempt_failed`` notice, ``RayBatchEntry.cluster_attempts``, the ledger's history), and
+their tasks go back to the queue, to another node, at most ``max_retries_per_task`` times; after that
+a task is ``failed`` (``error_code="node_lost"``). A dead actor on a live node is replaced once. When
+no node is left the batch stops (fatal): unfinished tasks stay interrupted or queued for
+``--resume``. ``stop`` stops the batch as ``run_batch`` does: every node is told to stop (running
+tasks end ``cancelled``), tasks not started are reported ``cancelled``. Cancelling ``run_batch_ray``
+stops the nodes, waits briefly for running tasks to clean up, cancels what is left (``ray.cancel``)
+and re-raises. The actors are always shut down and killed; ``summary.json`` is always written (with
+``"backend": "ray"`` and a ``nodes`` list).
 """
 
 from __future__ import annotations

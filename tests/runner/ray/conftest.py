@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -75,14 +76,28 @@ def add_node(cluster: Any, name: str, env: Mapping[str, str] | None = None) -> A
     try:
         with loopback_only():
             node = cluster.add_node(num_cpus=1, resources={name: 1}, include_dashboard=False)
-            cluster.wait_for_nodes()
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+    # (not cluster.wait_for_nodes(): it counts the nodes a test killed as still to come)
+    deadline = time.monotonic() + 120
+    while not any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the Ray node {name} did not join")
+        time.sleep(0.2)
     return node
+
+
+def wait_dead(node_id: str, within: float = 120) -> None:
+    """Until Ray's health check counts ``node_id`` dead (a removed or killed node)."""
+    deadline = time.monotonic() + within
+    while any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Ray still counts the node {node_id} alive")
+        time.sleep(0.5)
 
 
 def raylet_pid(node: Any) -> int:

@@ -15,24 +15,24 @@ def test_a_lost_raylet_fences_at_once_and_for_good() -> None:
     assert watch.observe(raylet_alive=True, gcs=True, now=2.0) == reason  # no way back
 
 
-def test_a_silent_gcs_fences_after_half_the_bound_so_the_node_is_gone_within_it() -> None:
+def test_a_silent_gcs_fences_after_the_bound() -> None:
     watch = NodeWatch(10.0, now=0.0)
     assert watch.observe(raylet_alive=True, gcs=True, now=1.0) is None
-    assert watch.observe(raylet_alive=True, gcs=None, now=5.9) is None  # 4.9 s of silence
-    reason = watch.observe(raylet_alive=True, gcs=None, now=6.1)
-    assert reason is not None and "GCS has not answered for 5.1s" in reason
+    assert watch.observe(raylet_alive=True, gcs=None, now=10.9) is None  # 9.9 s of silence
+    reason = watch.observe(raylet_alive=True, gcs=None, now=11.1)
+    assert reason is not None and "GCS has not answered for 10.1s" in reason
     answered = NodeWatch(10.0, now=0.0)
-    for t in range(1, 30):  # an answer now and then keeps it going
-        assert answered.observe(raylet_alive=True, gcs=True if t % 4 == 0 else None, now=float(t)) is None
+    for t in range(1, 60):  # an answer now and then keeps it going
+        assert answered.observe(raylet_alive=True, gcs=True if t % 9 == 0 else None, now=float(t)) is None
 
 
 def test_a_node_the_driver_stopped_asking_fences_within_the_bound() -> None:
     watch = NodeWatch(10.0, now=0.0)
     assert watch.observe(raylet_alive=True, gcs=True, now=30.0) is None  # not asked yet: starting
     watch.heard_from_driver(30.0)
-    assert watch.observe(raylet_alive=True, gcs=True, now=34.9) is None
-    reason = watch.observe(raylet_alive=True, gcs=True, now=35.1)
-    assert reason is not None and "driver has not asked for a heartbeat for 5.1s" in reason
+    assert watch.observe(raylet_alive=True, gcs=True, now=39.9) is None
+    reason = watch.observe(raylet_alive=True, gcs=True, now=40.1)
+    assert reason is not None and "driver has not asked for a heartbeat for 10.1s" in reason
 
 
 def test_the_driver_gives_up_a_node_not_heard_within_the_bound() -> None:

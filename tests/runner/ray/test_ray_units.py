@@ -79,6 +79,11 @@ def test_cli_ray_flags_need_the_ray_backend(tmp_path: Path) -> None:
     for flags in (["--push"], ["--push", "--backend", "ray"]):
         result = CliRunner().invoke(cli, ["batch", str(tasks), *flags])
         assert result.exit_code == 2 and "--push needs --backend ray and --repo-url" in result.output
+    for flags in (["--exclude-node", "gpu-1"], ["--fence-timeout", "5"]):
+        result = CliRunner().invoke(cli, ["batch", str(tasks), *flags])
+        assert result.exit_code == 2 and "need --backend ray" in result.output, result.output
+    result = CliRunner().invoke(cli, ["batch", str(tasks), "--backend", "ray", "--fence-timeout", "0"])
+    assert result.exit_code == 2 and "--fence-timeout" in result.output
 
 
 async def test_push_and_per_task_providers_are_checked_before_any_work(repo: Path, tmp_path: Path) -> None:
@@ -131,6 +136,12 @@ def test_cli_passes_push_to_the_batch_and_records_it_for_resume(
     assert result.exit_code == 2 and "stop here" in result.output
     assert seen["push"] is True and seen["repo_url"] == url
     assert seen["meta"]["cli"]["push"] is True  # `--resume OUT` pushes too
+    result = CliRunner().invoke(
+        cli, [*args, "--exclude-node", "gpu-1", "--exclude-node", "10.0.0.2", "--fence-timeout", "4.5"]
+    )
+    assert result.exit_code == 2 and "stop here" in result.output
+    assert seen["exclude_nodes"] == ("gpu-1", "10.0.0.2") and seen["fence_timeout"] == 4.5
+    assert seen["meta"]["cli"]["exclude_nodes"] == ["gpu-1", "10.0.0.2"]  # and a resume keeps them
 
 
 def test_a_later_bundle_never_overwrites_an_earlier_one(tmp_path: Path) -> None:
