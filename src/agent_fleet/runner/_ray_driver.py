@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import time
 import uuid
 from collections import deque
@@ -753,8 +754,9 @@ class RayBatch:
     async def _settle_abandoned(self, *, wait: bool) -> None:
         """Shared-path mode, for each attempt that was not accepted, once its node is surely stopped
         (the fencing bound after it was given up; ``wait`` False: only those whose actor is dead):
-        its worktree is removed unless it holds uncommitted work (then kept, as on a local batch), and
-        its own branch is deleted unless it holds commits (then kept, and recorded with the attempt)."""
+        its worktree is removed (the task ran again; whether it held uncommitted changes is recorded),
+        and its own branch is deleted unless it holds commits (then kept, and recorded with the
+        attempt)."""
         found: list[tuple[str, int, Job]] = []
         latest = 0.0
         for task_id, entry in self.entries.items():
@@ -777,12 +779,12 @@ class RayBatch:
             tries = [dict(t) for t in entry.cluster_attempts]
             t = tries[n]
             name = str(t["attempt_branch"])
-            tip, kept = await _clear_attempt(
+            tip, dirty = await _clear_attempt(
                 Path(job.repo or "."), job.start, task_id, name, t.get("worktree")
             )
             t["commit"] = tip
-            t["attempt_branch"] = name if tip is not None or kept else None
-            t["worktree_kept"] = kept
+            t["attempt_branch"] = name if tip is not None else None
+            t["uncommitted"] = dirty
             entry = replace(entry, cluster_attempts=tuple(tries))
             self.entries[task_id] = entry
             if self.ledger is not None:
@@ -792,12 +794,12 @@ class RayBatch:
             if job is None or job.repo is None:
                 continue
             name = str(started["attempt_branch"])
-            tip, kept = await _clear_attempt(
+            tip, dirty = await _clear_attempt(
                 Path(job.repo), job.start, task_id, name, started.get("worktree")
             )
             if self.ledger is not None:
-                detail = {**started, "outcome": "interrupted", "commit": tip, "worktree_kept": kept}
-                detail["attempt_branch"] = name if tip is not None or kept else None
+                detail = {**started, "outcome": "interrupted", "commit": tip, "uncommitted": dirty}
+                detail["attempt_branch"] = name if tip is not None else None
                 self.ledger.annotate(task_id, "attempt", detail)
 
     def _result(self, duration: float) -> RayBatchResult:
@@ -857,25 +859,25 @@ class RayBatch:
 async def _clear_attempt(
     repo: Path, start: str | None, task_id: str, name: str, worktree: str | None
 ) -> tuple[str | None, bool]:
-    """An attempt that was not accepted, in a shared repository: its worktree removed unless it holds
-    uncommitted work (kept: True), its branch ``name`` deleted unless it holds commits of its own.
-    Returns the commit the kept branch holds (None: deleted) and whether the worktree was kept."""
-    kept = False
+    """An attempt that was not accepted, in a shared repository: its worktree removed (it is done with:
+    the task ran again), its branch ``name`` deleted unless it holds commits of its own. Returns the
+    commit the kept branch holds (None: deleted) and whether the worktree held uncommitted changes."""
+    dirty = False
     async with repo_lock(repo):
         if worktree is not None and await asyncio.to_thread(Path(worktree).is_dir):
-            kept = await _dirty(Path(worktree))
-            if not kept:
-                with contextlib.suppress(_git.GitError):
-                    await _git.git(repo, "worktree", "remove", "--force", worktree)
-                await asyncio.to_thread(_prune_up, Path(worktree), 3)
+            dirty = await _dirty(Path(worktree))
+            with contextlib.suppress(_git.GitError):
+                await _git.git(repo, "worktree", "remove", "--force", worktree)
+            await asyncio.to_thread(shutil.rmtree, worktree, True)
+            await asyncio.to_thread(_prune_up, Path(worktree), 3)
         with contextlib.suppress(_git.GitError):
             await _git.git(repo, "worktree", "prune")
         tip = await branch_tip(repo, name)
-        if not kept and tip is not None and await _nothing_new(repo, tip, start, task_id):
+        if tip is not None and await _nothing_new(repo, tip, start, task_id):
             with contextlib.suppress(_git.GitError):
                 await _git.git(repo, "branch", "-D", name)
             tip = None
-    return tip, kept
+    return tip, dirty
 
 
 async def _nothing_new(repo: Path, tip: str, start: str | None, task_id: str) -> bool:

@@ -196,7 +196,7 @@ class ActorPool:
                 raise errors[0]
             raise kind("no Ray node can run the batch: " + "; ".join(str(e) for e in errors))
         for worker in started:
-            self.beats.seen(worker.name)
+            self.beats.seen(worker.name)  # (the slowest node's start may have taken a while)
         return list(self.excluded)
 
     def _leave_out(self, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -279,6 +279,7 @@ class ActorPool:
         match info.error_kind:
             case None:
                 worker.alive = True
+                self.beats.seen(worker.name)  # heard from: its heartbeats are due from now on
                 return worker
             case "auth":
                 raise AuthenticationError(message)

@@ -169,3 +169,37 @@ def test_events_are_redacted_on_the_node_with_its_environment() -> None:
     )
     system = System(subtype="x", data={"api_key": "abcdef", "note": ["node-secret-123"]})
     assert redact_event(system, redactor).data == {"api_key": "[REDACTED]", "note": ["[REDACTED]"]}
+
+
+def test_a_node_excluded_is_a_batch_notice_the_live_view_prints_without_a_task_row() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agent_fleet.cli._view import Progress, describe
+    from agent_fleet.runner._types import notice
+
+    excluded = notice(
+        "",
+        "node_excluded",
+        node_id="aaaaaaaa1111",
+        hostname="gpu-1",
+        where="Ray node gpu-1 (aaaaaaaa1111)",
+        reason="its provider failed: codex app-server exited\nstderr tail ...",
+        running=["t1", "t2"],
+    )
+    said = describe(excluded)
+    assert said == (
+        "Ray node gpu-1 (aaaaaaaa1111) excluded: its provider failed: codex app-server exited; "
+        "its running tasks go elsewhere: t1, t2"
+    )
+    buffer = io.StringIO()
+    progress = Progress(Console(file=buffer, width=200), json_output=False, batch=True)
+    progress.on_event(excluded)
+    assert progress.rows == {}
+    assert said in buffer.getvalue()
+    stream = io.StringIO()
+    as_json = Progress(Console(file=io.StringIO()), json_output=True, batch=True, out=stream)
+    as_json.on_event(excluded)
+    record = json.loads(stream.getvalue())
+    assert (record["task_id"], record["subtype"]) == ("", "runner.node_excluded") and as_json.rows == {}
