@@ -30,7 +30,7 @@ from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult
 from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer
 
-from ...procs import alive
+from ...procs import alive, descendants
 from ..conftest import git, make_repo
 from ..scripted import TAG, ScriptedAgent, commit, write_file
 from .conftest import add_node, kill_raylet, live_agent_fleet_actors, wait_dead
@@ -134,12 +134,15 @@ async def _kill_a_raylet_mid_task(
     )
     scripted_model.responder = hold
     placed: dict[str, str] = {}
+    actors: dict[str, str] = {}
+    tree: list[int] = []
     batch_notices: list[TaskEvent] = []
 
     def on_event(event: TaskEvent) -> None:
         node = _node_of(event)
-        if node is not None:
+        if node is not None and isinstance(event.event, System):
             placed.setdefault(event.task_id, node)
+            actors.setdefault(event.task_id, str(event.event.data["actor"]))
         if not event.task_id:
             batch_notices.append(event)
 
@@ -156,6 +159,9 @@ async def _kill_a_raylet_mid_task(
         nonlocal killed_at
         assert await asyncio.to_thread(hold.arrived.wait, 180), "the tasks never asked the model"
         victim = next(t for t, n in placed.items() if n == victim_node_id)
+        # Every process of the node's actor: itself, the reaper, the app-server and what it started.
+        health = await ray.get_actor(actors[victim]).heartbeat.remote()
+        tree.extend(descendants(health.pid))
         kill_raylet(victim_node)
         killed_at = time.monotonic()
         killed_wall.append(time.time())
@@ -199,6 +205,10 @@ async def _kill_a_raylet_mid_task(
     assert isinstance(abandoned, RayBatchEntry) and abandoned.cluster_attempts, abandoned.result.reason
     gave_up_after = float(abandoned.cluster_attempts[0]["ended_at"]) - killed_wall[0]
     assert gave_up_after < FENCE, f"the node was given up {gave_up_after:.1f}s after its raylet died"
+    # Nothing of the dead node runs past the bound: its actor, reaper, app-server and their children.
+    deadline = killed_at + FENCE
+    outlived = [pid for pid in tree if not _exits_by(pid, deadline)]
+    assert len(tree) >= 3 and outlived == [], f"outlived the bound: {outlived} of {tree}"
     return result, victim, victim_node_id, killed_at, batch_notices
 
 
@@ -456,3 +466,80 @@ async def test_exclude_node_leaves_a_node_out(
     assert head not in {e.node_id for e in result.entries if isinstance(e, RayBatchEntry)}
     [left] = [n for n in result.nodes if n.node_id == head]
     assert left.actor == "" and left.lost == "left out by --exclude-node"
+
+
+async def test_when_no_node_is_left_the_batch_stops_resumable_and_a_resume_finishes_it(
+    repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions, tmp_path: Path
+) -> None:
+    # One node runs the batch (the others are left out); its app-server dies mid-task.
+    alive_nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    keep = ray.get_runtime_context().get_node_id()
+    ids = ["n0", "n1"]
+    # (n0's resumed session, if codex can resume it, asks for its second turn: the same work)
+    work = {i: [[write_file(f"{i}.txt", i), commit(f"task {i}")]] * 2 for i in ids}
+    hold = Hold(ScriptedAgent(work), expect=1)
+    scripted_model.responder = hold
+    actors: dict[str, str] = {}
+    seen: list[TaskEvent] = []
+
+    def on_event(event: TaskEvent) -> None:
+        seen.append(event)
+        if isinstance(event.event, System) and event.event.subtype == "runner.placed":
+            actors.setdefault(event.task_id, str(event.event.data["actor"]))
+
+    async def crash() -> None:
+        assert await asyncio.to_thread(hold.arrived.wait, 180)
+        health = await ray.get_actor(actors["n0"]).heartbeat.remote()
+        assert health.provider_pid is not None
+        os.kill(health.provider_pid, signal.SIGKILL)
+        hold.release_all()
+
+    crasher = asyncio.ensure_future(crash())
+    out = tmp_path / "out"
+    try:
+        first = await asyncio.wait_for(
+            run_batch(
+                [BatchTask(id=i, prompt=f"[task:{i}] write and commit") for i in ids],
+                template=_template(repo),
+                out_dir=out,
+                jobs=1,
+                worktrees=True,
+                options=codex_options,
+                on_event=on_event,
+                backend="ray",
+                exclude_nodes=[n for n in alive_nodes if n != keep],
+            ),
+            300,
+        )
+    finally:
+        hold.release_all()
+    await crasher
+    assert first.fatal and first.stopped is not None and "no Ray node is left" in first.stopped
+    assert keep[:12] in first.stopped and "provider failed" in first.stopped
+    summary = json.loads((out / "summary.json").read_text())
+    states = {t["task_id"]: t["state"] for t in summary["tasks"]}
+    assert states == {"n0": "interrupted", "n1": "queued"}, summary["tasks"]
+    assert _ends_finished(out / "n0.jsonl")
+    excluded = [e.event.data["node_id"] for e in seen if not e.task_id and isinstance(e.event, System)]
+    assert set(excluded) == set(alive_nodes)  # those left out, then the one whose provider died
+    # The nodes are back: --resume runs what is left, on any node.
+    resumed = await asyncio.wait_for(
+        run_batch(
+            None,
+            template=_template(repo),
+            out_dir=out,
+            jobs=1,
+            worktrees=True,
+            options=codex_options,
+            backend="ray",
+            resume=True,
+        ),
+        300,
+    )
+    assert [e.result.status for e in resumed.entries] == ["succeeded", "succeeded"], [
+        e.result.reason for e in resumed.entries
+    ]
+    for i in ids:
+        assert _log(repo, f"agent-fleet/{i}") == [f"task {i}", "initial"]
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert live_agent_fleet_actors() == []
