@@ -160,10 +160,10 @@ class ActorPool:
         ``ProviderUnavailable``)."""
         spawns: list[asyncio.Task[Worker]] = []
         try:
-            nodes = [n for n in await asyncio.to_thread(self.ray.nodes) if n.get("Alive")]
-            if not nodes:
+            every = await asyncio.to_thread(self.ray.nodes)
+            if not any(n.get("Alive") for n in every):
                 raise ProviderUnavailable("the Ray cluster has no alive node")
-            chosen = self._leave_out(nodes)
+            chosen = self._leave_out(every)
             loop = asyncio.get_running_loop()
             spawns = [loop.create_task(self._spawn(str(n["NodeID"]))) for n in chosen]
             outcomes = await asyncio.gather(*spawns, return_exceptions=True)
@@ -199,14 +199,16 @@ class ActorPool:
             self.beats.seen(worker.name)  # (the slowest node's start may have taken a while)
         return list(self.excluded)
 
-    def _leave_out(self, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The nodes to place actors on: all but those ``exclude`` names (by node id or a prefix of at
-        least 6 characters, host name or address); ``UsageError`` for a name that matches none."""
+    def _leave_out(self, every: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The alive nodes to place actors on: all but those ``exclude`` names (by node id or a prefix of
+        at least 6 characters, host name or address). ``UsageError`` for a name that matches no node
+        Ray knows, alive or dead (a node gone since, e.g. when a batch is resumed, is no error)."""
+        nodes = [n for n in every if n.get("Alive")]
         left_out: set[str] = set()
         for name in self.exclude:
             matches = {
                 str(n["NodeID"])
-                for n in nodes
+                for n in every
                 if name in (n.get("NodeManagerHostname"), n.get("NodeManagerAddress"), n["NodeID"])
                 or (len(name) >= 6 and str(n["NodeID"]).startswith(name))
             }
@@ -215,7 +217,7 @@ class ActorPool:
                     f"{n.get('NodeManagerHostname')} {n.get('NodeManagerAddress')} {str(n['NodeID'])[:12]}"
                     for n in nodes
                 )
-                raise UsageError(f"--exclude-node {name!r} names no alive Ray node (alive: {known})")
+                raise UsageError(f"--exclude-node {name!r} names no Ray node (alive: {known})")
             left_out |= matches
         for n in nodes:
             if str(n["NodeID"]) in left_out:
