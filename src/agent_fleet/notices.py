@@ -127,9 +127,21 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "(data: attempt, max_attempts, delay, code, message)"
         ),
         "runner.finished": "the task ended (data: its TaskResult, without the final text)",
-        "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
-        "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",
-        "runner.attempt_failed": "Ray: an attempt was lost with its node or actor (data: reason, retry)",
+        "runner.placed": (
+            "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt, epoch)"
+        ),
+        "runner.worktree": (
+            "Ray: the attempt's worktree on its node (data: path, branch, attempt_branch, node_id)"
+        ),
+        "runner.attempt_failed": (
+            "Ray: an attempt was lost with its node or actor, or abandoned when its node was given up "
+            "(data: attempt, epoch, node_id, hostname, reason, retry)"
+        ),
+        "runner.node_excluded": (
+            "Ray, about the batch (task_id empty): no more work goes to a node: its provider did not "
+            "start or failed, it was fenced or not heard from, or --exclude-node named it "
+            "(data: node_id, hostname, where, reason, running: the tasks whose attempts were abandoned)"
+        ),
         "runner.push": (
             "Ray --push: the task's branch was pushed or refused (data: branch, commit, pushed, error)"
         ),

@@ -214,6 +214,20 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="With --repo-url: push each task's branch agent-fleet/<id> to that repository (never forced).",
 )
 @click.option(
+    "--exclude-node",
+    "exclude_nodes",
+    multiple=True,
+    metavar="NODE",
+    help="Ray: leave this node out (node id or a prefix of it, host name or address; repeatable).",
+)
+@click.option(
+    "--fence-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    metavar="SECONDS",
+    help="Ray: a node cut off from its raylet or the GCS stops by itself within this bound, and no "
+    "work goes to a node not heard from within it [default: 10].",
+)
+@click.option(
     "--prices",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
@@ -288,6 +302,8 @@ def batch_command(
                     ray_address=settings.ray_address,
                     repo_url=settings.repo_url,
                     push=settings.push,
+                    exclude_nodes=settings.exclude_nodes,
+                    fence_timeout=settings.fence_timeout,
                     resume=settings.resume,
                     rerun_failed=settings.rerun_failed,
                     meta=settings.meta,
@@ -314,7 +330,9 @@ def batch_command(
             console.print(f"report: {result.report_path}")
         if result.stopped:
             console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
-            if not result.fatal:
+            states = (result.summary or {}).get("states") or {}
+            unfinished = any(states.get(k) for k in ("queued", "running", "interrupted"))
+            if not result.fatal or unfinished:  # (fatal: once the cause is fixed, e.g. a Ray node back)
                 console.print(f"continue it with: agent-fleet batch --resume {record}")
         console.print(f"record: {record}", highlight=False, soft_wrap=True)
         if interrupts.presses:

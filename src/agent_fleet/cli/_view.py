@@ -175,6 +175,10 @@ def _describe(task_event: TaskEvent) -> str | None:
             return f"push of {data.get('branch')} refused: {first_line(str(data.get('error')))}"
         case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
             return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
+        case System(subtype="runner.node_excluded", data=data):  # --backend ray: a batch-level notice
+            running = data.get("running") or []
+            moved = f"; its running tasks go elsewhere: {', '.join(map(str, running))}" if running else ""
+            return f"{data.get('where')} excluded: {first_line(str(data.get('reason')))}{moved}"
     return None
 
 
@@ -279,6 +283,11 @@ class Progress:
                 record = event_record(streamed, self.redactor)
                 self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.out.flush()
+        if not task_event.task_id:  # a notice about the batch, not a task (a Ray node excluded)
+            said = describe(task_event)
+            if said is not None and not self.json_output:
+                self.console.print(Text(self.redactor.text(said), style="yellow"), highlight=False)
+            return
         row = self.row(task_event.task_id)
         event = task_event.event
         line = describe(task_event)

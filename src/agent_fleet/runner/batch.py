@@ -47,10 +47,10 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet.contract import Provider
 from agent_fleet.errors import UsageError
@@ -85,6 +85,9 @@ from agent_fleet.runner.ledger import Ledger, LedgerRow, holds_batch
 from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
+
+if TYPE_CHECKING:
+    from agent_fleet.runner.ray_backend import RayBatchEntry
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -172,6 +175,8 @@ async def run_batch(
     ray_address: str | None = None,
     repo_url: str | None = None,
     push: bool = False,
+    exclude_nodes: Sequence[str] = (),
+    fence_timeout: float | None = None,
     resume: bool = False,
     rerun_failed: bool = False,
     meta: Mapping[str, Any] | None = None,
@@ -192,8 +197,8 @@ async def run_batch(
     task.
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
-    ``repo_url``, ``push``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be
-    given).
+    ``repo_url``, ``push``, ``exclude_nodes``, ``fence_timeout``: see
+    ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
 
     ``box_dir``: where the batch's box is made (its worktrees and the tasks' temporary directories;
     default ``<state>/boxes``, see ``agent_fleet.runner._box``). ``on_warning(text)`` is called before
@@ -228,6 +233,16 @@ async def run_batch(
             default = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
             watch.shared = await admit_ray(task_list, default, out, resume, worktrees, on_warning)
         started_at = time.time()
+        planned = planned_model(template, provider_name, options)
+        by_id = {t.id: t for t in task_list}
+
+        def complete_entry(entry: RayBatchEntry) -> RayBatchEntry:
+            # As each task ends, so the ledger holds its whole record even if the driver dies later.
+            return watch.complete(entry, by_id[entry.result.task_id], planned, provider_name)
+
+        ray_extra: dict[str, Any] = {}
+        if fence_timeout is not None:
+            ray_extra["fence_timeout"] = fence_timeout
         ray_result = await run_batch_ray(
             task_list,
             template=template,
@@ -243,16 +258,17 @@ async def run_batch(
             ray_address=ray_address,
             repo_url=repo_url,
             push=push,
+            exclude_nodes=exclude_nodes,
             meta=meta,
             resume_from=resumed,
+            complete=complete_entry,
+            **ray_extra,
         )
-        return complete_ray(
-            ray_result, task_list, watch, template, provider_name, options, out, started_at, prices
-        )
+        return complete_ray(ray_result, watch, out, started_at, prices)
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
-    if ray_address is not None or repo_url is not None or push:
-        raise UsageError("ray_address, repo_url and push need backend='ray'")
+    if ray_address is not None or repo_url is not None or push or exclude_nodes or fence_timeout is not None:
+        raise UsageError("ray_address, repo_url, push, exclude_nodes and fence_timeout need backend='ray'")
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
     default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
