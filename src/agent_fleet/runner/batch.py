@@ -320,8 +320,11 @@ async def run_batch(
                 )
                 _note_pid(state, providers.get(t.provider))
                 if entry.result.fatal and state.stopped is None:
-                    state.stopped = f"fatal error in task {t.id}: {entry.result.reason}"
-                    state.fatal = True
+                    if entry.result.error_code == "app_server_crashed":  # resumable: its tasks interrupted
+                        state.stopped = f"the provider process died (task {t.id}): {entry.result.reason}"
+                    else:
+                        state.stopped = f"fatal error in task {t.id}: {entry.result.reason}"
+                        state.fatal = True
                     state.stop.set()
                 if on_result is not None:
                     on_result(entry)

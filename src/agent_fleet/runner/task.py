@@ -33,7 +33,8 @@ is each review's session.
 Retries: see ``runner/_retry.py``; each is a ``runner.retry`` notice, counted in ``TaskResult.retries``.
 
 Fatal outcomes (``TaskResult.fatal``): the provider is unavailable, the credential is missing or
-refused, or the app-server died. A batch stops on them; the CLI exits 3.
+refused (status ``error``; the CLI exits 3), or the app-server died (status ``cancelled``: the task
+was interrupted and its session can be resumed). A batch stops on them.
 """
 
 from __future__ import annotations
@@ -312,13 +313,8 @@ class _TaskRun:
             self.finish(
                 "error", f"provider unavailable: {exc.message}", code="provider_unavailable", fatal=True
             )
-        except TransportError as exc:
-            self.finish(
-                "error",
-                f"the provider process failed: {exc.message}",
-                code="app_server_crashed",
-                fatal=True,
-            )
+        except TransportError as exc:  # interrupted, not failed: its session lives on in the record
+            self.finish("cancelled", _crashed(f"the provider process failed: {exc.message}"), **_CRASH)
         except TurnFailed as exc:  # a review turn failed
             self._turn_error(exc.event, "the review")
         except AgentFleetError as exc:
@@ -343,8 +339,8 @@ class _TaskRun:
                     code=error.code,
                     fatal=True,
                 )
-            case "app_server_crashed":
-                self.finish("error", message, code=error.code, fatal=True)
+            case "app_server_crashed":  # interrupted: resuming continues its session
+                self.finish("cancelled", _crashed(message), **_CRASH)
             case "timeout":
                 self.finish("timeout", message, code=error.code)
             case "cancelled":
@@ -557,6 +553,13 @@ class _TaskRun:
             blocking=len(review.blocking(config.threshold)),
         )
         return review
+
+
+_CRASH: dict[str, Any] = {"code": "app_server_crashed", "fatal": True}
+
+
+def _crashed(message: str) -> str:
+    return f"{message}; interrupted (`agent-fleet batch --resume` continues its session)"
 
 
 def _reviewer(provider_name: str) -> str | None:
