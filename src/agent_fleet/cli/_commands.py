@@ -259,7 +259,7 @@ def batch_command(
                 export.shutdown()
         progress.summary(result.to_dict())
         console.print(summary_table(result, console.width))
-        console.print(f"summary: {result.summary_path}")
+        console.print(f"summary: {result.summary_path or 'not written (the ledger is the record)'}")
         if result.report_path is not None:
             console.print(f"report: {result.report_path}")
         stopped = Redactor().text(result.stopped) if result.stopped else None

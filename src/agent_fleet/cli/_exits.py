@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 
 from agent_fleet.cli._view import first_line
-from agent_fleet.errors import AgentFleetError, ProviderUnavailable, UsageError
+from agent_fleet.errors import AgentFleetError, ProviderUnavailable, StorageError, UsageError
 from agent_fleet.runner import TaskResult, check_provider
 
 __all__ = [
@@ -181,6 +181,8 @@ def handled() -> Iterator[None]:
         die(EXIT_USAGE, str(exc))
     except ProviderUnavailable as exc:
         die(EXIT_UNAVAILABLE, exc.message)
+    except StorageError as exc:  # a full disk: what was recorded stays true
+        die(EXIT_STOPPED, f"{exc}; stopped, resumable once there is room")
     except AgentFleetError as exc:
         die(EXIT_FAILED, first_line(str(exc), 400))
     except Exception as exc:

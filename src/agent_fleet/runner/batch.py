@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_fleet.contract import Provider
-from agent_fleet.errors import UsageError
+from agent_fleet.errors import StorageError, UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git, _worktrees
 from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
@@ -110,6 +110,11 @@ class _State:
 
     def lock(self, repo: Path) -> asyncio.Lock:
         return self.locks.setdefault(repo, asyncio.Lock())
+
+    def halt(self, why: str) -> None:
+        """Stop the batch, resumable (the first reason is the one reported)."""
+        self.stopped = self.stopped or why
+        self.stop.set()
 
 
 class _Providers:
@@ -306,19 +311,25 @@ async def run_batch(
                     if on_result is not None:
                         on_result(entry)
                     continue
-                entry = await _run_one(
-                    t,
-                    ledger.get(t.id),
-                    template,
-                    providers,
-                    locator.get(t),
-                    wt_root,
-                    out,
-                    state,
-                    watch,
-                    complete,
-                )
-                _note_pid(state, providers.get(t.provider))
+                try:
+                    entry = await _run_one(
+                        t,
+                        ledger.get(t.id),
+                        template,
+                        providers,
+                        locator.get(t),
+                        wt_root,
+                        out,
+                        state,
+                        watch,
+                        complete,
+                    )
+                    _note_pid(state, providers.get(t.provider))
+                except StorageError as exc:  # the record cannot be written (a full disk): stop, resumable
+                    state.halt(str(exc))
+                    return
+                if entry.result.error_code == "storage_error":
+                    state.halt(entry.result.reason.removeprefix("stopped: "))
                 if entry.result.fatal and state.stopped is None:
                     if entry.result.error_code == "app_server_crashed":  # resumable: its tasks interrupted
                         state.stopped = f"the provider process died (task {t.id}): {entry.result.reason}"
@@ -384,6 +395,9 @@ def _result(
             provider_pids=sorted(state.pids),
             prices=prices,
         )
+    except StorageError as exc:  # the summary or report cannot be written: the ledger is the record
+        state.halt(str(exc))
+        return BatchResult(entries=(), duration=duration, stopped=state.stopped, fatal=state.fatal)
     finally:
         ledger.close()
     return BatchResult(
@@ -516,8 +530,7 @@ async def _run_one(
     except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails
         build_error = f"line {t.line}: the task's settings cannot run: {exc}"
     resume_session = row.session_id if row.resumable and not row.fresh else None
-    # A task that continues an earlier run is measured from where that run began (its commit may be in).
-    base_head = row.base_head if row.resumable and not row.fresh else None
+    base_head = row.base_head if row.resumable and not row.fresh else None  # where its first run began
 
     def sink(task_event: TaskEvent) -> None:
         event = task_event.event

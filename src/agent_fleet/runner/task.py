@@ -53,6 +53,7 @@ from agent_fleet.errors import (
     AgentFleetError,
     AuthenticationError,
     ProviderUnavailable,
+    StorageError,
     TransportError,
     TurnFailed,
     UsageError,
@@ -193,15 +194,28 @@ class _TaskRun:
         self.resume_session: str | None = None
         self.base_head: str | None = None  # an earlier run's start (a resumed task's work began there)
         self.deadline: float | None = None  # monotonic: when the task's timeout expires
+        self.core: asyncio.Task[None] | None = None
 
     # -- events ------------------------------------------------------------------------------------
 
     def emit(self, task_event: TaskEvent) -> None:
         self.counters.feed(task_event)
-        if self.writer is not None:
-            self.writer.write(task_event)
-        if self.on_event is not None:
-            self.on_event(task_event)
+        try:
+            if self.writer is not None:
+                self.writer.write(task_event)
+            if self.on_event is not None:
+                self.on_event(task_event)
+        except StorageError as exc:
+            self.storage_failed(exc)
+
+    def storage_failed(self, exc: StorageError) -> None:
+        """The task's record cannot be written (a full disk): stop the task, interrupted (resumable)."""
+        if self.error_code == "storage_error":
+            return
+        self.finish("cancelled", f"stopped: {exc}", code="storage_error")
+        self.writer = None  # (it writes nothing more anyway)
+        if self.core is not None and not self.core.done():
+            self.core.cancel()
 
     def event(self, source: Source, event: Any) -> None:
         self.emit(_new_task_event(self.task.id, source, event, time.time()))
@@ -230,7 +244,7 @@ class _TaskRun:
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
         )
-        core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
+        core = self.core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
         stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None
         try:
             waiting = {core} | ({stopper} if stopper is not None else set())
@@ -462,10 +476,13 @@ class _TaskRun:
         async for event in handle.events():
             if type(event) is TextDelta:  # most events of a turn: straight to the sinks (emit's work)
                 task_event = _new_task_event(task_id, "agent", event, clock())
-                if writer is not None:
-                    writer.write(task_event)
-                if on_event is not None:
-                    on_event(task_event)
+                try:
+                    if writer is not None:
+                        writer.write(task_event)
+                    if on_event is not None:
+                        on_event(task_event)
+                except StorageError as exc:
+                    self.storage_failed(exc)
                 continue
             self.event("agent", event)
             if isinstance(event, Result | Error):
