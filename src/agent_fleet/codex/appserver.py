@@ -34,6 +34,7 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._late import LateUndo
 from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex._subthreads import SubThreads
@@ -194,6 +195,7 @@ class CodexProvider(Provider):
             raise ProviderUnavailable(f"cannot start {binary}: {exc}", tried=[str(binary)]) from exc
         assert proc.stdout is not None and proc.stdin is not None
         conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=_route, name="codex-app-server")
+        conn.set_late_handler(LateUndo(conn, self._sessions.handles))  # see codex._late
         child = _Child(proc, conn)
         conn.set_fallback(on_notification=self._on_global_notification, on_request=self._on_global_request)
         conn.on_close(lambda cause: self._on_close(child, cause))
@@ -335,10 +337,8 @@ class CodexProvider(Provider):
             result = await child.conn.request_with_retry(
                 "thread/resume", params, timeout=self.options.rpc_timeout
             )
-        except RPCError as exc:
-            # codex refuses to resume an archived thread (a finished one a fleet let go of to free the
-            # app-server's memory). Unarchiving is the only way back; when it fails too the thread was
-            # not archived and the refusal stands.
+        except RPCError as exc:  # codex refuses to resume an archived thread (one a fleet let go of):
+            # unarchive it first; when that fails too, it was not archived and the refusal stands
             try:
                 await self.unarchive_session(session_id)
             except RPCError:
