@@ -48,9 +48,10 @@ from agent_fleet.runner import (
     run_batch,
     run_task,
 )
+from agent_fleet.runner._batch_providers import options_for
 from agent_fleet.runner._otel import export_from_environment
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT
 from agent_fleet.runner._pricing import load_prices
-from agent_fleet.runner.batch import options_for
 from agent_fleet.runner.report import write_batch_report
 
 __all__ = ["cli", "main"]
@@ -181,6 +182,15 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
 )
 @click.option("--raw-deltas", is_flag=True, help="Transcripts keep every streamed text fragment.")
+@click.option(
+    "--outage-timeout",
+    type=click.FloatRange(min=0, max=1e9),
+    default=DEFAULT_OUTAGE_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="When every running task lost the model, the batch pauses; it stops (exit 75, resumable) "
+    "once the model stayed unreachable this long (0: wait forever).",
+)
 @common_options
 def batch_command(
     tasks_file: Path | None,
@@ -188,6 +198,7 @@ def batch_command(
     rerun: str | None,
     prices: Path | None,
     raw_deltas: bool,
+    outage_timeout: float,
     **kwargs: Any,
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
@@ -247,6 +258,7 @@ def batch_command(
                     meta=settings.meta,
                     prices=price_table,
                     raw_deltas=raw_deltas,
+                    outage_timeout=outage_timeout or None,
                 )
 
         export = export_from_environment()  # OpenTelemetry export when OTEL_* asks for it
