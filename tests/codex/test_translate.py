@@ -33,10 +33,19 @@ CASES: dict[str, tuple[Any, str]] = {
     "answers": ({"Database": "sqlite"}, "local"),
     "env": ({"CI": "1"}, "thread.config"),
 }
+# Fields the app-server provider does not carry yet: reported, never dropped silently.
+UNTRANSLATED: dict[str, Any] = {"max_turns": 3, "max_cost_usd": 1.0, "temp_dir": "/tmp/box"}
 
 
 def test_every_spec_field_has_a_case() -> None:
-    assert {f.name for f in fields(Spec)} == set(CASES)
+    assert {f.name for f in fields(Spec)} == set(CASES) | set(UNTRANSLATED)
+
+
+@pytest.mark.parametrize("name", sorted(UNTRANSLATED))
+def test_field_not_carried_is_reported_when_set(name: str) -> None:
+    assert not plan_spawn(Spec(prompt="p")).untranslated
+    plan = plan_spawn(Spec(prompt="p", **{name: UNTRANSLATED[name]}))
+    assert [u.field for u in plan.untranslated] == [name]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import agent_fleet.policy._rules as rules_module
+import agent_fleet.policy.rules._rules as rules_module
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.policy import RULES, ApprovalPolicy, ApprovalRequest, evaluate_command
 from agent_fleet.policy.engine import INLINE_CHARS, MAX_COMMAND_CHARS, STRICT_RULE

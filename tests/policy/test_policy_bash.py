@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command
-from agent_fleet.policy._unwrap import expand_braces
+from agent_fleet.policy.bash._unwrap import expand_braces
 
 from ._replay import make_sandbox, matches, replay
 from .adversarial import DANGEROUS

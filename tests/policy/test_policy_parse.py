@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import agent_fleet.policy as policy
 from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command, parse_script
+from agent_fleet.policy.bash import _shell
 
 from .corpus import DANGEROUS, EVERYDAY
 
@@ -85,9 +86,9 @@ def test_unparsable_is_declined(command: str) -> None:
 
 def test_too_deep_nesting_fails_closed() -> None:
     # `eval eval ... ls` nests one inline script per `eval` without the quoting blow-up of `sh -c`.
-    shallow = "eval " * policy._shell.MAX_DEPTH + "ls"
+    shallow = "eval " * _shell.MAX_DEPTH + "ls"
     assert evaluate_command(shallow).action == "allow_for_session"
-    deep = "eval " * (policy._shell.MAX_DEPTH + 1) + "ls"
+    deep = "eval " * (_shell.MAX_DEPTH + 1) + "ls"
     assert evaluate_command(deep).rule == "unparsable"
     nested = "ls"
     for _ in range(4):

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command
-from agent_fleet.policy._unwrap import expand_braces
+from agent_fleet.policy.bash._unwrap import expand_braces
 
 from ._replay import make_sandbox, matches, replay
 from .redteam import DANGEROUS, EVERYDAY, HOLDOUT, WORKSPACE

@@ -9,7 +9,7 @@ import pytest
 
 from agent_fleet import PermissionConfig
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest
-from agent_fleet.policy._secrets import HOME_CREDENTIALS, KEY_FILES, SYSTEM_CREDENTIALS
+from agent_fleet.policy.rules._secrets import HOME_CREDENTIALS, KEY_FILES, SYSTEM_CREDENTIALS
 
 
 def _decide(request: ApprovalRequest, **config: object) -> tuple[str, str | None]:

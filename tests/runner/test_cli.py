@@ -231,7 +231,10 @@ def test_doctor_without_credentials_fails_with_what_to_do(
     for name in ("OPENAI_API_KEY", "CODEX_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "home").mkdir()
+    (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "home"))
+    # A home under the temp dir breaks codex's bubblewrap sandbox (see agent_fleet.testing's env)
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     result = invoke("doctor")
     assert result.exit_code == 1
     assert "FAIL  credentials" in result.stdout and "codex login" in result.stdout

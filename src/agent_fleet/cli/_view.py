@@ -61,10 +61,20 @@ _BATCH_NOTICES = frozenset({"runner.batch_paused", "runner.batch_resumed"})
 
 
 def describe(task_event: TaskEvent) -> str | None:
-    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications)."""
+    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications).
+    A sub-agent's event (``agent`` set) is marked ``[sub-agent <end of its id>]``."""
+    line = _describe(task_event)
+    agent = getattr(task_event.event, "agent", None)
+    return f"[sub-agent {agent[-8:]}] {line}" if line is not None and agent else line
+
+
+def _describe(task_event: TaskEvent) -> str | None:
     event = task_event.event
     prefix = "[review] " if task_event.source == "review" else ""
     match event:
+        case System(subtype="subagent_turn", data=data):
+            what = data.get("text") or data.get("message") or ""
+            return f"finished ({data.get('status')}): {first_line(str(what))}"
         case ToolUse(name="shell", synthetic=False, input=data):
             return f"{prefix}$ {command_text(data.get('command'))}"
         case ToolUse(name="apply_patch", synthetic=False, input=data):
@@ -83,6 +93,17 @@ def describe(task_event: TaskEvent) -> str | None:
                 else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
             )
             return f"{prefix}declined: {shown} ({data.get('rule') or 'policy'}: {data.get('reason')})"
+        case System(subtype="approval_pending", data=data):  # parked on a daemon (serve) for a person
+            what = data.get("command")
+            shown = (
+                command_text(what)
+                if what
+                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
+            )
+            where = data.get("dashboard") or data.get("decide")
+            return f"{prefix}waiting for approval {data.get('approval_id')}: {shown} (decide at {where})"
+        case System(subtype="approval_decided", data=data):
+            return f"{prefix}approval {data.get('approval_id')}: {data.get('decision')}"
         case AssistantMessage(text=text) if task_event.source == "agent":
             return f"agent: {first_line(text)}"
         case Reasoning(text=text) if task_event.source == "agent":

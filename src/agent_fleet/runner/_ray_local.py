@@ -15,12 +15,17 @@ macOS and Windows (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). That switch is read
 processes keep what they started with). ``local_init_kwargs`` also passes ``address="local"``: without
 it ``ray.init()`` joins any cluster a ``ray start`` left on the machine (``/tmp/ray/ray_current_cluster``)
 instead of starting one.
+
+Ray keeps its Unix sockets under ``$TMPDIR/ray/session_<date>_<pid>/sockets/``; a socket path may be
+at most 107 bytes, so under a long ``TMPDIR`` (a test's, a CI runner's) the instance cannot start.
+Then the instance's files go under a short per-user directory instead (``_temp_dir``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -28,17 +33,22 @@ __all__ = ["local_init_kwargs", "loopback_only"]
 
 _SWITCH: Final = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _LOOPBACK: Final = "127.0.0.1"
+# Ray adds "/ray/session_2026-01-01_00-00-00_000000_<pid>/sockets/plasma_store" (~70 bytes) to its root.
+_LONGEST_ROOT: Final = 107 - 72
 
 
 def local_init_kwargs(object_store_memory: int) -> dict[str, Any]:
     """``ray.init`` arguments for a small, private, loopback-only instance (no dashboard)."""
-    return {
+    kwargs: dict[str, Any] = {
         "address": "local",
         "num_cpus": 1,
         "include_dashboard": False,
         "object_store_memory": object_store_memory,
         "_node_ip_address": _LOOPBACK,
     }
+    if len(tempfile.gettempdir()) > _LONGEST_ROOT:
+        kwargs["_temp_dir"] = f"/tmp/ray-{os.getuid()}"
+    return kwargs
 
 
 @contextlib.contextmanager

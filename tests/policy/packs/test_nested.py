@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_fleet.policy import evaluate_command
-from agent_fleet.policy._nested import nested_commands
+from agent_fleet.policy.packs._nested import nested_commands
 
 CWD = "/nonexistent-ws/project"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from agent_fleet.policy import RULES, evaluate_command
-from agent_fleet.policy._packs import pack_set
-from agent_fleet.policy._rules import RuleContext
-from agent_fleet.policy._shell import parse_script
+from agent_fleet.policy.bash._shell import parse_script
+from agent_fleet.policy.packs._packs import pack_set
+from agent_fleet.policy.rules._rules import RuleContext
 
 from .pack_corpus import CWD, DOMAINS
 

@@ -10,8 +10,8 @@ import pytest
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
 from agent_fleet.policy import RULES, ApprovalPolicy, ApprovalRequest
-from agent_fleet.policy._argv import split_args
-from agent_fleet.policy._packs import builtin_packs, load_pack
+from agent_fleet.policy.packs._argv import split_args
+from agent_fleet.policy.packs._packs import builtin_packs, load_pack
 
 CWD = "/nonexistent-ws/project"
 
@@ -195,7 +195,7 @@ def test_matcher_conditions(command: str, action: str) -> None:
 
 
 def test_docs_name_every_judge() -> None:
-    from agent_fleet.policy._judges import JUDGES
+    from agent_fleet.policy.packs._judges import JUDGES
 
     docs = (Path(__file__).parents[3] / "docs" / "rule-packs.md").read_text(encoding="utf-8")
     assert [name for name in JUDGES if f"`{name}`" not in docs] == []

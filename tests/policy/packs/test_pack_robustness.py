@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_fleet.policy import _packs, evaluate_command
+from agent_fleet.policy import evaluate_command
+from agent_fleet.policy.packs import _packs
 
 PROGRAMS = [
     "psql", "mysql", "sqlite3", "mongosh", "redis-cli", "terraform", "kubectl", "docker", "aws", "gcloud",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_fleet.policy._sql import sql_danger
+from agent_fleet.policy.packs._sql import sql_danger
 
 
 @pytest.mark.parametrize(
