@@ -127,6 +127,11 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "(data: attempt, max_attempts, delay, code, message)"
         ),
         "runner.finished": "the task ended (data: its TaskResult, without the final text)",
+        "runner.batch_paused": (
+            "every running task lost the model: the batch starts nothing and burns no retry until it "
+            "answers (data: cause, tasks, limit: seconds before the batch stops)"
+        ),
+        "runner.batch_resumed": "the model answers again: the paused batch goes on (data: cause)",
         "runner.placed": (
             "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt, epoch)"
         ),

@@ -57,6 +57,9 @@ def first_line(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+_BATCH_NOTICES = frozenset({"runner.batch_paused", "runner.batch_resumed"})
+
+
 def describe(task_event: TaskEvent) -> str | None:
     """One line for a person, or None for events not worth a line (deltas, usage, raw notifications).
     A sub-agent's event (``agent`` set) is marked ``[sub-agent <end of its id>]``."""
@@ -163,6 +166,13 @@ def _describe(task_event: TaskEvent) -> str | None:
             return "\n".join(lines)
         case System(subtype="runner.review_skipped", data=data):
             return f"review skipped: {data.get('reason')}"
+        case System(subtype="runner.batch_paused", data=data):
+            return (
+                f"batch paused: the model is unreachable ({first_line(str(data.get('cause')))}); "
+                f"waiting up to {data.get('limit')}s for it"
+            )
+        case System(subtype="runner.batch_resumed"):
+            return "batch resumed: the model answers again"
         case System(subtype="runner.rate_limited", data=data):
             return f"rate limit near ({data.get('used')}% used): waiting {data.get('wait')}s before the turn"
         case McpServerStatus(status="failed", name=name, error=error):
@@ -316,6 +326,13 @@ class Progress:
                     self._fold(row.task_id, failed=row.status in _FAILED)
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
+        if (
+            line
+            and self.live_mode
+            and isinstance(event, System)
+            and event.subtype.startswith("runner.batch_")
+        ):
+            self.console.print(Text(line), highlight=False)  # the whole batch's state: said once, above
         if line and not self.live_mode:
             tag = f"[{task_event.task_id}] " if self.batch else ""
             for part in line.splitlines():
