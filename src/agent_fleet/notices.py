@@ -43,12 +43,17 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "it comes again (data: message)"
         ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
-        "session": "the session's thread started or resumed (data: model, model_provider actually used)",
+        "session": (
+            "the session's thread started or resumed (data: model, model_provider actually used, sandbox; "
+            "sandbox danger-full-access: nothing confines the agent, the approval policy is the only guard)"
+        ),
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
         "codex_refused": (
             "codex itself refused a command: its sandbox stopped it (kind sandbox: item_id, command, "
-            "message) or it rejected an escalation (kind escalation: message)"
+            "message), it rejected an escalation (kind escalation: message), or the session's box stopped "
+            "codex re-running a command outside the sandbox without an accepted escalation (kind "
+            "unsandboxed_run: command)"
         ),
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
@@ -77,7 +82,8 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "claude_system": "another Claude Code system message, passed through (data: subtype, data)",
         # -- the task runner -----------------------------------------------------------------------------
         "runner.started": (
-            "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced)"
+            "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced, "
+            "sandbox; danger-full-access: the approval policy is the only guard)"
         ),
         "runner.session": "the task's session exists, new or resumed (data: session_id, resumed)",
         "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "

@@ -8,13 +8,14 @@ from typing import Any, Final
 
 from agent_fleet.events import Event, System
 from agent_fleet.policy import ApprovalRequest, Decision
-from agent_fleet.policy.engine import STRICT_RULE
+from agent_fleet.policy.engine import ESCALATION_RULE, STRICT_RULE
 
 __all__ = ["REFINABLE_DECLINES", "for_handler", "refine"]
 
 #: The declines an ``approval_handler`` may still turn into an accept: the strict profile's "not proven
-#: harmless" and ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
-REFINABLE_DECLINES: Final = frozenset({STRICT_RULE, "default-ask"})
+#: harmless", an escalation's "runs outside the sandbox, not proven harmless" and
+#: ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
+REFINABLE_DECLINES: Final = frozenset({STRICT_RULE, ESCALATION_RULE, "default-ask"})
 
 
 def for_handler(decision: Decision) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from click.core import ParameterSource
 
 from agent_fleet.cli._options import Common, pop_common
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._box import default_record_dir
 from agent_fleet.runner._ledger_views import record_forced_stop
 from agent_fleet.runner.batch import BatchTask, iter_tasks
 from agent_fleet.runner.ledger import Ledger
@@ -133,7 +133,8 @@ def settings_for(
         total, providers = _scan(tasks_file)
         tasks = iter_tasks(tasks_file)
         meta = {"cli": _recorded(kwargs), "tasks_file": str(tasks_file.resolve())}
-        out = kwargs.get("out_dir") or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
+        # The record's default place is the fleet's state directory: never a tree the agents commit.
+        out = kwargs.get("out_dir") or default_record_dir()
     kwargs.pop("out_dir", None)
     common = pop_common(kwargs)
     cwd: Path | None = kwargs["cwd"]

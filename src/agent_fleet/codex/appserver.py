@@ -24,6 +24,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -34,6 +36,7 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._box import Box, make_box
 from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex._subthreads import SubThreads
@@ -71,6 +74,12 @@ logger = logging.getLogger("agent_fleet.codex")
 # same login profile. A user's own `config` wins.
 APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
+#: What confines the agent's commands and file writes behind the approval policy (docs/approvals.md,
+#: "Walls"); none under ``Spec.sandbox="danger-full-access"``.
+OS_SANDBOX = (
+    "codex's sandbox (Linux: bubblewrap + seccomp; macOS: Seatbelt): writes only in the session's box "
+    "(workspace, its temporary directory, declared roots), no network"
+)
 _STDERR_TAIL_BYTES = 64 * 1024
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
@@ -132,6 +141,7 @@ class CodexProvider(Provider):
         self._closed = False
         self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
         self._subthreads = SubThreads()  # sub-agents' threads: their approvals are their session's
+        self._private_tmp: str | None = None  # the child's TMPDIR (removed at shutdown)
         self.crashes = 0
 
     # -- properties --------------------------------------------------------------------------------
@@ -149,6 +159,7 @@ class CodexProvider(Provider):
             tool_permission_format="codex-approval",
             supports_review=True,
             supports_python_tools=True,  # dynamicTools + item/tool/call
+            os_sandbox=OS_SANDBOX,
         )
 
     @property
@@ -180,11 +191,18 @@ class CodexProvider(Provider):
         opts = self.options
         binary = find_codex(opts.codex_bin)
         argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
+        env = opts.child_env()
+        if "TMPDIR" not in opts.env:
+            # codex's own temporary files stay private, and codex creates the helper its bubblewrap
+            # sandbox needs even when CODEX_HOME is under the shared temporary directory.
+            if self._private_tmp is None:
+                self._private_tmp = tempfile.mkdtemp(prefix="agent-fleet-codex-")
+            env["TMPDIR"] = self._private_tmp
         try:
             # Under the reaper: a crash, a shutdown or our own death ends every command codex started.
             proc = await ChildProcess.start(
                 argv,
-                env=opts.child_env(),
+                env=env,
                 cwd=opts.cwd,
                 tail_bytes=_STDERR_TAIL_BYTES,
                 limit=_STDOUT_LIMIT,
@@ -253,6 +271,9 @@ class CodexProvider(Provider):
         if child is not None:
             await self._kill(child)
         await self._sessions.close()
+        if self._private_tmp is not None:
+            shutil.rmtree(self._private_tmp, ignore_errors=True)
+            self._private_tmp = None
 
     async def _kill(self, child: _Child) -> None:
         await child.conn.close(ConnectionClosed("provider shut down"))
@@ -312,40 +333,68 @@ class CodexProvider(Provider):
         ``ConnectionClosed`` or ``ProviderUnavailable``.
         """
         child = await self._ready()
-        plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        notices = spec_unsupported(plan.untranslated)
-        result = await child.conn.request_with_retry(
-            "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
-        )
-        return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage())
+        box = self._box(spec)
+        try:
+            plan = plan_spawn(spec, self.options.config, box)
+            notices = spec_unsupported(plan.untranslated)
+            result = await child.conn.request_with_retry(
+                "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
+            )
+            return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage(), box)
+        except BaseException:
+            box.close()
+            raise
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
         """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
         if session_id in self._sessions:
             raise UsageError(f"thread {session_id} already has a live handle; stop() it first")
         child = await self._ready()
-        plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)
-        notices = spec_unsupported(plan.untranslated)
-        # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
-        params = {**plan.thread_params, "threadId": session_id}
-        params.pop("dynamicTools", None)
-        result = await child.conn.request_with_retry(
-            "thread/resume", params, timeout=self.options.rpc_timeout
-        )
-        return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
+        box = self._box(spec)
+        try:
+            plan = plan_spawn(spec, self.options.config, box)
+            notices = spec_unsupported(plan.untranslated)
+            # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
+            params = {**plan.thread_params, "threadId": session_id}
+            params.pop("dynamicTools", None)
+            result = await child.conn.request_with_retry(
+                "thread/resume", params, timeout=self.options.rpc_timeout
+            )
+            return await self._open(child, result, spec, plan.turn_params, policy, notices, None, box)
+        except BaseException:
+            box.close()
+            raise
 
     async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
         """A new thread with a copy of thread ``session_id``'s history (``thread/fork``) and ``spec``'s
         settings; no turn runs until ``send()`` (``spec.prompt`` is not sent)."""
         child = await self._ready()
-        plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)
-        params = {**plan.thread_params, "threadId": session_id}
-        params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
-        result = await child.conn.request_with_retry("thread/fork", params, timeout=self.options.rpc_timeout)
-        return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
+        box = self._box(spec)
+        try:
+            plan = plan_spawn(spec, self.options.config, box)
+            params = {**plan.thread_params, "threadId": session_id}
+            params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
+            result = await child.conn.request_with_retry(
+                "thread/fork", params, timeout=self.options.rpc_timeout
+            )
+            notices = spec_unsupported(plan.untranslated)
+            return await self._open(child, result, spec, None, policy, notices, None, box)
+        except BaseException:
+            box.close()
+            raise
+
+    def _box(self, spec: Spec) -> Box:
+        """The session's box (``_box``): its temporary directory, writable roots and tripwire."""
+        declared = declared_writable_roots(spec.config, self.options.config)
+        try:
+            return make_box(_workspace(spec, self.options), spec.sandbox, spec.temp_dir, declared)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot make the session's box (Spec.temp_dir {spec.temp_dir!r}): {exc}"
+            ) from exc
 
     async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
         """Stored threads, newest first (``thread/list``, following pages up to ``limit``)."""
@@ -403,17 +452,17 @@ class CodexProvider(Provider):
         policy: ApprovalPolicy,
         notices: list[System],
         baseline: TokenUsage | None,
+        box: Box,
     ) -> CodexHandle:
         thread = result.get("thread") if isinstance(result, dict) else None
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str):
             raise RPCError(-32603, f"thread response without a thread id: {result!r}")
-        cwd = _workspace(spec, self.options)
-        # Containment: the workspace plus the writable roots this session declares to codex.
-        roots = declared_writable_roots(spec.config, self.options.config)
+        # Containment: the box -- the workspace, its temporary directory and the declared roots.
         handle = CodexHandle(
-            self, self._sessions, child.conn, thread_id, spec, policy, cwd, roots, baseline=baseline
-        )
+            self, self._sessions, child.conn, thread_id, spec, policy, box.workspace, box.roots,
+            baseline=baseline, box=box,
+        )  # fmt: skip
         self._sessions.add(handle)
         # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
         for event in self._notices.adopt(thread_id):
@@ -422,7 +471,8 @@ class CodexProvider(Provider):
         model = result.get("model")
         if isinstance(model, str) and model:
             provider = result.get("modelProvider")
-            handle.notice(System(subtype="session", data={"model": model, "model_provider": provider}))
+            data = {"model": model, "model_provider": provider, "sandbox": box.sandbox}
+            handle.notice(System(subtype="session", data=data))
         for notice in notices:
             handle.notice(notice)
         if turn_params is None:

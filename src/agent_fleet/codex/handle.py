@@ -39,6 +39,7 @@ from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES
 from agent_fleet._provider.watchdog import IdleWatchdog
+from agent_fleet.codex._box import Box
 from agent_fleet.codex._handle_requests import ServerRequests
 from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._turn import AppServerTurn
@@ -80,8 +81,11 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         writable_roots: tuple[str, ...] = (),
         *,
         baseline: TokenUsage | None = None,
+        box: Box | None = None,
     ) -> None:
         self._provider = provider  # read for its options only
+        self._box = box  # the session's writable world and its tripwire; removed with the session
+        self._escalated: set[str] = set()
         self._host = host
         self._conn = connection
         self._thread_id = thread_id
@@ -250,6 +254,8 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
     def _detach(self) -> None:
         self._sub.close()
         self._host.forget(self)
+        if self._box is not None:
+            self._box.close()
 
     def _finish(self, turn: AppServerTurn, event: Result | Error) -> bool:
         if not turn.stream.finish(event):
@@ -361,6 +367,10 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
                 return
         turn.seen = True  # for the idle watchdog: one store, no branch
         stream = turn.stream
+        if msg.method == "item/completed" and self._box is not None:
+            for script in self._box.refused():  # the tripwire stopped an unsandboxed run
+                data = {"kind": "unsandboxed_run", "command": script[:2000]}
+                stream.push(System(subtype="codex_refused", data=data))
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
                 if not self._continue_declined(turn, event):

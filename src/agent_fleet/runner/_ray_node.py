@@ -41,7 +41,7 @@ from typing import Any
 from agent_fleet.contract import Provider
 from agent_fleet.errors import AgentFleetError, AuthenticationError, ProviderUnavailable, UsageError
 from agent_fleet.events import System
-from agent_fleet.runner import _git
+from agent_fleet.runner import _box, _git
 from agent_fleet.runner._delta_redact import DeltaCoalescer
 from agent_fleet.runner._ray_repo import NodeRepos, PushOutcome, flock
 from agent_fleet.runner._types import TaskEvent, notice
@@ -72,7 +72,9 @@ class NodeConfig:
     options: Any
     batch_id: str
     name: str
-    work_root: str | None = None  # node-local directory for clones and worktrees (default: the temp dir)
+    #: node-local directory for clones, worktrees and the tasks' temporary directories (default: the
+    #: fleet's state directory on the node, ``runner._box``)
+    work_root: str | None = None
     flush_interval: float = 0.05  # seconds events are gathered before a batch goes to the driver
 
 
@@ -168,8 +170,14 @@ class NodeRunner:
         self.redactor = Redactor(provider_environ(config.options))
         self.provider: Provider | None = None
         self.stop_event = asyncio.Event()
-        base = Path(config.work_root) if config.work_root else Path(tempfile.gettempdir())
-        self.root = base / "agent-fleet-ray" / config.batch_id / self.node_id[:12]
+        # The node's box: private, never under a shared temp dir (worktrees/<id>, tmp/<id>, clones).
+        if config.work_root:
+            self.top = Path(config.work_root) / "agent-fleet-ray"  # made private from here down
+            base = self.top
+        else:
+            self.top = _box.state_dir()
+            base = self.top / "ray"
+        self.root = base / config.batch_id / self.node_id[:12]
         self.repos = NodeRepos(self.root, self.redactor)
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -179,6 +187,7 @@ class NodeRunner:
         agent-fleet's exceptions are not made to cross a process boundary."""
         info = NodeInfo(node_id=self.node_id, hostname=self.hostname, pid=os.getpid())
         try:
+            await asyncio.to_thread(_box.private_tree, self.top, self.root)
             check_provider(self.config.provider_name, self.config.options)
             provider = make_provider(self.config.provider_name, self.config.options)
             self.provider = provider
@@ -317,8 +326,12 @@ class NodeRunner:
                     "the path, or give the repository as a git URL)",
                     "missing_directory",
                 )
-            task = replace(task, spec=replace(task.spec, cwd=str(run_cwd)))
             try:
+                spec = replace(task.spec, cwd=str(run_cwd))
+                if spec.temp_dir is None:  # the task's own temporary directory, in this node's box
+                    made = await asyncio.to_thread(_box.fresh_private_dir, self.root / "tmp" / task.id)
+                    spec = replace(spec, temp_dir=str(made))
+                task = replace(task, spec=spec)
                 ran = await run_task(
                     task,
                     provider=self.provider,
@@ -334,6 +347,7 @@ class NodeRunner:
             if ran is None:
                 for task_event in held:
                     on_event(task_event)  # no push after all (raised): the end as it was
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, self.root / "tmp" / task.id, True))
         result = ran
         bundle: bytes | None = None
         pushed: PushOutcome | None = None

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_fleet.events import TextDelta
+from agent_fleet.runner._ledger_views import REPORT_FILE, write_records
 from agent_fleet.runner._otel import BatchTelemetry
+from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._record import TaskRecorder
 from agent_fleet.runner._types import EventSink, TaskEvent
+from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.providers import default_model
 from agent_fleet.runner.task import Task
 
 if TYPE_CHECKING:
     from agent_fleet.runner.batch import BatchEntry, BatchTask
+    from agent_fleet.runner.ray_backend import RayBatchResult
 
-__all__ = ["Watch", "planned_model"]
+__all__ = ["Watch", "complete_ray", "planned_model"]
 
 _E = TypeVar("_E", bound="BatchEntry")
 
@@ -35,11 +40,15 @@ class Watch:
         self.on_event = on_event
         self.recorders: dict[str, TaskRecorder] = {}
         self.spans: dict[str, Callable[[TaskEvent], None]] = {}
+        #: tasks that share their working tree with others (their records say so)
+        self.shared: set[str] = set()
 
     def recorder(self, task_id: str) -> TaskRecorder:
         recorder = self.recorders.get(task_id)
         if recorder is None:
-            recorder = self.recorders[task_id] = TaskRecorder(task_id=task_id)
+            recorder = self.recorders[task_id] = TaskRecorder(
+                task_id=task_id, shared_tree=task_id in self.shared
+            )
             self.spans[task_id] = self.telemetry.task(task_id)
         return recorder
 
@@ -68,3 +77,54 @@ class Watch:
             provider=provider,
             retries=attempts - 1 if isinstance(attempts, int) and attempts > 0 else entry.retries,
         )
+
+
+def complete_ray(
+    result: RayBatchResult,
+    tasks: Sequence[BatchTask],
+    watch: Watch,
+    template: Task,
+    provider_name: str,
+    options: Any,
+    out: Path,
+    started_at: float,
+    prices: PriceTable | None,
+) -> RayBatchResult:
+    """A Ray batch's entries completed with what the driver recorded; their records replaced in the
+    ledger, then ``summary.json`` and ``report.html`` written from it."""
+    planned = planned_model(template, provider_name, options)
+    by_id = {t.id: t for t in tasks}
+    entries = tuple(
+        watch.complete(e, by_id[e.result.task_id], planned, provider_name)
+        if e.result.task_id in watch.recorders
+        else e
+        for e in result.entries
+    )
+    ledger = Ledger.open(out)
+    try:
+        for e in entries:
+            if e.result.task_id in watch.recorders:
+                ledger.replace_record(e.result.task_id, {**e.to_dict()})
+        extra = {k: v for k, v in result.to_dict().items() if k in ("backend", "batch_id", "nodes")}
+        path, summary = write_records(
+            ledger,
+            started_at=started_at,
+            duration=result.duration,
+            stopped=result.stopped,
+            fatal=result.fatal,
+            provider_pids=result.provider_pids,
+            prices=prices,
+            extra=extra,
+        )
+    finally:
+        ledger.close()
+    done = replace(
+        result,
+        entries=entries,
+        prices=prices,
+        report_path=out / REPORT_FILE,
+        summary=summary,
+        summary_path=path,
+    )
+    watch.telemetry.end(summary)
+    return done

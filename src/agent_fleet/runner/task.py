@@ -218,6 +218,7 @@ class _TaskRun:
             model=spec.model,
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
+            sandbox=spec.sandbox or "workspace-write",
         )
         core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
         stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None

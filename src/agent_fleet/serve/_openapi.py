@@ -173,6 +173,11 @@ OPENAPI: Final[dict[str, Any]] = {
                     "gate_cmd": {"type": "string"},
                     "max_followups": {"type": "integer", "minimum": 0},
                     "provider": {"type": "string"},
+                    "worktrees": {
+                        "type": "boolean",
+                        "description": "each task in its own git worktree on branch agent-fleet/<id>, in "
+                        "the daemon's <state dir>/boxes",
+                    },
                 },
             },
         },

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -187,7 +187,12 @@ async def test_six_tasks_spread_over_the_nodes_and_a_killed_actor_is_rescheduled
     assert await asyncio.to_thread(_exits, lost["provider_pid"], 15), (
         "the killed actor's app-server outlived it"
     )
-    assert not (Path(tempfile.gettempdir()) / "agent-fleet-ray" / result.batch_id).exists()
+    # Each node's box was in the fleet's private state directory (never the shared temp dir), and is gone.
+    ray_box = Path(os.environ["XDG_STATE_HOME"]) / "agent-fleet" / "ray"
+    worktrees = [n["data"]["path"] for i in ids for n in _notices(out / f"{i}.jsonl", "worktree")]
+    assert worktrees and all(Path(w).is_relative_to(ray_box / result.batch_id) for w in worktrees)
+    assert stat.S_IMODE(ray_box.stat().st_mode) == 0o700
+    assert not (ray_box / result.batch_id).exists()
     assert live_agent_fleet_actors() == []
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 __all__ = [
+    "MKTEMP_NAME",
     "Env",
     "Expander",
     "known_output",
@@ -28,6 +29,9 @@ __all__ = [
     "unescape_unquoted",
 ]
 
+#: The name ``$(mktemp)`` stands for: a fresh entry of the temporary directory (the session's own,
+#: where a provider sets ``TMPDIR``), so writes there stay in the box.
+MKTEMP_NAME = "/tmp/tmp.XXXXXXXXXX"
 _UNQUOTED_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _DOUBLE_QUOTED_ESCAPE = re.compile(r"\\([\"\\$`\n])")
 _ANSI_C_ESCAPE = re.compile(
@@ -400,7 +404,7 @@ def known_output(program: str, args: Sequence[str]) -> str | None:
             return posixpath.basename(path) if program == "basename" else posixpath.dirname(path) or "."
         case "mktemp":  # a fresh name in the temporary directory
             operands = [arg for arg in args if not arg.startswith("-")]
-            return "/tmp/tmp.XXXXXXXXXX" if not operands else None
+            return MKTEMP_NAME if not operands else None
         case "printenv":
             return f"${args[0]}" if len(args) == 1 else None
         case _:

@@ -14,6 +14,11 @@ Order for a ``command`` request (the first step that decides wins):
 4. the strict profile (``profile="strict"``): anything not provably harmless -> ``strict-unproven``
    (``_strict``), a decline a provider's ``approval_handler`` may turn into an accept;
 5. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
+   a request marked ``escalated`` (it would run outside the OS sandbox) stops here (``_escalation``):
+   accepted for this request only (``allow_once``) when every simple command is proven harmless
+   (the strict profile, with git narrowed to recording work) or matches one of
+   ``escalation_patterns``; else ``decline`` with rule ``escalation-unproven``, which a provider's
+   approval handler may turn into an accept. The default never decides it;
 6. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``,
    ``ask`` -> ``decline`` with rule ``default-ask`` (the other decline a provider hands to its approval
    handler: the daemon parks it for a person; with no handler it stays declined, failing closed).
@@ -33,8 +38,11 @@ built-in rules resolve relative targets (``rm -rf ../..``) and let the packs rea
 (the repository's remote, SQL or requirements files a command names, the project's registry settings).
 
 ``file_change``: a change naming no path is declined (``no-paths``: nothing to judge); every path
-must stay inside ``cwd`` or a writable root (``_paths``), else ``path-escape``. User patterns do not
-apply (they describe commands); then the default decides.
+must stay inside ``cwd`` or a writable root (``_paths``), else ``path-escape``; a path that writes code
+run later -- a repository's git machinery, ``core.hooksPath`` targets, ``.pth`` / ``sitecustomize``,
+the agents' own settings, shell start-up files (``_protected``) -- is declined with ``vital-path``
+even inside the workspace. User patterns do not apply (they describe commands); then the default
+decides.
 
 The other kinds are judged in ``_requests`` (see there): ``read`` (credential files, containment;
 a read that passes is accepted whatever the default, as codex's sandbox reads freely), ``network``
@@ -65,6 +73,8 @@ from typing import assert_never
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._escalation import ESCALATION_RULE, escalation_violation
+from agent_fleet.policy._protected import protected_reason
 from agent_fleet.policy._types import ApprovalRequest, Decision
 from agent_fleet.policy.bash._commands import CommandTooLarge
 from agent_fleet.policy.bash._shell import ParsedScript, UnparsableCommand, parse_script
@@ -81,7 +91,15 @@ from agent_fleet.policy.requests._requests import (
 from agent_fleet.policy.rules._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy.rules._strict import STRICT_RULE, strict_violation
 
-__all__ = ["INLINE_CHARS", "MAX_COMMAND_CHARS", "RULES", "STRICT_RULE", "ApprovalPolicy", "evaluate_command"]
+__all__ = [
+    "ESCALATION_RULE",
+    "INLINE_CHARS",
+    "MAX_COMMAND_CHARS",
+    "RULES",
+    "STRICT_RULE",
+    "ApprovalPolicy",
+    "evaluate_command",
+]
 
 #: Commands longer than this are declined as ``too-large`` without being judged.
 MAX_COMMAND_CHARS = 256 * 1024
@@ -100,6 +118,8 @@ RULES: dict[str, str] = {
     " or inline scripts than the policy judges",
     "policy-error": "the policy itself failed on this request (fails closed)",
     STRICT_RULE: "strict profile: not provably harmless (an approval_handler may still accept it)",
+    ESCALATION_RULE: "it would run outside the OS sandbox and is neither proven harmless nor allowed by "
+    "escalation_patterns (an approval_handler may still accept it)",
     "path-escape": "a file change resolves outside the working directory and writable roots",
     "user-deny": "the command matches one of the configuration's disallow_patterns",
     "not-allowed": "allow_patterns are set and a command matches none of them",
@@ -143,6 +163,7 @@ class ApprovalPolicy:
         "_config",
         "_default",
         "_disallow",
+        "_escalation",
         "_hosts",
         "_mcp_tools",
         "_packs",
@@ -155,6 +176,7 @@ class ApprovalPolicy:
         self._config = config
         self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
         self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
+        self._escalation = _compile(config.escalation_patterns, "escalation_patterns") if config else ()
         self._tool_disallow = (
             _compile(config.tool_disallow_patterns, "tool_disallow_patterns") if config else ()
         )
@@ -239,6 +261,11 @@ class ApprovalPolicy:
         escaped = check_paths(request.paths, request.cwd, request.writable_roots)
         if escaped is not None:
             return escaped
+        cwd = os.fspath(request.cwd) if request.cwd is not None else None
+        for path in request.paths:
+            why = protected_reason(os.fspath(path), cwd, request.writable_roots)
+            if why is not None:
+                return _decline("vital-path", f"a file change of {os.fspath(path)!r}: {why}")
         return self._by_default("file change inside the workspace")
 
     def _command(self, request: ApprovalRequest) -> Decision:
@@ -283,8 +310,24 @@ class ApprovalPolicy:
             for unit in units or [(text, text)]:
                 if not any(pattern.search(u) for pattern in self._allow for u in unit):
                     return _decline("not-allowed", f"{unit[0]!r} matches no allowed pattern")
-            return _allow("every command matches an allowed pattern")
+            if not request.escalated:
+                return _allow("every command matches an allowed pattern")
+        if request.escalated:
+            return self._escalated(script, ctx, units or [(text, text)])
         return self._by_default("command")
+
+    def _escalated(
+        self, script: ParsedScript, ctx: RuleContext, units: Sequence[tuple[str, str]]
+    ) -> Decision:
+        """A command that would run outside the sandbox: proof, or an escalation pattern (``_escalation``)."""
+        if self._escalation and all(
+            any(pattern.search(u) for pattern in self._escalation for u in unit) for unit in units
+        ):
+            return Decision(action="allow_once", reason="outside the sandbox: matches escalation_patterns")
+        unproven = escalation_violation(script, ctx)
+        if unproven is not None:
+            return _decline(unproven.rule, unproven.reason)
+        return Decision(action="allow_once", reason="outside the sandbox: proven harmless")
 
 
 def _elsewhere(script: ParsedScript) -> tuple[str, str] | None:

@@ -13,8 +13,9 @@ request's ``cwd`` (the session's workspace, set by the provider) and ``writable_
   a bare entry allows ``http``/``https`` only, ``*://host`` any protocol; a port is the request's or
   its protocol's default); a request for any host (``host=None``) needs the host ``*``. Nothing else
   opens the network: with an empty list every request is declined with ``network-not-allowed``.
-- ``permissions``: every write root must be contained (``path-escape``); network access asked for is
-  the sandbox's whole network (any host, any protocol), so it needs ``*://*`` in the allow-list;
+- ``permissions``: every write root must be contained (``path-escape``) and not code run later
+  (``vital-path``: a ``.git`` directory, the agents' settings ... see ``_protected``); network access
+  asked for is the sandbox's whole network (any host, any protocol), so it needs ``*://*`` in the allow-list;
   asking for nothing we can judge is ``no-paths``.
 - ``tool``: an MCP tool (``mcp:server/tool``) must match ``PermissionConfig.mcp_tools`` (``fnmatch`` on
   ``server/tool``), else ``mcp-not-allowed``.
@@ -28,6 +29,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from agent_fleet.policy._protected import protected_reason
 from agent_fleet.policy._types import ApprovalRequest, Decision
 from agent_fleet.policy.requests._paths import check_paths
 from agent_fleet.policy.rules._secrets import HOME_CREDENTIALS, KEY_FILES, NOT_SECRET, SYSTEM_CREDENTIALS
@@ -176,6 +178,11 @@ def judge_permissions(request: ApprovalRequest, allowed: Sequence[str]) -> Decis
     escaped = check_paths(request.paths, request.cwd, request.writable_roots)
     if escaped is not None:
         return escaped
+    cwd = os.fspath(request.cwd) if request.cwd is not None else None
+    for root in request.paths:
+        why = protected_reason(os.fspath(root), cwd, request.writable_roots)
+        if why is not None:
+            return _decline("vital-path", f"write access to {os.fspath(root)!r}: {why}")
     if request.network and not host_allowed(None, None, None, allowed):
         return _decline(
             "network-not-allowed", "network access for the sandbox (any host, any protocol) needs '*://*'"

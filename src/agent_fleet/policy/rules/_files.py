@@ -8,8 +8,12 @@
   workspace are exempt (a workspace may live under ``/opt`` or ``/root``), unless the workspace root is
   itself one of the protected directories.
 * ``write-outside-workspace``: when the session has a workspace (a ``cwd``), any written, moved or
-  deleted path outside it, its writable roots and the temporary directories (``/tmp``, ``/var/tmp``,
-  ``/dev/shm``, ``$TMPDIR``).
+  deleted path outside its box: the workspace and its writable roots (the session's own temporary
+  directory among them). The shared ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are outside; only the
+  name ``mktemp`` prints counts as the box's (``mktemp`` creates it in ``$TMPDIR``, which the providers
+  point at the box's temporary directory).
+* ``vital-path`` also for what runs code later even inside the workspace (``_protected``): the
+  repository's git directory, ``core.hooksPath`` targets, the agents' settings, shell start-up files.
 * ``credential-access``: any word of any command (or ``<`` redirection) naming a credential file -- SSH
   keys, cloud and registry credentials, ``~/.netrc``, ``~/.git-credentials``, gpg secret keys,
   ``/etc/shadow``, ``/proc/*/environ``, ``.env`` files outside the workspace -- except for programs that
@@ -29,7 +33,9 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from agent_fleet.policy._protected import protected_reason
 from agent_fleet.policy.bash._shell import Redirect, SimpleCommand
+from agent_fleet.policy.bash._words import MKTEMP_NAME
 from agent_fleet.policy.packs._hosts import host_of
 from agent_fleet.policy.packs._judge_supply import well_known
 from agent_fleet.policy.rules._links import through_links, virtual_links
@@ -271,10 +277,14 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
         why = vital_reason(path, ctx)
         if why is not None:
             return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
+        if ctx.roots and path not in _HARMLESS and not path.startswith(_HARMLESS_TREES):
+            why = protected_reason(path, ctx.cwd, ctx.roots)
+            if why is not None:
+                return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
         if (
             ctx.roots
             and not inside(path, ctx.roots)
-            and not _temp(path)
+            and not inside(path, (MKTEMP_NAME,))
             and not inside(path, tuple(posixpath.join(ctx.home, c) for c in (".cache", *_HOME_CACHES)))
             and path not in _HARMLESS
             and not path.startswith(_HARMLESS_TREES)
