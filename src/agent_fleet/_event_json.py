@@ -31,6 +31,8 @@ def event_to_record(event: Event) -> dict[str, Any]:
     """``{"type": ..., **fields}`` for ``event`` (JSON-ready)."""
     record: dict[str, Any] = {"type": type(event).__name__}
     for key, value in dataclasses.asdict(event).items():
+        if key == "agent" and value is None:  # the session's own event: no sub-agent to name
+            continue
         record[key if key not in _ENVELOPE else f"event_{key}"] = value
     return record
 

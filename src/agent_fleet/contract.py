@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from agent_fleet.errors import Unsupported, UsageError
-from agent_fleet.events import Event, RateLimits, Result, TokenUsage
+from agent_fleet.events import Event, Goal, RateLimits, Result, TokenUsage
 
 if TYPE_CHECKING:
     from agent_fleet.tools import Tool
@@ -264,7 +264,10 @@ class ModelInfo:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     """A stored session: its id, a ``preview`` of its first prompt, where it ran, when it was created
-    and last updated (epoch seconds), the session it was forked from. ``raw`` is the provider's record."""
+    and last updated (epoch seconds), the session it was forked from, its ``name`` (title) where set.
+    ``turns``: the provider's records of its turns, oldest first, where it was read with them
+    (``Provider.read_session``; codex: ``{"id", "status", "items", "error", ...}``); ``raw`` is the
+    provider's record."""
 
     id: str
     preview: str = ""
@@ -273,6 +276,8 @@ class SessionInfo:
     created_at: float | None = None
     updated_at: float | None = None
     forked_from: str | None = None
+    name: str | None = None
+    turns: tuple[Mapping[str, Any], ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -372,6 +377,21 @@ class Handle(abc.ABC):
     @abc.abstractmethod
     async def stop(self) -> None:
         """Interrupt the running turn and end the stream with ``Error(code="cancelled")``. Idempotent."""
+
+    async def rename(self, name: str) -> None:
+        """Give the session a name (its title in session lists). Raises ``Unsupported`` where
+        impossible."""
+        raise Unsupported(f"{type(self).__name__} cannot rename a session")
+
+    async def set_goal(self, objective: str, *, token_budget: int | None = None) -> Goal:
+        """Set the session's goal (an objective the agent keeps working towards, with an optional token
+        budget); returns it as the provider recorded it. A ``Goal`` event reports later changes.
+        Raises ``Unsupported`` where the provider has no goals."""
+        raise Unsupported(f"{type(self).__name__} has no session goals")
+
+    async def clear_goal(self) -> None:
+        """Clear the session's goal. Raises ``Unsupported`` where the provider has no goals."""
+        raise Unsupported(f"{type(self).__name__} has no session goals")
 
     async def interrupt(self) -> None:
         """Stop the running turn but keep the session: the stream ends with ``Error(code="cancelled")``

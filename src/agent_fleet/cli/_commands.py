@@ -59,8 +59,44 @@ __all__ = ["cli", "main"]
 # -- commands ------------------------------------------------------------------------------------------
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: agent-fleet's version and the codex binary's (with the supported range)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from agent_fleet._codex_binary import (
+        MINIMUM_CODEX_VERSION,
+        PINNED_CODEX_VERSION,
+        check_codex_version,
+        codex_version,
+        find_codex,
+    )
+    from agent_fleet.errors import ProviderUnavailable
+
+    click.echo(f"agent-fleet {__version__}")
+    supported = f"supported {MINIMUM_CODEX_VERSION} to {PINNED_CODEX_VERSION}"
+    try:
+        binary = find_codex()
+        version = codex_version(binary)
+    except ProviderUnavailable as exc:
+        click.echo(f"codex: {exc.message} ({supported})")
+        ctx.exit(0)
+    try:
+        state = "not the tested version" if check_codex_version(version) else "the tested version"
+    except ProviderUnavailable:
+        state = "TOO OLD: agent-fleet will not run it"
+    click.echo(f"codex {version} ({binary}; {state}; {supported})")
+    ctx.exit(0)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="agent-fleet")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show agent-fleet's version and the codex binary's, then exit.",
+)
 def cli() -> None:
     """Run coding agents (OpenAI Codex, Claude Code) at fleet scale.
 

@@ -58,10 +58,20 @@ def first_line(text: str, limit: int = 120) -> str:
 
 
 def describe(task_event: TaskEvent) -> str | None:
-    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications)."""
+    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications).
+    A sub-agent's event (``agent`` set) is marked ``[sub-agent <end of its id>]``."""
+    line = _describe(task_event)
+    agent = getattr(task_event.event, "agent", None)
+    return f"[sub-agent {agent[-8:]}] {line}" if line is not None and agent else line
+
+
+def _describe(task_event: TaskEvent) -> str | None:
     event = task_event.event
     prefix = "[review] " if task_event.source == "review" else ""
     match event:
+        case System(subtype="subagent_turn", data=data):
+            what = data.get("text") or data.get("message") or ""
+            return f"finished ({data.get('status')}): {first_line(str(what))}"
         case ToolUse(name="shell", synthetic=False, input=data):
             return f"{prefix}$ {command_text(data.get('command'))}"
         case ToolUse(name="apply_patch", synthetic=False, input=data):
