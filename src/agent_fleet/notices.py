@@ -40,7 +40,8 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
         "stream_retry": (
             "codex retries the model stream: discard text streamed since the last AssistantMessage, "
-            "it comes again (data: message)"
+            "it comes again (data: message; cause, kind, http_status, attempt and max_attempts when codex "
+            "gives them: it gives up after max_attempts)"
         ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
         "session": (

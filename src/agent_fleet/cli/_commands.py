@@ -90,6 +90,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
+    "-V",
     "--version",
     is_flag=True,
     expose_value=False,
@@ -106,7 +107,14 @@ def cli() -> None:
 
 @cli.command("run")
 @click.argument("prompt")
-@click.option("--cwd", type=click.Path(path_type=Path), help="Directory the agent works in (default: here).")
+@click.option(
+    "-C",
+    "--cd",
+    "--cwd",
+    "cwd",
+    type=click.Path(path_type=Path),
+    help="Directory the agent works in (default: here).",
+)
 @click.option(
     "--transcript", type=click.Path(dir_okay=False, path_type=Path), help="Write every event here (JSONL)."
 )
@@ -190,7 +198,12 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="With --resume: also run the failed tasks again, afresh, on their branches.",
 )
 @click.option(
-    "--cwd", type=click.Path(path_type=Path), help="Directory for tasks without a cwd (default: here)."
+    "-C",
+    "--cd",
+    "--cwd",
+    "cwd",
+    type=click.Path(path_type=Path),
+    help="Directory for tasks without a cwd (default: here).",
 )
 @click.option(
     "--backend",

@@ -215,9 +215,11 @@ def common_options(fn: _F) -> _F:
             help="codex: the app-server (one child, many sessions); codex-exec: one `codex exec` per turn; "
             "claude: Claude Code.",
         ),
-        click.option("--model", help="Model to use (default: the provider's)."),
+        click.option("-m", "--model", help="Model to use (default: the provider's)."),
         click.option("--effort", help="Reasoning effort (e.g. low, medium, high)."),
-        click.option("--sandbox", type=click.Choice(SANDBOXES), help="Sandbox for the agent's commands."),
+        click.option(
+            "-s", "--sandbox", type=click.Choice(SANDBOXES), help="Sandbox for the agent's commands."
+        ),
         click.option("--mode", type=click.Choice(MODES), default="build", show_default=True),
         ALLOW,
         DENY,

@@ -107,8 +107,8 @@ def _describe(task_event: TaskEvent) -> str | None:
                 f"retry {data.get('attempt')}/{data.get('max_attempts')} in {data.get('delay')}s "
                 f"after {data.get('code')}: {first_line(str(data.get('message')))}"
             )
-        case System(subtype="stream_retry") if task_event.source == "agent":
-            return "the model stream dropped; codex is retrying it"
+        case System(subtype="stream_retry", data=data) if task_event.source == "agent":
+            return _stream_retry(data)
         case System(subtype="runner.followup", data=data):
             return (
                 f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
@@ -156,6 +156,16 @@ def _describe(task_event: TaskEvent) -> str | None:
         case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
             return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
     return None
+
+
+def _stream_retry(data: Mapping[str, Any]) -> str:
+    """The cause, the attempt and when codex gives up: one line per retry, each saying how far it got."""
+    cause = first_line(str(data.get("cause") or data.get("message") or "no cause given"), 100)
+    line = f"model stream dropped ({cause}): codex retries it"
+    attempt, limit = data.get("attempt"), data.get("max_attempts")
+    if isinstance(attempt, int) and isinstance(limit, int):
+        line += f", attempt {attempt}/{limit} (it gives up after {limit})"
+    return line
 
 
 # -- progress output -----------------------------------------------------------------------------------
