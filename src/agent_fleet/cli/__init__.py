@@ -21,7 +21,7 @@ one for an internal error).
 
 from agent_fleet.cli import _account, _serve  # noqa: F401 - register `login`, `logout`, `serve`
 from agent_fleet.cli._commands import cli, main
+from agent_fleet.cli._describe import describe
 from agent_fleet.cli._options import parse_config_overrides
-from agent_fleet.cli._view import describe
 
 __all__ = ["cli", "describe", "main", "parse_config_overrides"]

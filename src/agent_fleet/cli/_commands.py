@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -439,7 +440,10 @@ def models_command(provider: str, config: tuple[str, ...], include_hidden: bool,
     type=click.Choice(SANDBOXES),
     help="The sandbox your runs use (danger-full-access: reports that the policy is the only guard).",
 )
-def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
+@click.option(
+    "--json", "json_output", is_flag=True, help="Print the checks as a JSON object (name, ok, detail, hint)."
+)
+def doctor_command(config: tuple[str, ...], sandbox: str | None, json_output: bool) -> None:
     """Check the codex binary, credentials, sandbox and app-server."""
     from agent_fleet.runner.doctor import diagnose
 
@@ -449,8 +453,13 @@ def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
         async def go(stop: asyncio.Event) -> Any:
             return await diagnose(options, sandbox=sandbox)
 
-        console = Console(highlight=False, soft_wrap=True)
+        console = Console(highlight=False, soft_wrap=True, stderr=json_output)
         checks = run_async(go, console)
+        broken = [c.name for c in checks if not c.ok]
+        if json_output:
+            report = {"ok": not broken, "checks": [dataclasses.asdict(c) for c in checks]}
+            click.echo(json.dumps(report, indent=2))
+            die(EXIT_FAILED if broken else EXIT_OK)
         for check in checks:
             mark, style = ("ok", "green") if check.ok else ("FAIL", "red")
             line = Text(f"{mark:>4}  {check.name}: {check.detail}")
@@ -458,7 +467,6 @@ def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
             console.print(line)
             if not check.ok and check.hint:
                 console.print(f"      -> {check.hint}")
-        broken = [c.name for c in checks if not c.ok]
         if broken:
             die(EXIT_FAILED, f"doctor: {', '.join(broken)} need attention (see above)")
         die(EXIT_OK)

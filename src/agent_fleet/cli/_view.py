@@ -3,169 +3,26 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
-import shlex
 import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from agent_fleet.cli._describe import command_text, describe, first_line
+from agent_fleet.cli._final import FAILED_STATUSES, summary_table
 from agent_fleet.cli._fleet_view import fleet_view
-from agent_fleet.events import (
-    AssistantMessage,
-    Compaction,
-    Error,
-    McpServerStatus,
-    Reasoning,
-    System,
-    ToolResult,
-    ToolUse,
-)
-from agent_fleet.runner import BatchResult, Redactor, TaskCounters, TaskEvent, TaskResult, event_record
+from agent_fleet.events import System, ToolUse
+from agent_fleet.runner import Redactor, TaskCounters, TaskEvent, TaskResult, event_record
 from agent_fleet.runner._delta_redact import DeltaCoalescer
 
 __all__ = ["Progress", "command_text", "consoles", "describe", "first_line", "result_line", "summary_table"]
-
-
-# -- describing events for people ------------------------------------------------------------------------
-
-
-def command_text(command: Any) -> str:
-    """``/bin/bash -lc 'git status'`` -> ``git status``."""
-    text = command if isinstance(command, str) else shlex.join(str(c) for c in command or [])
-    with contextlib.suppress(ValueError):
-        words = shlex.split(text)
-        if (
-            len(words) == 3
-            and words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
-            and words[1] in ("-c", "-lc")
-        ):
-            return words[2]
-    return text
-
-
-def first_line(text: str, limit: int = 120) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def describe(task_event: TaskEvent) -> str | None:
-    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications).
-    A sub-agent's event (``agent`` set) is marked ``[sub-agent <end of its id>]``."""
-    line = _describe(task_event)
-    agent = getattr(task_event.event, "agent", None)
-    return f"[sub-agent {agent[-8:]}] {line}" if line is not None and agent else line
-
-
-def _describe(task_event: TaskEvent) -> str | None:
-    event = task_event.event
-    prefix = "[review] " if task_event.source == "review" else ""
-    match event:
-        case System(subtype="subagent_turn", data=data):
-            what = data.get("text") or data.get("message") or ""
-            return f"finished ({data.get('status')}): {first_line(str(what))}"
-        case ToolUse(name="shell", synthetic=False, input=data):
-            return f"{prefix}$ {command_text(data.get('command'))}"
-        case ToolUse(name="apply_patch", synthetic=False, input=data):
-            changes = data.get("changes") or []
-            paths = ", ".join(f"{c.get('kind')} {Path(str(c.get('path'))).name}" for c in changes)
-            return f"{prefix}edit: {paths}"
-        case ToolUse(synthetic=False, name=name):
-            return f"{prefix}tool: {name}"
-        case ToolResult(synthetic=False, exit_code=code) if code not in (None, 0):
-            return f"{prefix}  (exit {code})"
-        case System(subtype="approval_denied", data=data):
-            what = data.get("command")
-            shown = (
-                command_text(what)
-                if what
-                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
-            )
-            return f"{prefix}declined: {shown} ({data.get('rule') or 'policy'}: {data.get('reason')})"
-        case AssistantMessage(text=text) if task_event.source == "agent":
-            return f"agent: {first_line(text)}"
-        case Reasoning(text=text) if task_event.source == "agent":
-            return f"thinking: {first_line(text)}"
-        case Error(code=code, message=message):
-            return f"{prefix}turn ended: {code}: {first_line(message)}"
-        case System(subtype="runner.gate", data=data):
-            return (
-                f"gate: {data.get('summary')}"
-                if data.get("passed")
-                else f"gate FAILED: {data.get('summary')}"
-            )
-        case System(subtype="runner.retry", data=data):
-            return (
-                f"retry {data.get('attempt')}/{data.get('max_attempts')} in {data.get('delay')}s "
-                f"after {data.get('code')}: {first_line(str(data.get('message')))}"
-            )
-        case System(subtype="stream_retry", data=data) if task_event.source == "agent":
-            return _stream_retry(data)
-        case System(subtype="runner.followup", data=data):
-            return (
-                f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
-            )
-        case System(subtype="codex_refused", data=data) if data.get("kind") == "unsandboxed_run":
-            return f"{prefix}refused to re-run outside the sandbox: {command_text(data.get('command'))}"
-        case System(subtype="codex_refused", data=data):
-            return f"{prefix}codex refused ({data.get('kind')}): {first_line(str(data.get('message')))}"
-        case System(subtype="runner.started", data=data) if (
-            data.get("approvals_enforced") is False or data.get("sandbox") == "danger-full-access"
-        ):
-            lines = []
-            if data.get("approvals_enforced") is False:
-                lines.append(
-                    f"approvals: NOT enforced by the {data.get('provider')} provider "
-                    "(it never asks; only its sandbox guards this run)"
-                )
-            if data.get("sandbox") == "danger-full-access":
-                lines.append(
-                    "sandbox: OFF (danger-full-access): nothing confines the agent's commands; "
-                    "the approval policy is the only guard"
-                )
-            return "\n".join(lines)
-        case System(subtype="runner.review_started", data=data):
-            target = data.get("target") or {}
-            what = target.get("sha") or target.get("base") or target.get("type")
-            return f"review #{data.get('number')}: {target.get('type')} {str(what)[:12]}"
-        case System(subtype="runner.review", data=data):
-            findings = data.get("findings") or []
-            lines = [f"review: {len(findings)} finding(s), {data.get('blocking')} blocking"]
-            lines += [f"  - {f.get('title')}" for f in findings]
-            return "\n".join(lines)
-        case System(subtype="runner.review_skipped", data=data):
-            return f"review skipped: {data.get('reason')}"
-        case System(subtype="runner.rate_limited", data=data):
-            return f"rate limit near ({data.get('used')}% used): waiting {data.get('wait')}s before the turn"
-        case McpServerStatus(status="failed", name=name, error=error):
-            return f"{prefix}MCP server {name} failed to start: {first_line(str(error))}"
-        case Compaction() if task_event.source == "agent":
-            return "context compacted"
-        case System(subtype="runner.push", data=data):  # --backend ray --push
-            if data.get("pushed"):
-                return f"pushed {data.get('branch')} ({str(data.get('commit') or '')[:12]})"
-            return f"push of {data.get('branch')} refused: {first_line(str(data.get('error')))}"
-        case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
-            return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
-    return None
-
-
-def _stream_retry(data: Mapping[str, Any]) -> str:
-    """The cause, the attempt and when codex gives up: one line per retry, each saying how far it got."""
-    cause = first_line(str(data.get("cause") or data.get("message") or "no cause given"), 100)
-    line = f"model stream dropped ({cause}): codex retries it"
-    attempt, limit = data.get("attempt"), data.get("max_attempts")
-    if isinstance(attempt, int) and isinstance(limit, int):
-        line += f", attempt {attempt}/{limit} (it gives up after {limit})"
-    return line
 
 
 # -- progress output -----------------------------------------------------------------------------------
@@ -398,7 +255,7 @@ class Progress:
             self.out.flush()
 
 
-_FAILED = ("failed", "error", "timeout")
+_FAILED = FAILED_STATUSES
 _KEEP_FINISHED = 200
 _KEEP_FAILED = 100
 
@@ -434,81 +291,3 @@ def consoles(json_output: bool) -> tuple[Console, Console]:
         return err, err
     out = Console(highlight=False, soft_wrap=True)
     return out, out
-
-
-#: the final table lists every task up to this many; beyond, only tasks that ran and did not succeed
-SUMMARY_ROWS = 50
-
-
-_SUMMARY_GAP = 2  # spaces after each column of the final table
-_REASON_MIN = 16
-
-
-def _summary_columns(rows: list[dict[str, str]], width: int | None) -> tuple[list[str], dict[str, int]]:
-    """The final table's columns and widths for a terminal ``width`` columns wide (None: no limit).
-
-    Each column is as wide as its widest cell (the task id at most 24, the branch at most 40); the reason
-    gets the rest. While the reason would get fewer than ``_REASON_MIN`` columns, the least needed
-    column goes (branch, tokens, duration, follow-ups: all of them are in summary.json), then the task
-    id narrows (it folds)."""
-    names = ["task", "status", "follow-ups", "duration", "tokens", "branch", "reason"]
-    caps = {"task": 24, "branch": 40}
-    widths = {n: min(max([len(n), *(len(r[n]) for r in rows)]), caps.get(n, 1 << 30)) for n in names[:-1]}
-    if width is None:
-        return names, {}
-
-    def rest() -> int:
-        return width - sum(widths[n] + _SUMMARY_GAP for n in names[:-1]) - _SUMMARY_GAP
-
-    for optional in ("branch", "tokens", "duration", "follow-ups"):
-        if rest() >= _REASON_MIN:
-            break
-        names.remove(optional)
-    if rest() < _REASON_MIN:
-        widths["task"] = max(8, widths["task"] - (_REASON_MIN - rest()))
-    widths["reason"] = max(8, rest())
-    return names, widths
-
-
-def summary_table(result: BatchResult, width: int | None = None) -> RenderableType:
-    """The batch's final table; reasons wrap (the full reason is also in summary.json). With ``width``
-    (the terminal's), the columns that would not fit are left out, so no line is wider than it."""
-    entries = list(result.entries)
-    note: Text | None = None
-    if len(entries) > SUMMARY_ROWS:
-        ran = [e for e in entries if not e.result.ok and e.state != "queued"]
-        succeeded = sum(1 for e in entries if e.result.ok)
-        queued = sum(1 for e in entries if e.state == "queued")
-        more = len(ran) - SUMMARY_ROWS
-        note = Text(
-            f"{len(entries):,} tasks: {succeeded:,} succeeded, {queued:,} not started"
-            + (f", {more:,} more that did not succeed" if more > 0 else "")
-            + " (not listed: every task is in summary.json)",
-            style="dim",
-        )
-        entries = ran[:SUMMARY_ROWS]
-    styles = {"succeeded": "green", **{s: "red" for s in _FAILED}}
-    redactor = Redactor()
-    rows = []
-    for entry in entries:
-        r = entry.result
-        rows.append(
-            {
-                "task": r.task_id,
-                "status": r.status if entry.state != "interrupted" else "interrupted",
-                "follow-ups": str(r.followups),
-                "duration": f"{r.duration:.1f}s",
-                "tokens": f"{r.tokens:,}",
-                "branch": entry.branch or "",
-                "reason": redactor.text(r.reason).strip()
-                + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
-                "style": styles.get(r.status, "yellow"),
-            }
-        )
-    names, widths = _summary_columns(rows, width)
-    table = Table(title="agent-fleet batch", box=None, padding=(0, _SUMMARY_GAP, 0, 0), header_style="bold")
-    for name in names:
-        table.add_column(name, overflow="fold", width=widths.get(name), no_wrap=name in ("status",))
-    for row in rows:
-        table.add_row(*(Text(row[n], style=row["style"]) if n == "status" else row[n] for n in names))
-    return table if note is None else Group(table, note)
