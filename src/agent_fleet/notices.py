@@ -104,7 +104,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "(data: session_id, reason)",
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",
         "runner.gate_started": "the task's gate is running (data: require_commit, command)",
-        "runner.gate": "the gate's verdict (data: passed, summary, checks)",
+        "runner.gate": (
+            "the gate's verdict (data: passed, summary, checks, output_tail: the failed checks' output, "
+            "its last 2,000 characters)"
+        ),
         "runner.review_started": "a code review of the task's changes started (data: number, target)",
         "runner.review": "a code review's findings (data: number, thread_id, findings, blocking)",
         "runner.review_skipped": "no review was run (data: reason)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_fleet import __version__
+from agent_fleet.cli._ask import TerminalAsker, ask_problem, with_asker
 from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for
 from agent_fleet.cli._exits import (
     EXIT_FAILED,
@@ -28,6 +30,7 @@ from agent_fleet.cli._exits import (
     preflight,
     run_async,
 )
+from agent_fleet.cli._final import link
 from agent_fleet.cli._options import (
     common_options,
     parse_config_overrides,
@@ -132,10 +135,17 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
         options = common.options()
         task = common.template(text, cwd, f"run-{time.strftime('%Y%m%d-%H%M%S')}")
         remote = common.remote()
+        progress_console, console = consoles(common.json_output)
+        progress = Progress(
+            progress_console, json_output=common.json_output, batch=False, verbosity=common.verbosity
+        )
+        if common.default_approval == "ask" and remote is None:  # the person at this terminal decides
+            problem = ask_problem(batch=False, stdin=sys.stdin, terminal=progress_console.is_terminal)
+            if problem is not None:
+                raise UsageError(problem)
+            options = with_asker(options, TerminalAsker(progress), common.provider)
         if remote is None:
             preflight(common.provider, options)
-        progress_console, console = consoles(common.json_output)
-        progress = Progress(progress_console, json_output=common.json_output, batch=False)
 
         async def go(stop: asyncio.Event) -> TaskResult:
             with progress:
@@ -159,6 +169,8 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
 
         result = run_async(go, progress_console)
         progress.summary(result.to_dict())
+        if common.quiet and result.final_text and not common.json_output:
+            console.print(Redactor().text(result.final_text.strip()), highlight=False, soft_wrap=True)
         style, line = result_line(result)
         console.print(Text(line, style=style))
         if result.transcript is not None:
@@ -260,14 +272,18 @@ def batch_command(
         remote = common.remote()
         if remote is not None and settings.backend != "local":
             raise UsageError("--server runs the batch's sessions on the daemon: it needs --backend local")
+        if common.default_approval == "ask" and remote is None:
+            raise UsageError(ask_problem(batch=True, stdin=sys.stdin, terminal=False) or "")
         # With ray each node checks its own binary and credential; with --server the daemon does.
         if settings.backend == "local" and remote is None:
             for name in sorted({common.provider, *settings.providers}):
                 preflight(name, options_for(name, options))
         price_table = load_prices(prices) if prices is not None else None
         progress_console, console = consoles(common.json_output)
-        progress = Progress(progress_console, json_output=common.json_output, batch=True)
-        progress.expect(settings.total, settings.done)
+        progress = Progress(
+            progress_console, json_output=common.json_output, batch=True, verbosity=common.verbosity
+        )
+        progress.expect(settings.total, settings.done, settings.queued)
         interrupts = Interrupts(on_force=lambda: force_stop(settings.out))
         record = settings.out.expanduser().absolute()
         progress_console.print(f"record: {record}", highlight=False, soft_wrap=True)
@@ -325,7 +341,7 @@ def batch_command(
                 console.print(line, highlight=False, soft_wrap=True)
         console.print(f"summary: {result.summary_path}")
         if result.report_path is not None:
-            console.print(f"report: {result.report_path}")
+            console.print(link("report: ", result.report_path), highlight=False, soft_wrap=True)
         if result.stopped:
             console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
             if not result.fatal:

@@ -20,7 +20,7 @@ from agent_fleet.events import (
 )
 from agent_fleet.runner import TaskEvent
 
-__all__ = ["command_text", "describe", "first_line"]
+__all__ = ["BRIEF", "MESSAGES", "VERBOSE", "command_text", "describe", "first_line"]
 
 
 def command_text(command: Any) -> str:
@@ -42,12 +42,35 @@ def first_line(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def describe(task_event: TaskEvent) -> str | None:
-    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications).
-    A sub-agent's event (``agent`` set) is marked ``[sub-agent <end of its id>]``."""
-    line = _describe(task_event)
+#: ``describe``'s levels of detail: first lines only (a fleet's lines); the agent's messages and
+#: reasoning in full (``run``); also every command's exit code and its output's last lines (``-v``).
+BRIEF, MESSAGES, VERBOSE = 0, 1, 2
+_OUTPUT_LINES = 3
+
+
+def describe(task_event: TaskEvent, detail: int = BRIEF) -> str | None:
+    """One line for a person (more with ``detail``: see ``BRIEF``), or None for events not worth a line
+    (deltas, usage, raw notifications). A sub-agent's event (``agent`` set) is marked
+    ``[sub-agent <end of its id>]``."""
+    line = _detailed(task_event) if detail else None
+    if line is None or (detail < VERBOSE and isinstance(task_event.event, ToolResult)):
+        line = _describe(task_event)
     agent = getattr(task_event.event, "agent", None)
     return f"[sub-agent {agent[-8:]}] {line}" if line is not None and agent else line
+
+
+def _detailed(task_event: TaskEvent) -> str | None:
+    """The lines ``MESSAGES`` and ``VERBOSE`` show in full; None: as ``BRIEF``."""
+    match task_event.event:
+        case AssistantMessage(text=text) if task_event.source == "agent" and text.strip():
+            return f"agent: {text.strip()}"
+        case Reasoning(text=text) if task_event.source == "agent" and text.strip():
+            return f"thinking: {text.strip()}"
+        case ToolResult(synthetic=False, exit_code=code, output=output) if code is not None:
+            tail = [line for line in output.rstrip().splitlines() if line.strip()][-_OUTPUT_LINES:]
+            prefix = "[review] " if task_event.source == "review" else ""
+            return "\n".join([f"{prefix}  (exit {code})", *(f"  | {line}" for line in tail)])
+    return None
 
 
 def _describe(task_event: TaskEvent) -> str | None:

@@ -6,19 +6,19 @@ import collections
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from rich.console import Console, RenderableType
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from agent_fleet.cli._describe import command_text, describe, first_line
+from agent_fleet.cli._describe import BRIEF, MESSAGES, VERBOSE, command_text, describe, first_line
 from agent_fleet.cli._final import FAILED_STATUSES, summary_table
 from agent_fleet.cli._fleet_view import fleet_view
-from agent_fleet.events import System, ToolUse
+from agent_fleet.cli._run_view import Question, run_view
+from agent_fleet.events import AssistantMessage, Error, Result, System, TextDelta, ToolUse
 from agent_fleet.runner import Redactor, TaskCounters, TaskEvent, TaskResult, event_record
 from agent_fleet.runner._delta_redact import DeltaCoalescer
 
@@ -39,6 +39,8 @@ class _Row:
     counters: TaskCounters = field(default_factory=TaskCounters)  # the runner's own, while it runs
     result: dict[str, Any] | None = None  # the TaskResult summary of ``runner.finished``
     ended: float | None = None
+    streaming: str = ""  # the agent's message while it streams (``run``'s live view)
+    gate_tail: str = ""  # the last line of the latest failed gate's output
 
     def elapsed(self) -> float:
         return (self.ended or time.monotonic()) - self.started
@@ -62,16 +64,33 @@ class _Row:
 
 class Progress:
     """Shows a task's (or a batch's) events: rich ``Live`` on a terminal, plain lines otherwise, JSON Lines
-    with ``--json`` (then people's output goes to stderr)."""
+    with ``--json`` (then people's output goes to stderr).
+
+    ``run`` prints the agent's messages and reasoning in full, each command, decline and gate as lines
+    (above the live view on a terminal, where the message being streamed shows as it comes); a batch
+    prints first lines, tagged with the task (on a terminal only the fleet view, unless ``verbosity``
+    is 1). ``verbosity`` -1 (``-q``) shows nothing but what ``ask`` needs; 1 (``-v``) adds every
+    command's exit code and its output's last lines."""
 
     def __init__(
-        self, console: Console, *, json_output: bool, batch: bool, out: IO[str] | None = None
+        self,
+        console: Console,
+        *,
+        json_output: bool,
+        batch: bool,
+        out: IO[str] | None = None,
+        verbosity: int = 0,
     ) -> None:
         self.console = console
         self.json_output = json_output
         self.batch = batch
         self.out = out or sys.stdout
-        self.live_mode = console.is_terminal and not json_output
+        self.verbosity = verbosity
+        self.live_mode = console.is_terminal and not json_output and verbosity >= 0
+        self.detail = VERBOSE if verbosity > 0 else BRIEF if batch or verbosity < 0 else MESSAGES
+        self.question: Question | None = None  # what the terminal asks the person (``_ask``)
+        # A batch's queued tasks in the order they start (the view shows the next few).
+        self._queued: collections.deque[str] = collections.deque()
         self.rows: dict[str, _Row] = {}
         self.redactor = Redactor()
         self.deltas = DeltaCoalescer(self.redactor)
@@ -87,12 +106,15 @@ class Progress:
         self._folded_tokens = 0
         self._folded_failed = 0  # this run's failures no longer kept as rows
         self._declined: collections.deque[str] = collections.deque(maxlen=8)
+        self._gates: collections.deque[str] = collections.deque(maxlen=8)  # failed gates' last lines
         self._want_live = False
 
-    def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
-        """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
+    def expect(self, total: int, done: Mapping[str, int] | None = None, queued: Iterable[str] = ()) -> None:
+        """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run;
+        ``queued``: the ids of those it will start, in order."""
         self.total = total
         self.done = dict(done or {})
+        self._queued = collections.deque(queued)
 
     def __enter__(self) -> Progress:
         # The live view starts with the first event: what is printed before (the batch's warnings) stays
@@ -108,10 +130,24 @@ class Progress:
 
     def _start_live(self) -> None:
         self._want_live = False
+        # A batch's view gives way to the final table (one table, not two); run's stays on the screen.
         self.live = Live(
-            console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False
+            console=self.console, refresh_per_second=4, get_renderable=self.render, transient=self.batch
         )
         self.live.start()
+
+    def refresh(self) -> None:
+        """Draw the live view now (a question appeared or was answered)."""
+        if self._want_live:
+            self._start_live()
+        if self.live is not None:
+            self.live.refresh()
+
+    def say(self, text: str | Text) -> None:
+        """A line for the person, above the live view (or as a plain line)."""
+        if self._want_live:
+            self._start_live()
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     def row(self, task_id: str) -> _Row:
         if task_id not in self.rows:
@@ -128,11 +164,20 @@ class Progress:
             self.out.flush()
         row = self.row(task_event.task_id)
         event = task_event.event
-        line = describe(task_event)
+        line = describe(task_event, self.detail)
         if line is not None:
             line = self.redactor.text(line)
         row.counters.feed(task_event)
         match event:
+            case TextDelta(text=text) if task_event.source == "agent" and not self.batch:
+                row.streaming = (row.streaming + text)[-_STREAM_KEPT:]
+            case AssistantMessage() | Result() | Error() | System(subtype="stream_retry"):
+                row.streaming = ""  # shown in full as a line (or streamed again after a retry)
+            case System(subtype="runner.gate", data=data) if not data.get("passed"):
+                out = [x for x in str(data.get("output_tail") or "").splitlines() if x.strip()]
+                row.gate_tail = first_line(self.redactor.text(out[-1]), 200) if out else ""
+                if row.gate_tail:
+                    self._gates.append(f"[{row.task_id}] {row.gate_tail}")
             case ToolUse(name="shell", synthetic=False, input=data) if task_event.source == "agent":
                 row.commands.append(self.redactor.text(command_text(data.get("command"))))
             case System(subtype="approval_denied"):
@@ -154,10 +199,18 @@ class Progress:
                     self._fold(row.task_id, failed=row.status in _FAILED)
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
-        if line and not self.live_mode:
-            tag = f"[{task_event.task_id}] " if self.batch else ""
-            for part in line.splitlines():
-                self.console.print(Text(tag + part), highlight=False, soft_wrap=True)
+        if line and self.verbosity >= 0 and (not self.live_mode or not self.batch or self.verbosity > 0):
+            self._print(task_event.task_id, line)
+
+    def _print(self, task_id: str, line: str) -> None:
+        """``line`` as people read it: a fleet's tagged with its task, the agent's words set apart (the
+        lines after a message's first are indented under it)."""
+        tag = f"[{task_id}] " if self.batch else ""
+        style = next((s for prefix, s in _LINE_STYLES if line.startswith(prefix)), "")
+        for n, part in enumerate(line.splitlines()):
+            text = Text(tag, style="dim") if tag else Text()
+            text.append(part if n == 0 or part.startswith("  ") else "  " + part, style=style)
+            self.console.print(text, highlight=False, soft_wrap=True)
 
     def _fold(self, task_id: str, *, failed: bool) -> None:
         kept, limit = (self._failed, _KEEP_FAILED) if failed else (self._finished, _KEEP_FINISHED)
@@ -185,6 +238,26 @@ class Progress:
 
     def recent_declined(self, n: int) -> list[str]:
         return list(self._declined)[-n:] if n > 0 else []
+
+    def recent_gates(self, n: int) -> list[str]:
+        """The last line of the latest failed gates' output, ``[task] line``, oldest first."""
+        return list(self._gates)[-n:] if n > 0 else []
+
+    def queued_row(self, task_id: str) -> _Row:
+        """A row for a task that has not started (not kept)."""
+        return _Row(task_id, step="waiting for a slot", status="queued")
+
+    def queued_ids(self, n: int) -> list[str]:
+        """The next ``n`` tasks to start (those that started already are dropped on the way)."""
+        out: list[str] = []
+        while self._queued and self._queued[0] in self.rows:
+            self._queued.popleft()
+        for task_id in self._queued:
+            if len(out) >= n:
+                break
+            if task_id not in self.rows:
+                out.append(task_id)
+        return out
 
     def hidden_counts(self, running_shown: int, failed_shown: int) -> dict[str, int]:
         """Running and failed tasks (this run's, folded ones too) a view showing so many leaves out."""
@@ -235,19 +308,7 @@ class Progress:
     def render(self) -> RenderableType:
         if self.batch:
             return fleet_view(self, self.console)
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold")
-        grid.add_column()
-        for row in self.rows.values():
-            grid.add_row("step", row.step)
-            recent = row.commands[-5:]
-            grid.add_row("commands", f"{row.command_count}" + ("".join(f"\n$ {c}" for c in recent)))
-            grid.add_row("declined", "\n".join(row.declined) if row.declined else "none")
-            grid.add_row(
-                "progress",
-                f"follow-ups {row.followups}   elapsed {row.elapsed():.1f}s   tokens {row.tokens:,}",
-            )
-        return grid
+        return run_view(list(self.rows.values()), self.question, self.redactor, self.console)
 
     def summary(self, payload: dict[str, Any]) -> None:
         if self.json_output:
@@ -256,6 +317,15 @@ class Progress:
 
 
 _FAILED = FAILED_STATUSES
+_STREAM_KEPT = 4000  # characters of a streaming message kept for the live view (it shows the last lines)
+_LINE_STYLES = (
+    ("agent: ", "bold"),
+    ("thinking: ", "dim italic"),
+    ("declined: ", "yellow"),
+    ("gate FAILED", "red"),
+    ("turn ended", "red"),
+    ("model stream dropped", "yellow"),
+)
 _KEEP_FINISHED = 200
 _KEEP_FAILED = 100
 

@@ -58,6 +58,7 @@ from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._pace import pause_before_turn
+from agent_fleet.runner._record import tail
 from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
 from agent_fleet.runner._retry import retry_backoff, retry_hint, should_retry
 from agent_fleet.runner._task_types import ReviewConfig, Task, TaskResult, TaskStatus
@@ -80,6 +81,9 @@ from agent_fleet.runner.review import (
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
+
+#: How much of a failed gate's output its ``runner.gate`` notice carries (the live view's last lines).
+_GATE_TAIL = 2000
 
 # One TaskEvent per streamed event: built without the frozen __init__ (see _fastnew).
 _new_task_event = positional_new(TaskEvent)
@@ -464,7 +468,14 @@ class _TaskRun:
                 {"name": c.name, "passed": c.passed, "detail": c.detail, "exit_code": c.exit_code}
                 for c in self.gate.checks
             ]
-            self.note("gate", passed=self.gate.passed, summary=self.gate.summary, checks=checks)
+            failed_output = "\n".join(c.output for c in self.gate.checks if not c.passed and c.output)
+            self.note(
+                "gate",
+                passed=self.gate.passed,
+                summary=self.gate.summary,
+                checks=checks,
+                output_tail=tail(failed_output.rstrip(), _GATE_TAIL),
+            )
             if not self.gate.passed:
                 if budget_left:
                     return self.gate.followup_prompt()
