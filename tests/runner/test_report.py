@@ -53,6 +53,8 @@ async def test_summary_answers_questions_and_matches_its_schema(
     # The model came from a -c style config override, not the task: the session reports it.
     assert codex_options.config.get("model") == "gpt-5.5" and ok["model"] == "gpt-5.5"
     assert ok["provider"] == "codex"
+    # ... and the scripted model answered: never labelled as the real gpt-5.5 (issue 33)
+    assert ok["scripted"] is True and ok["model_label"] == "scripted (as gpt-5.5)" and summary["scripted"]
     assert ok["tokens"]["input"] > 0 and ok["tokens"]["output"] > 0
     assert ok["cost"] == pytest.approx((ok["tokens"]["input"] * 2.0 + ok["tokens"]["output"] * 10.0) / 1e6)
     assert summary["currency"] == "USD" and summary["cost"] > 0

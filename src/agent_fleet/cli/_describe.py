@@ -66,6 +66,8 @@ def _detailed(task_event: TaskEvent) -> str | None:
             return f"agent: {text.strip()}"
         case Reasoning(text=text) if task_event.source == "agent" and text.strip():
             return f"thinking: {text.strip()}"
+        case System(subtype="session", data=data) if isinstance(data.get("model"), str):
+            return f"model: {data['model']}"
         case ToolResult(synthetic=False, exit_code=code, output=output) if code is not None:
             tail = [line for line in output.rstrip().splitlines() if line.strip()][-_OUTPUT_LINES:]
             prefix = "[review] " if task_event.source == "review" else ""

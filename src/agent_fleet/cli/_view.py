@@ -14,6 +14,7 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from agent_fleet._scripted import scripted_label
 from agent_fleet.cli._describe import BRIEF, MESSAGES, VERBOSE, command_text, describe, first_line
 from agent_fleet.cli._final import FAILED_STATUSES, summary_table
 from agent_fleet.cli._fleet_view import fleet_view
@@ -41,6 +42,7 @@ class _Row:
     ended: float | None = None
     streaming: str = ""  # the agent's message while it streams (``run``'s live view)
     gate_tail: str = ""  # the last line of the latest failed gate's output
+    scripted: bool = False  # agent_fleet.testing's scripted model answers, not a real one
 
     def elapsed(self) -> float:
         return (self.ended or time.monotonic()) - self.started
@@ -108,6 +110,7 @@ class Progress:
         self._declined: collections.deque[str] = collections.deque(maxlen=8)
         self._gates: collections.deque[str] = collections.deque(maxlen=8)  # failed gates' last lines
         self._want_live = False
+        self._scripted = False  # a task was answered by the scripted model: the header says so
 
     def expect(self, total: int, done: Mapping[str, int] | None = None, queued: Iterable[str] = ()) -> None:
         """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run;
@@ -169,6 +172,12 @@ class Progress:
             line = self.redactor.text(line)
         row.counters.feed(task_event)
         match event:
+            case System(subtype="runner.started", data=data):
+                row.scripted = bool(data.get("scripted"))
+                self._scripted = self._scripted or row.scripted
+            case System(subtype="session", data=data) if line and row.scripted:
+                model = scripted_label(str(data.get("model")))
+                line = f"model: {model}: agent-fleet's scripted model answers, no real model"
             case TextDelta(text=text) if task_event.source == "agent" and not self.batch:
                 row.streaming = (row.streaming + text)[-_STREAM_KEPT:]
             case AssistantMessage() | Result() | Error() | System(subtype="stream_retry"):
@@ -293,6 +302,8 @@ class Progress:
             if n or label != "cancelled"
         ]
         parts += [(f"tokens {tokens:,}", ""), (f"elapsed {time.monotonic() - self.started:.0f}s", "")]
+        if self._scripted:
+            parts.insert(0, ("SCRIPTED model", "bold magenta"))
         text = Text(no_wrap=True, overflow="ellipsis")
         used = 0
         for part, style in parts:

@@ -91,6 +91,7 @@ class TaskRecorder:
     prompt: str | None = None
     provider: str | None = None
     model: str | None = None
+    scripted: bool = False  # served by agent_fleet.testing's scripted model
     started_at: float | None = None
     finished_at: float | None = None
     session_id: str | None = None
@@ -207,6 +208,7 @@ class TaskRecorder:
                 self.prompt = data.get("prompt")
                 self.provider = data.get("provider")
                 self.model = self.model or data.get("model")
+                self.scripted = bool(data.get("scripted"))
                 self._turn_open(at)
             case "runner.followup":
                 self.followups.append({"number": data.get("number"), "prompt": data.get("prompt"), "at": at})
@@ -272,6 +274,7 @@ class TaskRecorder:
             "prompt": self.prompt,
             "provider": self.provider,
             "model": self.model,
+            "scripted": self.scripted,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "session_id": self.session_id,

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet._provider.fastnew import positional_new
+from agent_fleet._scripted import served_by_scripted_model
 from agent_fleet.contract import Handle, Provider
 from agent_fleet.errors import (
     AgentFleetError,
@@ -222,6 +223,9 @@ class _TaskRun:
             model=spec.model,
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
+            scripted=served_by_scripted_model(
+                self.options if self.provider is None else getattr(self.provider, "options", None)
+            ),
             sandbox=spec.sandbox or "workspace-write",
         )
         core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
