@@ -133,6 +133,7 @@ def task_record(
         "retries": retries,
         "resumed_from": resumed_from,
         "timeline": rec.get("timeline") or [],
+        "messages": rec.get("messages") or [],
     }
 
 
@@ -213,6 +214,7 @@ def _task(record: Mapping[str, Any], base: float | None, prices: PriceTable | No
         {"code": e.get("code"), "message": e.get("message"), "at": iso(e.get("at"))}
         for e in record.get("errors") or []
     ]
+    out["messages"] = [{**m, "at": iso(m.get("at"))} for m in record.get("messages") or []]
     out["timeline"] = [
         {**span, "start": offset(span.get("start")), "end": offset(span.get("end"))}
         for span in record.get("timeline") or []

@@ -154,6 +154,14 @@ async def run_task(
             writer.close()
 
 
+def _relative(path: str, cwd: str | None) -> str:
+    """``path`` relative to ``cwd`` when it lies inside it."""
+    if cwd is None or not os.path.isabs(path):
+        return path
+    rel = os.path.relpath(path, cwd)
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+
 class _TaskRun:
     def __init__(
         self,
@@ -279,6 +287,7 @@ class _TaskRun:
             error_code=self.error_code,
             fatal=self.fatal,
             transcript=self.writer.path if self.writer is not None else None,
+            files_changed=tuple(dict.fromkeys(_relative(p, self.cwd) for p in self.counters.files)),
         )
         self.note("finished", **{k: v for k, v in result.to_dict().items() if k != "final_text"})
         return result
