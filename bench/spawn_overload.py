@@ -29,7 +29,7 @@ from agent_fleet.testing import Reply, ScriptedModelServer, scripted_codex_env
 
 SECTION = "## Spawn overload"
 FINDINGS = [
-    "Issue 32 saw ~20 % of 512 simultaneous `thread/start`s refused with -32001 (\"Server overloaded\")",
+    'Issue 32 saw ~20 % of 512 simultaneous `thread/start`s refused with -32001 ("Server overloaded")',
     "and no retry of `turn/start`. Every refusal is now retried (`retry_on_overload`: jittered",
     "exponential backoff, 50 ms doubling to 2 s, within the request's `rpc_timeout`). Over stdio codex",
     "0.163 refused none here; what failed was the queue: with all 1,024 `thread/start`s sent at once,",

@@ -101,6 +101,13 @@ class PermissionConfig:
     change outside the writable roots). Such a request is accepted only when the strict profile proves it
     harmless, when it matches one of these (and no built-in rule or disallow pattern declines it), or
     when an ``approval_handler`` (a person) accepts it; ``default`` never covers it.
+
+    ``narrowed_by``: a second configuration every request must satisfy as well. It is judged on its own
+    (its patterns are never combined with these: a command must be accepted by both, each simple command
+    matched by each set of allow patterns) and the stricter decision wins: a decline over an accept, a
+    decline no ``approval_handler`` may turn over one it may, ``allow_once`` over ``allow_for_session``.
+    So it can only narrow this configuration. ``agent-fleet serve`` runs a client's permission this way
+    under the daemon's own (the floor).
     """
 
     allow_patterns: tuple[str, ...] = ()
@@ -113,6 +120,7 @@ class PermissionConfig:
     tool_disallow_patterns: tuple[str, ...] = ()
     profile: Literal["default", "strict"] = "default"
     escalation_patterns: tuple[str, ...] = ()
+    narrowed_by: PermissionConfig | None = None
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
@@ -130,6 +138,11 @@ class PermissionConfig:
             )
         if self.profile not in ("default", "strict"):
             raise ValueError(f"PermissionConfig.profile must be 'default' or 'strict', not {self.profile!r}")
+        if self.narrowed_by is not None and not isinstance(self.narrowed_by, PermissionConfig):
+            raise TypeError(
+                f"PermissionConfig.narrowed_by must be a PermissionConfig or None, not "
+                f"{type(self.narrowed_by).__name__}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,6 +36,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "(data: kind, questions or message, action, source; never the answers)"
         ),
         "input_handler_failed": "the input_handler raised or returned no InputAnswer; the default answered",
+        "no_os_sandbox": (
+            "the session runs without an OS sandbox (danger-full-access, or a sandbox that cannot start "
+            "where the caller allowed that): the approval policy is the only guard (data: provider, reason)"
+        ),
         # -- codex (app-server and exec) -----------------------------------------------------------------
         "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
         "stream_retry": (
@@ -45,9 +49,9 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
         "session": (
-            "the session's thread started or resumed (data: model, model_provider actually used, sandbox, "
-            "codex_version; sandbox danger-full-access: nothing confines the agent, the approval policy is "
-            "the only guard)"
+            "the session's thread started or resumed (data: model, model_provider actually used, "
+            "codex_version, sandbox; sandbox danger-full-access: nothing confines the agent, the approval "
+            "policy is the only guard)"
         ),
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
@@ -57,6 +61,12 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "codex re-running a command outside the sandbox without an accepted escalation (kind "
             "unsandboxed_run: command)"
         ),
+        # -- agent-fleet serve ----------------------------------------------------------------------------
+        "approval_pending": (
+            "the daemon parked a request for a person (data: approval_id, kind, command or paths, cwd, "
+            "deadline, decide: the API path, dashboard: its URL)"
+        ),
+        "approval_decided": "a parked request was decided or timed out (data: approval_id, decision, rule)",
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),
@@ -97,9 +107,13 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         # -- the task runner -----------------------------------------------------------------------------
         "runner.started": (
             "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced, "
-            "sandbox; danger-full-access: the approval policy is the only guard)"
+            "sandbox, os_sandbox; danger-full-access or os_sandbox null: the approval policy is the "
+            "only guard)"
         ),
-        "runner.session": "the task's session exists, new or resumed (data: session_id, resumed)",
+        "runner.session": (
+            "the task's session exists, new or resumed (data: session_id, resumed, start_head: the commit "
+            "its work is measured from)"
+        ),
         "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
         "(data: session_id, reason)",
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",

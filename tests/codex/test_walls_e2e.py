@@ -22,10 +22,9 @@ from ._git import git
 pytestmark = pytest.mark.e2e  # runs the real binary
 
 
-def shell(cmd: str, *, escalate: bool = False, login: bool = False) -> FunctionCall:
-    """The scripted agent's ``exec_command``; ``escalate`` asks to run it outside the sandbox; ``login``
-    runs it as codex does by default (``bash -lc``: the user's profile first)."""
-    args: dict[str, Any] = {"cmd": cmd, "login": login}
+def shell(cmd: str, *, escalate: bool = False) -> FunctionCall:
+    """The scripted agent's ``exec_command``; ``escalate`` asks to run it outside the sandbox."""
+    args: dict[str, Any] = {"cmd": cmd, "login": False}
     if escalate:
         args["sandbox_permissions"] = "require_escalated"
         args["justification"] = "it has to write outside the workspace"
@@ -103,7 +102,9 @@ async def test_an_escalated_commit_in_its_own_repository_is_accepted(
 ) -> None:
     (repo / "work.txt").write_text("the agent's work\n")
     scripted_model.enqueue(
-        Reply(items=(shell("git add -A && git commit -q -m x", escalate=True, login=True),)),
+        # login=False: this machine's login profile (pyenv) can take seconds outside the sandbox; the
+        # tripwire under a login shell is tested in test_box.py with a profile of its own
+        Reply(items=(shell("git add -A && git commit -q -m x", escalate=True),)),
         Reply.text("done"),
     )
     events = await _run(codex_options, Spec(prompt="commit your work", cwd=repo))
@@ -166,8 +167,33 @@ async def test_a_sandbox_denied_command_never_runs_outside_the_sandbox(
         for e in events
         if isinstance(e, System) and e.subtype == "codex_refused" and e.data.get("kind") == "unsandboxed_run"
     ]
-    # codex did try to leave the sandbox (it retries a denied run), and the tripwire said no
-    assert refused and all(e.data["command"] == "./escape.sh" for e in refused)
+    # How often codex retries depends on how fast the denied run ends (on a loaded machine, seldom);
+    # each retry it made was refused (the next test forces one).
+    print(f"codex retried outside the sandbox {len(refused)} times in {runs} runs; every one refused")
+    assert all(e.data["command"] == "./escape.sh" for e in refused)
+
+
+async def test_an_unsandboxed_run_without_a_grant_is_refused(
+    codex_options: CodexOptions,
+    scripted_model: ScriptedModelServer,
+    repo: Path,
+    outside: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deterministically, what a silent retry is: codex running an accepted command outside the
+    sandbox with no grant from the bridge. Here an escalation whose grant is withheld."""
+    from agent_fleet.codex._box import Box
+
+    marker = outside / "escaped"
+    script(repo / "deploy.sh", f"touch {marker}")
+    monkeypatch.setattr(Box, "grant", lambda self, command: True)  # accepted, but no grant written
+    scripted_model.enqueue(Reply(items=(shell("./deploy.sh", escalate=True),)), Reply.text("done"))
+    permission = PermissionConfig(escalation_patterns=[r"^\./deploy\.sh$"])
+    events = await _run(codex_options, Spec(prompt="deploy", cwd=repo, permission=permission))
+
+    assert not marker.exists()
+    refused = [e.data for e in events if isinstance(e, System) and e.subtype == "codex_refused"]
+    assert refused == [{"kind": "unsandboxed_run", "command": "./deploy.sh"}]
 
 
 async def test_the_box_is_the_workspace_and_its_own_temporary_directory(

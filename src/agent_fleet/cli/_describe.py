@@ -100,6 +100,17 @@ def _describe(task_event: TaskEvent) -> str | None:
                 else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
             )
             return f"{prefix}declined: {shown} ({data.get('rule') or 'policy'}: {data.get('reason')})"
+        case System(subtype="approval_pending", data=data):  # parked on a daemon (serve) for a person
+            what = data.get("command")
+            shown = (
+                command_text(what)
+                if what
+                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
+            )
+            where = data.get("dashboard") or data.get("decide")
+            return f"{prefix}waiting for approval {data.get('approval_id')}: {shown} (decide at {where})"
+        case System(subtype="approval_decided", data=data):
+            return f"{prefix}approval {data.get('approval_id')}: {data.get('decision')}"
         case AssistantMessage(text=text) if task_event.source == "agent":
             return f"agent: {first_line(text)}"
         case Reasoning(text=text) if task_event.source == "agent":
@@ -127,8 +138,12 @@ def _describe(task_event: TaskEvent) -> str | None:
             return f"{prefix}refused to re-run outside the sandbox: {command_text(data.get('command'))}"
         case System(subtype="codex_refused", data=data):
             return f"{prefix}codex refused ({data.get('kind')}): {first_line(str(data.get('message')))}"
+        case System(subtype="no_os_sandbox", data=data):
+            return f"{prefix}no OS sandbox ({data.get('reason')}): the approval policy is the only guard"
         case System(subtype="runner.started", data=data) if (
-            data.get("approvals_enforced") is False or data.get("sandbox") == "danger-full-access"
+            data.get("approvals_enforced") is False
+            or data.get("sandbox") == "danger-full-access"
+            or ("os_sandbox" in data and data["os_sandbox"] is None)
         ):
             lines = []
             if data.get("approvals_enforced") is False:
@@ -140,6 +155,11 @@ def _describe(task_event: TaskEvent) -> str | None:
                 lines.append(
                     "sandbox: OFF (danger-full-access): nothing confines the agent's commands; "
                     "the approval policy is the only guard"
+                )
+            elif "os_sandbox" in data and data["os_sandbox"] is None:
+                lines.append(
+                    f"sandbox: no OS sandbox for the {data.get('provider')} provider here: nothing "
+                    "confines the agent's commands; the approval policy is the only guard"
                 )
             return "\n".join(lines)
         case System(subtype="runner.review_started", data=data):

@@ -40,12 +40,23 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["SANDBOX_DEFAULT", "Box", "bash_script", "make_box"]
+from agent_fleet.errors import UsageError
+
+if TYPE_CHECKING:
+    from agent_fleet.contract import Spec
+
+__all__ = ["OS_SANDBOX", "SANDBOX_DEFAULT", "Box", "bash_script", "make_box", "session_box"]
 
 #: The sandbox of a session whose ``Spec.sandbox`` is unset: it always has a workspace.
 SANDBOX_DEFAULT: Final = "workspace-write"
+#: What confines the agent's commands and file writes behind the approval policy (docs/approvals.md,
+#: "Walls"; ``Capabilities.os_sandbox``); nothing under ``Spec.sandbox="danger-full-access"``.
+OS_SANDBOX: Final = (
+    "codex's sandbox (Linux: bubblewrap + seccomp; macOS: Seatbelt): writes only in the session's box "
+    "(workspace, its temporary directory, declared roots), no network"
+)
 _GRANTS = "grants"
 _REFUSED = "refused"
 _BASHES: Final = frozenset({"bash"})
@@ -248,3 +259,11 @@ def make_box(
         box.control = control
         box.owned = (*box.owned, control)
     return box
+
+
+def session_box(workspace: str, spec: Spec, declared: tuple[str, ...], *, tripwire: bool = True) -> Box:
+    """``make_box`` for ``spec``'s session; a directory that cannot be made is a ``UsageError``."""
+    try:
+        return make_box(workspace, spec.sandbox, spec.temp_dir, declared, tripwire=tripwire)
+    except OSError as exc:
+        raise UsageError(f"cannot make the session's box (Spec.temp_dir {spec.temp_dir!r}): {exc}") from exc

@@ -6,14 +6,11 @@ import os
 from typing import Any
 
 from agent_fleet._process import ChildProcess
-from agent_fleet.codex._box import Box, make_box
 from agent_fleet.codex.options import CodexOptions
-from agent_fleet.codex.translate import declared_writable_roots
 from agent_fleet.contract import Spec
-from agent_fleet.errors import UsageError
 from agent_fleet.jsonrpc import Connection
 
-__all__ = ["Child", "route", "session_box", "stderr_reason", "workspace"]
+__all__ = ["Child", "route", "stderr_reason", "workspace"]
 
 
 def route(method: str, params: Any) -> str | None:
@@ -27,16 +24,6 @@ def route(method: str, params: Any) -> str | None:
 def workspace(spec: Spec, options: CodexOptions) -> str:
     """The approval bridge's containment root: the workspace we asked for, never a cwd codex reports."""
     return os.path.realpath(os.path.expanduser(os.fspath(spec.cwd or options.cwd or os.getcwd())))
-
-
-def session_box(spec: Spec, options: CodexOptions) -> Box:
-    """The session's box (``_box``): its temporary directory, writable roots and tripwire.
-    Raises ``UsageError`` when its directories cannot be made."""
-    declared = declared_writable_roots(spec.config, options.config)
-    try:
-        return make_box(workspace(spec, options), spec.sandbox, spec.temp_dir, declared)
-    except OSError as exc:
-        raise UsageError(f"cannot make the session's box (Spec.temp_dir {spec.temp_dir!r}): {exc}") from exc
 
 
 def stderr_reason(tail: str) -> str | None:

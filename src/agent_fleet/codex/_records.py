@@ -4,28 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_fleet.codex import _overload
 from agent_fleet.contract import ModelInfo, SessionInfo
-from agent_fleet.jsonrpc import Connection
 
-__all__ = ["model_info", "model_records", "session_info"]
-
-
-async def model_records(
-    conn: Connection, include_hidden: bool, rpc_timeout: float | None
-) -> list[dict[str, Any]]:
-    """Every record of ``model/list``, following ``nextCursor`` pages."""
-    models: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, Any] = {"includeHidden": include_hidden}
-        if cursor:
-            params["cursor"] = cursor
-        page = await _overload.request(conn, "model/list", params, timeout=rpc_timeout)
-        models += [m for m in page.get("data") or [] if isinstance(m, dict)]
-        cursor = page.get("nextCursor")
-        if not cursor:
-            return models
+__all__ = ["model_info", "session_info"]
 
 
 def model_info(record: dict[str, Any]) -> ModelInfo:

@@ -45,23 +45,21 @@ from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _approvals, _overload
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._account import LOGIN_COMPLETED, AccountMixin
-from agent_fleet.codex._box import Box
-from agent_fleet.codex._child import Child, route, session_box, stderr_reason
+from agent_fleet.codex._box import OS_SANDBOX, Box, session_box
+from agent_fleet.codex._child import Child, route, stderr_reason, workspace
 from agent_fleet.codex._notices import NoticeRouter
-from agent_fleet.codex._records import model_info, model_records, session_info
 from agent_fleet.codex._review import ReviewSession
+from agent_fleet.codex._stored import StoredMixin
 from agent_fleet.codex._subthreads import SubThread, SubThreads
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
-from agent_fleet.codex.translate import plan_spawn
+from agent_fleet.codex.translate import declared_writable_roots, plan_spawn
 from agent_fleet.contract import (
     Capabilities,
-    ModelInfo,
     Provider,
     ReviewResult,
     ReviewTarget,
-    SessionInfo,
     Spec,
 )
 from agent_fleet.errors import (
@@ -69,6 +67,7 @@ from agent_fleet.errors import (
     ConnectionClosed,
     ProviderUnavailable,
     RPCError,
+    TransportError,
     UsageError,
 )
 from agent_fleet.events import Event, RateLimits, System, TokenUsage
@@ -85,13 +84,6 @@ logger = logging.getLogger("agent_fleet.codex")
 # same login profile. A user's own `config` wins.
 APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
-#: What confines the agent's commands and file writes behind the approval policy (docs/approvals.md,
-#: "Walls"); none under ``Spec.sandbox="danger-full-access"``.
-OS_SANDBOX = (
-    "codex's sandbox (Linux: bubblewrap + seccomp; macOS: Seatbelt): writes only in the session's box "
-    "(workspace, its temporary directory, declared roots), no network"
-)
-
 #: Server requests of a sub-agent's thread answered as its session's own would be (approvals aside).
 _SESSION_REQUESTS = frozenset({_requests.TOOL_CALL, *_requests.INPUT_METHODS})
 _STDERR_TAIL_BYTES = 64 * 1024
@@ -100,7 +92,7 @@ _THREAD_STARTS = 32
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
 
-class CodexProvider(AccountMixin, Provider):
+class CodexProvider(AccountMixin, StoredMixin, Provider):
     """The codex app-server provider. ``async with CodexProvider(options) as provider: ...``"""
 
     name = "codex"
@@ -177,8 +169,7 @@ class CodexProvider(AccountMixin, Provider):
         argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
         env = opts.child_env()
         if "TMPDIR" not in opts.env:
-            # codex's own temporary files stay private, and codex creates the helper its bubblewrap
-            # sandbox needs even when CODEX_HOME is under the shared temporary directory.
+            # private; and codex's bubblewrap helper is made even with CODEX_HOME under the shared one
             if self._private_tmp is None:
                 self._private_tmp = tempfile.mkdtemp(prefix="agent-fleet-codex-")
             env["TMPDIR"] = self._private_tmp
@@ -275,7 +266,7 @@ class CodexProvider(AccountMixin, Provider):
             await self._kill(child)
         await self._sessions.close()
         if self._private_tmp is not None:
-            shutil.rmtree(self._private_tmp, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, self._private_tmp, ignore_errors=True)
             self._private_tmp = None
 
     async def _kill(self, child: Child) -> None:
@@ -341,86 +332,80 @@ class CodexProvider(AccountMixin, Provider):
         Raises ``ValueError`` for a bad permission pattern (before any wire traffic), ``RPCError``,
         ``ConnectionClosed`` or ``ProviderUnavailable``.
         """
-        return await self._thread("thread/start", spec, None)
+        return await self._thread("thread/start", spec, None, turn=True, baseline=TokenUsage())
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
         """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
         if session_id in self._sessions:
             raise UsageError(f"thread {session_id} already has a live handle; stop() it first")
-        return await self._thread("thread/resume", spec, session_id)
+        return await self._thread("thread/resume", spec, session_id, turn=True, baseline=None)
 
     async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
         """A new thread with a copy of thread ``session_id``'s history (``thread/fork``) and ``spec``'s
         settings; no turn runs until ``send()`` (``spec.prompt`` is not sent)."""
-        return await self._thread("thread/fork", spec, session_id)
+        return await self._thread("thread/fork", spec, session_id, turn=False, baseline=None)
 
-    async def _thread(self, method: str, spec: Spec, session_id: str | None) -> CodexHandle:
-        """``thread/start``, ``resume`` or ``fork`` in the session's box (closed again on failure)."""
-        child = await self._ready()
+    async def _thread(
+        self, method: str, spec: Spec, session_id: str | None, *, turn: bool, baseline: TokenUsage | None
+    ) -> CodexHandle:
+        """``method`` for a session of ``spec`` in a box of its own (removed if anything fails)."""
+        await self._ready()  # a closed provider raises before a box is made
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        box = session_box(spec, self.options)
+        box = session_box(
+            workspace(spec, self.options), spec, declared_writable_roots(spec.config, self.options.config)
+        )
         try:
             plan = plan_spawn(spec, self.options.config, box)
-            params = plan.thread_params
+            params = dict(plan.thread_params)
             if session_id is not None:  # resume and fork take no dynamicTools: the thread keeps its own
-                params = {**params, "threadId": session_id}
+                params["threadId"] = session_id
                 params.pop("dynamicTools", None)
-            result = await self._start_thread(child, method, params)
-            turn_params = None if method == "thread/fork" else plan.turn_params
-            baseline = TokenUsage() if method == "thread/start" else None
+            child, result = await self._start_thread(method, params, session_id)
             notices = spec_unsupported(plan.untranslated)
+            turn_params = plan.turn_params if turn else None
             return await self._open(child, result, spec, turn_params, policy, notices, baseline, box)
         except BaseException:
             box.close()
             raise
 
-    async def _start_thread(self, child: Child, method: str, params: dict[str, Any]) -> Any:
-        """``thread/start`` / ``resume`` / ``fork``, at most ``_THREAD_STARTS`` in flight: codex starts
-        threads one after another, so with a thousand sent at once the last would wait out their
-        timeout in its queue; waiting here instead, each gets its whole ``rpc_timeout`` in codex."""
+    async def _start_thread(
+        self, method: str, params: dict[str, Any], session_id: str | None
+    ) -> tuple[Child, Any]:
+        """``thread/start`` / ``resume`` / ``fork`` and the child it ran on, at most ``_THREAD_STARTS`` in
+        flight: codex starts threads one after another, so with a thousand sent at once the last would
+        wait out their timeout in its queue; waiting here instead, each gets its whole ``rpc_timeout``.
+
+        A child that dies under the request (killed between two sessions: the write meets its dead pipe
+        before the reader sees its end) took whatever it started with it; with ``restart_on_crash`` the
+        request is sent once more to the restarted child instead of failing the session."""
         async with self._thread_starts:
-            return await _overload.request(child.conn, method, params, timeout=self.options.rpc_timeout)
+            child = await self._ready()
+            try:
+                return child, await self._request_start(child, method, params, session_id)
+            except TransportError:
+                if not self.options.restart_on_crash or self._closed or not await _closes_soon(child):
+                    raise
+            child = await self._ready()
+            return child, await self._request_start(child, method, params, session_id)
 
-    async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
-        """Stored threads, newest first (``thread/list``, following pages up to ``limit``)."""
-        child = await self._ready()
-        out: list[SessionInfo] = []
-        cursor: str | None = None
-        while limit is None or len(out) < limit:
-            params: dict[str, Any] = {"archived": archived}
-            if limit is not None:
-                params["limit"] = limit - len(out)
-            if cursor:
-                params["cursor"] = cursor
-            page = await _overload.request(
-                child.conn, "thread/list", params, timeout=self.options.rpc_timeout
-            )
-            out += [session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
-            cursor = page.get("nextCursor")
-            if not cursor:
-                break
-        return out if limit is None else out[:limit]
-
-    async def read_session(self, session_id: str) -> SessionInfo:
-        """Thread ``session_id`` with its turns in ``raw["turns"]`` (``thread/read``)."""
-        child = await self._ready()
-        result = await _overload.request(
-            child.conn,
-            "thread/read",
-            {"threadId": session_id, "includeTurns": True},
-            timeout=self.options.rpc_timeout,
-        )
-        thread = result.get("thread") if isinstance(result, dict) else None
-        if not isinstance(thread, dict):
-            raise RPCError(-32603, f"thread/read without a thread: {result!r}")
-        return session_info(thread)
-
-    async def archive_session(self, session_id: str) -> None:
-        """Archive thread ``session_id`` (``thread/archive``)."""
-        child = await self._ready()
-        await _overload.request(
-            child.conn, "thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout
-        )
+    async def _request_start(
+        self, child: Child, method: str, params: dict[str, Any], session_id: str | None
+    ) -> Any:
+        timeout = self.options.rpc_timeout
+        try:
+            return await _overload.request(child.conn, method, params, timeout=timeout)
+        except RPCError as exc:
+            if method != "thread/resume" or session_id is None:
+                raise
+            # codex refuses to resume an archived thread (a finished one a fleet let go of to free the
+            # app-server's memory). Unarchiving is the only way back; when it fails too the thread was
+            # not archived and the refusal stands.
+            unarchive = {"threadId": session_id}
+            try:
+                await _overload.request(child.conn, "thread/unarchive", unarchive, timeout=timeout)
+            except RPCError:
+                raise exc from None
+            return await _overload.request(child.conn, method, params, timeout=timeout)
 
     @property
     def rate_limits(self) -> RateLimits | None:
@@ -462,13 +447,8 @@ class CodexProvider(AccountMixin, Provider):
         model = result.get("model")
         if isinstance(model, str) and model:
             provider = result.get("modelProvider")
-            data = {
-                "model": model,
-                "model_provider": provider,
-                "sandbox": box.sandbox,
-                "codex_version": child.version,
-            }
-            handle.notice(System(subtype="session", data=data))
+            data = {"model": model, "model_provider": provider, "codex_version": child.version}
+            handle.notice(System(subtype="session", data={**data, "sandbox": box.sandbox}))
         if self._version_notice is not None:  # once: the first session after start
             handle.notice(self._version_notice)
             self._version_notice = None
@@ -503,26 +483,6 @@ class CodexProvider(AccountMixin, Provider):
             on_event=on_event,
         )
         return await session.run(target)
-
-    async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
-        """Every model from ``model/list`` (following ``nextCursor`` pages) as ``ModelInfo``."""
-        return [model_info(m) for m in await self._model_records(include_hidden)]
-
-    async def default_effort(self, model: str | None) -> str | None:
-        """The reasoning effort ``model`` uses when none is set (``model/list``; looked up once)."""
-        if model not in self._default_efforts:
-            records = await self._model_records(include_hidden=True)
-            for record in records:
-                effort = record.get("defaultReasoningEffort")
-                self._default_efforts[str(record.get("model") or record.get("id"))] = (
-                    effort if isinstance(effort, str) else None
-                )
-            self._default_efforts.setdefault(model, None)
-        return self._default_efforts[model]
-
-    async def _model_records(self, include_hidden: bool) -> list[dict[str, Any]]:
-        child = await self._ready()
-        return await model_records(child.conn, include_hidden, self.options.rpc_timeout)
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -596,3 +556,16 @@ class CodexProvider(AccountMixin, Provider):
         sub = self._subthreads.get(thread_id)
         owner = self._owner(sub)
         return (owner, sub) if owner is not None else None
+
+
+async def _closes_soon(child: Child, within: float = 5.0) -> bool:
+    """Whether ``child``'s connection closes within ``within`` seconds (a failed write to a child that
+    is gone comes just before its end of file; one to a live child means something else broke)."""
+    closed = asyncio.Event()
+    child.conn.on_close(lambda _cause: closed.set())
+    try:
+        async with asyncio.timeout(within):
+            await closed.wait()
+    except TimeoutError:
+        return False
+    return True

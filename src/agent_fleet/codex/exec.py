@@ -48,7 +48,7 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
-from agent_fleet.codex._box import Box, make_box
+from agent_fleet.codex._box import OS_SANDBOX, Box, session_box
 from agent_fleet.codex._exec_argv import ExecCommand, build_command, resolve_cwd
 from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser, StderrRefusals
 from agent_fleet.codex.options import CodexOptions
@@ -72,10 +72,7 @@ CAPABILITIES: Final = Capabilities(
     emits_subagent_events=True,  # collab_tool_call items -> SubAgent
     tool_permission_format="codex-sandbox",
     enforces_approvals=False,  # codex exec never asks: Spec.permission cannot be enforced
-    os_sandbox=(
-        "codex's sandbox (Linux: bubblewrap + seccomp; macOS: Seatbelt): writes only in the session's box "
-        "(workspace, its temporary directory, declared roots), no network; nothing runs unsandboxed"
-    ),
+    os_sandbox=OS_SANDBOX + "; nothing runs unsandboxed (approval policy never)",
 )
 
 _READ_CHUNK: Final = 64 * 1024
@@ -470,12 +467,7 @@ class CodexExecProvider(Provider):
             raise UsageError("the provider is shut down")
         workspace = resolve_cwd(spec, self.options) or os.getcwd()
         declared = declared_writable_roots(spec.config, self.options.config)
-        try:
-            box = make_box(workspace, spec.sandbox, spec.temp_dir, declared, tripwire=False)
-        except OSError as exc:
-            raise UsageError(
-                f"cannot make the session's box (Spec.temp_dir {spec.temp_dir!r}): {exc}"
-            ) from exc
+        box = session_box(workspace, spec, declared, tripwire=False)
         self._boxes.append(box)
 
         async def launch(

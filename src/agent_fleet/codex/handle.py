@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -274,6 +274,9 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
         await self._control("thread/backgroundTerminals/clean", {"threadId": self._thread_id})
         await self._control("thread/unsubscribe", {"threadId": self._thread_id})
         self._detach()
+        closing = self._close_box()
+        if closing is not None:
+            await closing
 
     # -- provider-facing -----------------------------------------------------------------------------
 
@@ -363,14 +366,22 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
             error = Error(code="app_server_crashed", message=message, retryable=retryable, data=data)
             self._finish(self._turn, error)
         self._detach()
+        closing = self._close_box()
+        if closing is not None:  # a background task of the provider's (shutdown waits for them)
+            self._host.spawn_task(closing, f"box:{self._thread_id}")
 
     # -- internals ---------------------------------------------------------------------------------------
 
     def _detach(self) -> None:
         self._sub.close()
         self._host.forget(self)
-        if self._box is not None:
-            self._box.close()
+
+    def _close_box(self) -> Coroutine[Any, Any, None] | None:
+        """Removing the session's box, to run in a worker thread (a directory tree takes tens of
+        milliseconds to remove on a loaded machine: never on the event loop, where it would hold every
+        other session)."""
+        box, self._box = self._box, None
+        return asyncio.to_thread(box.close) if box is not None else None
 
     def _finish(self, turn: AppServerTurn, event: Result | Error) -> bool:
         if not turn.stream.finish(event):

@@ -66,7 +66,7 @@ from agent_fleet.runner._admit import (
     task_of,
     warn,
 )
-from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entry_from_summary
+from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entries_from_summary
 from agent_fleet.runner._ledger_views import REPORT_FILE, ledger_size, write_records
 from agent_fleet.runner._otel import BatchTelemetry
 from agent_fleet.runner._pricing import PriceTable
@@ -412,7 +412,7 @@ def _result(
     finally:
         ledger.close()
     return BatchResult(
-        entries=tuple(entry_from_summary(t) for t in summary["tasks"]),
+        entries=entries_from_summary(summary),
         duration=duration,
         stopped=state.stopped,
         fatal=state.fatal,
@@ -493,6 +493,8 @@ async def _run_one(
         build_error = f"line {t.line}: the task's settings cannot run: {exc}"
     sharers = 0 if worktree is not None else boxed.shared.get(here.tree, 0)
     resume_session = row.session_id if row.resumable and not row.fresh else None
+    # A task that continues an earlier run is measured from where that run began (its commit may be in).
+    base_head = row.base_head if row.resumable and not row.fresh else None
 
     def sink(task_event: TaskEvent) -> None:
         event = task_event.event
@@ -500,7 +502,7 @@ async def _run_one(
             if event.subtype == "runner.session":
                 session_id = event.data.get("session_id")
                 if isinstance(session_id, str):
-                    ledger.session(t.id, session_id)
+                    ledger.session(t.id, session_id, base_head=event.data.get("start_head"))
             elif event.subtype in ("runner.started", "runner.retry"):
                 ledger.attempt(t.id)  # as it starts: a kill -9 mid-retry leaves a true count
         watch(task_event)
@@ -525,6 +527,7 @@ async def _run_one(
                     transcript=writer,
                     stop=state.stop,
                     resume_session=resume_session,
+                    start_head=base_head,
                 )
             except UsageError as exc:  # this task's settings cannot run (e.g. a review its provider lacks)
                 reason = build_error or f"line {t.line}: {exc}"

@@ -19,11 +19,13 @@ A task's ``state``::
               finished (not succeeded), with rerun_failed -> queued, started afresh (branch kept)
 
 ``session_id`` is recorded as soon as the session exists, so an interrupted task can continue its
-conversation. ``runs`` counts the times the batch started the task; ``attempts`` the turns tried over
-all runs (each run's first and its turn-level retries). The local backend records each attempt as it
-starts (``attempt``: the run's start, then each retry once it is decided, its backoff included), so
-a process killed mid-retry leaves a true count; a backend that learns of them only at the end adds
-them with ``finish(attempts=...)``.
+conversation; with it, the first time, ``base_head``: HEAD when the task first started, the commit its
+work is measured from (``--require-commit``, the review, the final diff) however often it is resumed.
+A re-run afresh (``rerun_failed``) forgets it. ``runs`` counts the times the batch started the task;
+``attempts`` the turns tried over all runs (each run's first and its turn-level retries). The local
+backend records each attempt as it starts (``attempt``: the run's start, then each retry once it is
+decided, its backoff included), so a process killed mid-retry leaves a true count; a backend that
+learns of them only at the end adds them with ``finish(attempts=...)``.
 
 Writers: one ``Ledger`` per process, used from the event loop's thread (each call is a few hundred
 microseconds). ``read_summary`` opens its own connection, so it is safe from another thread (the
@@ -94,7 +96,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     result TEXT,
     started_at REAL,
     ended_at REAL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    base_head TEXT
 );
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, position);
 CREATE TABLE IF NOT EXISTS history (
@@ -129,6 +132,7 @@ class LedgerRow:
     worktree_kept: str | None
     transcript: str | None
     result: dict[str, Any] | None
+    base_head: str | None = None
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -266,6 +270,8 @@ class Ledger:
             if version is None or json.loads(version[0]) != _SCHEMA_VERSION:
                 db.close()
                 raise UsageError(f"{str(path)!r} was written by another version of agent-fleet")
+            if lock and "base_head" not in {r[1] for r in db.execute("PRAGMA table_info(tasks)")}:
+                db.execute("ALTER TABLE tasks ADD COLUMN base_head TEXT")  # a ledger from before it
         except BaseException:
             if held is not None:
                 held.close()
@@ -333,6 +339,15 @@ class Ledger:
         extra = " OR (state = 'finished' AND status != 'succeeded')" if rerun_failed else ""
         return map(_row, self._raw_rows(f" AND (state IN ('queued', 'running', 'interrupted'){extra})"))
 
+    def started_rows(self) -> Iterator[LedgerRow]:
+        """The tasks started at least once (whatever their state now), in tasks-file order."""
+        return map(_row, self._raw_rows(" AND (state != 'queued' OR runs > 0)"))
+
+    def never_started(self) -> list[str]:
+        """The ids of the tasks never started (queued, no run yet), in tasks-file order."""
+        query = "SELECT id FROM tasks WHERE state = 'queued' AND runs = 0 ORDER BY position"
+        return [task_id for (task_id,) in self._db.execute(query)]
+
     def _raw_rows(self, where: str = "", args: Sequence[Any] = ()) -> Iterator[Sequence[Any]]:
         last = -1
         while True:
@@ -387,7 +402,7 @@ class Ledger:
                 )
             ]
             self._db.execute(
-                "UPDATE tasks SET state = 'queued', fresh = 1, updated_at = ? "
+                "UPDATE tasks SET state = 'queued', fresh = 1, base_head = NULL, updated_at = ? "
                 "WHERE state = 'finished' AND status != 'succeeded'",
                 (now,),
             )
@@ -407,13 +422,15 @@ class Ledger:
             )
             self._history(task_id, now, "running", {"branch": branch, "worktree": worktree})
 
-    def session(self, task_id: str, session_id: str) -> None:
-        """The task's session exists (a new one, or the one it resumed)."""
+    def session(self, task_id: str, session_id: str, *, base_head: str | None = None) -> None:
+        """The task's session exists (a new one, or the one it resumed); ``base_head`` is HEAD when the
+        run started, kept only the first time (see the module docstring)."""
         now = time.time()
         with _transaction(self._db):
             self._db.execute(
-                "UPDATE tasks SET session_id = ?, fresh = 0, updated_at = ? WHERE id = ?",
-                (session_id, now, task_id),
+                "UPDATE tasks SET session_id = ?, fresh = 0, base_head = COALESCE(base_head, ?), "
+                "updated_at = ? WHERE id = ?",
+                (session_id, base_head, now, task_id),
             )
             self._history(task_id, now, "session", {"session_id": session_id})
 
@@ -514,15 +531,20 @@ _COLUMNS: Final = (
     "worktree_kept",
     "transcript",
     "result",
+    "started_at",
+    "ended_at",
+    "updated_at",
+    "base_head",
 )
 
 
 def _row(raw: Sequence[Any]) -> LedgerRow:
     """A ``SELECT *`` row (columns in ``_COLUMNS`` order) as a ``LedgerRow``."""
+    values: tuple[Any, ...] = (*raw[: len(_COLUMNS)], *(None,) * (len(_COLUMNS) - len(raw)))  # older: padded
     (
         task_id, position, line, spec, state, status, reason, session_id, runs, attempts, fresh, branch,
-        worktree, worktree_kept, transcript, result,
-    ) = raw[: len(_COLUMNS)]  # fmt: skip
+        worktree, worktree_kept, transcript, result, _started, _ended, _updated, base_head,
+    ) = values  # fmt: skip
     return LedgerRow(
         id=task_id,
         position=position,
@@ -540,4 +562,5 @@ def _row(raw: Sequence[Any]) -> LedgerRow:
         worktree_kept=worktree_kept,
         transcript=transcript,
         result=json.loads(result) if result else None,
+        base_head=base_head,
     )

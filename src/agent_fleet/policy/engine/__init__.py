@@ -1,5 +1,14 @@
 """``ApprovalPolicy``: one decision per request, a pure function of the request and the configuration.
 
+Job: put the layers together (``bash`` reads a command, ``rules`` and ``packs`` judge it, ``requests``
+judges the other kinds) in a fixed order, apply the user's patterns and default, and keep the judge
+itself safe (bounded work, an event loop that never waits long, the same verdict at any stack depth).
+
+Contract: ``ApprovalPolicy(config).evaluate(request)`` returns a ``Decision`` and never raises (a
+failure declines, rule ``policy-error``); ``evaluate_async`` gives the same decision without holding
+the event loop; ``RULES`` names every rule id a decision can carry; the policy holds no mutable state
+and is safe to share between threads.
+
 Order for a ``command`` request (the first step that decides wins):
 
 0. shape: a command that is not text or a list of strings (bytes, numbers ...) -> ``malformed``; NUL or
@@ -23,9 +32,21 @@ Order for a ``command`` request (the first step that decides wins):
    ``ask`` -> ``decline`` with rule ``default-ask`` (the other decline a provider hands to its approval
    handler: the daemon parks it for a person; with no handler it stays declined, failing closed).
 
-``evaluate`` never raises: an internal error declines with rule ``policy-error``. Work is linear in the
-command's size; commands up to ``INLINE_CHARS`` are judged in well under 50 ms, so ``evaluate_async``
-judges those on the event loop and larger ones in a worker thread.
+``evaluate`` never raises: an internal error declines with rule ``policy-error``.
+
+The judge's own limits (see docs/approval-policy.md, "The judge's own safety"):
+
+* work before the parse is bounded: more than ``MAX_COMMAND_CHARS`` characters is ``too-large``, and so
+  is a text with more than ``bash._shell.MAX_PIPES`` pipes (tree-sitter-bash's time and memory grow
+  with the square of a pipeline's stages), checked before that text is parsed; the walk stops at
+  ``MAX_COMMANDS`` simple commands, ``MAX_PARSES`` inline scripts and ``MAX_NESTING`` levels;
+* ``evaluate_async`` judges a request whose size (command text, paths, host, tool name) is over
+  ``INLINE_CHARS`` in a child process (``_child``): the loop only waits on a pipe, and a request that
+  would need more than ``_child.MEMORY_LIMIT`` is declined there (``too-large``) instead of growing
+  this process;
+* every decision is made on a judging thread (``_JUDGES``) whose stack always starts the same way, so
+  no caller's stack depth (and no recursion limit) can change a verdict; recursion that still runs
+  out fails closed.
 
 User patterns are Python regular expressions searched (``re.search``) in several texts: the command as
 sent (argv joined with ``shlex.join``) and, for each simple command it runs, its words as written
@@ -56,6 +77,10 @@ the default). ``unknown`` is always declined (``unknown-request``), as is a tool
 name -> ``tool-deny``; when ``tool_allow_patterns`` are given and none matches -> ``tool-not-allowed``;
 otherwise allowed whatever ``default`` says (the caller wrote and passed the tool).
 
+A configuration with ``narrowed_by`` is judged twice, by itself and by that one (each with its own
+patterns: they are never combined by text), and the stricter decision wins (``_stricter``); the daemon
+runs a client's configuration this way under its own.
+
 A ``None`` configuration is the built-in rules plus default ``allow``. ``ApprovalPolicy`` compiles its
 patterns once, in the constructor (a bad pattern raises ``UsageError``, a ``ValueError``, naming it),
 holds no mutable state, and is safe to use from many threads at once.
@@ -68,16 +93,17 @@ import functools
 import os
 import re
 import shlex
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import assert_never
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.policy._escalation import ESCALATION_RULE, escalation_violation
-from agent_fleet.policy._protected import protected_reason
 from agent_fleet.policy._types import ApprovalRequest, Decision
 from agent_fleet.policy.bash._commands import CommandTooLarge
 from agent_fleet.policy.bash._shell import ParsedScript, UnparsableCommand, parse_script
+from agent_fleet.policy.engine._child import child_judge
 from agent_fleet.policy.packs._packs import PACK_RULES, pack_set
 from agent_fleet.policy.requests._paths import check_paths
 from agent_fleet.policy.requests._requests import (
@@ -88,6 +114,8 @@ from agent_fleet.policy.requests._requests import (
     judge_read,
     judge_tool,
 )
+from agent_fleet.policy.rules._escalation import ESCALATION_RULE, escalation_violation
+from agent_fleet.policy.rules._protected import protected_reason
 from agent_fleet.policy.rules._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy.rules._strict import STRICT_RULE, strict_violation
 
@@ -101,11 +129,15 @@ __all__ = [
     "evaluate_command",
 ]
 
-#: Commands longer than this are declined as ``too-large`` without being judged.
-MAX_COMMAND_CHARS = 256 * 1024
+#: Commands longer than this are declined as ``too-large`` without being judged: at this size one step
+#: of tree-sitter's parse (it holds the GIL) stays under ~30 ms on a loaded core.
+MAX_COMMAND_CHARS = 128 * 1024
 #: Commands up to this size are judged on the event loop by ``evaluate_async`` (see bench/policy_eval.py).
 INLINE_CHARS = 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+#: The declines an ``approval_handler`` may still turn into an accept (``_provider.refine`` uses the same
+#: set): the strict profile's "not proven harmless" and ``default="ask"``'s "nobody decided".
+REFINABLE_RULES: frozenset[str] = frozenset({STRICT_RULE, ESCALATION_RULE, "default-ask"})
 
 #: Every rule id a decline can carry, with what it means.
 RULES: dict[str, str] = {
@@ -166,6 +198,7 @@ class ApprovalPolicy:
         "_escalation",
         "_hosts",
         "_mcp_tools",
+        "_narrower",
         "_packs",
         "_strict",
         "_tool_allow",
@@ -188,6 +221,8 @@ class ApprovalPolicy:
         self._strict = config is not None and config.profile == "strict"
         self._hosts = config.allowed_hosts if config else ()
         self._mcp_tools = config.mcp_tools if config else ()
+        narrower = config.narrowed_by if config else None
+        self._narrower = ApprovalPolicy(narrower) if narrower is not None else None
 
     @property
     def config(self) -> PermissionConfig | None:
@@ -197,19 +232,38 @@ class ApprovalPolicy:
         return f"ApprovalPolicy({self._config!r})"
 
     def evaluate(self, request: ApprovalRequest) -> Decision:
-        """The decision for ``request``. Never raises: anything unexpected declines (``policy-error``)."""
-        try:
-            return self._evaluate(request)
-        except Exception as exc:  # fail closed on our own bugs, never crash the session
-            return _decline("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}")
+        """The decision for ``request``. Never raises: anything unexpected declines (``policy-error``).
+        Judged on a judging thread (the caller waits), so the caller's stack depth cannot matter."""
+        if _on_judging_thread():
+            return self._judged(request)
+        return _judges().submit(self._judged, request).result()
 
     async def evaluate_async(self, request: ApprovalRequest) -> Decision:
-        """``evaluate`` without stalling the event loop: large commands are judged in a worker thread."""
-        command = request.command
-        size = len(command) if isinstance(command, str) else sum(len(str(w)) for w in command or ())
-        if size <= INLINE_CHARS:
+        """``evaluate`` without stalling the event loop: a request larger than ``INLINE_CHARS`` (its
+        command, paths, host and tool name together) is judged while the loop runs."""
+        judge = child_judge()
+        if _size(request) <= INLINE_CHARS:
+            judge.warm()  # the first call in a process starts the child, for the large ones to come
             return self.evaluate(request)
-        return await asyncio.to_thread(self.evaluate, request)
+        return await asyncio.wrap_future(judge.submit(self._config, request))
+
+    def _judged(self, request: ApprovalRequest) -> Decision:
+        """The decision, on the judging thread: this configuration's, and the stricter of it and the
+        narrowing configuration's when there is one (``narrowed_by``)."""
+        decision = self._judged_alone(request)
+        if self._narrower is None:
+            return decision
+        return _stricter(decision, self._narrower._judged(request))
+
+    def _judged_alone(self, request: ApprovalRequest) -> Decision:
+        try:
+            return self._evaluate(request)
+        except RecursionError:  # an explicit bound was missed: fail closed, never let it through
+            return _decline("unparsable", "the request nests too deeply to judge")
+        except MemoryError:
+            return _decline("too-large", "the request is too large to judge")
+        except Exception as exc:  # fail closed on our own bugs, never crash the session
+            return _decline("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}")
 
     def _evaluate(self, request: ApprovalRequest) -> Decision:
         match request.kind:
@@ -328,6 +382,64 @@ class ApprovalPolicy:
         if unproven is not None:
             return _decline(unproven.rule, unproven.reason)
         return Decision(action="allow_once", reason="outside the sandbox: proven harmless")
+
+
+def _rank(decision: Decision) -> int:
+    if decision.action == "allow_for_session":
+        return 0
+    if decision.action == "allow_once":
+        return 1
+    if decision.action == "decline" and decision.rule in REFINABLE_RULES:
+        return 2  # a person may still accept it
+    return 3  # final
+
+
+def _stricter(outer: Decision, inner: Decision) -> Decision:
+    """The stricter of two configurations' decisions on one request (``outer``'s when they rank the
+    same): a final decline over one a handler may turn, over ``allow_once``, over ``allow_for_session``."""
+    return inner if _rank(inner) > _rank(outer) else outer
+
+
+def _size(request: ApprovalRequest) -> int:
+    """How much a request gives the judge to read: its command, paths, host and tool name."""
+    command = request.command
+    size = len(command) if isinstance(command, str) else sum(len(str(w)) for w in command or ())
+    for path in (*request.paths, *request.writable_roots):
+        size += len(os.fspath(path)) + 1
+    return size + len(str(request.host or "")) + len(str(request.tool or ""))
+
+
+# The judging threads: a decision is made on one of these, whose stack always starts the same way,
+# so how deep the caller's stack is (and the recursion limit it leaves) cannot change a verdict. A few
+# threads, so concurrent callers are not serialised behind one long request; made again after a fork.
+_JUDGING_THREADS = 4
+_judging = threading.local()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _mark_judging_thread() -> None:
+    _judging.active = True
+
+
+def _on_judging_thread() -> bool:
+    return getattr(_judging, "active", False)
+
+
+def _judges() -> ThreadPoolExecutor:
+    global _pool
+    pool = _pool
+    if pool is not None and pool[0] == os.getpid():
+        return pool[1]
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():  # none yet, or inherited through fork (no threads)
+            executor = ThreadPoolExecutor(
+                max_workers=_JUDGING_THREADS,
+                thread_name_prefix="agent-fleet-policy",
+                initializer=_mark_judging_thread,
+            )
+            _pool = (os.getpid(), executor)
+        return _pool[1]
 
 
 def _elsewhere(script: ParsedScript) -> tuple[str, str] | None:
