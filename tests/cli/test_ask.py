@@ -5,6 +5,7 @@ nobody can answer ``ask`` is refused before any work."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import pty
@@ -124,8 +125,14 @@ def test_ask_needs_a_terminal_and_a_provider_that_asks() -> None:
     progress = Progress(Console(file=io.StringIO()), json_output=False, batch=False)
     asker = TerminalAsker(progress, io.StringIO())
     assert with_asker(CodexOptions(), asker, "codex").approval_handler == asker.handler
-    with pytest.raises(UsageError, match="the claude provider cannot ask a person"):
-        with_asker(ClaudeOptions(), asker, "claude")
+    assert with_asker(ClaudeOptions(), asker, "claude").approval_handler == asker.handler
+
+    @dataclasses.dataclass
+    class NoHandler:  # a provider whose options take no approval_handler
+        env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    with pytest.raises(UsageError, match="the acme provider cannot ask a person"):
+        with_asker(NoHandler(), asker, "acme")
 
 
 @pytest.mark.parametrize(
