@@ -91,7 +91,7 @@ def test_the_live_view_shows_the_message_as_it_streams_redacted() -> None:
 def test_the_question_is_drawn_above_the_run_view() -> None:
     progress = Progress(Console(file=io.StringIO()), json_output=False, batch=False)
     progress.on_event(_agent(ToolUse(id="1", name="shell", input={"command": "rm -rf build"})))
-    progress.question = Question(task_id="", kind="command", what="rm -rf build", cwd="/repo", why="no rule")
+    progress.question = Question(kind="command", what="rm -rf build", cwd="/repo", why="no rule")
     view = Console(file=io.StringIO(), width=80, height=30)
     view.print(progress.render())
     shown = _plain(view)

@@ -99,7 +99,6 @@ class TerminalAsker:
         async with self._lock:  # one question at a time
             redact = self._progress.redactor.text
             question = Question(
-                task_id="",
                 kind=request.kind,
                 what=redact(_what(request)),
                 cwd=request.cwd if isinstance(request.cwd, str) else None,

@@ -30,7 +30,6 @@ _WHAT_LINES = 6
 class Question:
     """A request the approval policy left to the person at the terminal (redacted already)."""
 
-    task_id: str
     kind: str
     what: str  # the command, the paths, the host or the tool
     cwd: str | None
