@@ -78,7 +78,7 @@ def test_the_live_view_names_a_scripted_model_as_scripted() -> None:
     fleet.on_event(notice("a", "started", prompt="p"))
     assert "SCRIPTED" not in fleet.header().plain
     fleet.on_event(notice("b", "started", prompt="p", scripted=True))
-    assert fleet.header().plain.startswith("SCRIPTED model")
+    assert fleet.header().plain.endswith("SCRIPTED model")
     real = Progress(Console(file=io.StringIO(), width=120), json_output=False, batch=False)
     real.on_event(notice("t", "started", prompt="p", provider="codex", scripted=False))
     real.on_event(TaskEvent(task_id="t", source="agent", event=session))

@@ -85,7 +85,11 @@ class Terminal:
         return int(status) if dead == "1" and status else None
 
     def wait_exit(self, limit: float = 60) -> int:
-        until("the program to exit", lambda: self.exit_status() is not None, limit)
+        deadline = time.monotonic() + limit
+        while self.exit_status() is None:
+            if time.monotonic() > deadline:
+                pytest.fail("timed out waiting for the program to exit; its screen:\n" + self.scrollback())
+            time.sleep(0.1)
         status = self.exit_status()
         assert status is not None
         return status

@@ -15,7 +15,8 @@ from agent_fleet.testing._fleet import synthetic_batch
 
 from .test_report import BROWSER_ARGS, CHROMIUM
 
-pytestmark = pytest.mark.e2e
+# writing the 50,000-task record as a batch's end writes it takes a minute or two on a loaded machine
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 TASKS = 50_000
 OPENS_WITHIN = 2.0  # seconds, from navigation to the overview's first rows

@@ -23,6 +23,7 @@ import os
 import sys
 import termios
 import tty
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -109,12 +110,15 @@ class TerminalAsker:
                 ),
             )
             self.asked += 1
-            self._progress.question = question
-            if not self._progress.live_mode:
-                self._print(question)
-            self._progress.refresh()
+
+            def show() -> None:  # once the terminal reads: a key pressed as it appears counts
+                self._progress.question = question
+                if not self._progress.live_mode:
+                    self._print(question)
+                self._progress.refresh()
+
             try:
-                key = await self._read_key()
+                key = await self._read_key(show)
             finally:
                 self._progress.question = None
                 self._progress.refresh()
@@ -140,8 +144,9 @@ class TerminalAsker:
         keys = "   ".join(f"[{k}] {label}" for k, label, _ in ANSWER_KEYS)
         say(f"  {keys}   [n] decline")
 
-    async def _read_key(self) -> str:
-        """The first of ``y``/``s``/``n`` typed from now on (end of input: ``n``)."""
+    async def _read_key(self, show: Callable[[], None]) -> str:
+        """The first of ``y``/``s``/``n`` typed once the terminal is read, which is before ``show()``
+        puts the question up (end of input: ``n``)."""
         loop = asyncio.get_running_loop()
         answered: asyncio.Future[str] = loop.create_future()
         fd = (self._stdin or sys.stdin).fileno()
@@ -166,6 +171,7 @@ class TerminalAsker:
             tty.setcbreak(fd)  # a key at a time, no echo; Ctrl-C still sends SIGINT
             termios.tcflush(fd, termios.TCIFLUSH)  # what was typed before the question answers nothing
             loop.add_reader(fd, readable)
+            show()
             return await answered
         finally:
             with contextlib.suppress(ValueError, OSError):

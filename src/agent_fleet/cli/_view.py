@@ -302,8 +302,8 @@ class Progress:
             if n or label != "cancelled"
         ]
         parts += [(f"tokens {tokens:,}", ""), (f"elapsed {time.monotonic() - self.started:.0f}s", "")]
-        if self._scripted:
-            parts.insert(0, ("SCRIPTED model", "bold magenta"))
+        if self._scripted:  # (last: the counts keep their place at the start of the view)
+            parts.append(("SCRIPTED model", "bold magenta"))
         text = Text(no_wrap=True, overflow="ellipsis")
         used = 0
         for part, style in parts:
