@@ -135,9 +135,26 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "the task shares its working tree with other tasks of the batch (no worktrees): its files "
             "changed are only what its session reported (data: tree, tasks)"
         ),
-        "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
-        "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",
-        "runner.attempt_failed": "Ray: an attempt was lost with its node or actor (data: reason, retry)",
+        "runner.batch_paused": (
+            "every running task lost the model: the batch starts nothing and burns no retry until it "
+            "answers (data: cause, tasks, limit: seconds before the batch stops)"
+        ),
+        "runner.batch_resumed": "the model answers again: the paused batch goes on (data: cause)",
+        "runner.placed": (
+            "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt, epoch)"
+        ),
+        "runner.worktree": (
+            "Ray: the attempt's worktree on its node (data: path, branch, attempt_branch, node_id)"
+        ),
+        "runner.attempt_failed": (
+            "Ray: an attempt was lost with its node or actor, or abandoned when its node was given up "
+            "(data: attempt, epoch, node_id, hostname, reason, retry)"
+        ),
+        "runner.node_excluded": (
+            "Ray, about the batch (task_id empty): no more work goes to a node: its provider did not "
+            "start or failed, it was fenced or not heard from, or --exclude-node named it "
+            "(data: node_id, hostname, where, reason, running: the tasks whose attempts were abandoned)"
+        ),
         "runner.push": (
             "Ray --push: the task's branch was pushed or refused (data: branch, commit, pushed, error)"
         ),

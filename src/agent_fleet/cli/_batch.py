@@ -29,7 +29,7 @@ __all__ = ["BatchSettings", "force_stop", "settings_for"]
 
 #: every other flag of the batch command is recorded with the batch
 _NOT_RECORDED = frozenset({"config", "json_output", "out_dir", "quiet", "verbose"})
-_TUPLES = frozenset({"allow", "deny"})
+_TUPLES = frozenset({"allow", "deny", "exclude_nodes"})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -48,6 +48,8 @@ class BatchSettings:
     ray_address: str | None
     repo_url: str | None
     push: bool = False
+    exclude_nodes: tuple[str, ...] = ()
+    fence_timeout: float | None = None
     resume: bool = False
     rerun_failed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
@@ -150,6 +152,8 @@ def settings_for(
         raise UsageError("--ray-address and --repo-url need --backend ray")
     if kwargs["push"] and (backend != "ray" or kwargs["repo_url"] is None):
         raise UsageError("--push needs --backend ray and --repo-url (it pushes to that repository)")
+    if backend != "ray" and (kwargs["exclude_nodes"] or kwargs["fence_timeout"] is not None):
+        raise UsageError("--exclude-node and --fence-timeout need --backend ray")
     return BatchSettings(
         tasks=tasks,
         total=total,
@@ -163,6 +167,8 @@ def settings_for(
         ray_address=kwargs["ray_address"],
         repo_url=kwargs["repo_url"],
         push=bool(kwargs["push"]),
+        exclude_nodes=tuple(kwargs["exclude_nodes"]),
+        fence_timeout=kwargs["fence_timeout"],
         resume=resume_dir is not None,
         rerun_failed=rerun == "failed",
         meta=meta,

@@ -20,8 +20,8 @@ from agent_fleet.cli._ask import TerminalAsker, ask_problem, with_asker
 from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for
 from agent_fleet.cli._exits import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_STOPPED,
     EXIT_UNAVAILABLE,
     Interrupts,
     die,
@@ -52,9 +52,10 @@ from agent_fleet.runner import (
     run_batch,
     run_task,
 )
+from agent_fleet.runner._batch_providers import options_for
 from agent_fleet.runner._otel import export_from_environment
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT
 from agent_fleet.runner._pricing import load_prices
-from agent_fleet.runner.batch import options_for
 from agent_fleet.runner.report import write_batch_report
 
 __all__ = ["cli", "main"]
@@ -240,11 +241,34 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="With --repo-url: push each task's branch agent-fleet/<id> to that repository (never forced).",
 )
 @click.option(
+    "--exclude-node",
+    "exclude_nodes",
+    multiple=True,
+    metavar="NODE",
+    help="Ray: leave this node out (node id or a prefix of it, host name or address; repeatable).",
+)
+@click.option(
+    "--fence-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    metavar="SECONDS",
+    help="Ray: a node cut off from its raylet or the GCS stops by itself within this bound, and no "
+    "work goes to a node not heard from within it [default: 10].",
+)
+@click.option(
     "--prices",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
 )
 @click.option("--raw-deltas", is_flag=True, help="Transcripts keep every streamed text fragment.")
+@click.option(
+    "--outage-timeout",
+    type=click.FloatRange(min=0, max=1e9),
+    default=DEFAULT_OUTAGE_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="When every running task lost the model, the batch pauses; it stops (exit 75, resumable) "
+    "once the model stayed unreachable this long (0: wait forever).",
+)
 @common_options
 def batch_command(
     tasks_file: Path | None,
@@ -252,15 +276,17 @@ def batch_command(
     rerun: str | None,
     prices: Path | None,
     raw_deltas: bool,
+    outage_timeout: float,
     **kwargs: Any,
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
 
     The batch's record is a ledger in --out (default: a new directory under
     $XDG_STATE_HOME/agent-fleet/batches, printed at the start and as the last line), written as each
-    task's state changes; a stopped batch continues with `--resume OUT`. Ctrl-C stops starting tasks
-    and interrupts running turns (exit 130); a second Ctrl-C leaves within two seconds. The record
-    stays true either way.
+    task's state changes; a stopped batch continues with `--resume OUT`. Ctrl-C (or SIGTERM, SIGHUP)
+    stops starting tasks and interrupts running turns (exit 130; 143 for SIGTERM, 129 for SIGHUP); a
+    second one leaves within two seconds. A batch that stopped for a reason that may pass (the model
+    unreachable, the provider process died, a full disk) exits 75. The record stays true either way.
     """
     with handled():
         settings: BatchSettings = settings_for(
@@ -318,12 +344,15 @@ def batch_command(
                     ray_address=settings.ray_address,
                     repo_url=settings.repo_url,
                     push=settings.push,
+                    exclude_nodes=settings.exclude_nodes,
+                    fence_timeout=settings.fence_timeout,
                     resume=settings.resume,
                     rerun_failed=settings.rerun_failed,
                     meta=settings.meta,
                     prices=price_table,
                     raw_deltas=raw_deltas,
                     on_warning=warn,
+                    outage_timeout=outage_timeout or None,
                 )
 
         export = export_from_environment()  # OpenTelemetry export when OTEL_* asks for it
@@ -339,18 +368,23 @@ def batch_command(
         if progress.live_mode:  # the live view scrolled them away
             for line in warnings:
                 console.print(line, highlight=False, soft_wrap=True)
-        console.print(f"summary: {result.summary_path}")
+        console.print(f"summary: {result.summary_path or 'not written (the ledger is the record)'}")
         if result.report_path is not None:
             console.print(link("report: ", result.report_path), highlight=False, soft_wrap=True)
-        if result.stopped:
-            console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
-            if not result.fatal:
+        stopped = Redactor().text(result.stopped) if result.stopped else None
+        if stopped:
+            console.print(Text(f"batch stopped: {stopped}", style="red"))
+            states = (result.summary or {}).get("states") or {}
+            unfinished = any(states.get(k) for k in ("queued", "running", "interrupted"))
+            if not result.fatal or unfinished:  # (fatal: once the cause is fixed, e.g. a Ray node back)
                 console.print(f"continue it with: agent-fleet batch --resume {record}")
         console.print(f"record: {record}", highlight=False, soft_wrap=True)
         if interrupts.presses:
-            die(EXIT_INTERRUPTED)
+            die(interrupts.exit_code)
         if result.fatal:
             die(EXIT_UNAVAILABLE)
+        if stopped:  # stopped for a reason that may pass: the last line says why and what to do
+            die(EXIT_STOPPED, f"{stopped}; stopped, resumable: agent-fleet batch --resume {record}")
         die(EXIT_OK if result.ok else EXIT_FAILED)
 
 

@@ -20,7 +20,7 @@ from agent_fleet.events import (
 )
 from agent_fleet.runner import TaskEvent
 
-__all__ = ["BRIEF", "MESSAGES", "VERBOSE", "command_text", "describe", "first_line"]
+__all__ = ["BATCH_NOTICES", "BRIEF", "MESSAGES", "VERBOSE", "command_text", "describe", "first_line"]
 
 
 def command_text(command: Any) -> str:
@@ -41,6 +41,9 @@ def first_line(text: str, limit: int = 120) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
+
+#: Notices about the whole batch's state (said once, above the live view).
+BATCH_NOTICES = frozenset({"runner.batch_paused", "runner.batch_resumed"})
 
 #: ``describe``'s levels of detail: first lines only (a fleet's lines); the agent's messages and
 #: reasoning in full (``run``); also every command's exit code and its output's last lines (``-v``).
@@ -173,6 +176,13 @@ def _describe(task_event: TaskEvent) -> str | None:
             return "\n".join(lines)
         case System(subtype="runner.review_skipped", data=data):
             return f"review skipped: {data.get('reason')}"
+        case System(subtype="runner.batch_paused", data=data):
+            return (
+                f"batch paused: the model is unreachable ({first_line(str(data.get('cause')))}); "
+                f"waiting up to {data.get('limit')}s for it"
+            )
+        case System(subtype="runner.batch_resumed"):
+            return "batch resumed: the model answers again"
         case System(subtype="runner.rate_limited", data=data):
             return f"rate limit near ({data.get('used')}% used): waiting {data.get('wait')}s before the turn"
         case McpServerStatus(status="failed", name=name, error=error):
@@ -185,6 +195,10 @@ def _describe(task_event: TaskEvent) -> str | None:
             return f"push of {data.get('branch')} refused: {first_line(str(data.get('error')))}"
         case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
             return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
+        case System(subtype="runner.node_excluded", data=data):  # --backend ray: a batch-level notice
+            running = data.get("running") or []
+            moved = f"; its running tasks go elsewhere: {', '.join(map(str, running))}" if running else ""
+            return f"{data.get('where')} excluded: {first_line(str(data.get('reason')))}{moved}"
     return None
 
 

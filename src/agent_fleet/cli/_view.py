@@ -15,7 +15,15 @@ from rich.live import Live
 from rich.text import Text
 
 from agent_fleet._scripted import scripted_label
-from agent_fleet.cli._describe import BRIEF, MESSAGES, VERBOSE, command_text, describe, first_line
+from agent_fleet.cli._describe import (
+    BATCH_NOTICES,
+    BRIEF,
+    MESSAGES,
+    VERBOSE,
+    command_text,
+    describe,
+    first_line,
+)
 from agent_fleet.cli._final import FAILED_STATUSES, summary_table
 from agent_fleet.cli._fleet_view import fleet_view
 from agent_fleet.cli._run_view import Question, run_view
@@ -165,6 +173,11 @@ class Progress:
                 record = event_record(streamed, self.redactor)
                 self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.out.flush()
+        if not task_event.task_id:  # a notice about the batch, not a task (a Ray node excluded)
+            said = describe(task_event)
+            if said is not None and not self.json_output:
+                self.say(Text(self.redactor.text(said), style="yellow"))
+            return
         row = self.row(task_event.task_id)
         event = task_event.event
         line = describe(task_event, self.detail)
@@ -210,6 +223,8 @@ class Progress:
             row.step = first_line(line, 80)
         if line and self.verbosity >= 0 and (not self.live_mode or not self.batch or self.verbosity > 0):
             self._print(task_event.task_id, line)
+        elif line and self.live_mode and isinstance(event, System) and event.subtype in BATCH_NOTICES:
+            self.say(Text(line))  # the whole batch's state: said once, above the view
 
     def _print(self, task_id: str, line: str) -> None:
         """``line`` as people read it: a fleet's tagged with its task, the agent's words set apart (the

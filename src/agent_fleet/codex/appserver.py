@@ -47,6 +47,7 @@ from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._account import LOGIN_COMPLETED, AccountMixin
 from agent_fleet.codex._box import OS_SANDBOX, Box, session_box
 from agent_fleet.codex._child import Child, route, stderr_reason, workspace
+from agent_fleet.codex._late import LateUndo
 from agent_fleet.codex._notices import NoticeRouter
 from agent_fleet.codex._review import ReviewSession
 from agent_fleet.codex._stored import StoredMixin
@@ -187,6 +188,7 @@ class CodexProvider(AccountMixin, StoredMixin, Provider):
             raise ProviderUnavailable(f"cannot start {binary}: {exc}", tried=[str(binary)]) from exc
         assert proc.stdout is not None and proc.stdin is not None
         conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=route, name="codex-app-server")
+        conn.set_late_handler(LateUndo(conn, self._sessions.handles))  # undoes work for timed-out requests
         child = Child(proc, conn)
         conn.set_fallback(on_notification=self._on_global_notification, on_request=self._on_global_request)
         conn.on_close(lambda cause: self._on_close(child, cause))

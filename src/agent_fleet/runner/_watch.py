@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,7 +53,7 @@ class Watch:
         return recorder
 
     def __call__(self, task_event: TaskEvent) -> None:
-        if type(task_event.event) is not TextDelta:
+        if task_event.task_id and type(task_event.event) is not TextDelta:  # (no id: a batch's notice)
             self.recorder(task_event.task_id).observe(task_event)
             self.spans[task_event.task_id](task_event)
         if self.on_event is not None:
@@ -80,31 +80,13 @@ class Watch:
 
 
 def complete_ray(
-    result: RayBatchResult,
-    tasks: Sequence[BatchTask],
-    watch: Watch,
-    template: Task,
-    provider_name: str,
-    options: Any,
-    out: Path,
-    started_at: float,
-    prices: PriceTable | None,
+    result: RayBatchResult, watch: Watch, out: Path, started_at: float, prices: PriceTable | None
 ) -> RayBatchResult:
-    """A Ray batch's entries completed with what the driver recorded; their records replaced in the
-    ledger, then ``summary.json`` and ``report.html`` written from it."""
-    planned = planned_model(template, provider_name, options)
-    by_id = {t.id: t for t in tasks}
-    entries = tuple(
-        watch.complete(e, by_id[e.result.task_id], planned, provider_name)
-        if e.result.task_id in watch.recorders
-        else e
-        for e in result.entries
-    )
+    """A Ray batch's ``summary.json`` and ``report.html`` written from its ledger, with the batch's
+    start time and prices (each entry was completed with what was recorded for it, and stored so, as
+    its task ended: ``run_batch_ray(complete=...)``)."""
     ledger = Ledger.open(out)
     try:
-        for e in entries:
-            if e.result.task_id in watch.recorders:
-                ledger.replace_record(e.result.task_id, {**e.to_dict()})
         extra = {k: v for k, v in result.to_dict().items() if k in ("backend", "batch_id", "nodes")}
         path, summary = write_records(
             ledger,
@@ -118,13 +100,6 @@ def complete_ray(
         )
     finally:
         ledger.close()
-    done = replace(
-        result,
-        entries=entries,
-        prices=prices,
-        report_path=out / REPORT_FILE,
-        summary=summary,
-        summary_path=path,
-    )
+    done = replace(result, prices=prices, report_path=out / REPORT_FILE, summary=summary, summary_path=path)
     watch.telemetry.end(summary)
     return done
