@@ -95,16 +95,19 @@ class Terminal:
         return status
 
     def close(self) -> None:
-        if self.pid is not None and self.exit_status() is None:
-            with contextlib.suppress(AssertionError):
-                self.keys("C-c")  # a clean stop: the providers go with the program
-            with contextlib.suppress(BaseException):
-                self.wait_exit(30)
-        if self.pid is not None and self.exit_status() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.pid, signal.SIGKILL)
-        with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
-            self.tmux("kill-server")
+        """Stop the program (Ctrl-C, then SIGKILL to its group) and the tmux server, whatever fails."""
+        try:
+            if self.pid is not None and self.exit_status() is None:
+                with contextlib.suppress(AssertionError):
+                    self.keys("C-c")  # a clean stop: the providers go with the program
+                with contextlib.suppress(BaseException):
+                    self.wait_exit(30)
+            if self.pid is not None and self.exit_status() is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(self.pid, signal.SIGKILL)
+        finally:
+            with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
+                self.tmux("kill-server")
 
 
 @pytest.fixture
