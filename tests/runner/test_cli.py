@@ -30,7 +30,7 @@ def invoke(*args: str, input: str | None = None) -> Result:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "x", "--sandbox", "bogus"], "Invalid value for '--sandbox'"),
+        (["run", "x", "--sandbox", "bogus"], "Invalid value for '-s' / '--sandbox'"),
         (["run", "x", "--no-such-flag"], "No such option"),
         (["run", "x", "--max-followups", "-1"], "Invalid value for '--max-followups'"),
         (["run", "x", "--allow", "("], "invalid regular expression '('"),
