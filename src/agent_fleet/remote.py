@@ -27,7 +27,7 @@ import msgspec
 from httpx_sse import aconnect_sse
 
 from agent_fleet._event_json import event_from_record, spec_to_json
-from agent_fleet.contract import Capabilities, Handle, Provider, Spec
+from agent_fleet.contract import Capabilities, Handle, Provider, Sandbox, Spec, refuse_turn_settings
 from agent_fleet.errors import (
     AuthenticationError,
     ProviderUnavailable,
@@ -255,8 +255,24 @@ class RemoteHandle(Handle):
         *,
         images: Sequence[str | Path] = (),
         output_schema: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_summary: str | None = None,
+        sandbox: Sandbox | None = None,
+        approval_policy: str | None = None,
+        cwd: str | Path | None = None,
     ) -> None:
-        """A follow-up turn; ``images`` are URLs or paths on the daemon's machine (under its roots)."""
+        """A follow-up turn; ``images`` are URLs or paths on the daemon's machine (under its roots).
+        The daemon takes no per-turn settings: one given is ``Unsupported`` (nothing is sent)."""
+        refuse_turn_settings(
+            "RemoteHandle (the daemon's POST /v1/sessions/{id}/turns)",
+            model=model,
+            reasoning_effort=reasoning_effort,
+            reasoning_summary=reasoning_summary,
+            sandbox=sandbox,
+            approval_policy=approval_policy,
+            cwd=cwd,
+        )
         if self._terminal is None:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
         if self._stopped:
