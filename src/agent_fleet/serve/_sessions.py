@@ -23,7 +23,15 @@ is not loaded (evicted, or recorded by an earlier run of the daemon) brings its 
 (``unarchive_session``) and resumes it through ``provider.resume`` with its stored spec.
 
 Clients: a running session with no reader of its event stream for ``orphan_timeout`` seconds (its
-client went away) is stopped as ``stop`` does (so it can be continued); ``None`` keeps it running.
+client went away) is stopped as ``stop`` does (so it can be continued); ``None`` keeps it running. A
+*watcher* (the dashboard's session page, ``?watch=1``) reads the stream without being its client: it is
+not counted and does not keep an orphan running.
+
+The dashboard: ``on_change(session_id)`` is called whenever what ``row`` shows of a session may have
+changed (it started, its state, step, usage, model or clients changed, it was labelled or unloaded), and
+``on_note(session_id, note)`` when a batch's runner left a note on it (``note``: a gate, a follow-up).
+Rows carry what a person needs to tell sessions apart: prompt, task and batch, cwd, provider, the model
+it really runs (``scripted`` when ``agent_fleet.testing`` serves it), start, duration, tokens, cost.
 Session states::
 
     running --Result--> idle --send--> running
@@ -48,8 +56,9 @@ from typing import Any, Final
 from agent_fleet._event_json import permission_to_json, spec_from_json, spec_to_json
 from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import ConnectionClosed, Unsupported, UsageError
-from agent_fleet.events import Error, Event, Result, TextDelta, TokenUsage, ToolUse
+from agent_fleet.events import Error, Event, Result, System, TextDelta, TokenUsage, ToolUse
 from agent_fleet.runner import Redactor, make_provider
+from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._records import DeltaBuffer, RecordEncoder, is_terminal
 from agent_fleet.serve._store import MAX_PAGE, Store
@@ -58,6 +67,12 @@ from agent_fleet.serve._stream import Batch, read_stream
 logger = logging.getLogger(__name__)
 _FLUSH_EVERY = 0.05  # seconds between writes of queued event records (terminal events write at once)
 STATES: Final = ("running", "idle", "stopped", "failed", "interrupted")
+#: The model provider name ``agent_fleet.testing`` serves its scripted model under: not a real model.
+SCRIPTED_PROVIDER: Final = "scripted"
+
+
+def _nothing(*args: Any) -> None:
+    pass
 
 
 class NotFound(LookupError):
@@ -106,8 +121,12 @@ class Sessions:
         max_live: int = 256,
         orphan_timeout: float | None = 300.0,
         providers: Callable[[str, Any], Provider] = make_provider,
+        prices: PriceTable | None = None,
     ) -> None:
         self.store = store
+        self.prices = prices
+        self.on_change: Callable[[str], None] = _nothing  # (see the module docstring)
+        self.on_note: Callable[[str, dict[str, Any]], None] = _nothing
         self._make_provider = providers
         self._options = dict(options)
         self._handler = approval_handler
@@ -230,8 +249,10 @@ class Sessions:
         else:
             self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(stored)))
         self.store.add_turn(sid, turns, self._redactor.text(spec.prompt), base)
+        self.store.update(sid, ended=None)
         self.live[sid] = session
         self._start_pump(session)
+        self.on_change(sid)
         return session, base
 
     def _start_pump(self, session: LiveSession) -> None:
@@ -283,9 +304,10 @@ class Sessions:
         session.base, session.records = session.last_seq, []
         session.state, session.interrupted = "running", False
         session.turns += 1
-        self.store.update(session.id, state="running", turns=session.turns)
+        self.store.update(session.id, state="running", turns=session.turns, ended=None)
         self.store.add_turn(session.id, session.turns, self._redactor.text(prompt), session.base)
         self._start_pump(session)
+        self.on_change(session.id)
         return session.base
 
     async def stop(self, session_id: str) -> None:
@@ -329,7 +351,7 @@ class Sessions:
         if session.publishing is not None:
             session.publishing.cancel()
             session.publishing = None
-        terminal = False
+        terminal = shown = False
         records, sid, encode, append = session.records, session.id, self._records.encode, self.store.append
         for event, at, deltas in session.buffer.take():
             record = encode(sid, event, at, deltas=deltas)
@@ -343,11 +365,28 @@ class Sessions:
             records.append((record, ends))
             append(sid, session.base + len(records), record)
             if isinstance(event, ToolUse):
+                shown = shown or session.step != event.name
                 session.step = event.name
             elif isinstance(event, TokenUsage):
                 session.usage = dataclasses.asdict(event)
-            elif isinstance(event, Result) and event.usage is not None:
-                session.usage = dataclasses.asdict(event.usage)
+                shown = True
+            elif isinstance(event, Result):
+                if event.usage is not None:
+                    session.usage = dataclasses.asdict(event.usage)
+                if event.cost_usd is not None:  # the provider's own figure (Claude's), per turn
+                    row = self.store.session(sid)
+                    spent = (row or {}).get("cost_usd") or 0.0
+                    self.store.update(sid, cost_usd=spent + event.cost_usd)
+            elif isinstance(event, System) and event.subtype == "session":
+                model, served_by = event.data.get("model"), event.data.get("model_provider")
+                self.store.update(
+                    sid,
+                    model=model if isinstance(model, str) else None,
+                    model_provider=served_by if isinstance(served_by, str) else None,
+                )
+                shown = True
+        if shown:
+            self.on_change(sid)
         if terminal:
             self.store.flush()
         elif self._flush_handle is None:
@@ -384,11 +423,12 @@ class Sessions:
         if session.alone is not None:
             session.alone.cancel()
             session.alone = None
-        self.store.update(session.id, state=session.state, usage=session.usage, step="")
+        self.store.update(session.id, state=session.state, usage=session.usage, step="", ended=time.time())
         self._end_turn(session, terminal)
         session.ended = time.monotonic()
         session.changed.set()
         session.changed = asyncio.Event()
+        self.on_change(session.id)
         self._evict()
 
     def _end_turn(self, session: LiveSession, terminal: Event) -> None:
@@ -420,6 +460,7 @@ class Sessions:
         """Unload ``session``: its handle stopped (and its thread archived) in the background."""
         del self.live[session.id]
         session.changed.set()  # a reader still on it reads the store from now on
+        self.on_change(session.id)
         release = asyncio.create_task(self._release(session, archive), name=f"release:{session.id}")
         self._releasing[session.id] = release
 
@@ -444,7 +485,8 @@ class Sessions:
     # -- clients -------------------------------------------------------------------------------------
 
     def watch_alone(self, session: LiveSession) -> None:
-        """(Re)start the orphan timer of a running session that has no reader."""
+        """(Re)start the orphan timer of a running session that has no reader (its readers changed)."""
+        self.on_change(session.id)
         if session.alone is not None:
             session.alone.cancel()
             session.alone = None
@@ -467,54 +509,149 @@ class Sessions:
     # -- reading -------------------------------------------------------------------------------------
 
     def describe(self, session_id: str) -> dict[str, Any]:
-        row = self.store.session(session_id)
+        row = self.row(session_id)
         if row is None:
             raise NotFound(session_id)
         live = self.live.get(session_id)
-        if live is not None:
-            self._live_row(row, live)
-            row["last_event_id"] = live.last_seq
-        else:
-            row["last_event_id"] = self.store.last_seq(session_id)
+        row["last_event_id"] = live.last_seq if live is not None else self.store.last_seq(session_id)
         row["history"] = self.store.turns(session_id)
+        row["notes"] = self.store.notes(session_id)
         # The client's spec and the daemon's floor are kept apart: the session runs with both.
         floor = self.floor.permission
         row["floor"] = self._redactor.value(permission_to_json(floor)) if floor is not None else None
         return row
 
-    @staticmethod
-    def _live_row(row: dict[str, Any], live: LiveSession) -> None:
+    def _live_row(self, row: dict[str, Any], live: LiveSession) -> None:
         row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
         row["clients"] = live.readers
+        if live.alone is not None:  # no client: when its turn is stopped unless one comes back
+            loop = asyncio.get_running_loop()
+            row["orphan_deadline"] = time.time() + max(0.0, live.alone.when() - loop.time())
+
+    def _shown(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` with what the dashboard shows beside the stored fields (see the module docstring)."""
+        live = self.live.get(row["session_id"])
+        row.setdefault("clients", 0)
+        row["orphan_deadline"] = None
+        if live is not None:
+            self._live_row(row, live)
+        spec = row["spec"] if isinstance(row["spec"], dict) else {}
+        row["prompt"] = spec.get("prompt")
+        row["cwd"] = spec.get("cwd")
+        row["model"] = row.get("model") or spec.get("model")
+        row["scripted"] = row.get("model_provider") == SCRIPTED_PROVIDER
+        row["loaded"] = live is not None
+        end = None if row["state"] == "running" else (row.get("ended") or row["updated"])
+        row["duration"] = round((end if end is not None else time.time()) - row["created"], 3)
+        usage = row.get("usage") or {}
+        row["tokens"] = usage.get("total_tokens") if usage else None
+        cost = row.pop("cost_usd", None)
+        if cost is None and self.prices is not None and usage:
+            tokens = {
+                "input": usage.get("input_tokens", 0),
+                "cached_input": usage.get("cached_input_tokens", 0),
+                "output": usage.get("output_tokens", 0),
+            }
+            cost = self.prices.cost(row["model"], tokens)
+            row["currency"] = self.prices.currency
+        elif cost is not None:
+            row["currency"] = "USD"
+        row["cost"] = cost
+        return row
+
+    def row(self, session_id: str) -> dict[str, Any] | None:
+        """One session as ``rows`` lists it (None: no such session)."""
+        row = self.store.session(session_id)
+        return self._shown(row) if row is not None else None
 
     def rows(
-        self, *, limit: int = 100, before: str | None = None, states: tuple[str, ...] = ()
+        self,
+        *,
+        limit: int = 100,
+        before: str | None = None,
+        states: tuple[str, ...] = (),
+        batch: str | None = None,
+        provider: str | None = None,
+        text: str | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of sessions, newest first, and the cursor of the next page (None: the last page)."""
+        """A page of sessions, newest first, and the cursor of the next page (None: the last page);
+        filtered by state, batch, provider and a text (``Store.count``)."""
         if not 1 <= limit <= MAX_PAGE:
             raise UsageError(f"limit must be 1..{MAX_PAGE}, not {limit}")
         if unknown := set(states) - set(STATES):
             raise UsageError(f"state must be among {', '.join(STATES)}, not {', '.join(sorted(unknown))}")
         if before is not None and self.store.session(before) is None:
             raise NotFound(f"{before} (before: the cursor is the session id a page ends with)")
-        rows = self.store.sessions(limit=limit + 1, before=before, states=states)
+        rows = self.store.sessions(
+            limit=limit + 1, before=before, states=states, batch=batch, provider=provider, text=text
+        )
         more = len(rows) > limit
-        rows = rows[:limit]
-        for row in rows:
-            live = self.live.get(row["session_id"])
-            if live is not None:
-                self._live_row(row, live)
+        rows = [self._shown(row) for row in rows[:limit]]
         return rows, rows[-1]["session_id"] if more else None
 
-    def count(self, states: tuple[str, ...] = ()) -> int:
-        return self.store.count(states)
+    def count(
+        self,
+        states: tuple[str, ...] = (),
+        *,
+        batch: str | None = None,
+        provider: str | None = None,
+        text: str | None = None,
+    ) -> int:
+        return self.store.count(states, batch=batch, provider=provider, text=text)
 
-    def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
+    def newer(
+        self,
+        before: str,
+        states: tuple[str, ...] = (),
+        *,
+        batch: str | None = None,
+        provider: str | None = None,
+        text: str | None = None,
+    ) -> int:
+        """How many sessions (so filtered) come before the page that starts after ``before``."""
+        return self.store.count(states, batch=batch, provider=provider, text=text, upto=before)
+
+    async def tell(self, session_id: str, text: str) -> bool:
+        """Steer the session's running turn with ``text`` (``Handle.inject``); False when no turn runs or
+        the provider cannot (a best effort: nothing is raised)."""
+        session = self.live.get(session_id)
+        if session is None or session.state != "running":
+            return False
+        try:
+            await session.handle.inject(text)
+        except Exception as exc:
+            logger.info("session %s: could not tell the turn (%s)", session_id, type(exc).__name__)
+            return False
+        return True
+
+    def label(self, session_id: str, *, task_id: str, batch_id: str) -> bool:
+        """Say which task of which batch ``session_id`` runs (False: no such session)."""
+        if self.store.session(session_id) is None:
+            return False
+        self.store.update(session_id, task_id=task_id, batch_id=batch_id)
+        self.on_change(session_id)
+        return True
+
+    def note(self, session_id: str, record: dict[str, Any]) -> bool:
+        """Leave a (redacted) note on the session, after its latest event (False: no such session)."""
+        live = self.live.get(session_id)
+        if live is None and self.store.session(session_id) is None:
+            return False
+        after = live.last_seq if live is not None else self.store.last_seq(session_id)
+        record = self._redactor.value(record)
+        at = self.store.add_note(session_id, after, record)
+        self.on_note(session_id, {"after": after, "at": at, **record})
+        return True
+
+    def stream(
+        self, session_id: str, after: int, *, follow: bool, watch: bool = False
+    ) -> AsyncIterator[Batch]:
         """Batches of ``(seq, JSON)`` after ``after`` (each batch what was there when it was read), until
-        a terminal record (or for ever with ``follow``); see ``_stream``. ``NotFound`` at once."""
+        a terminal record (or for ever with ``follow``); see ``_stream``. ``NotFound`` at once. A
+        ``watch``-er is not the session's client (module docstring)."""
         if session_id not in self.live and self.store.session(session_id) is None:
             raise NotFound(session_id)
-        return read_stream(self, session_id, after, follow=follow)
+        return read_stream(self, session_id, after, follow=follow, client=not watch)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
