@@ -20,6 +20,13 @@ that rule means) and the policy's reason. ``on_change(kind, data)`` is told of e
 (``"approval"``, the request as ``pending()`` shows it) and decided (``"approval_decided"``).
 A decline's ``reason`` goes back to the model where the provider can carry it (the daemon also tells the
 session's running turn: codex's command approvals take no reason).
+
+"Allow for the session" is kept here, not left to the provider: codex offers no ``acceptForSession`` for
+many requests (the answer is then sent as a one-time accept), and would ask again. So the daemon
+remembers what a person allowed for a session, and the same request of the same session (the same kind,
+command, paths, cwd, destination or tool) is allowed without asking again (``allowed for the session``
+in its reason) — only ever a request the policy left to a person (``default-ask``): rules that decline
+still decline first.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -40,6 +48,24 @@ from agent_fleet.policy.engine import RULES
 
 ASK_RULE: Final = "default-ask"
 Context = Callable[[str], dict[str, Any]]
+_REMEMBERED_SESSIONS: Final = 1000  # sessions whose "allow for the session" answers are kept (oldest go)
+
+
+def _same(request: ApprovalRequest) -> Hashable:
+    """What makes two requests the same request (for "allow for the session")."""
+    command = request.command
+    return (
+        request.kind,
+        command if isinstance(command, str) or command is None else tuple(map(str, command)),
+        tuple(map(str, request.paths)),
+        request.cwd,
+        tuple(map(str, request.writable_roots)),
+        request.host,
+        request.port,
+        request.protocol,
+        request.network,
+        request.tool,
+    )
 
 
 def _none(*args: Any) -> Any:
@@ -101,6 +127,7 @@ class ApprovalQueue:
         self.url: str | None = None  # the daemon's, for "where to decide" (set when it listens)
         self.context: Context | None = None  # a session id -> what to show of it (module docstring)
         self.on_change: Callable[[str, dict[str, Any]], None] = _none
+        self._granted: OrderedDict[str, set[Hashable]] = OrderedDict()  # allowed for the session
 
     def pending(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """The pending requests (of ``session_id`` only, when given), oldest first, redacted."""
@@ -122,6 +149,9 @@ class ApprovalQueue:
     async def handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         if decision.rule != ASK_RULE:
             return decision
+        session_id = HANDLER_SESSION.get()
+        if session_id is not None and _same(request) in self._granted.get(session_id, ()):
+            return Decision(action="allow_for_session", reason="allowed for the session by a person")
         approval_id = f"a{next(self._ids)}"
         self.parked += 1
         now = time.time()
@@ -132,7 +162,7 @@ class ApprovalQueue:
             created=now,
             deadline=now + self.timeout if self.timeout is not None else None,
             future=future,
-            session_id=HANDLER_SESSION.get(),
+            session_id=session_id,
             rule=decision.rule,
             why=decision.reason,
         )
@@ -162,6 +192,8 @@ class ApprovalQueue:
         finally:
             self._pending.pop(approval_id, None)
             self._bump()
+            if decided is not None and decided.action == "allow_for_session" and session_id is not None:
+                self._remember(session_id, _same(request))
             outcome = decided.action if decided is not None else "cancel"
             rule = decided.rule if decided is not None else None
             self.on_change(
@@ -183,6 +215,12 @@ class ApprovalQueue:
                         data={"approval_id": approval_id, "decision": outcome, "rule": rule},
                     )
                 )
+
+    def _remember(self, session_id: str, request: Hashable) -> None:
+        self._granted.setdefault(session_id, set()).add(request)
+        self._granted.move_to_end(session_id)
+        while len(self._granted) > _REMEMBERED_SESSIONS:
+            self._granted.popitem(last=False)
 
     def decide(self, approval_id: str, answer: str, reason: str | None = None) -> Pending:
         """Answer a pending request; returns it. ``KeyError`` when it is not pending; ``UsageError`` for

@@ -151,15 +151,15 @@ class Feed:
             cursor = after
             oldest = self._kept[0].seq if self._kept else self.seq + 1
             if after > self.seq or after < self._gap or after < oldest - 1:
-                yield [Update(self.seq, "reset", session, _RESET)]
-                cursor = self.seq
+                cursor = self.seq  # (before the yield: what comes while the reader handles it is sent)
+                yield [Update(cursor, "reset", session, _RESET)]
             while not self.closed:
                 changed = self._changed
                 batch: list[Update] = []
                 if self._kept and cursor < self.seq:
                     if cursor + 1 < self._kept[0].seq or cursor < self._gap:  # it fell too far behind
-                        yield [Update(self.seq, "reset", session, _RESET)]
                         cursor = self.seq
+                        yield [Update(cursor, "reset", session, _RESET)]
                         continue
                     start = cursor + 1 - self._kept[0].seq
                     for index in range(start, len(self._kept)):
