@@ -88,7 +88,8 @@ class _Settings:
 
     @classmethod
     def parse(cls, data: dict[str, Any], default_provider: str) -> _Settings:
-        spec = data.get("spec") or {}
+        spec = data.get("spec")
+        spec = {} if spec is None else spec
         if not isinstance(spec, dict):
             raise UsageError("'spec' must be a JSON object (a Spec, its prompt optional)")
         jobs = data.get("jobs", 4)
@@ -463,6 +464,8 @@ class Batches:
         if not isinstance(data, dict):
             raise UsageError('the body must be {"name": ..., "total": ...}')
         name, total = data.get("name"), data.get("total")
+        if isinstance(total, float) and total.is_integer():  # JSON's 3.0 is the integer 3
+            total = int(total)
         provider = data.get("provider", default_provider)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise UsageError("'name' must be 1 to 200 characters, no control characters")

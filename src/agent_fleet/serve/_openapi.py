@@ -120,9 +120,13 @@ _UPDATES["parameters"].append(
 _UPDATES["responses"]["200"] = {"description": "text/event-stream", "content": {"text/event-stream": {}}}
 _STATES: Final = "(running|idle|stopped|failed|interrupted)"
 _SESSION_FILTERS: Final = (
-    {"name": "state", "schema": {"type": "string", "pattern": f"^{_STATES}(,{_STATES})*$"}},
+    {
+        "name": "state",
+        "schema": {"type": "string", "pattern": f"^({_STATES}(,{_STATES})*)?$"},
+        "description": "comma-separated; empty: any (as a filter form sends it)",
+    },
     {"name": "batch", "schema": {"type": "string"}, "description": "sessions of this batch"},
-    {"name": "provider", "schema": {"enum": list(PROVIDER_NAMES)}},
+    {"name": "provider", "schema": {"enum": ["", *PROVIDER_NAMES]}, "description": "empty: any"},
     {
         "name": "q",
         "schema": {"type": "string", "maxLength": 200},
