@@ -1,7 +1,8 @@
 """The dashboard in headless Chromium (issue 33's acceptance): signing in from `/`, a batch run with
 `batch --server` appearing with its tasks, a session's page showing messages, a coloured diff and a
 command's output as they happen, an approval decided "for the session" with its context in view, a
-turn interrupted from the page, and 2,000 sessions paged without fetching them all.
+turn interrupted from the page, 2,000 sessions paged without fetching them all, and all of it behind a
+proxy that serves the daemon under a path.
 
 One browser and one daemon (the real codex binary, the scripted model) serve the whole module; each test
 has its own browser context and its own prompts, so the order does not matter. The system's Chromium is
@@ -11,14 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, BrowserContext, Page, Response, async_playwright
+import uvicorn
+from playwright.async_api import Browser, BrowserContext, Page, Request, Response, async_playwright
+from starlette.types import Receive, Scope, Send
 
 from agent_fleet.codex import CodexOptions
 from agent_fleet.serve import Daemon, ServeConfig
@@ -311,3 +316,100 @@ async def test_two_thousand_sessions_page_without_fetching_them_all(
         finally:
             await context.close()
     assert 0 < sum(received) < 200_000, received  # two pages of 50, never the 2,000
+
+
+class PathProxy:
+    """A reverse proxy serving the daemon under ``/fleet/`` as docs/how-to/proxy.md's nginx does: the
+    path stripped on the way in, the cookie's path set to ``/fleet/``, responses (event streams too)
+    passed on as they come."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(60.0, read=None))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        if not path.startswith("/fleet/"):
+            where = [(b"location", b"/fleet/")] if path == "/fleet" else []
+            await send({"type": "http.response.start", "status": 301 if where else 404, "headers": where})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        query = scope["query_string"].decode()
+        url = self.upstream + path[len("/fleet") :] + (f"?{query}" if query else "")
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"host", b"content-length")]
+        request = self.http.build_request(scope["method"], url, headers=headers, content=body)
+        response = await self.http.send(request, stream=True)
+        try:
+            passed = []
+            for name, value in response.headers.raw:
+                if name.lower() in (b"content-length", b"transfer-encoding", b"connection"):
+                    continue
+                if name.lower() == b"set-cookie":
+                    value = value.replace(b"Path=/", b"Path=/fleet/")
+                passed.append((name, value))
+            await send({"type": "http.response.start", "status": response.status_code, "headers": passed})
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            await response.aclose()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def proxied(daemon: Daemon) -> AsyncIterator[str]:
+    proxy = PathProxy(daemon.url)
+    server = uvicorn.Server(
+        uvicorn.Config(proxy, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)  # listening before uvicorn runs: the browser's first request waits in the backlog
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/fleet/"
+    finally:
+        server.should_exit = True
+        await serving
+        await proxy.http.aclose()
+        sock.close()
+
+
+async def test_the_dashboard_works_behind_a_proxy_that_serves_it_under_a_path(
+    browser: Browser, daemon: Daemon, proxied: str, repo: Path
+) -> None:
+    context = await browser.new_context()
+    outside: list[str] = []
+
+    def on_request(request: Request) -> None:
+        if not request.url.startswith(proxied):
+            outside.append(request.url)
+
+    try:
+        page = await context.new_page()
+        page.set_default_timeout(TIMEOUT)
+        page.on("request", on_request)
+        await page.goto(proxied)
+        assert page.url == proxied + "login"
+        await page.fill("input[name=token]", TOKEN)
+        await page.click("button[type=submit]")
+        await page.locator("#sessions").wait_for()
+        assert page.url == proxied
+        sid = await _session(daemon, "UNDER-A-PATH: say something", repo)
+        link = page.locator(f'tr[data-session="{sid}"] a[href^="sessions/"]')
+        await link.click()  # the row came through the proxy's event stream
+        await page.locator(".entry.message", has_text="done").wait_for()
+        assert page.url == f"{proxied}sessions/{sid}"
+        await page.click("header a")  # back to the dashboard, under the path
+        await page.locator("#sessions").wait_for()
+        assert page.url == proxied
+    finally:
+        await context.close()
+    assert outside == []  # every request stayed under the path (no CDN, no absolute URL)
