@@ -26,6 +26,23 @@ from playwright.async_api import Browser, BrowserContext, Page, Request, Respons
 from starlette.types import Receive, Scope, Send
 
 from agent_fleet.codex import CodexOptions
+from agent_fleet.contract import Handle, Spec
+from agent_fleet.events import (
+    AssistantMessage,
+    Diff,
+    Error,
+    Event,
+    Plan,
+    PlanStep,
+    Reasoning,
+    SubAgent,
+    System,
+    TextDelta,
+    ToolResult,
+    ToolUse,
+    UnknownEvent,
+    WebSearch,
+)
 from agent_fleet.serve import Daemon, ServeConfig
 from agent_fleet.testing import (
     ReasoningItem,
@@ -39,7 +56,7 @@ from agent_fleet.testing import (
 )
 
 from .conftest import TOKEN, client
-from .fakes import fake_providers
+from .fakes import FakeHandle, FakeProvider, fake_providers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]  # the real binary, a browser
 
@@ -275,9 +292,12 @@ async def test_a_running_turn_is_interrupted_from_the_dashboard(
         await page.goto(f"{daemon.url}/")
         row = page.locator(f'tr[data-session="{sid}"]')
         await row.locator(".state-running").wait_for()
-        await row.locator("button[data-stop]").click()
+        button = await row.locator("button[data-stop]").element_handle()
+        assert button is not None
+        await button.click()
         await row.locator(".state-stopped").wait_for()
         assert await row.locator("button[data-stop]").is_hidden()
+        assert await button.evaluate("b => b.isConnected")  # updated in place, never re-rendered
         async with client(daemon) as http:
             assert (await http.get(f"/v1/sessions/{sid}")).json()["history"][0]["status"] == "cancelled"
     finally:
@@ -413,3 +433,102 @@ async def test_the_dashboard_works_behind_a_proxy_that_serves_it_under_a_path(
     finally:
         await context.close()
     assert outside == []  # every request stayed under the path (no CDN, no absolute URL)
+
+
+SUB = "019b-sub-agent-thread"
+EVERY_KIND: list[Event] = [
+    Reasoning(text="think about <b>it</b>", item_id="r1"),
+    TextDelta(text="Hello ", item_id="m1"),
+    TextDelta(text="<img src=x onerror=alert(1)>", item_id="m1"),
+    ToolUse(id="c1", name="shell", input={"command": "make test", "cwd": "/w"}),
+    ToolResult(id="c1", output="1 failed\n", exit_code=2, is_error=True, status="failed"),
+    ToolUse(id="approval:c2", name="approval", input={"kind": "network", "host": "pypi.org"}, synthetic=True),
+    ToolResult(id="approval:c2", output="not allowed", is_error=True, status="decline", synthetic=True),
+    System(subtype="approval_denied", data={"rule": "network-deny", "reason": "no hosts allowed"}),
+    SubAgent(item_id="s1", tool="spawn_agent", status="running", prompt="check the docs", agents={SUB: {}}),
+    AssistantMessage(text="the docs are fine", item_id="m2", agent=SUB),
+    Plan(steps=(PlanStep(step="read", status="completed"), PlanStep(step="write", status="pending"))),
+    Diff(diff="diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n", turn_id="t1"),
+    WebSearch(item_id="w1", query="agent fleet"),
+    System(subtype="stream_retry", data={"message": "the model stream dropped"}),
+    UnknownEvent(raw={"method": "newer/thing"}),
+    Error(code="turn_failed", message="the model gave up"),
+]
+
+
+class EveryKind(FakeHandle):
+    async def events(self) -> AsyncIterator[Event]:
+        for event in EVERY_KIND:
+            yield event
+
+
+class EveryKindProvider(FakeProvider):
+    async def spawn(self, spec: Spec) -> Handle:
+        return EveryKind("every-kind", spec.prompt)
+
+
+async def test_a_session_page_shows_every_kind_of_event_as_text(
+    browser: Browser, tmp_path: Path, workdir: Path
+) -> None:
+    config = ServeConfig(state_dir=tmp_path / "state", token_file=workdir / "token", allow_roots=(tmp_path,))
+    errors: list[str] = []
+    async with Daemon(config, providers=lambda name, options: EveryKindProvider()) as fake:
+        async with client(fake) as http:
+            bid = (await http.post("/v1/batches/attach", json={"name": "out", "total": 1})).json()["batch_id"]
+            sid = (await http.post("/v1/sessions", json={"prompt": "p", "cwd": str(tmp_path)})).json()[
+                "session_id"
+            ]
+            (await http.get(f"/v1/sessions/{sid}/events")).raise_for_status()
+            gate = {
+                "passed": False,
+                "summary": "tests: 1 failed",
+                "checks": [
+                    {"name": "gate", "passed": False, "detail": "`make test` exited 2", "exit_code": 2}
+                ],
+            }
+            notices = [
+                {"task_id": "t", "subtype": "runner.session", "data": {"session_id": sid}},
+                {"task_id": "t", "subtype": "runner.gate", "data": gate},
+                {
+                    "task_id": "t",
+                    "subtype": "runner.followup",
+                    "data": {"number": 1, "limit": 2, "prompt": "fix"},
+                },
+            ]
+            (await http.post(f"/v1/batches/{bid}/notices", json={"notices": notices})).raise_for_status()
+        context, page = await _signed_in(browser, fake)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("dialog", lambda dialog: errors.append("dialog: " + dialog.message))
+        try:
+            await page.goto(f"{fake.url}/sessions/{sid}")
+            await page.locator(".entry.error").wait_for()
+            text = await page.locator("#conversation").inner_text()
+            for shown in (
+                "think about <b>it</b>",
+                "Hello <img src=x onerror=alert(1)>",  # shown as text, never markup
+                "$ make test",
+                "exit 2",
+                "declined",
+                "rule network-deny: no hosts allowed",
+                "sub-agent spawn_agent",
+                "check the docs",
+                "the docs are fine",
+                "read (completed)",
+                "agent fleet",
+                "stream_retry: the model stream dropped",
+                "UnknownEvent",
+                "gate failed",
+                "tests: 1 failed",
+                "follow-up 1 of 2",
+                "the model gave up",
+            ):
+                assert shown in text, shown
+            sub = page.locator(".entry.sub", has_text="the docs are fine")
+            assert "sub-agent" in await sub.locator(".agent").inner_text()
+            await page.locator(".entry summary", has_text="the turn's diff").click()
+            assert await page.locator(".diff .add", has_text="+new").count() == 1
+            assert await page.locator("img").count() == 0
+            assert await page.locator("[data-meta=task]").inner_text() == "t"
+        finally:
+            await context.close()
+    assert errors == []

@@ -488,3 +488,35 @@ async def test_allowed_for_the_session_is_remembered_for_that_session_and_that_r
     other = ApprovalRequest(kind="command", command="touch y", cwd="/w")
     assert (await asked("s1", other, "allow_once")).action == "allow_once"  # another request too
     assert (await queue.handler(touch, Decision(action="decline", rule="user-deny"))).rule == "user-deny"
+
+
+async def test_serve_says_where_the_dashboard_is_and_how_to_sign_in(tmp_path: Path, token_file: Path) -> None:
+    import os
+    import signal
+    import sys
+
+    argv = [str(Path(sys.executable).parent / "agent-fleet"), "serve", "--port", "0"]
+    argv += [
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--token-file",
+        str(token_file),
+        "--allow-root",
+        str(tmp_path),
+    ]
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, env=dict(os.environ))
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            while not lines or not lines[-1].startswith("clients:"):
+                line = (await proc.stdout.readline()).decode()
+                assert line, lines
+                lines.append(line)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await proc.wait()
+    url = lines[0].split()[-1]
+    assert lines[0].startswith("listening on http://127.0.0.1:")
+    assert f"dashboard: {url}/" in "".join(lines) and f"cat {token_file}" in "".join(lines)
+    assert f"--server {url}" in lines[-1] and TOKEN not in "".join(lines)
