@@ -19,6 +19,7 @@ from agent_fleet.events import (
     Diff,
     Error,
     Event,
+    Goal,
     ImageView,
     McpServerStatus,
     Plan,
@@ -66,6 +67,7 @@ EVENTS: list[Event] = [
     ReviewMode(entered=True, review="HEAD", item_id="rv"),
     ToolProgress(id="t1", message="half way"),
     RateLimits(used_percent=42.5, resets_at=1700000000.0, reached=False, raw={"primary": {}}),
+    Goal(objective="ship it", status="active", token_budget=1000, tokens_used=10, agent="sub-1"),
     McpServerStatus(name="docs", status="failed", error="no binary", session_id="s"),
     Result(
         session_id="s",

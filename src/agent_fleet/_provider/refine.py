@@ -23,7 +23,8 @@ HANDLER_EMIT: ContextVar[Callable[[Event], None] | None] = ContextVar("approval_
 HANDLER_SESSION: ContextVar[str | None] = ContextVar("approval_handler_session", default=None)
 
 #: The declines an ``approval_handler`` may still turn into an accept: the strict profile's "not proven
-#: harmless" and ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
+#: harmless", an escalation's "runs outside the sandbox, not proven harmless" and
+#: ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
 #: (Defined with the engine, which needs the same set to pick the stricter of two decisions.)
 REFINABLE_DECLINES: Final = REFINABLE_RULES
 

@@ -17,8 +17,8 @@ from agent_fleet import __version__
 from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for, shown_on
 from agent_fleet.cli._exits import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_STOPPED,
     EXIT_UNAVAILABLE,
     Interrupts,
     die,
@@ -36,7 +36,7 @@ from agent_fleet.cli._options import (
 )
 from agent_fleet.cli._view import Progress, consoles, result_line, summary_table
 from agent_fleet.codex import CodexOptions
-from agent_fleet.contract import ModelInfo
+from agent_fleet.contract import SANDBOXES, ModelInfo
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import (
     PROVIDER_NAMES,
@@ -48,9 +48,10 @@ from agent_fleet.runner import (
     run_batch,
     run_task,
 )
+from agent_fleet.runner._batch_providers import options_for
 from agent_fleet.runner._otel import export_from_environment
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT
 from agent_fleet.runner._pricing import load_prices
-from agent_fleet.runner.batch import options_for
 from agent_fleet.runner.report import write_batch_report
 
 __all__ = ["cli", "main"]
@@ -171,7 +172,9 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Ledger (batch.db), transcripts and summary.json. Must not hold a batch already.",
+    help="The batch's record: ledger (batch.db), transcripts, summary.json, report.html. Must not hold a "
+    "batch already, nor lie in a git working tree the agents work in unless git ignores it "
+    "(default: a new directory under $XDG_STATE_HOME/agent-fleet/batches).",
 )
 @click.option(
     "--resume",
@@ -212,11 +215,34 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="With --repo-url: push each task's branch agent-fleet/<id> to that repository (never forced).",
 )
 @click.option(
+    "--exclude-node",
+    "exclude_nodes",
+    multiple=True,
+    metavar="NODE",
+    help="Ray: leave this node out (node id or a prefix of it, host name or address; repeatable).",
+)
+@click.option(
+    "--fence-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    metavar="SECONDS",
+    help="Ray: a node cut off from its raylet or the GCS stops by itself within this bound, and no "
+    "work goes to a node not heard from within it [default: 10].",
+)
+@click.option(
     "--prices",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
 )
 @click.option("--raw-deltas", is_flag=True, help="Transcripts keep every streamed text fragment.")
+@click.option(
+    "--outage-timeout",
+    type=click.FloatRange(min=0, max=1e9),
+    default=DEFAULT_OUTAGE_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="When every running task lost the model, the batch pauses; it stops (exit 75, resumable) "
+    "once the model stayed unreachable this long (0: wait forever).",
+)
 @common_options
 def batch_command(
     tasks_file: Path | None,
@@ -224,13 +250,17 @@ def batch_command(
     rerun: str | None,
     prices: Path | None,
     raw_deltas: bool,
+    outage_timeout: float,
     **kwargs: Any,
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
 
-    The batch's record is a ledger in --out, written as each task's state changes; a stopped batch
-    continues with `--resume OUT`. Ctrl-C stops starting tasks and interrupts running turns (exit 130);
-    a second Ctrl-C leaves within two seconds. The record stays true either way.
+    The batch's record is a ledger in --out (default: a new directory under
+    $XDG_STATE_HOME/agent-fleet/batches, printed at the start and as the last line), written as each
+    task's state changes; a stopped batch continues with `--resume OUT`. Ctrl-C (or SIGTERM, SIGHUP)
+    stops starting tasks and interrupts running turns (exit 130; 143 for SIGTERM, 129 for SIGHUP); a
+    second one leaves within two seconds. A batch that stopped for a reason that may pass (the model
+    unreachable, the provider process died, a full disk) exits 75. The record stays true either way.
     """
     with handled():
         settings: BatchSettings = settings_for(
@@ -251,11 +281,19 @@ def batch_command(
         progress = Progress(progress_console, json_output=common.json_output, batch=True)
         progress.expect(settings.total, settings.done)
         interrupts = Interrupts(on_force=lambda: force_stop(settings.out))
+        record = settings.out.expanduser().absolute()
+        progress_console.print(f"record: {record}", highlight=False, soft_wrap=True)
 
         def on_result(entry: BatchEntry) -> None:
             if not progress.live_mode:
                 style, line = result_line(entry.result)
                 progress_console.print(Text(f"[{entry.result.task_id}] {line}", style=style))
+
+        warnings: list[Text] = []
+
+        def warn(text: str) -> None:
+            warnings.append(Text(f"warning: {text}", style="yellow"))
+            progress_console.print(warnings[-1], highlight=False, soft_wrap=True)
 
         async def go(stop: asyncio.Event) -> BatchResult:
             with progress:
@@ -278,11 +316,15 @@ def batch_command(
                         ray_address=settings.ray_address,
                         repo_url=settings.repo_url,
                         push=settings.push,
+                        exclude_nodes=settings.exclude_nodes,
+                        fence_timeout=settings.fence_timeout,
                         resume=settings.resume,
                         rerun_failed=settings.rerun_failed,
                         meta=settings.meta,
                         prices=price_table,
                         raw_deltas=raw_deltas,
+                        on_warning=warn,
+                        outage_timeout=outage_timeout or None,
                     )
                     shown.ended(result)
                     return result
@@ -297,17 +339,26 @@ def batch_command(
                 export.shutdown()
         progress.summary(result.to_dict())
         console.print(summary_table(result, console.width))
-        console.print(f"summary: {result.summary_path}")
+        if progress.live_mode:  # the live view scrolled them away
+            for line in warnings:
+                console.print(line, highlight=False, soft_wrap=True)
+        console.print(f"summary: {result.summary_path or 'not written (the ledger is the record)'}")
         if result.report_path is not None:
             console.print(f"report: {result.report_path}")
-        if result.stopped:
-            console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
-            if not result.fatal:
-                console.print(f"continue it with: agent-fleet batch --resume {settings.out}")
+        stopped = Redactor().text(result.stopped) if result.stopped else None
+        if stopped:
+            console.print(Text(f"batch stopped: {stopped}", style="red"))
+            states = (result.summary or {}).get("states") or {}
+            unfinished = any(states.get(k) for k in ("queued", "running", "interrupted"))
+            if not result.fatal or unfinished:  # (fatal: once the cause is fixed, e.g. a Ray node back)
+                console.print(f"continue it with: agent-fleet batch --resume {record}")
+        console.print(f"record: {record}", highlight=False, soft_wrap=True)
         if interrupts.presses:
-            die(EXIT_INTERRUPTED)
+            die(interrupts.exit_code)
         if result.fatal:
             die(EXIT_UNAVAILABLE)
+        if stopped:  # stopped for a reason that may pass: the last line says why and what to do
+            die(EXIT_STOPPED, f"{stopped}; stopped, resumable: agent-fleet batch --resume {record}")
         die(EXIT_OK if result.ok else EXIT_FAILED)
 
 
@@ -408,7 +459,12 @@ def models_command(provider: str, config: tuple[str, ...], include_hidden: bool,
 
 @cli.command("doctor")
 @click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
-def doctor_command(config: tuple[str, ...]) -> None:
+@click.option(
+    "--sandbox",
+    type=click.Choice(SANDBOXES),
+    help="The sandbox your runs use (danger-full-access: reports that the policy is the only guard).",
+)
+def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
     """Check the codex binary, credentials, sandbox and app-server."""
     from agent_fleet.runner.doctor import diagnose
 
@@ -416,7 +472,7 @@ def doctor_command(config: tuple[str, ...]) -> None:
         options = CodexOptions(config=parse_config_overrides(config))
 
         async def go(stop: asyncio.Event) -> Any:
-            return await diagnose(options)
+            return await diagnose(options, sandbox=sandbox)
 
         console = Console(highlight=False, soft_wrap=True)
         checks = run_async(go, console)

@@ -25,11 +25,13 @@ from agent_fleet.runner import (
     parse_priority,
     provider_entry,
 )
+from agent_fleet.runner._outage import DEFAULT_MODEL_TIMEOUT
 from agent_fleet.runner.gate import DEFAULT_GATE_TIMEOUT
 from agent_fleet.runner.providers import check_permission_enforced
 
 __all__ = [
     "ALLOW",
+    "ALLOW_ESCALATION",
     "ALLOW_HOST",
     "ALLOW_MCP",
     "DENY",
@@ -84,8 +86,9 @@ def permission_config(
     default: str,
     hosts: Sequence[str] = (),
     mcp: Sequence[str] = (),
+    escalation: Sequence[str] = (),
 ) -> PermissionConfig | None:
-    if not allow and not deny and default == "allow" and not hosts and not mcp:
+    if not allow and not deny and default == "allow" and not hosts and not mcp and not escalation:
         return None
     config = PermissionConfig(
         allow_patterns=tuple(allow),
@@ -93,6 +96,7 @@ def permission_config(
         default="deny" if default == "deny" else "ask" if default == "ask" else "allow",
         allowed_hosts=tuple(hosts),
         mcp_tools=tuple(mcp),
+        escalation_patterns=tuple(escalation),
     )
     ApprovalPolicy(config)  # a bad regular expression is a UsageError naming it
     return config
@@ -121,10 +125,12 @@ class Common:
     retries: int
     retry_delay: float
     idle_timeout: float
+    model_timeout: float
     json_output: bool
     review: bool
     review_threshold: str
     server: str | None = None
+    allow_escalation: tuple[str, ...] = ()
 
     def remote(self) -> Any:
         """A ``RemoteProvider`` for ``--server`` (token from ``AGENT_FLEET_TOKEN``), or None."""
@@ -153,7 +159,12 @@ class Common:
             sandbox=self.sandbox,  # type: ignore[arg-type]  # validated by click.Choice
             mode=self.mode,  # type: ignore[arg-type]
             permission=permission_config(
-                self.allow, self.deny, self.default_approval, self.allow_host, self.allow_mcp
+                self.allow,
+                self.deny,
+                self.default_approval,
+                self.allow_host,
+                self.allow_mcp,
+                self.allow_escalation,
             ),
             idle_timeout=self.idle_timeout or None,
         )
@@ -169,6 +180,7 @@ class Common:
             timeout=self.timeout,
             retries=self.retries,
             retry_delay=self.retry_delay,
+            model_timeout=self.model_timeout or None,
         )
 
 
@@ -184,6 +196,13 @@ ALLOW_HOST = click.option(
     multiple=True,
     metavar="PATTERN",
     help="Host the agent may reach (fnmatch, e.g. '*.pypi.org'; repeatable). Default: no network.",
+)
+ALLOW_ESCALATION = click.option(
+    "--allow-escalation",
+    multiple=True,
+    metavar="REGEX",
+    help="A command that may run outside the sandbox when the agent asks (repeatable; every command it "
+    "runs must match one). Default: only what is proven harmless (read-only, git to record its work).",
 )
 ALLOW_MCP = click.option(
     "--allow-mcp",
@@ -224,6 +243,7 @@ def common_options(fn: _F) -> _F:
         ),
         ALLOW_HOST,
         ALLOW_MCP,
+        ALLOW_ESCALATION,
         click.option(
             "-c",
             "config",
@@ -266,6 +286,16 @@ def common_options(fn: _F) -> _F:
             callback=_finite,
             metavar="SECONDS",
             help="End a turn with a timeout after this long with no event from the agent (0: off).",
+        ),
+        click.option(
+            "--model-timeout",
+            type=click.FloatRange(min=0, max=1e9),
+            default=DEFAULT_MODEL_TIMEOUT,
+            show_default=True,
+            callback=_finite,
+            metavar="SECONDS",
+            help="End and retry a turn after this long with no progress from the model (its "
+            "reconnecting notices do not count; a running command does not either; 0: off).",
         ),
         click.option(
             "--retries",

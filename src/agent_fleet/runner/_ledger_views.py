@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from agent_fleet.errors import StorageError
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._summary import build_summary, task_record
 from agent_fleet.runner.ledger import SUMMARY_FILE, Ledger, LedgerRow
@@ -87,7 +89,8 @@ def write_records(
     extra: Mapping[str, Any] | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """``summary.json`` (``build_summary`` over every task's ``ledger_record``, redacted) and
-    ``report.html``, written from the ledger. Returns the summary's path and the document."""
+    ``report.html``, written from the ledger. Returns the summary's path and the document. Raises
+    ``StorageError`` naming the file that could not be written (a full disk); no temporary file stays."""
     redactor = ledger.redactor
     records = [ledger_record(row, stopped, redactor) for row in ledger.started_rows()]
     not_started = ledger.never_started()  # the bulk of a stopped fleet: listed by id alone (issue 29)
@@ -119,7 +122,13 @@ def write_records(
     document["tasks"] = summary["tasks"]
     path = dump_summary(ledger.out, document)
     # The page lists the tasks that ran; never-started ones are only counted.
-    write_report(document, ledger.out / REPORT_FILE, prices=prices)
+    report = ledger.out / REPORT_FILE
+    try:
+        write_report(document, report, prices=prices)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            report.with_name(f".{report.name}.tmp").unlink()
+        raise StorageError(str(report), "the report", exc) from exc
     return path, document
 
 
@@ -138,17 +147,24 @@ def dump_summary(out: Path, payload: Mapping[str, Any]) -> Path:
     the never-started tasks' ids on one line."""
     path = out / SUMMARY_FILE
     tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write("{\n")
-        for key, value in payload.items():
-            if key != "tasks":
-                f.write(f"  {json.dumps(key)}: {json.dumps(value, default=str)},\n")
-        tasks = payload.get("tasks") or []
-        f.write('  "tasks": [')
-        if tasks:
-            f.write("\n    " + ",\n    ".join(map(_ENCODER.encode, tasks)) + "\n  ")
-        f.write("]\n}\n")
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write("{\n")
+            for key, value in payload.items():
+                if key != "tasks":
+                    f.write(f"  {json.dumps(key)}: {json.dumps(value, default=str)},\n")
+            tasks = payload.get("tasks") or []
+            f.write('  "tasks": [')
+            if tasks:
+                f.write("\n    " + ",\n    ".join(map(_ENCODER.encode, tasks)) + "\n  ")
+            f.write("]\n}\n")
+        os.replace(tmp, path)
+    except BaseException as exc:  # (a full disk): the summary stays as it was, no temporary file
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise StorageError(str(path), "the summary", exc) from exc
+        raise
     return path
 
 

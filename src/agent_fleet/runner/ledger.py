@@ -55,6 +55,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._sqlite import transaction as _transaction
+from agent_fleet.runner._sqlite import writes as _writes
 from agent_fleet.runner.transcript import Redactor
 
 __all__ = [
@@ -297,6 +299,7 @@ class Ledger:
             self._lock.close()
             self._lock = None
 
+    @_writes
     def add(self, entries: Sequence[tuple[str, int, Mapping[str, Any]]]) -> None:
         """Queue more tasks (id, line, tasks-file object) after those already in. Raises ``UsageError``
         for an id already in the ledger."""
@@ -320,6 +323,7 @@ class Ledger:
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
 
+    @_writes
     def set_meta(self, key: str, value: Any) -> None:
         self._db.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
@@ -387,6 +391,7 @@ class Ledger:
 
     # -- transitions -----------------------------------------------------------------------------------
 
+    @_writes
     def prepare_resume(self, *, rerun_failed: bool) -> None:
         """Before a resumed run: with ``rerun_failed`` every finished task that did not succeed is queued
         again (to start afresh on its branch). Running and interrupted tasks stay as they are: the run
@@ -411,6 +416,7 @@ class Ledger:
                 ((i, now, json.dumps({"why": "rerun failed"})) for i in ids),
             )
 
+    @_writes
     def start(self, task_id: str, *, branch: str | None, worktree: str | None, transcript: str) -> None:
         now = time.time()
         with _transaction(self._db):
@@ -422,6 +428,7 @@ class Ledger:
             )
             self._history(task_id, now, "running", {"branch": branch, "worktree": worktree})
 
+    @_writes
     def session(self, task_id: str, session_id: str, *, base_head: str | None = None) -> None:
         """The task's session exists (a new one, or the one it resumed); ``base_head`` is HEAD when the
         run started, kept only the first time (see the module docstring)."""
@@ -434,12 +441,20 @@ class Ledger:
             )
             self._history(task_id, now, "session", {"session_id": session_id})
 
+    @_writes
     def attempt(self, task_id: str) -> None:
         """An attempt of the task's turn starts (the run's first, or a retry): counted at once."""
         self._db.execute(
             "UPDATE tasks SET attempts = attempts + 1, updated_at = ? WHERE id = ?", (time.time(), task_id)
         )
 
+    @_writes
+    def annotate(self, task_id: str, what: str, detail: Mapping[str, Any]) -> None:
+        """Add to the task's history without a transition (redacted): e.g. an attempt a backend
+        abandoned, with what it did."""
+        self._history(task_id, time.time(), what, self.redactor.value(dict(detail)))
+
+    @_writes
     def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
         """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
         transition."""
@@ -449,6 +464,7 @@ class Ledger:
             (json.dumps(redacted, ensure_ascii=False, default=str), time.time(), task_id),
         )
 
+    @_writes
     def finish(
         self,
         task_id: str,
@@ -483,6 +499,7 @@ class Ledger:
             )
             self._history(task_id, now, state, {"status": status, "reason": result.get("reason")})
 
+    @_writes
     def note_pid(self, pid: int) -> None:
         """A provider process started by this process (the CLI's forced exit ends its process group)."""
         self._db.execute(
@@ -499,19 +516,6 @@ class Ledger:
             "INSERT INTO history (task_id, at, state, detail) VALUES (?, ?, ?, ?)",
             (task_id, at, state, json.dumps(detail, ensure_ascii=False, default=str)),
         )
-
-
-class _transaction:
-    """``BEGIN IMMEDIATE`` .. ``COMMIT`` (``ROLLBACK`` on an error): one atomic transition."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
 
 
 _COLUMNS: Final = (
