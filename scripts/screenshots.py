@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
@@ -162,6 +163,8 @@ async def _fleet(daemon: Daemon, work: Path) -> dict[str, Any]:
 async def main(out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="agent-fleet-shots-") as tmp:
         work = Path(tmp)
+        # The batch's boxes (each task's temporary directory) under the daemon's --allow-root.
+        os.environ["XDG_STATE_HOME"] = str(work / "state-home")
         token = work / "token"
         token.write_text(TOKEN)
         token.chmod(0o600)

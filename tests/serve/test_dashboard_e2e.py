@@ -123,9 +123,12 @@ async def daemon(workdir: Path, model: ScriptedModelServer, repo: Path) -> Async
     token.write_text(TOKEN)
     token.chmod(0o600)
     options = {"codex": CodexOptions(config=dict(env.config), env=dict(env.env))}
-    config = ServeConfig(
-        state_dir=workdir / "state", token_file=token, allow_roots=(workdir,), options=options
-    )
+    # batch --server gives each task a temporary directory in the command's box, under its state dir:
+    # the daemon must allow it (docs/concepts/box.md, "On the daemon").
+    boxes = Path(os.environ["XDG_STATE_HOME"]) / "agent-fleet" / "boxes"
+    boxes.mkdir(parents=True, exist_ok=True)
+    roots = (workdir, boxes)
+    config = ServeConfig(state_dir=workdir / "state", token_file=token, allow_roots=roots, options=options)
     async with Daemon(config) as running:
         yield running
 

@@ -163,6 +163,7 @@ async def test_a_sessions_row_tells_it_apart(make_daemon: MakeDaemon, workspace:
         [row] = (await http.get("/v1/sessions")).json()["sessions"]
     assert row["prompt"] == "fix the flaky test\nin tests/" and row["cwd"] == str(workspace)
     assert row["model"] == "gpt-5.5" and row["model_provider"] == "scripted" and row["scripted"] is True
+    assert row["model_label"] == "scripted (as gpt-5.5)"
     assert row["tokens"] == 1300 and row["cost"] == 0.25 and row["currency"] == "USD"
     assert row["state"] == "idle" and row["duration"] >= 0 and row["ended"] >= row["created"]
     assert row["clients"] == 0 and row["loaded"] is True and row["task_id"] is None

@@ -298,6 +298,7 @@ OPENAPI: Final[dict[str, Any]] = {
                     "model": {"type": ["string", "null"], "description": "the model it runs"},
                     "model_provider": {"type": ["string", "null"], "description": "who serves the model"},
                     "scripted": {"type": "boolean", "description": "agent_fleet.testing's scripted model"},
+                    "model_label": {"type": ["string", "null"], "description": "the model, as people see it"},
                     "created": {"type": "number"},
                     "updated": {"type": "number"},
                     "ended": {"type": ["number", "null"], "description": "when its last turn ended"},

@@ -539,7 +539,11 @@ class Sessions:
         row["prompt"] = spec.get("prompt")
         row["cwd"] = spec.get("cwd")
         row["model"] = row.get("model") or spec.get("model")
-        row["scripted"] = row.get("model_provider") == SCRIPTED_PROVIDER
+        row["scripted"] = scripted = row.get("model_provider") == SCRIPTED_PROVIDER
+        # As the batch summary names it (issue 33): a scripted run never reads as the real model's.
+        row["model_label"] = (
+            (f"scripted (as {row['model']})" if row["model"] else "scripted") if scripted else row["model"]
+        )
         row["loaded"] = live is not None
         end = None if row["state"] == "running" else (row.get("ended") or row["updated"])
         row["duration"] = round((end if end is not None else time.time()) - row["created"], 3)

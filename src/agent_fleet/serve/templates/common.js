@@ -64,7 +64,7 @@ function sessionHref(id) {
 }
 
 function modelText(row) {
-  return [row.provider, row.model].filter(Boolean).join(" / ");
+  return [row.provider, row.model_label || row.model].filter(Boolean).join(" / ");
 }
 
 // A state-changing request: the cookie authenticates; X-Agent-Fleet proves it is this page, not a form.
