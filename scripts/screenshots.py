@@ -143,7 +143,7 @@ async def _fleet(daemon: Daemon, work: Path) -> dict[str, Any]:
             jobs=3,
             provider=provider,
             cwd=batch_repo,
-            on_event=lambda e: shown.notice(e.task_id, e.event) if e.source == "runner" else None,
+            on_event=lambda e: shown.report(e.task_id, e.event) if e.source == "runner" else None,
         )
         await shown.close("succeeded" if result.ok else "failed")
         await provider.shutdown()

@@ -324,7 +324,7 @@ class RemoteBatch:
     ``/v1/batches/{id}/notices``).
 
     ``await RemoteBatch.attach(provider, name=..., total=...)`` (None when the daemon cannot show it:
-    an older daemon); ``notice(task_id, event)`` with every runner notice (a ``System`` whose subtype is
+    an older daemon); ``report(task_id, event)`` with every runner notice (a ``System`` whose subtype is
     ``runner.<what>``; anything else is ignored), called from the event loop's thread; ``await
     close(state, reason)`` at the end (``succeeded``, ``failed`` or ``stopped``). Notices go out in the
     background, a few a second, and nothing here ever fails the batch: a daemon that does not answer
@@ -375,7 +375,7 @@ class RemoteBatch:
         batch._task = asyncio.create_task(batch._run(), name=f"remote-batch:{batch.batch_id}")
         return batch
 
-    def notice(self, task_id: str, event: Event) -> None:
+    def report(self, task_id: str, event: Event) -> None:
         """Pass a runner notice on (see the class docstring)."""
         if self._closed or not isinstance(event, System) or event.subtype not in _RUNNER_NOTICES:
             return

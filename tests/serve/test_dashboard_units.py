@@ -291,8 +291,8 @@ async def test_a_stop_asked_on_the_dashboard_reaches_the_client_running_the_batc
         async with client(daemon) as http:
             assert (await http.post(f"/v1/batches/{shown.batch_id}/stop")).status_code == 200
             assert (await http.get(f"/v1/batches/{shown.batch_id}")).json()["stop_asked"] is True
-            shown.notice("a", System(subtype="runner.started", data={"prompt": "p"}))
-            shown.notice("a", TextDelta(text="not a notice"))  # only the runner's notices go
+            shown.report("a", System(subtype="runner.started", data={"prompt": "p"}))
+            shown.report("a", TextDelta(text="not a notice"))  # only the runner's notices go
             async with asyncio.timeout(10):
                 await stopped.wait()
             await shown.close("stopped", "stopped from the dashboard")

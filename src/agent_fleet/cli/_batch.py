@@ -204,7 +204,7 @@ class Shown:
 
         def on_event(task_event: TaskEvent) -> None:
             if task_event.source == "runner":
-                batch.notice(task_event.task_id, task_event.event)
+                batch.report(task_event.task_id, task_event.event)
             if sink is not None:
                 sink(task_event)
 

@@ -562,7 +562,7 @@ class Batches:
                 session_id = tasks[0]["session_id"] if tasks else None
                 if session_id is not None and subtype in _NOTED:
                     note = {"subtype": subtype, "task_id": task_id, "batch_id": batch_id, "data": body}
-                    self._sessions.note(session_id, note)
+                    self._sessions.leave_note(session_id, note)
 
     async def drain(self) -> None:
         """Stop the running batches (their tasks are recorded interrupted; each batch ``stopped``)."""

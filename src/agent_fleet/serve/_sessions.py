@@ -636,7 +636,7 @@ class Sessions:
         self.on_change(session_id)
         return True
 
-    def note(self, session_id: str, record: dict[str, Any]) -> bool:
+    def leave_note(self, session_id: str, record: dict[str, Any]) -> bool:
         """Leave a (redacted) note on the session, after its latest event (False: no such session)."""
         live = self.live.get(session_id)
         if live is None and self.store.session(session_id) is None:

@@ -171,12 +171,14 @@ function taskRow(t) {
   return r;
 }
 
-function updateTask(r, t) {
+function updateTask(r, t, linked) {
   setText(r.state, t.state + (t.status ? ": " + t.status : ""));
   r.state.className = "badge state-" + (t.status || t.state);
   r.state.title = t.reason || "";
   setText(r.session, t.session_id ? short(t.session_id) : "");
-  if (t.session_id) r.session.href = sessionHref(t.session_id); else r.session.removeAttribute("href");
+  // A batch the daemon runs keeps its sessions inside it (its report shows them): no page to link to.
+  if (t.session_id && linked) r.session.href = sessionHref(t.session_id); else r.session.removeAttribute("href");
+  r.session.title = t.session_id || "";
   setText(r.prompt, firstLine(t.prompt, 100));
 }
 
@@ -230,7 +232,7 @@ function updateBatch(r, b) {
   for (const t of tasks) {
     let tr = r.tasks.get(t.task_id);
     if (!tr) { tr = taskRow(t); r.tasks.set(t.task_id, tr); r.taskBody.append(tr.tr); }
-    updateTask(tr, t);
+    updateTask(tr, t, client);
   }
   r.stop.hidden = b.state !== "running" || Boolean(b.stop_asked);
   r.report.hidden = client;
