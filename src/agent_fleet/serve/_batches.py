@@ -71,6 +71,8 @@ _NOTED: Final = frozenset(RUNNER_NOTICES - {"runner.started", "runner.session", 
 #: Seconds a client has to stop its batch's turns itself before the daemon interrupts them.
 STOP_GRACE: Final = 5.0
 _MAX_NOTICES: Final = 1000
+#: The most tasks a client's batch may say it has (SQLite integers stop at 2**63).
+MAX_TOTAL: Final = 100_000_000
 _NAME: Final = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
 #: Tasks listed with a batch on the dashboard (the counts cover every task).
 SHOWN_TASKS: Final = 50
@@ -488,8 +490,8 @@ class Batches:
         provider = data.get("provider", default_provider)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise UsageError("'name' must be 1 to 200 characters, no control characters")
-        if not isinstance(total, int) or isinstance(total, bool) or total < 0:
-            raise UsageError("'total' must be a non-negative integer")
+        if not isinstance(total, int) or isinstance(total, bool) or not 0 <= total <= MAX_TOTAL:
+            raise UsageError(f"'total' must be an integer from 0 to {MAX_TOTAL}")
         if provider not in PROVIDER_NAMES:
             raise UsageError(f"'provider' must be one of {', '.join(PROVIDER_NAMES)}")
         batch_id = f"c{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"

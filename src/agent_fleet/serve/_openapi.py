@@ -13,7 +13,7 @@ from typing import Any, Final
 from agent_fleet.runner import PROVIDER_NAMES
 from agent_fleet.runner._tasks_file import KEYS as TASK_KEYS
 from agent_fleet.runner.review import PRIORITY_NAMES
-from agent_fleet.serve._batches import RUNNER_NOTICES
+from agent_fleet.serve._batches import MAX_TOTAL, RUNNER_NOTICES
 
 _ERRORS: Final = {
     "400": "bad request",
@@ -342,7 +342,7 @@ OPENAPI: Final[dict[str, Any]] = {
                 "required": ["name", "total"],
                 "properties": {
                     "name": {"type": "string", "pattern": "^[^\\u0000-\\u001f\\u007f]{1,200}$"},
-                    "total": {"type": "integer", "minimum": 0},
+                    "total": {"type": "integer", "minimum": 0, "maximum": MAX_TOTAL},
                     "provider": {"enum": list(PROVIDER_NAMES)},
                 },
                 "additionalProperties": False,
