@@ -17,6 +17,7 @@ from agent_fleet.runner._summary import build_summary, task_record
 from agent_fleet.runner.report import render_report
 from agent_fleet.runner.transcript import event_record
 
+from .test_report_page import _details
 from .test_summary import T0, _result
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json").read_text())
@@ -54,7 +55,11 @@ def test_record_summary_and_report_name_the_sub_agent_of_a_command() -> None:
     jsonschema.Draft202012Validator(SCHEMA).validate(summary)
     commands = summary["tasks"][0]["commands"]
     assert commands[0]["agent"] == AGENT and "agent" not in commands[1]
-    assert f"(sub-agent {AGENT[-8:]})" in render_report(summary)
+    # The report's task details are packed data its script shows (the command row says "(sub-agent ...)")
+    page = render_report(summary)
+    assert '" (sub-agent " + c.agent.slice(-8) + ")"' in page
+    [shown] = [d for d in _details(page) if d.get("commands")]
+    assert [c.get("agent") for c in shown["commands"]] == [AGENT, None]
 
 
 def test_a_transcript_record_carries_agent_only_when_set() -> None:

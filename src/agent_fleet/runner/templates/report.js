@@ -165,7 +165,7 @@
       entries.push({ at: offset(m.at), order: 1 + i, kind: m.kind, who: (m.agent ? "sub-agent " + m.agent.slice(-8) + " " : "") + (m.kind === "message" ? "agent" : "thinking"), text: m.text });
     });
     (t.commands || []).forEach(function (c) {
-      entries.push({ at: offset(c.started_at), order: 2, kind: "command", who: "$", text: c.command, exit: c.exit_code, status: c.status, output: c.output_tail });
+      entries.push({ at: offset(c.started_at), order: 2, kind: "command", who: (c.agent ? "sub-agent " + c.agent.slice(-8) + " " : "") + "$", text: c.command, exit: c.exit_code, status: c.status, output: c.output_tail });
     });
     (t.declines || []).forEach(function (d) {
       entries.push({ at: offset(d.at), order: 3, kind: "decline", who: "declined", text: (d.command || "") + " (" + (d.rule || "policy") + ": " + (d.reason || "") + ")" });
@@ -226,7 +226,9 @@
       var body = el("tbody");
       commands.forEach(function (c) {
         var out = c.output_tail ? collapsed("output", pre(c.output_tail)) : el("span", "none", "no output");
-        add(body, add(el("tr", "command"), add(el("td"), el("code", null, c.command)),
+        var cell = add(el("td"), el("code", null, c.command));
+        if (c.agent) { add(cell, el("span", "sub-agent", " (sub-agent " + c.agent.slice(-8) + ")")); }
+        add(body, add(el("tr", "command"), cell,
           el("td", "num exit-code " + (c.exit_code === 0 ? "exit-ok" : "exit-bad"), c.exit_code === null || c.exit_code === undefined ? (c.status || "\u2013") : c.exit_code),
           el("td", "num", duration(c.duration)), add(el("td"), out)));
       });
