@@ -12,6 +12,10 @@ accepted attempt only: in a shared repository the task's branch is moved to the 
 (``publish_branch``); with ``--push`` a node pushes the accepted commit (``NodeRunner.push``; if that
 node is lost meanwhile, another node pushes it from the bundle). An abandoned attempt therefore never
 moves the task's branch.
+
+Model outages: the driver keeps the batch's one ``ModelOutage``, fed by what each attempt's task
+reports in its stream (``_ray_outage``): when every running task lost the model the batch pauses (no
+attempt is placed) and stops, resumable, once the model stayed away for ``outage_timeout``.
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from typing import Any, TypeVar
 
 from agent_fleet.events import System, ToolUse
 from agent_fleet.runner import _git
-from agent_fleet.runner._batch_types import entry_from_summary
+from agent_fleet.runner._batch_types import entries_from_summary
 from agent_fleet.runner._ledger_views import write_records
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT, ModelOutage
 from agent_fleet.runner._ray_fence import poll_interval
 from agent_fleet.runner._ray_jobs import plan_jobs, resumed_job
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
+from agent_fleet.runner._ray_outage import OutageSignal
 from agent_fleet.runner._ray_pool import ActorPool, Excluded, Worker, one_line, where
 from agent_fleet.runner._ray_repo import PushOutcome, branch_tip, keep_bundle, publish_branch, repo_lock
 from agent_fleet.runner._tasks_file import entry_object
@@ -67,6 +73,8 @@ class _Pending:
     stale_worktree: str | None = None
     #: every attempt on the cluster and what it did (see ``_Try``), the current one last
     tries: list[_Try] = field(default_factory=list)
+    #: the current attempt's turns that lost the model, waiting for the batch's ``ModelOutage``
+    hits: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 @dataclass(slots=True, eq=False)
@@ -161,6 +169,7 @@ class RayBatch:
         meta: Mapping[str, Any] | None = None,
         resume_from: Ledger | None = None,
         complete: Callable[[RayBatchEntry], RayBatchEntry] | None = None,
+        outage_timeout: float | None = DEFAULT_OUTAGE_TIMEOUT,
     ) -> None:
         self.ray = ray
         self.meta = meta
@@ -192,6 +201,8 @@ class RayBatch:
         self.planned: dict[str, Job] = {}
         #: attempts an earlier run started in a shared repository and never ended (it died): cleared
         self.stale: list[tuple[str, dict[str, Any]]] = []
+        #: of those, the attempt branches whose commits the task's branch took on resuming (-> the tip)
+        self.adopted: dict[str, str] = {}
         self.queue: deque[_Pending] = deque()
         self.running: dict[asyncio.Task[_Ending], tuple[_Pending, Worker]] = {}
         self.entries: dict[str, RayBatchEntry] = {}
@@ -199,6 +210,9 @@ class RayBatch:
         self.epochs = 0
         self.stopped: str | None = None
         self.fatal = False
+        self.outage = ModelOutage(
+            limit=outage_timeout, notify=self._outage_notice, on_give_up=self._request_stop
+        )
 
     # -- before any work -----------------------------------------------------------------------------
 
@@ -229,6 +243,7 @@ class RayBatch:
             self.ledger = self.resumed
             rows = {row.id: row for row in self.ledger.rows(states=("queued", "running", "interrupted"))}
             self.stale = [(task_id, d) for task_id in rows for d in _unended_attempts(self.ledger, task_id)]
+            self.adopted = await _adopt_interrupted(self.planned, self.stale)
             self.queue = deque(
                 _Pending(task=t, job=resumed_job(job, rows[t.id], self.out))
                 for t, job in pairs
@@ -281,7 +296,7 @@ class RayBatch:
         try:
             while True:
                 self._check_nodes()
-                if self.stopped is None:
+                if self.stopped is None and not self.outage.paused:  # (paused: the model is away)
                     self._dispatch()
                 if not self.running:
                     if not self.queue or self.stopped is not None:
@@ -402,7 +417,10 @@ class RayBatch:
             async for item in _stream(stream, worker.gone):
                 if isinstance(item, Events):
                     for task_event in item.events:
-                        self._deliver(pending, task_event)
+                        if isinstance(task_event, OutageSignal):
+                            self._outage_signal(pending, worker, task_event)
+                        else:
+                            self._deliver(pending, task_event)
                 elif isinstance(item, Outcome):
                     outcome = item
         except _Gone:
@@ -506,16 +524,55 @@ class RayBatch:
                 session_id = event.data.get("session_id")
                 if isinstance(session_id, str):
                     current.session_id = session_id
-                    self.ledger.session(pending.task.id, session_id)
+                    # with the commit the run started from: kept the first time (the base on resume)
+                    head = event.data.get("start_head")
+                    base_head = head if isinstance(head, str) else None
+                    self.ledger.session(pending.task.id, session_id, base_head=base_head)
             elif event.subtype in ("runner.started", "runner.retry"):
                 current.turns += 1
                 self.ledger.attempt(pending.task.id)  # as it starts, as on a local batch
         self._emit(task_event)
 
+    def _outage_signal(self, pending: _Pending, worker: Worker, signal: OutageSignal) -> None:
+        """What the attempt's task reported about the model, into the batch's ``ModelOutage``."""
+        task_id = pending.task.id
+        match signal.kind:
+            case "enter":
+                self.outage.enter(task_id)
+            case "leave":
+                self.outage.leave(task_id)
+            case "progress":
+                self.outage.progress(task_id)
+            case "hit":
+                answer = asyncio.get_running_loop().create_task(
+                    self._answer_hit(pending, worker, signal), name=f"ray:outage:{task_id}"
+                )
+                pending.hits.add(answer)
+                answer.add_done_callback(pending.hits.discard)
+
+    async def _answer_hit(self, pending: _Pending, worker: Worker, signal: OutageSignal) -> None:
+        """The batch's answer to a turn that lost the model, sent to the attempt that asked."""
+        epoch = pending.epoch
+        again = await self.outage.hit(pending.task.id, signal.cause, settle=signal.settle)
+        if worker.alive and pending.epoch == epoch:
+            self.pool.tell(worker, "outage_answer", pending.task.id, epoch, signal.seq, again)
+
+    def _attempt_ended(self, pending: _Pending) -> None:
+        """The attempt runs no more (whatever ended it): the batch's ``ModelOutage`` forgets it."""
+        for answer in pending.hits:
+            answer.cancel()
+        self.outage.leave(pending.task.id)
+
+    def _outage_notice(self, task_event: TaskEvent) -> None:
+        """``runner.batch_paused`` / ``runner.batch_resumed``: to the live view, as on a local batch."""
+        if self.on_event is not None:
+            self.on_event(task_event)
+
     def _settle(self, pending: _Pending, worker: Worker, ending: _Ending) -> None:
         task_id = pending.task.id
         current = pending.tries[-1]
         current.ended_at = time.time()
+        self._attempt_ended(pending)
         match ending:
             case Outcome(result=result) if result.fatal:
                 # The node's provider failed (credential refused, app-server died): the node is bad, a
@@ -726,6 +783,7 @@ class RayBatch:
             if attempt.done() and not attempt.cancelled() and attempt.exception() is None:
                 self._settle(pending, worker, attempt.result())
             else:
+                self._attempt_ended(pending)
                 result = TaskResult(
                     task_id=pending.task.id,
                     status="cancelled",
@@ -800,6 +858,8 @@ class RayBatch:
             if self.ledger is not None:
                 detail = {**started, "outcome": "interrupted", "commit": tip, "uncommitted": dirty}
                 detail["attempt_branch"] = name if tip is not None else None
+                if name in self.adopted:
+                    detail["adopted"] = self.adopted[name]  # its commits went on with the task's branch
                 self.ledger.annotate(task_id, "attempt", detail)
 
     def _result(self, duration: float) -> RayBatchResult:
@@ -851,9 +911,9 @@ class RayBatch:
         finally:
             self.ledger.close()
             self.ledger = None
-        # Tasks this run did not run (a resume keeps what earlier runs finished) are as the ledger says.
-        entries = tuple(self.entries.get(t["task_id"]) or entry_from_summary(t) for t in payload["tasks"])
-        return replace(result, entries=entries, summary=payload)
+        # Tasks this run did not run (a resume keeps what earlier runs finished) are as the ledger says,
+        # and those never started are the summary's compact list, as on a local batch.
+        return replace(result, entries=entries_from_summary(payload, self.entries), summary=payload)
 
 
 async def _clear_attempt(
@@ -905,6 +965,40 @@ def _prune_up(path: Path, levels: int) -> None:
             parent.rmdir()
         except OSError:
             return
+
+
+async def _adopt_interrupted(
+    planned: Mapping[str, Job], stale: Sequence[tuple[str, Mapping[str, Any]]]
+) -> dict[str, str]:
+    """Resuming after a run that died (its driver killed), in a shared repository: each task's newest
+    attempt that run left unended holds the task's work as it stood, as a local batch's branch would.
+    When that attempt's own branch continues the task's branch (or the start), the task's branch is
+    moved to it, so the resumed session continues that work and its commits count. (That attempt was
+    never given up: its run died with it. Its actor died with the driver; a node cut off stops within
+    the fencing bound, and a commit it made meanwhile stays on the attempt's own branch.) Returns the
+    attempt branches adopted, each with the commit the task's branch was set to."""
+    newest: dict[str, Mapping[str, Any]] = {}
+    for task_id, started in stale:
+        newest[task_id] = started  # (in the ledger's order: the last one started is the newest)
+    adopted: dict[str, str] = {}
+    for task_id, started in newest.items():
+        job = planned.get(task_id)
+        name = started.get("attempt_branch")
+        if job is None or job.repo is None or job.clone or not job.worktree or not isinstance(name, str):
+            continue
+        repo, branch = Path(job.repo), BRANCH_PREFIX + task_id
+        try:
+            tip = await branch_tip(repo, name)
+            base = await branch_tip(repo, branch)
+            since = base or job.start
+            if tip is None or tip == base or since is None:
+                continue
+            await _git.git(repo, "merge-base", "--is-ancestor", since, tip)  # (raises: it does not)
+            await publish_branch(repo, branch, tip, base=base, attempt_branch=None)
+        except _git.GitError:
+            continue  # it does not continue the task's branch, or that moved meanwhile: left as it is
+        adopted[name] = tip
+    return adopted
 
 
 def _unended_attempts(ledger: Ledger, task_id: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ actor, so its methods are coroutines on one event loop: ``start`` -> ``run`` (ma
 ``shutdown``. ``heartbeat`` answers the driver's heartbeats and ``fence`` is the driver giving the
 node up; from ``start`` on the node watches its raylet, the GCS and those heartbeats, and fences
 itself (``_ray_fence``): it stops its turns and its provider and ends its own process.
+``outage_answer`` is the driver answering a task whose turn lost the model (``_ray_outage``).
 
 ``run(job)`` is a streaming generator: it yields ``Events`` batches (redacted here, with this node's
 environment, so a secret of a worker never reaches the driver) while the task runs and ends with one
@@ -54,6 +55,7 @@ from agent_fleet.runner._ray_fence import (
     poll_interval,
     raylet_parent,
 )
+from agent_fleet.runner._ray_outage import OutageLink, OutageSignal
 from agent_fleet.runner._ray_repo import NodeRepos, PushOutcome, branch_tip, flock
 from agent_fleet.runner._ray_stream import Outbox
 from agent_fleet.runner._types import TaskEvent, notice
@@ -115,7 +117,9 @@ class Job:
     ``reuse_branch``: the batch is resumed and an earlier run made the branch: it is checked out as it is
     (its commits kept) in a new worktree; in a clone, from ``earlier_bundle`` (the bundle that run
     brought back; None when it made no commit). ``resume_session``: the session the task continues
-    (``run_task(resume_session=...)``). ``push`` (clone only): the driver will have the task's branch
+    (``run_task(resume_session=...)``); ``base_head``: the commit its first run started from, which
+    its work is measured from (``run_task(start_head=...)``: ``--require-commit``, the review, the
+    diff), as on a local batch. ``push`` (clone only): the driver will have the task's branch
     pushed to the URL once it accepted the attempt (``NodeRunner.push``; never forced).
 
     ``epoch`` is the driver's number for this attempt (a node acts only for the newest epoch of a task
@@ -134,6 +138,7 @@ class Job:
     stale_worktree: str | None = None
     reuse_branch: bool = False
     resume_session: str | None = None
+    base_head: str | None = None
     earlier_bundle: bytes | None = None
     push: bool = False
     epoch: int = 0
@@ -142,7 +147,10 @@ class Job:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Events:
-    events: tuple[TaskEvent, ...]
+    """A batch of an attempt's events, in order, with what its task reported about the model among
+    them (``OutageSignal``, for the driver's ``ModelOutage``: see ``_ray_outage``)."""
+
+    events: tuple[TaskEvent | OutageSignal, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +223,7 @@ class NodeRunner:
         self.watch = NodeWatch(config.fence_timeout, time.monotonic())  # anew once the provider started
         self.works: set[asyncio.Task[Outcome]] = set()
         self.epochs: dict[str, int] = {}  # the newest epoch seen per task
+        self.links: dict[tuple[str, int], OutageLink] = {}  # per running attempt (task, epoch)
         self._watcher: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -320,7 +329,9 @@ class NodeRunner:
 
         Cancelling it (``ray.cancel``) interrupts the task, removes a clean worktree and re-raises."""
         outbox = Outbox(self.redactor, redact_event)
-        work = asyncio.get_running_loop().create_task(self._admit(job, outbox.put))
+        key = (job.task.id, job.epoch)
+        link = self.links[key] = OutageLink(outbox.signal, self.redactor.text)
+        work = asyncio.get_running_loop().create_task(self._admit(job, outbox.put, link))
         self.works.add(work)
         work.add_done_callback(self.works.discard)
         try:
@@ -331,6 +342,15 @@ class NodeRunner:
             if not work.done():
                 work.cancel()
                 await asyncio.wait([work])
+            if self.links.get(key) is link:
+                del self.links[key]
+
+    async def outage_answer(self, task_id: str, epoch: int, seq: int, again: bool) -> None:
+        """The driver's answer to a turn of attempt ``epoch`` of ``task_id`` that lost the model: try it
+        again now, uncounted (the batch waits the outage out), or not (see ``_ray_outage``)."""
+        link = self.links.get((task_id, epoch))
+        if link is not None:
+            link.answer(seq, again)
 
     async def push(self, url: str, branch: str, start: str, tip: str, bundle: bytes | None) -> PushOutcome:
         """Push an accepted attempt's ``tip`` to ``url``'s ``branch`` (never forced): asked by the
@@ -338,7 +358,7 @@ class NodeRunner:
         one, which takes the commits from ``bundle``. See ``NodeRepos.push_tip``."""
         return await self.repos.push_tip(url, branch, start, tip, bundle)
 
-    async def _admit(self, job: Job, on_event: Callable[[TaskEvent], None]) -> Outcome:
+    async def _admit(self, job: Job, on_event: Callable[[TaskEvent], None], outage: OutageLink) -> Outcome:
         """Run ``job`` unless this node is fenced or a newer attempt of the task came here already."""
         task_id = job.task.id
         refusal: str | None = None
@@ -357,12 +377,12 @@ class NodeRunner:
             if not (isinstance(event, System) and event.subtype == "runner.finished"):
                 on_event(task_event)
 
-        outcome = await self._execute(job, sink)
+        outcome = await self._execute(job, sink, outage)
         fenced = self.watch.fenced  # stopped by the fence: not an outcome of the task
         result = redact_event(outcome.result, self.redactor)
         return replace(outcome, result=result, epoch=job.epoch, fenced=fenced)
 
-    async def _execute(self, job: Job, on_event: Callable[[TaskEvent], None]) -> Outcome:
+    async def _execute(self, job: Job, on_event: Callable[[TaskEvent], None], outage: OutageLink) -> Outcome:
         task = job.task
         on_event(
             notice(
@@ -454,6 +474,8 @@ class NodeRunner:
                     on_event=on_event,
                     stop=self.stop_event,
                     resume_session=job.resume_session,
+                    start_head=job.base_head,
+                    outage=outage,
                 )
             except UsageError as exc:
                 return failed(f"{exc} (on {self.hostname})", "usage")

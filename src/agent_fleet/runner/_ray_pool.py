@@ -313,7 +313,7 @@ class ActorPool:
         ping = self._pings.pop(worker.name, None)
         if ping is not None:
             ping.cancel()
-        self._call(worker, "fence", reason)
+        self.tell(worker, "fence", reason)
         if replace and worker.info.node_id not in self.replaced:
             self.replaced.add(worker.info.node_id)
             self.starting.add(asyncio.get_running_loop().create_task(self._replace(worker)))
@@ -352,7 +352,7 @@ class ActorPool:
                 lost.append((late, reason, False))
         return lost
 
-    def _call(self, worker: Worker, method: str, *args: Any) -> None:
+    def tell(self, worker: Worker, method: str, *args: Any) -> None:
         """``worker.actor.<method>(*args)`` without waiting; its answer is collected at ``close``."""
         with contextlib.suppress(Exception):
             self._calls.append(asyncio.ensure_future(getattr(worker.actor, method).remote(*args)))
@@ -376,7 +376,7 @@ class ActorPool:
         """Tell every alive actor to stop its running tasks (they end ``cancelled``)."""
         for worker in self.workers:
             if worker.alive:
-                self._call(worker, "stop")
+                self.tell(worker, "stop")
 
     def cancel_starting(self) -> None:
         for starting in self.starting:
