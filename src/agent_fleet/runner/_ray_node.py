@@ -162,7 +162,8 @@ class Outcome:
     The task's ``runner.finished`` notice is not sent: the driver announces the end after publishing
     (a refused push changes the status). ``fenced`` (why) says the node had fenced itself: the
     attempt was stopped or refused by that, and is no outcome of the task. ``diff``: the task's final
-    diff (every turn's changes, redacted), as a local batch records it."""
+    diff (every turn's changes, redacted), and ``files`` the files it changed since it started (git's
+    view of its tree), as a local batch records them."""
 
     result: TaskResult
     epoch: int = 0
@@ -175,6 +176,7 @@ class Outcome:
     attempt_branch: str | None = None
     fenced: str | None = None
     diff: str | None = None
+    files: tuple[str, ...] = ()
 
 
 def provider_environ(options: Any) -> dict[str, str]:
@@ -480,10 +482,14 @@ class NodeRunner:
             except UsageError as exc:
                 return failed(f"{exc} (on {self.hostname})", "usage")
             diff: str | None = None
+            files: tuple[str, ...] = ()
             if ran.start_head is not None:
-                # The task's final diff (every turn's changes), read before its worktree is removed.
+                # The task's final diff (every turn's changes) and the files it changed, read before its
+                # worktree is removed (the driver keeps them unless the task shares its tree, as locally).
                 with contextlib.suppress(_git.GitError):
                     diff = self.redactor.text(await _git.final_diff(run_cwd, ran.start_head))
+                    changed = await _git.changed_files(run_cwd, ran.start_head)
+                    files = tuple(self.redactor.text(name) for name in changed)
         finally:
             if worktree is not None and repo is not None:
                 kept = await asyncio.shield(self.repos.remove_worktree(repo, worktree))
@@ -497,6 +503,7 @@ class NodeRunner:
         return Outcome(
             result=ran,
             diff=diff,
+            files=files,
             branch=branch,
             worktree_kept=str(kept) if kept is not None else None,
             bundle=bundle,

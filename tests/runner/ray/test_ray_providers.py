@@ -136,7 +136,9 @@ async def test_claude_runs_on_the_nodes(repo: Path, tmp_path: Path) -> None:
         agent_requests = len(server.agent_requests)
     summary = json.loads((out / "summary.json").read_text())
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(summary)
-    assert {t["task_id"]: t["status"] for t in summary["tasks"]} == {i: "succeeded" for i in ids}, summary
+    assert {t["task_id"]: t["status"] for t in summary["tasks"]} == {i: "succeeded" for i in ids}, [
+        (t["reason"], t["commands"]) for t in summary["tasks"]
+    ]
     assert len({e.node_id for e in result.entries if isinstance(e, RayBatchEntry)}) == 2
     assert agent_requests == 3 * len(ids)
     for t in summary["tasks"]:
