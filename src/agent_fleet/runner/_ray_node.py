@@ -224,6 +224,9 @@ class NodeRunner:
         self.raylet = raylet_parent()  # read now: once the raylet is gone this process has another parent
         self.watch = NodeWatch(config.fence_timeout, time.monotonic())  # anew once the provider started
         self.works: set[asyncio.Task[Outcome]] = set()
+        self.streams = 0  # ``run`` calls not yet returned (their outcome may still be on its way)
+        self.drained = asyncio.Event()
+        self.drained.set()
         self.epochs: dict[str, int] = {}  # the newest epoch seen per task
         self.links: dict[tuple[str, int], OutageLink] = {}  # per running attempt (task, epoch)
         self._watcher: asyncio.Task[None] | None = None
@@ -293,9 +296,11 @@ class NodeRunner:
 
     async def _fence_now(self) -> None:
         """Stop the running turns, shut the provider down and end this process, within the bound: a
-        quarter of it for the turns to stop (cleanly, so clean worktrees are removed), a quarter for
-        the provider, a quarter for this batch's work directory (unless it keeps a worktree with
-        uncommitted work); the reaper ends whatever the provider started when this process is gone."""
+        quarter of it for the turns to stop (cleanly, so clean worktrees are removed; then an eighth for
+        their outcomes, which say the node fenced itself and why, to leave with their streams), a
+        quarter for the provider, a quarter for this batch's work directory (unless it keeps a worktree
+        with uncommitted work); the reaper ends whatever the provider started when this process is
+        gone."""
         grace = self.config.fence_timeout / 4
         self.stop_event.set()
         works = set(self.works)
@@ -304,6 +309,8 @@ class NodeRunner:
             for work in works:
                 work.cancel()
             await asyncio.wait(works, timeout=1.0)
+        with contextlib.suppress(TimeoutError):  # (ending the process first loses them: "actor died")
+            await asyncio.wait_for(self.drained.wait(), grace / 2)
         provider, self.provider = self.provider, None
         if provider is not None:
             with contextlib.suppress(BaseException):
@@ -336,6 +343,8 @@ class NodeRunner:
         work = asyncio.get_running_loop().create_task(self._admit(job, outbox.put, link))
         self.works.add(work)
         work.add_done_callback(self.works.discard)
+        self.streams += 1
+        self.drained.clear()
         try:
             async for batch in outbox.batches(work, self.config.flush_interval):
                 yield Events(events=batch)
@@ -346,6 +355,9 @@ class NodeRunner:
                 await asyncio.wait([work])
             if self.links.get(key) is link:
                 del self.links[key]
+            self.streams -= 1
+            if not self.streams:
+                self.drained.set()
 
     async def outage_answer(self, task_id: str, epoch: int, seq: int, again: bool) -> None:
         """The driver's answer to a turn of attempt ``epoch`` of ``task_id`` that lost the model: try it
