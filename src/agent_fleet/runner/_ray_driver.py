@@ -246,7 +246,7 @@ class RayBatch(BatchBooks):
     def _node_lost(self, worker: Worker, reason: str, *, actor_died: bool = False) -> None:
         """No more work on ``worker``'s node; its running attempts notice (``gone``) and are abandoned."""
         replace_actor = actor_died and self.stopped is None
-        if self.pool.lost(worker, reason, replace=replace_actor):
+        if self.pool.lost(worker, reason, replace=replace_actor, died=actor_died):
             running = sorted(p.task.id for p, w in self.running.values() if w is worker)
             self._node_notice(worker.info.node_id, worker.info.hostname, reason, running)
 
@@ -337,6 +337,8 @@ class RayBatch(BatchBooks):
         except Gone:
             with contextlib.suppress(Exception):
                 ray.cancel(items)
+            if worker.died:  # (a heartbeat saw its actor dead before this stream did: lost with it)
+                return Lost(str(worker.lost), actor_died=True)
             return Lost(f"its node was given up: {worker.lost}", abandoned=True)
         except ray.exceptions.RayTaskError as exc:
             return Broken(f"the task raised on {worker.info.hostname}: {one_line(exc, 500)}")

@@ -103,6 +103,8 @@ def _finished(out: Path, task_id: str) -> bool:
     ledger = Ledger.open(out, lock=False)
     try:
         return ledger.get(task_id).state == "finished"
+    except KeyError:  # the ledger exists, its tasks are not in it yet
+        return False
     finally:
         ledger.close()
 
