@@ -5,12 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .procs import descendants
 
-__all__ = ["Connection", "Listener", "connections", "descendants", "listening"]
+__all__ = ["Connection", "Listener", "LoopbackWatch", "connections", "descendants", "listening"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +116,39 @@ def listening(pids: Iterable[int]) -> list[Listener]:
                 host, port = _address(local)
                 found.append(Listener(inodes[inode], _program(inodes[inode]), proto, host, port))
     return found
+
+
+class LoopbackWatch:
+    """Every socket of a process tree, sampled in a thread while a block runs: what listened or
+    connected anywhere but loopback (``off_loopback``). ``with LoopbackWatch(os.getpid()) as watch:``;
+    a sample costs a scan of /proc, so ``period`` stays around half a second."""
+
+    def __init__(self, root: int, period: float = 0.5) -> None:
+        self.root, self.period = root, period
+        self.samples = 0
+        self.seen: set[tuple[int, str, int]] = set()  # (pid, host, port) of every socket seen
+        self.off_loopback: dict[tuple[int, str, int], Listener | Connection] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loopback-watch", daemon=True)
+
+    def sample(self) -> None:
+        pids = descendants(self.root)
+        for item in [*listening(pids), *connections(pids)]:
+            key = (item.pid, item.host, item.port)
+            self.seen.add(key)
+            if not item.loopback:
+                self.off_loopback.setdefault(key, item)
+        self.samples += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.sample()
+
+    def __enter__(self) -> LoopbackWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()  # and once more at the end

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import time
 
-from .sockets import descendants, listening
+from .sockets import LoopbackWatch, descendants, listening
 
 
 def test_it_finds_a_socket_bound_to_every_interface_and_one_on_loopback() -> None:
@@ -21,3 +24,34 @@ def test_it_finds_a_socket_bound_to_every_interface_and_one_on_loopback() -> Non
     finally:
         wide.close()
         local.close()
+
+
+def test_the_watch_reports_a_child_that_listens_or_connects_beyond_loopback() -> None:
+    # A child binds every interface and aims a UDP socket off the machine (``connect`` on UDP sends no
+    # packet): both are reported, by process; its loopback socket is seen and not reported.
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys, time\n"
+            "wide = socket.socket(); wide.bind(('0.0.0.0', 0)); wide.listen()\n"
+            "out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); out.connect(('192.0.2.1', 9))\n"
+            "near = socket.socket(); near.bind(('127.0.0.1', 0)); near.listen()\n"
+            "print(wide.getsockname()[1], near.getsockname()[1], flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        wide, near = map(int, child.stdout.readline().split())
+        with LoopbackWatch(os.getpid(), period=0.05) as watch:
+            while watch.samples < 2:
+                time.sleep(0.01)
+    finally:
+        child.kill()
+        child.wait()
+    assert (child.pid, "0.0.0.0", wide) in watch.off_loopback and len(watch.off_loopback) == 2
+    assert (child.pid, "127.0.0.1", near) in watch.seen
+    assert all(key[0] == child.pid for key in watch.off_loopback), watch.off_loopback

@@ -25,9 +25,10 @@ class BatchEntry:
 
     ``worktree_path`` is the worktree the task ran in (kept or removed); ``recorded`` what its
     ``TaskRecorder`` saw; ``prompt``, ``model`` and ``provider`` what was planned for it; ``retries``
-    the attempts after the first (None where a backend does not retry); ``resumed_from`` the session
-    this run continued. ``state`` and ``runs`` are the ledger's (``queued``, ``running``,
-    ``interrupted``, ``finished``; how many times the batch started the task)."""
+    the times the backend ran the task again (a Ray batch after a lost node; 0 on a local batch, None
+    when not recorded); ``resumed_from`` the session this run continued. ``state`` and ``runs`` are
+    the ledger's (``queued``, ``running``, ``interrupted``, ``finished``; how many times the batch
+    started the task)."""
 
     result: TaskResult
     branch: str | None = None
@@ -95,10 +96,17 @@ class BatchResult:
         return redacted
 
 
-def entries_from_summary(summary: Mapping[str, Any]) -> tuple[BatchEntry, ...]:
-    """Every task of a summary as a ``BatchEntry``: those that ran (``tasks``), then those never started
-    (``not_started``, listed by id)."""
-    entries = [entry_from_summary(t) for t in summary.get("tasks") or []]
+def entries_from_summary(
+    summary: Mapping[str, Any], known: Mapping[str, BatchEntry] | None = None
+) -> tuple[BatchEntry, ...]:
+    """Every task of a summary as a ``BatchEntry``: those that ran (``tasks``; the entry in ``known``
+    when there is one, e.g. what a Ray run holds of the tasks it ran, with the ledger's ``state`` and
+    ``runs`` from the summary), then those never started (``not_started``, listed by id)."""
+    have = known or {}
+    entries = [
+        _with_ledger(have[t["task_id"]], t) if t["task_id"] in have else entry_from_summary(t)
+        for t in summary.get("tasks") or []
+    ]
     not_started = summary.get("not_started") or {}
     reason = str(not_started.get("reason") or "not started")
     # Tens of thousands at a stop: built without the frozen __init__ (3x cheaper, see _fastnew).
@@ -108,6 +116,11 @@ def entries_from_summary(summary: Mapping[str, Any]) -> tuple[BatchEntry, ...]:
         for task_id in not_started.get("task_ids") or []
     ]
     return tuple(entries)
+
+
+def _with_ledger(entry: BatchEntry, t: Mapping[str, Any]) -> BatchEntry:
+    """``entry`` with the ledger's view of its task (summary record ``t``): its state and runs."""
+    return dataclasses.replace(entry, state=str(t.get("state") or entry.state), runs=int(t.get("runs") or 0))
 
 
 def _defaults(cls: type[Any], after: int, **given: Any) -> tuple[Any, ...]:

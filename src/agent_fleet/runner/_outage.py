@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Protocol
 
 from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.contract import Handle
@@ -51,7 +52,14 @@ from agent_fleet.events import (
 )
 from agent_fleet.runner._types import TaskEvent, notice
 
-__all__ = ["DEFAULT_MODEL_TIMEOUT", "DEFAULT_OUTAGE_TIMEOUT", "ModelOutage", "ProgressWatch", "end_turn"]
+__all__ = [
+    "DEFAULT_MODEL_TIMEOUT",
+    "DEFAULT_OUTAGE_TIMEOUT",
+    "ModelOutage",
+    "OutageReport",
+    "ProgressWatch",
+    "end_turn",
+]
 
 #: Seconds a turn may go without model progress (``--model-timeout``).
 DEFAULT_MODEL_TIMEOUT = 180.0
@@ -148,6 +156,20 @@ async def end_turn(handle: Handle) -> bool:
     with contextlib.suppress(AgentFleetError):
         await handle.stop()
     return True
+
+
+class OutageReport(Protocol):
+    """What a running task tells its batch about the model (``run_task(outage=...)``): the batch's
+    ``ModelOutage`` itself, or on a Ray node its stand-in that reports to the driver's
+    (``runner._ray_outage``)."""
+
+    def enter(self, task_id: str) -> None: ...
+
+    def leave(self, task_id: str) -> None: ...
+
+    def progress(self, task_id: str) -> None: ...
+
+    async def hit(self, task_id: str, cause: str, *, settle: float) -> bool: ...
 
 
 class ModelOutage:

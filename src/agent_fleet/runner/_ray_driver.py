@@ -12,39 +12,50 @@ accepted attempt only: in a shared repository the task's branch is moved to the 
 (``publish_branch``); with ``--push`` a node pushes the accepted commit (``NodeRunner.push``; if that
 node is lost meanwhile, another node pushes it from the bundle). An abandoned attempt therefore never
 moves the task's branch.
+
+Model outages: the driver keeps the batch's one ``ModelOutage``, fed by what each attempt's task
+reports in its stream (``_ray_outage``): when every running task lost the model the batch pauses (no
+attempt is placed) and stops, resumable, once the model stayed away for ``outage_timeout``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import shutil
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from agent_fleet.events import System, ToolUse
-from agent_fleet.runner import _git
-from agent_fleet.runner._batch_types import entry_from_summary
-from agent_fleet.runner._ledger_views import write_records
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT, ModelOutage
+from agent_fleet.runner._ray_attempts import (
+    Broken,
+    Ending,
+    Gone,
+    Lost,
+    Pending,
+    Try,
+    finished_data,
+    publish,
+    stream,
+)
+from agent_fleet.runner._ray_books import BatchBooks, adopt_interrupted, cluster_nodes, unended_attempts
 from agent_fleet.runner._ray_fence import poll_interval
 from agent_fleet.runner._ray_jobs import plan_jobs, resumed_job
 from agent_fleet.runner._ray_node import BRANCH_PREFIX, Events, Job, Outcome
-from agent_fleet.runner._ray_pool import ActorPool, Excluded, Worker, one_line, where
-from agent_fleet.runner._ray_repo import PushOutcome, branch_tip, keep_bundle, publish_branch, repo_lock
+from agent_fleet.runner._ray_outage import OutageSignal
+from agent_fleet.runner._ray_pool import ActorPool, Worker, one_line, where
+from agent_fleet.runner._ray_repo import keep_bundle
 from agent_fleet.runner._tasks_file import entry_object
 from agent_fleet.runner._types import EventSink, TaskEvent, notice
 from agent_fleet.runner.batch import BatchEntry, BatchTask
 from agent_fleet.runner.ledger import Ledger
-from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult, RayNode
+from agent_fleet.runner.ray_backend import RayBatchEntry, RayBatchResult
 from agent_fleet.runner.task import Task, TaskResult
-from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ATTEMPT_PREFIX", "RayBatch"]
 
@@ -52,91 +63,9 @@ __all__ = ["ATTEMPT_PREFIX", "RayBatch"]
 ATTEMPT_PREFIX = "agent-fleet-attempts/"
 
 _CANCEL_GRACE = 15.0
-_T = TypeVar("_T")
 
 
-@dataclass(slots=True, eq=False)
-class _Pending:
-    task: BatchTask
-    job: Job
-    attempt: int = 0
-    epoch: int = 0
-    avoid: set[str] = field(default_factory=set)
-    failures: list[str] = field(default_factory=list)
-    branch_created: bool = False
-    stale_worktree: str | None = None
-    #: every attempt on the cluster and what it did (see ``_Try``), the current one last
-    tries: list[_Try] = field(default_factory=list)
-
-
-@dataclass(slots=True, eq=False)
-class _Try:
-    """One attempt as the driver saw it: where, what it did (from its events), how it ended."""
-
-    attempt: int
-    epoch: int
-    node_id: str
-    hostname: str
-    actor: str
-    started_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
-    outcome: str = "running"  # accepted | abandoned | lost | provider_failed | error | refused
-    reason: str | None = None
-    session_id: str | None = None
-    turns: int = 0
-    commands: int = 0
-    events: int = 0
-    attempt_branch: str | None = None
-    worktree: str | None = None
-    commit: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "attempt": self.attempt,
-            "epoch": self.epoch,
-            "node_id": self.node_id,
-            "hostname": self.hostname,
-            "actor": self.actor,
-            "started_at": self.started_at,
-            "ended_at": self.ended_at,
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "session_id": self.session_id,
-            "turns": self.turns,
-            "commands": self.commands,
-            "events": self.events,
-            "attempt_branch": self.attempt_branch,
-            "worktree": self.worktree,
-            "commit": self.commit,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class _Lost:
-    """The attempt is lost with its node, retried: its actor died (``actor_died``), the driver gave the
-    node up while it ran (``abandoned``), or the node fenced itself (``fenced``)."""
-
-    reason: str
-    actor_died: bool = False
-    abandoned: bool = False
-    fenced: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Broken:
-    """The node raised (a bug, not an outcome): not retried."""
-
-    reason: str
-
-
-class _Gone(Exception):
-    """The attempt's worker was given up while the driver waited for it."""
-
-
-_Ending = Outcome | _Lost | _Broken
-
-
-class RayBatch:
+class RayBatch(BatchBooks):
     """One batch on a Ray cluster: ``prepare`` then ``run`` (see ``ray_backend.run_batch_ray``)."""
 
     def __init__(
@@ -161,21 +90,19 @@ class RayBatch:
         meta: Mapping[str, Any] | None = None,
         resume_from: Ledger | None = None,
         complete: Callable[[RayBatchEntry], RayBatchEntry] | None = None,
+        outage_timeout: float | None = DEFAULT_OUTAGE_TIMEOUT,
     ) -> None:
+        super().__init__(
+            out=out, on_event=on_event, on_result=on_result, complete=complete, fence_timeout=fence_timeout
+        )
         self.ray = ray
         self.meta = meta
         self.resumed = resume_from
-        self.ledger: Ledger | None = None  # the batch's record (see runner.ledger), from ``prepare`` on
         self.template = template
-        self.out = out
         self.worktrees = worktrees
-        self.on_event = on_event
-        self.on_result = on_result
-        self.complete = complete
         self.repo_url = repo_url
         self.push = push
         self.max_retries = max_retries
-        self.fence_timeout = fence_timeout
         self.batch_id = time.strftime("%Y%m%d%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self.pool = ActorPool(
             ray,
@@ -189,16 +116,14 @@ class RayBatch:
             exclude=exclude_nodes,
         )
         self.tasks: list[BatchTask] = []
-        self.planned: dict[str, Job] = {}
-        #: attempts an earlier run started in a shared repository and never ended (it died): cleared
-        self.stale: list[tuple[str, dict[str, Any]]] = []
-        self.queue: deque[_Pending] = deque()
-        self.running: dict[asyncio.Task[_Ending], tuple[_Pending, Worker]] = {}
-        self.entries: dict[str, RayBatchEntry] = {}
-        self.writers: dict[str, TranscriptWriter] = {}
+        self.queue: deque[Pending] = deque()
+        self.running: dict[asyncio.Task[Ending], tuple[Pending, Worker]] = {}
         self.epochs = 0
         self.stopped: str | None = None
         self.fatal = False
+        self.outage = ModelOutage(
+            limit=outage_timeout, notify=self._outage_notice, on_give_up=self._request_stop
+        )
 
     # -- before any work -----------------------------------------------------------------------------
 
@@ -228,14 +153,15 @@ class RayBatch:
         if self.resumed is not None:
             self.ledger = self.resumed
             rows = {row.id: row for row in self.ledger.rows(states=("queued", "running", "interrupted"))}
-            self.stale = [(task_id, d) for task_id in rows for d in _unended_attempts(self.ledger, task_id)]
+            self.stale = [(task_id, d) for task_id in rows for d in unended_attempts(self.ledger, task_id)]
+            self.adopted = await adopt_interrupted(self.planned, self.stale)
             self.queue = deque(
-                _Pending(task=t, job=resumed_job(job, rows[t.id], self.out))
+                Pending(task=t, job=resumed_job(job, rows[t.id], self.out))
                 for t, job in pairs
                 if t.id in rows
             )
         else:
-            self.queue = deque(_Pending(task=t, job=job) for t, job in pairs)
+            self.queue = deque(Pending(task=t, job=job) for t, job in pairs)
             entries = [(t.id, t.line, entry_object(t)) for t in tasks]
             self.ledger = Ledger.create(self.out, entries, meta=self.meta)
 
@@ -281,7 +207,7 @@ class RayBatch:
         try:
             while True:
                 self._check_nodes()
-                if self.stopped is None:
+                if self.stopped is None and not self.outage.paused:  # (paused: the model is away)
                     self._dispatch()
                 if not self.running:
                     if not self.queue or self.stopped is not None:
@@ -320,7 +246,7 @@ class RayBatch:
     def _node_lost(self, worker: Worker, reason: str, *, actor_died: bool = False) -> None:
         """No more work on ``worker``'s node; its running attempts notice (``gone``) and are abandoned."""
         replace_actor = actor_died and self.stopped is None
-        if self.pool.lost(worker, reason, replace=replace_actor):
+        if self.pool.lost(worker, reason, replace=replace_actor, died=actor_died):
             running = sorted(p.task.id for p, w in self.running.values() if w is worker)
             self._node_notice(worker.info.node_id, worker.info.hostname, reason, running)
 
@@ -370,7 +296,7 @@ class RayBatch:
                 ),
             )
             pending.tries.append(
-                _Try(
+                Try(
                     attempt=pending.attempt,
                     epoch=pending.epoch,
                     node_id=worker.info.node_id,
@@ -391,131 +317,87 @@ class RayBatch:
             )
             self.running[attempt] = (pending, worker)
 
-    async def _attempt(self, pending: _Pending, worker: Worker, job: Job) -> _Ending:
+    async def _attempt(self, pending: Pending, worker: Worker, job: Job) -> Ending:
         """Stream one attempt; its outcome, published (see the module docstring). The attempt is
-        abandoned the moment its worker is given up (``_Lost(abandoned=True)``): nothing more of it is
+        abandoned the moment its worker is given up (``Lost(abandoned=True)``): nothing more of it is
         taken, whatever its node still sends."""
         ray = self.ray
-        stream = worker.actor.run.options(num_returns="streaming").remote(job)
+        items = worker.actor.run.options(num_returns="streaming").remote(job)
         outcome: Outcome | None = None
         try:
-            async for item in _stream(stream, worker.gone):
+            async for item in stream(items, worker.gone):
                 if isinstance(item, Events):
                     for task_event in item.events:
-                        self._deliver(pending, task_event)
+                        if isinstance(task_event, OutageSignal):
+                            self._outage_signal(pending, worker, task_event)
+                        else:
+                            self._deliver(pending, task_event)
                 elif isinstance(item, Outcome):
                     outcome = item
-        except _Gone:
+        except Gone:
             with contextlib.suppress(Exception):
-                ray.cancel(stream)
-            return _Lost(f"its node was given up: {worker.lost}", abandoned=True)
+                ray.cancel(items)
+            if worker.died:  # (a heartbeat saw its actor dead before this stream did: lost with it)
+                return Lost(str(worker.lost), actor_died=True)
+            return Lost(f"its node was given up: {worker.lost}", abandoned=True)
         except ray.exceptions.RayTaskError as exc:
-            return _Broken(f"the task raised on {worker.info.hostname}: {one_line(exc, 500)}")
+            return Broken(f"the task raised on {worker.info.hostname}: {one_line(exc, 500)}")
         except ray.exceptions.RayError as exc:
-            return _Lost(f"{type(exc).__name__}: {one_line(exc, 500)}", actor_died=True)
+            return Lost(f"{type(exc).__name__}: {one_line(exc, 500)}", actor_died=True)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
-                ray.cancel(stream)
+                ray.cancel(items)
             raise
         if outcome is None:
-            return _Broken(f"the node {worker.info.hostname} ended the task without a result")
+            return Broken(f"the node {worker.info.hostname} ended the task without a result")
         if outcome.epoch != pending.epoch:
-            return _Broken(f"the node {worker.info.hostname} answered for another attempt")
+            return Broken(f"the node {worker.info.hostname} answered for another attempt")
         if outcome.fenced is not None:
-            return _Lost(f"the node fenced itself: {outcome.fenced}", fenced=True)
+            return Lost(f"the node fenced itself: {outcome.fenced}", fenced=True)
         if outcome.result.fatal:
             return outcome  # the node's provider failed: nothing of it is published (see _settle)
-        return await self._publish(pending, worker, job, outcome)
+        return await publish(self.pool, worker, job, outcome, self._emit)
 
-    async def _publish(self, pending: _Pending, worker: Worker, job: Job, outcome: Outcome) -> Outcome:
-        """The accepted attempt's work leaves its node: the task's branch moved to it (shared repository),
-        its commits pushed (``--push``; not for a stopped run: ``--resume`` pushes it)."""
-        result = outcome.result
+    def _outage_signal(self, pending: Pending, worker: Worker, signal: OutageSignal) -> None:
+        """What the attempt's task reported about the model, into the batch's ``ModelOutage``."""
         task_id = pending.task.id
-        if not job.clone and job.repo is not None and outcome.branch is not None and outcome.tip:
-            kept = outcome.worktree_kept is not None
-            try:
-                await publish_branch(
-                    Path(job.repo),
-                    outcome.branch,
-                    outcome.tip,
-                    base=outcome.base,
-                    attempt_branch=None if kept else outcome.attempt_branch,
+        match signal.kind:
+            case "enter":
+                self.outage.enter(task_id)
+            case "leave":
+                self.outage.leave(task_id)
+            case "progress":
+                self.outage.progress(task_id)
+            case "hit":
+                answer = asyncio.get_running_loop().create_task(
+                    self._answer_hit(pending, worker, signal), name=f"ray:outage:{task_id}"
                 )
-            except _git.GitError as exc:
-                reason = f"cannot set {outcome.branch} to the attempt's commit {outcome.tip[:12]}: {exc}"
-                result = replace(result, status="failed", reason=reason, error_code="worktree_failed")
-            return replace(outcome, result=result)
-        pushed: PushOutcome | None = None
-        if (
-            job.push
-            and job.repo is not None
-            and job.start is not None
-            and outcome.branch is not None
-            and outcome.tip
-            and outcome.bundle is not None  # commits after the start: something to push
-            and result.status != "cancelled"
-        ):
-            pushed = await self._push(worker, job, outcome)
-            self._emit(notice(task_id, "push", **pushed.to_dict()))
-            result = _after_push(result, pushed, bundled=True)
-        return replace(outcome, result=result, push=pushed)
+                pending.hits.add(answer)
+                answer.add_done_callback(pending.hits.discard)
 
-    async def _push(self, first: Worker, job: Job, outcome: Outcome) -> PushOutcome:
-        """Have a node push the accepted commit: the node that ran it, else (lost) any live one, which
-        takes the commits from the bundle. Pushing a commit the remote already has succeeds, so a push
-        tried again after a node was lost mid-push never fails for that."""
-        assert job.repo is not None and job.start is not None and outcome.branch and outcome.tip
-        tried: list[Worker] = []
-        errors: list[str] = []
-        worker: Worker | None = first
-        while worker is not None:
-            tried.append(worker)
-            call = worker.actor.push.remote(job.repo, outcome.branch, job.start, outcome.tip, outcome.bundle)
-            try:
-                pushed: PushOutcome = await _unless_gone(call, worker.gone)
-                return pushed
-            except _Gone:
-                errors.append(f"{worker.where} was lost")
-            except self.ray.exceptions.RayError as exc:
-                errors.append(f"{worker.where}: {one_line(exc, 200)}")
-            worker = self.pool.any_alive(besides=tried)
-        error = "no node could push it (" + "; ".join(errors) + ")"
-        return PushOutcome(branch=outcome.branch, commit=outcome.tip, pushed=False, error=error)
+    async def _answer_hit(self, pending: Pending, worker: Worker, signal: OutageSignal) -> None:
+        """The batch's answer to a turn that lost the model, sent to the attempt that asked."""
+        epoch = pending.epoch
+        again = await self.outage.hit(pending.task.id, signal.cause, settle=signal.settle)
+        if worker.alive and pending.epoch == epoch:
+            self.pool.tell(worker, "outage_answer", pending.task.id, epoch, signal.seq, again)
 
-    def _writer(self, task_id: str) -> TranscriptWriter:
-        writer = self.writers.get(task_id)
-        if writer is None:
-            writer = self.writers[task_id] = TranscriptWriter(self.out / f"{task_id}.jsonl")
-        return writer
+    def _attempt_ended(self, pending: Pending) -> None:
+        """The attempt runs no more (whatever ended it): the batch's ``ModelOutage`` forgets it."""
+        for answer in pending.hits:
+            answer.cancel()
+        self.outage.leave(pending.task.id)
 
-    def _deliver(self, pending: _Pending, task_event: TaskEvent) -> None:
-        event = task_event.event
-        current = pending.tries[-1]
-        current.events += 1
-        if isinstance(event, ToolUse) and event.name == "shell" and not event.synthetic:
-            current.commands += 1
-        if isinstance(event, System) and event.subtype == "runner.worktree":
-            pending.branch_created = True
-            pending.stale_worktree = current.worktree = str(event.data.get("path") or "") or None
-            if current.attempt_branch is not None and self.ledger is not None:
-                # Where the attempt works, as soon as it does: a run that dies leaves it to the next.
-                self.ledger.annotate(pending.task.id, "attempt_started", current.to_dict())
-        if isinstance(event, System) and task_event.source == "runner" and self.ledger is not None:
-            if event.subtype == "runner.session":
-                session_id = event.data.get("session_id")
-                if isinstance(session_id, str):
-                    current.session_id = session_id
-                    self.ledger.session(pending.task.id, session_id)
-            elif event.subtype in ("runner.started", "runner.retry"):
-                current.turns += 1
-                self.ledger.attempt(pending.task.id)  # as it starts, as on a local batch
-        self._emit(task_event)
+    def _outage_notice(self, task_event: TaskEvent) -> None:
+        """``runner.batch_paused`` / ``runner.batch_resumed``: to the live view, as on a local batch."""
+        if self.on_event is not None:
+            self.on_event(task_event)
 
-    def _settle(self, pending: _Pending, worker: Worker, ending: _Ending) -> None:
+    def _settle(self, pending: Pending, worker: Worker, ending: Ending) -> None:
         task_id = pending.task.id
         current = pending.tries[-1]
         current.ended_at = time.time()
+        self._attempt_ended(pending)
         match ending:
             case Outcome(result=result) if result.fatal:
                 # The node's provider failed (credential refused, app-server died): the node is bad, a
@@ -533,7 +415,7 @@ class RayBatch:
                     bundle_path = keep_bundle(self.out, task_id, bundle)  # an earlier one is kept aside
                 elif pending.job.earlier_bundle is not None:
                     bundle_path = self.out / f"{task_id}.bundle"  # none came back: the earlier one holds all
-                self._emit(notice(task_id, "finished", **_finished_data(result)))  # after publishing
+                self._emit(notice(task_id, "finished", **finished_data(result)))  # after publishing
                 self._finish(
                     pending,
                     worker,
@@ -543,8 +425,9 @@ class RayBatch:
                     bundle=bundle_path,
                     push=push,
                     diff=ending.diff,
+                    files=ending.files,
                 )
-            case _Lost(reason=reason, actor_died=actor_died, abandoned=abandoned, fenced=fenced):
+            case Lost(reason=reason, actor_died=actor_died, abandoned=abandoned, fenced=fenced):
                 current.outcome = "abandoned" if abandoned or fenced else "lost"
                 current.reason = reason
                 if fenced:
@@ -552,7 +435,7 @@ class RayBatch:
                 elif not abandoned:
                     self._node_lost(worker, f"its actor died: {reason}", actor_died=actor_died)
                 self._retry_or_fail(pending, worker, reason)
-            case _Broken(reason=reason):
+            case Broken(reason=reason):
                 current.outcome, current.reason = "error", reason
                 error = TaskResult(
                     task_id=task_id,
@@ -561,12 +444,10 @@ class RayBatch:
                     error_code="internal_error",
                     transcript=self._writer(task_id).path,
                 )
-                self._emit(notice(task_id, "finished", **_finished_data(error)))
+                self._emit(notice(task_id, "finished", **finished_data(error)))
                 self._finish(pending, worker, error)
 
-    def _retry_or_fail(
-        self, pending: _Pending, worker: Worker, why: str, last: Outcome | None = None
-    ) -> None:
+    def _retry_or_fail(self, pending: Pending, worker: Worker, why: str, last: Outcome | None = None) -> None:
         """The attempt on ``worker`` is lost (``why``): record it and queue the task again, to another
         node, within the retries; else the task fails (with the last attempt's own result if it had
         one)."""
@@ -609,64 +490,8 @@ class RayBatch:
                 error_code="node_lost",
                 transcript=self._writer(task_id).path,
             )
-        self._emit(notice(task_id, "finished", **_finished_data(failed)))
+        self._emit(notice(task_id, "finished", **finished_data(failed)))
         self._finish(pending, worker, failed, recorded=True)
-
-    def _note_attempt(self, pending: _Pending) -> None:
-        """An attempt that was not accepted, in the task's ledger history, with what it did."""
-        if self.ledger is not None:
-            self.ledger.annotate(pending.task.id, "attempt", pending.tries[-1].to_dict())
-
-    def _emit(self, task_event: TaskEvent) -> None:
-        self._writer(task_event.task_id).write(task_event)
-        if self.on_event is not None:
-            self.on_event(task_event)
-
-    def _finish(
-        self,
-        pending: _Pending,
-        worker: Worker | None,
-        result: TaskResult,
-        *,
-        branch: str | None = None,
-        kept: Path | None = None,
-        bundle: Path | None = None,
-        push: PushOutcome | None = None,
-        recorded: bool = False,
-        diff: str | None = None,
-    ) -> None:
-        task_id = pending.task.id
-        if branch is None and pending.branch_created and pending.job.clone:
-            branch = BRANCH_PREFIX + task_id
-        if pending.tries and not recorded:
-            self._note_attempt(pending)
-        last = pending.tries[-1] if pending.tries else None
-        resumed = pending.job.resume_session
-        entry = RayBatchEntry(
-            result=result,
-            branch=branch,
-            worktree=kept,
-            worktree_path=Path(last.worktree) if last is not None and last.worktree else None,
-            resumed_from=resumed if resumed is not None and result.session_id == resumed else None,
-            node=worker.info.hostname if worker is not None else None,
-            node_id=worker.info.node_id if worker is not None else None,
-            attempts=pending.attempt,
-            failures=tuple(pending.failures),
-            bundle=bundle,
-            push=push,
-            cluster_attempts=tuple(t.to_dict() for t in pending.tries),
-        )
-        if self.complete is not None:
-            entry = self.complete(entry)
-        if diff is not None and entry.recorded is not None:
-            entry = replace(entry, recorded={**entry.recorded, "diff": diff})  # the final one, as locally
-        self.entries[task_id] = entry
-        self._record(entry)
-        writer = self.writers.pop(task_id, None)
-        if writer is not None:
-            writer.close()
-        if self.on_result is not None:
-            self.on_result(entry)
 
     def _interrupt_queue(self) -> None:
         """The batch stops with tasks queued again after a lost attempt: they end interrupted (a
@@ -686,17 +511,8 @@ class RayBatch:
                 session_id=pending.tries[-1].session_id if pending.tries else None,
                 transcript=self._writer(pending.task.id).path,
             )
-            self._emit(notice(pending.task.id, "finished", **_finished_data(result)))
+            self._emit(notice(pending.task.id, "finished", **finished_data(result)))
             self._finish(pending, None, result, recorded=True)
-
-    def _record(self, entry: RayBatchEntry) -> None:
-        if self.ledger is not None:
-            self.ledger.finish(
-                entry.result.task_id,
-                result=entry.to_dict(),
-                attempts=0,  # each turn was counted as it started (_deliver), as on a local batch
-                worktree_kept=str(entry.worktree) if entry.worktree is not None else None,
-            )
 
     def _request_stop(self, reason: str, *, fatal: bool = False) -> None:
         if self.stopped is not None:
@@ -726,6 +542,7 @@ class RayBatch:
             if attempt.done() and not attempt.cancelled() and attempt.exception() is None:
                 self._settle(pending, worker, attempt.result())
             else:
+                self._attempt_ended(pending)
                 result = TaskResult(
                     task_id=pending.task.id,
                     status="cancelled",
@@ -738,7 +555,7 @@ class RayBatch:
         self._interrupt_queue()
         self.pool.cancel_starting()
 
-    async def _wait(self, futures: set[asyncio.Task[_Ending]], seconds: float) -> None:
+    async def _wait(self, futures: set[asyncio.Task[Ending]], seconds: float) -> None:
         """Wait for ``futures`` (all of them) up to ``seconds``, asking for heartbeats meanwhile: a node
         not asked for long fences itself (see ``_ray_fence``)."""
         deadline = time.monotonic() + seconds
@@ -751,57 +568,6 @@ class RayBatch:
             else:
                 await asyncio.sleep(step)
 
-    async def _settle_abandoned(self, *, wait: bool) -> None:
-        """Shared-path mode, for each attempt that was not accepted, once its node is surely stopped
-        (the fencing bound after it was given up; ``wait`` False: only those whose actor is dead):
-        its worktree is removed (the task ran again; whether it held uncommitted changes is recorded),
-        and its own branch is deleted unless it holds commits (then kept, and recorded with the
-        attempt)."""
-        found: list[tuple[str, int, Job]] = []
-        latest = 0.0
-        for task_id, entry in self.entries.items():
-            job = self.planned.get(task_id)
-            if job is None or job.repo is None or job.clone or not job.worktree:
-                continue
-            for n, t in enumerate(entry.cluster_attempts):
-                if t.get("outcome") != "accepted" and t.get("attempt_branch"):
-                    found.append((task_id, n, job))
-                    if t.get("outcome") != "lost":  # (lost: its actor died, nothing of it runs)
-                        latest = max(latest, float(t.get("ended_at") or 0.0) + self.fence_timeout)
-        if not found and not self.stale:
-            return
-        if time.time() < latest:
-            if not wait:
-                return
-            await self._wait(set(), latest - time.time())
-        for task_id, n, job in found:
-            entry = self.entries[task_id]
-            tries = [dict(t) for t in entry.cluster_attempts]
-            t = tries[n]
-            name = str(t["attempt_branch"])
-            tip, dirty = await _clear_attempt(
-                Path(job.repo or "."), job.start, task_id, name, t.get("worktree")
-            )
-            t["commit"] = tip
-            t["attempt_branch"] = name if tip is not None else None
-            t["uncommitted"] = dirty
-            entry = replace(entry, cluster_attempts=tuple(tries))
-            self.entries[task_id] = entry
-            if self.ledger is not None:
-                self.ledger.replace_record(task_id, entry.to_dict())
-        for task_id, started in self.stale:
-            job = self.planned.get(task_id)
-            if job is None or job.repo is None:
-                continue
-            name = str(started["attempt_branch"])
-            tip, dirty = await _clear_attempt(
-                Path(job.repo), job.start, task_id, name, started.get("worktree")
-            )
-            if self.ledger is not None:
-                detail = {**started, "outcome": "interrupted", "commit": tip, "uncommitted": dirty}
-                detail["attempt_branch"] = name if tip is not None else None
-                self.ledger.annotate(task_id, "attempt", detail)
-
     def _result(self, duration: float) -> RayBatchResult:
         ordered: list[BatchEntry] = []
         for t in self.tasks:
@@ -810,19 +576,7 @@ class RayBatch:
                 reason = f"not started: {self.stopped or 'the batch stopped'}"
                 found = RayBatchEntry(result=TaskResult(task_id=t.id, status="cancelled", reason=reason))
             ordered.append(found)
-        nodes = tuple(
-            RayNode(
-                node_id=w.info.node_id,
-                hostname=w.info.hostname,
-                actor=w.name,
-                pid=w.info.pid or None,
-                provider_pid=w.info.provider_pid,
-                tasks=tuple(w.tasks),
-                lost=w.lost,
-            )
-            for w in self.pool.workers
-            if w.lost is not None or (w.alive and w.info.pid)
-        ) + tuple(_excluded_node(e) for e in self.pool.excluded)
+        nodes = cluster_nodes(self.pool)
         result = RayBatchResult(
             entries=tuple(ordered),
             duration=duration,
@@ -833,135 +587,4 @@ class RayBatch:
             batch_id=self.batch_id,
             nodes=nodes,
         )
-        if self.ledger is None:
-            text = json.dumps(result.to_dict(), indent=2) + "\n"
-            (self.out / "summary.json").write_text(text, encoding="utf-8")
-            return result
-        extra = {"backend": "ray", "batch_id": self.batch_id, "nodes": [n.to_dict() for n in nodes]}
-        try:
-            _, payload = write_records(
-                self.ledger,
-                started_at=None,
-                duration=duration,
-                stopped=self.stopped,
-                fatal=self.fatal,
-                provider_pids=result.provider_pids,
-                extra=extra,
-            )
-        finally:
-            self.ledger.close()
-            self.ledger = None
-        # Tasks this run did not run (a resume keeps what earlier runs finished) are as the ledger says.
-        entries = tuple(self.entries.get(t["task_id"]) or entry_from_summary(t) for t in payload["tasks"])
-        return replace(result, entries=entries, summary=payload)
-
-
-async def _clear_attempt(
-    repo: Path, start: str | None, task_id: str, name: str, worktree: str | None
-) -> tuple[str | None, bool]:
-    """An attempt that was not accepted, in a shared repository: its worktree removed (it is done with:
-    the task ran again), its branch ``name`` deleted unless it holds commits of its own. Returns the
-    commit the kept branch holds (None: deleted) and whether the worktree held uncommitted changes."""
-    dirty = False
-    async with repo_lock(repo):
-        if worktree is not None and await asyncio.to_thread(Path(worktree).is_dir):
-            dirty = await _dirty(Path(worktree))
-            with contextlib.suppress(_git.GitError):
-                await _git.git(repo, "worktree", "remove", "--force", worktree)
-            await asyncio.to_thread(shutil.rmtree, worktree, True)
-            await asyncio.to_thread(_prune_up, Path(worktree), 3)
-        with contextlib.suppress(_git.GitError):
-            await _git.git(repo, "worktree", "prune")
-        tip = await branch_tip(repo, name)
-        if tip is not None and await _nothing_new(repo, tip, start, task_id):
-            with contextlib.suppress(_git.GitError):
-                await _git.git(repo, "branch", "-D", name)
-            tip = None
-    return tip, dirty
-
-
-async def _nothing_new(repo: Path, tip: str, start: str | None, task_id: str) -> bool:
-    """``tip`` is the start, or already on the task's branch: the attempt committed nothing of its own."""
-    if start is not None and tip == start:
-        return True
-    try:
-        await _git.git(repo, "merge-base", "--is-ancestor", tip, f"refs/heads/{BRANCH_PREFIX}{task_id}")
-    except _git.GitError:
-        return False
-    return True
-
-
-async def _dirty(worktree: Path) -> bool:
-    try:
-        return await _git.is_dirty(worktree)
-    except _git.GitError:
-        return False
-
-
-def _prune_up(path: Path, levels: int) -> None:
-    """Remove ``path``'s parents that are left empty, up to ``levels`` of them."""
-    for parent in list(path.parents)[:levels]:
-        try:
-            parent.rmdir()
-        except OSError:
-            return
-
-
-def _unended_attempts(ledger: Ledger, task_id: str) -> list[dict[str, Any]]:
-    """The attempts of ``task_id`` the ledger saw start (with their own branch) and never end."""
-    started: dict[str, dict[str, Any]] = {}
-    for what, detail in ledger.history(task_id):
-        name = detail.get("attempt_branch")
-        if what == "attempt_started" and isinstance(name, str):
-            started[name] = detail
-        elif what == "attempt" and isinstance(name, str):
-            started.pop(name, None)
-    return list(started.values())
-
-
-def _excluded_node(e: Excluded) -> RayNode:
-    return RayNode(node_id=e.node_id, hostname=e.hostname, actor="", provider_pid=None, lost=e.reason)
-
-
-async def _unless_gone(awaitable: Awaitable[_T], gone: asyncio.Event) -> _T:
-    """``await awaitable``, unless ``gone`` is set first (then ``_Gone``; the await is cancelled)."""
-    if gone.is_set():
-        raise _Gone
-    future = asyncio.ensure_future(awaitable)
-    waiter = asyncio.ensure_future(gone.wait())
-    try:
-        await asyncio.wait({future, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        if not future.done():
-            future.cancel()
-    if gone.is_set():
-        if future.done() and not future.cancelled():
-            future.exception()  # retrieved: what a given-up node answered is not taken
-        raise _Gone
-    return future.result()
-
-
-async def _stream(stream: Any, gone: asyncio.Event) -> AsyncIterator[Any]:
-    """The items of a streaming actor call, until it ends or ``gone`` is set (``_Gone``)."""
-    items = stream.__aiter__()
-    while True:
-        try:
-            ref = await _unless_gone(items.__anext__(), gone)
-        except StopAsyncIteration:
-            return
-        yield await _unless_gone(ref, gone)
-
-
-def _after_push(result: TaskResult, pushed: PushOutcome, bundled: bool) -> TaskResult:
-    """A task whose branch was to be pushed and was not did not deliver: a success becomes a failure
-    (``push_failed``); a failure keeps its own reason (the push's is in the ``runner.push`` notice)."""
-    if pushed.pushed or result.status != "succeeded":
-        return result
-    where = " (its commits are in the task's bundle)" if bundled else ""
-    reason = f"the push of {pushed.branch} was refused: {pushed.error}{where}"
-    return replace(result, status="failed", reason=reason, error_code="push_failed")
-
-
-def _finished_data(result: TaskResult) -> dict[str, Any]:
-    return {k: v for k, v in result.to_dict().items() if k != "final_text"}
+        return self._summary(result)

@@ -11,7 +11,8 @@ stop them. The fencing bound ``fence_timeout`` (seconds, ``--fence-timeout``) cl
   and so does a driver that stopped asking for heartbeats for the bound (it died, or cannot reach
   the node: it gives the node up then too). Fencing stops the running turns, shuts the provider down
   and ends the actor process (its reaper then ends every process the provider started): a quarter
-  of the bound for the turns, a quarter for the provider, a quarter for the work directory.
+  of the bound for the turns, an eighth for their outcomes to reach the driver, a quarter for the
+  provider, a quarter for the work directory.
 - **On the driver** (``Heartbeats``): each live actor is asked for its health every ``poll`` seconds.
   A node that answers "fenced", or whose last healthy answer is older than the bound, is lost: no work
   is placed on it, its running attempts are abandoned (their results would not be accepted) and

@@ -106,13 +106,18 @@ async def _path_jobs(
 
 
 def resumed_job(job: Job, row: LedgerRow, out: Path) -> Job:
-    """``job`` continuing what the ledger's ``row`` says earlier runs did: its session (unless it is to
-    start afresh) and its branch; in URL mode the branch comes from the bundle the last run brought
-    back, shipped to whichever node runs it (each run clones anew)."""
-    session = row.session_id if row.resumable and not row.fresh else None
+    """``job`` continuing what the ledger's ``row`` says earlier runs did: its session and the commit its
+    first run started from (unless it is to start afresh) and its branch; in URL mode the branch comes
+    from the bundle the last run brought back, shipped to whichever node runs it (each run clones
+    anew)."""
+    continued = row.resumable and not row.fresh
+    session = row.session_id if continued else None
+    base_head = row.base_head if continued else None
     reuse = row.runs > 0
     earlier = earlier_bundle(out, job.task.id) if reuse and job.clone else None
-    return replace(job, reuse_branch=reuse, resume_session=session, earlier_bundle=earlier)
+    return replace(
+        job, reuse_branch=reuse, resume_session=session, base_head=base_head, earlier_bundle=earlier
+    )
 
 
 async def remote_head(url: str) -> str:

@@ -12,7 +12,11 @@ macOS and Windows (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``). That switch is read
   node on the machine's address while the node listens on 127.0.0.1, and start-up times out.
 
 ``loopback_only()`` sets both for the duration of ``ray.init`` and restores them afterwards (Ray's
-processes keep what they started with). ``local_init_kwargs`` also passes ``address="local"``: without
+processes keep what they started with). It also turns Ray's usage statistics off for the processes
+started meanwhile (``RAY_USAGE_STATS_ENABLED=0``): Ray enables them by default, and a head node's
+dashboard process (started even with ``include_dashboard=False``, as a minimal one) then sends a report
+to ``usage-stats.ray.io`` a minute after start and every hour: traffic off the machine that a
+loopback-only instance must not make. ``local_init_kwargs`` also passes ``address="local"``: without
 it ``ray.init()`` joins any cluster a ``ray start`` left on the machine (``/tmp/ray/ray_current_cluster``)
 instead of starting one.
 
@@ -32,6 +36,7 @@ from typing import Any, Final
 __all__ = ["local_init_kwargs", "loopback_only"]
 
 _SWITCH: Final = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_USAGE_STATS: Final = "RAY_USAGE_STATS_ENABLED"
 _LOOPBACK: Final = "127.0.0.1"
 # Ray adds "/ray/session_2026-01-01_00-00-00_000000_<pid>/sockets/plasma_store" (~70 bytes) to its root.
 _LONGEST_ROOT: Final = 107 - 72
@@ -53,18 +58,21 @@ def local_init_kwargs(object_store_memory: int) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def loopback_only() -> Iterator[None]:
-    """Ray's cluster mode off (see the module docstring) while the block starts a local instance."""
+    """Ray's cluster mode and usage statistics off (see the module docstring) while the block starts a
+    local instance."""
     import ray._private.ray_constants as constants
 
-    saved_env = os.environ.get(_SWITCH)
+    saved_env = {name: os.environ.get(name) for name in (_SWITCH, _USAGE_STATS)}
     saved_constant = constants.ENABLE_RAY_CLUSTER
     os.environ[_SWITCH] = "0"
+    os.environ[_USAGE_STATS] = "0"
     constants.ENABLE_RAY_CLUSTER = False
     try:
         yield
     finally:
         constants.ENABLE_RAY_CLUSTER = saved_constant
-        if saved_env is None:
-            os.environ.pop(_SWITCH, None)
-        else:
-            os.environ[_SWITCH] = saved_env
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -7,6 +7,7 @@ actor, so its methods are coroutines on one event loop: ``start`` -> ``run`` (ma
 ``shutdown``. ``heartbeat`` answers the driver's heartbeats and ``fence`` is the driver giving the
 node up; from ``start`` on the node watches its raylet, the GCS and those heartbeats, and fences
 itself (``_ray_fence``): it stops its turns and its provider and ends its own process.
+``outage_answer`` is the driver answering a task whose turn lost the model (``_ray_outage``).
 
 ``run(job)`` is a streaming generator: it yields ``Events`` batches (redacted here, with this node's
 environment, so a secret of a worker never reaches the driver) while the task runs and ends with one
@@ -54,6 +55,7 @@ from agent_fleet.runner._ray_fence import (
     poll_interval,
     raylet_parent,
 )
+from agent_fleet.runner._ray_outage import OutageLink, OutageSignal
 from agent_fleet.runner._ray_repo import NodeRepos, PushOutcome, branch_tip, flock
 from agent_fleet.runner._ray_stream import Outbox
 from agent_fleet.runner._types import TaskEvent, notice
@@ -115,7 +117,9 @@ class Job:
     ``reuse_branch``: the batch is resumed and an earlier run made the branch: it is checked out as it is
     (its commits kept) in a new worktree; in a clone, from ``earlier_bundle`` (the bundle that run
     brought back; None when it made no commit). ``resume_session``: the session the task continues
-    (``run_task(resume_session=...)``). ``push`` (clone only): the driver will have the task's branch
+    (``run_task(resume_session=...)``); ``base_head``: the commit its first run started from, which
+    its work is measured from (``run_task(start_head=...)``: ``--require-commit``, the review, the
+    diff), as on a local batch. ``push`` (clone only): the driver will have the task's branch
     pushed to the URL once it accepted the attempt (``NodeRunner.push``; never forced).
 
     ``epoch`` is the driver's number for this attempt (a node acts only for the newest epoch of a task
@@ -134,6 +138,7 @@ class Job:
     stale_worktree: str | None = None
     reuse_branch: bool = False
     resume_session: str | None = None
+    base_head: str | None = None
     earlier_bundle: bytes | None = None
     push: bool = False
     epoch: int = 0
@@ -142,7 +147,10 @@ class Job:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Events:
-    events: tuple[TaskEvent, ...]
+    """A batch of an attempt's events, in order, with what its task reported about the model among
+    them (``OutageSignal``, for the driver's ``ModelOutage``: see ``_ray_outage``)."""
+
+    events: tuple[TaskEvent | OutageSignal, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,7 +162,8 @@ class Outcome:
     The task's ``runner.finished`` notice is not sent: the driver announces the end after publishing
     (a refused push changes the status). ``fenced`` (why) says the node had fenced itself: the
     attempt was stopped or refused by that, and is no outcome of the task. ``diff``: the task's final
-    diff (every turn's changes, redacted), as a local batch records it."""
+    diff (every turn's changes, redacted), and ``files`` the files it changed since it started (git's
+    view of its tree), as a local batch records them."""
 
     result: TaskResult
     epoch: int = 0
@@ -167,6 +176,7 @@ class Outcome:
     attempt_branch: str | None = None
     fenced: str | None = None
     diff: str | None = None
+    files: tuple[str, ...] = ()
 
 
 def provider_environ(options: Any) -> dict[str, str]:
@@ -214,7 +224,11 @@ class NodeRunner:
         self.raylet = raylet_parent()  # read now: once the raylet is gone this process has another parent
         self.watch = NodeWatch(config.fence_timeout, time.monotonic())  # anew once the provider started
         self.works: set[asyncio.Task[Outcome]] = set()
+        self.streams = 0  # ``run`` calls not yet returned (their outcome may still be on its way)
+        self.drained = asyncio.Event()
+        self.drained.set()
         self.epochs: dict[str, int] = {}  # the newest epoch seen per task
+        self.links: dict[tuple[str, int], OutageLink] = {}  # per running attempt (task, epoch)
         self._watcher: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -282,9 +296,11 @@ class NodeRunner:
 
     async def _fence_now(self) -> None:
         """Stop the running turns, shut the provider down and end this process, within the bound: a
-        quarter of it for the turns to stop (cleanly, so clean worktrees are removed), a quarter for
-        the provider, a quarter for this batch's work directory (unless it keeps a worktree with
-        uncommitted work); the reaper ends whatever the provider started when this process is gone."""
+        quarter of it for the turns to stop (cleanly, so clean worktrees are removed; then an eighth for
+        their outcomes, which say the node fenced itself and why, to leave with their streams), a
+        quarter for the provider, a quarter for this batch's work directory (unless it keeps a worktree
+        with uncommitted work); the reaper ends whatever the provider started when this process is
+        gone."""
         grace = self.config.fence_timeout / 4
         self.stop_event.set()
         works = set(self.works)
@@ -293,6 +309,8 @@ class NodeRunner:
             for work in works:
                 work.cancel()
             await asyncio.wait(works, timeout=1.0)
+        with contextlib.suppress(TimeoutError):  # (ending the process first loses them: "actor died")
+            await asyncio.wait_for(self.drained.wait(), grace / 2)
         provider, self.provider = self.provider, None
         if provider is not None:
             with contextlib.suppress(BaseException):
@@ -320,9 +338,13 @@ class NodeRunner:
 
         Cancelling it (``ray.cancel``) interrupts the task, removes a clean worktree and re-raises."""
         outbox = Outbox(self.redactor, redact_event)
-        work = asyncio.get_running_loop().create_task(self._admit(job, outbox.put))
+        key = (job.task.id, job.epoch)
+        link = self.links[key] = OutageLink(outbox.signal, self.redactor.text)
+        work = asyncio.get_running_loop().create_task(self._admit(job, outbox.put, link))
         self.works.add(work)
         work.add_done_callback(self.works.discard)
+        self.streams += 1
+        self.drained.clear()
         try:
             async for batch in outbox.batches(work, self.config.flush_interval):
                 yield Events(events=batch)
@@ -331,6 +353,18 @@ class NodeRunner:
             if not work.done():
                 work.cancel()
                 await asyncio.wait([work])
+            if self.links.get(key) is link:
+                del self.links[key]
+            self.streams -= 1
+            if not self.streams:
+                self.drained.set()
+
+    async def outage_answer(self, task_id: str, epoch: int, seq: int, again: bool) -> None:
+        """The driver's answer to a turn of attempt ``epoch`` of ``task_id`` that lost the model: try it
+        again now, uncounted (the batch waits the outage out), or not (see ``_ray_outage``)."""
+        link = self.links.get((task_id, epoch))
+        if link is not None:
+            link.answer(seq, again)
 
     async def push(self, url: str, branch: str, start: str, tip: str, bundle: bytes | None) -> PushOutcome:
         """Push an accepted attempt's ``tip`` to ``url``'s ``branch`` (never forced): asked by the
@@ -338,7 +372,7 @@ class NodeRunner:
         one, which takes the commits from ``bundle``. See ``NodeRepos.push_tip``."""
         return await self.repos.push_tip(url, branch, start, tip, bundle)
 
-    async def _admit(self, job: Job, on_event: Callable[[TaskEvent], None]) -> Outcome:
+    async def _admit(self, job: Job, on_event: Callable[[TaskEvent], None], outage: OutageLink) -> Outcome:
         """Run ``job`` unless this node is fenced or a newer attempt of the task came here already."""
         task_id = job.task.id
         refusal: str | None = None
@@ -357,12 +391,12 @@ class NodeRunner:
             if not (isinstance(event, System) and event.subtype == "runner.finished"):
                 on_event(task_event)
 
-        outcome = await self._execute(job, sink)
+        outcome = await self._execute(job, sink, outage)
         fenced = self.watch.fenced  # stopped by the fence: not an outcome of the task
         result = redact_event(outcome.result, self.redactor)
         return replace(outcome, result=result, epoch=job.epoch, fenced=fenced)
 
-    async def _execute(self, job: Job, on_event: Callable[[TaskEvent], None]) -> Outcome:
+    async def _execute(self, job: Job, on_event: Callable[[TaskEvent], None], outage: OutageLink) -> Outcome:
         task = job.task
         on_event(
             notice(
@@ -454,14 +488,20 @@ class NodeRunner:
                     on_event=on_event,
                     stop=self.stop_event,
                     resume_session=job.resume_session,
+                    start_head=job.base_head,
+                    outage=outage,
                 )
             except UsageError as exc:
                 return failed(f"{exc} (on {self.hostname})", "usage")
             diff: str | None = None
+            files: tuple[str, ...] = ()
             if ran.start_head is not None:
-                # The task's final diff (every turn's changes), read before its worktree is removed.
+                # The task's final diff (every turn's changes) and the files it changed, read before its
+                # worktree is removed (the driver keeps them unless the task shares its tree, as locally).
                 with contextlib.suppress(_git.GitError):
                     diff = self.redactor.text(await _git.final_diff(run_cwd, ran.start_head))
+                    changed = await _git.changed_files(run_cwd, ran.start_head)
+                    files = tuple(self.redactor.text(name) for name in changed)
         finally:
             if worktree is not None and repo is not None:
                 kept = await asyncio.shield(self.repos.remove_worktree(repo, worktree))
@@ -475,6 +515,7 @@ class NodeRunner:
         return Outcome(
             result=ran,
             diff=diff,
+            files=files,
             branch=branch,
             worktree_kept=str(kept) if kept is not None else None,
             bundle=bundle,

@@ -68,6 +68,7 @@ class Worker:
     placed: int = 0
     alive: bool = True
     lost: str | None = None
+    died: bool = False  # lost because its actor died (not given up while it ran)
     tasks: list[str] = field(default_factory=list)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -299,21 +300,22 @@ class ActorPool:
                 return await self._spawn(node_id, suffix="-r1")
         return None
 
-    def lost(self, worker: Worker, reason: str, *, replace: bool) -> bool:
-        """``worker`` is lost (``reason``): no more work goes to it, the attempts on it stop waiting
-        (``gone``), it is told to fence itself (when it can still hear), and (``replace``: its actor
-        died on a node still alive; once per node) a new one is started there. False when it was lost
-        already."""
+    def lost(self, worker: Worker, reason: str, *, replace: bool, died: bool = False) -> bool:
+        """``worker`` is lost (``reason``; ``died``: its actor died): no more work goes to it, the
+        attempts on it stop waiting (``gone``), it is told to fence itself (when it can still hear), and
+        (``replace``: its actor died on a node still alive; once per node) a new one is started there.
+        False when it was lost already."""
         if not worker.alive:
             return False
         worker.alive = False
         worker.lost = reason
+        worker.died = died
         worker.gone.set()
         self.beats.forget(worker.name)
         ping = self._pings.pop(worker.name, None)
         if ping is not None:
             ping.cancel()
-        self._call(worker, "fence", reason)
+        self.tell(worker, "fence", reason)
         if replace and worker.info.node_id not in self.replaced:
             self.replaced.add(worker.info.node_id)
             self.starting.add(asyncio.get_running_loop().create_task(self._replace(worker)))
@@ -332,8 +334,8 @@ class ActorPool:
             if ping is not None and ping.done():
                 del self._pings[worker.name]
                 error = None if ping.cancelled() else ping.exception()
-                if error is not None:
-                    lost.append((worker, f"its actor died: {one_line(error)}", True))
+                if error is not None:  # (named as the attempts' streams name it: ActorDiedError: ...)
+                    lost.append((worker, f"its actor died: {type(error).__name__}: {one_line(error)}", True))
                     continue
                 if not ping.cancelled():
                     health = ping.result()
@@ -352,7 +354,7 @@ class ActorPool:
                 lost.append((late, reason, False))
         return lost
 
-    def _call(self, worker: Worker, method: str, *args: Any) -> None:
+    def tell(self, worker: Worker, method: str, *args: Any) -> None:
         """``worker.actor.<method>(*args)`` without waiting; its answer is collected at ``close``."""
         with contextlib.suppress(Exception):
             self._calls.append(asyncio.ensure_future(getattr(worker.actor, method).remote(*args)))
@@ -376,7 +378,7 @@ class ActorPool:
         """Tell every alive actor to stop its running tasks (they end ``cancelled``)."""
         for worker in self.workers:
             if worker.alive:
-                self._call(worker, "stop")
+                self.tell(worker, "stop")
 
     def cancel_starting(self) -> None:
         for starting in self.starting:

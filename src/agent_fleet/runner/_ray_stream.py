@@ -1,4 +1,5 @@
-"""A Ray attempt's outbox: the events a running task queues on its node, handed to the driver in batches.
+"""A Ray attempt's outbox: the events a running task queues on its node (and what it reports about the
+model, ``_ray_outage``), handed to the driver in batches.
 
 ``NodeRunner.run`` is a streaming generator: while it is suspended at a ``yield`` (Ray is sending the
 last batch to the driver) the task goes on and queues more events, and may finish. ``Outbox.batches``
@@ -14,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from agent_fleet.runner._delta_redact import DeltaCoalescer
+from agent_fleet.runner._ray_outage import OutageSignal
 from agent_fleet.runner._types import TaskEvent
 from agent_fleet.runner.transcript import Redactor
 
@@ -28,7 +30,7 @@ class Outbox:
         self._redactor = redactor
         self._redact = redact
         self._deltas = DeltaCoalescer(redactor)  # a node secret split over deltas is redacted whole
-        self._pending: list[TaskEvent] = []
+        self._pending: list[TaskEvent | OutageSignal] = []
         self._ready = asyncio.Event()
 
     def put(self, task_event: TaskEvent) -> None:
@@ -37,12 +39,17 @@ class Outbox:
             self._pending.append(self._redacted(streamed))
         self._ready.set()
 
+    def signal(self, signal: OutageSignal) -> None:
+        """Queue what the task reports about the model (``_ray_outage``), after the events before it."""
+        self._pending.append(signal)
+        self._ready.set()
+
     def _redacted(self, task_event: TaskEvent) -> TaskEvent:
         return replace(task_event, event=self._redact(task_event.event, self._redactor))
 
     async def batches(
         self, work: asyncio.Future[Any], flush_interval: float
-    ) -> AsyncIterator[tuple[TaskEvent, ...]]:
+    ) -> AsyncIterator[tuple[TaskEvent | OutageSignal, ...]]:
         """Batches of queued events while ``work`` runs (bursts gathered for ``flush_interval``), then
         whatever was queued up to its end, text fragments still held included. Returns once ``work``
         is done and nothing is left; the caller then takes ``work``'s result."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from agent_fleet.contract import Handle, Provider
 from agent_fleet.events import Error
-from agent_fleet.runner._outage import DEFAULT_MODEL_TIMEOUT, ModelOutage, end_turn
+from agent_fleet.runner._outage import DEFAULT_MODEL_TIMEOUT, OutageReport, end_turn
 from agent_fleet.runner._pace import pause_before_turn
 from agent_fleet.runner._retry import retry_backoff, retry_hint
 from agent_fleet.runner._task_types import Task, TaskStatus
@@ -29,7 +29,7 @@ class TaskRetries:
     provider: Provider | None
     session_id: str | None
     status: TaskStatus
-    outage: ModelOutage | None
+    outage: OutageReport | None
     stopped_for_outage: bool
     _ending: set[asyncio.Task[bool]]
 

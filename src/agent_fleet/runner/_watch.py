@@ -66,16 +66,22 @@ class Watch:
         self.spans.pop(task_id, None)
 
     def complete(self, entry: _E, task: BatchTask, planned: str | None, provider: str) -> _E:
-        """``entry`` with what was recorded and planned for it (and its retries, where attempts count)."""
+        """``entry`` with what was recorded and planned for it, and its ``retries``: the times the
+        backend ran the task again (a Ray batch after a lost node: its attempts on the cluster after
+        the first; a local batch never does: 0). Turn-level retries are in the ledger's ``attempts``."""
         recorder = self.recorders.get(task.id)
         attempts = getattr(entry, "attempts", 0)
+        if isinstance(attempts, int) and attempts > 0:
+            retries = attempts - 1
+        else:
+            retries = entry.retries if entry.retries is not None else 0
         return replace(
             entry,
             recorded=recorder.record() if recorder is not None else None,
             prompt=task.prompt,
             model=task.model or planned,
             provider=provider,
-            retries=attempts - 1 if isinstance(attempts, int) and attempts > 0 else entry.retries,
+            retries=retries,
         )
 
 

@@ -234,6 +234,7 @@ async def run_batch(
             meta=meta,
             resume_from=resumed,
             complete=complete_entry,
+            outage_timeout=outage_timeout,
             **ray_extra,
         )
         return complete_ray(ray_result, watch, out, started_at, prices)

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT
 from agent_fleet.runner._ray_fence import DEFAULT_FENCE_TIMEOUT
 from agent_fleet.runner._ray_pool import RAY_EXTRA_HINT, import_ray
 from agent_fleet.runner._ray_repo import PushOutcome
@@ -182,6 +183,7 @@ async def run_batch_ray(
     meta: Mapping[str, Any] | None = None,
     resume_from: Ledger | None = None,
     complete: Callable[[RayBatchEntry], RayBatchEntry] | None = None,
+    outage_timeout: float | None = DEFAULT_OUTAGE_TIMEOUT,
 ) -> RayBatchResult:
     """Run ``tasks`` on a Ray cluster (see the module docstring); the arguments are ``run_batch``'s, plus:
 
@@ -208,6 +210,9 @@ async def run_batch_ray(
       characters), host name or address each.
     - ``complete``: called with each entry before it is recorded (``run_batch`` adds what it recorded
       and planned for the task, so the ledger holds the whole record as soon as the task ends).
+    - ``outage_timeout``: as ``run_batch``'s: when every running task of the cluster lost the model
+      the batch pauses (no task is placed), and it stops, resumable, once the model stayed away this
+      long (None: never). The driver keeps that one view of the model (see ``_ray_outage``).
 
     Returns a ``RayBatchResult`` (also written to ``out_dir/summary.json``). Raises ``UsageError`` (bad
     arguments or tasks, an ``exclude_nodes`` entry that names no node), and when no node can run the
@@ -253,6 +258,7 @@ async def run_batch_ray(
         meta=meta,
         resume_from=resume_from,
         complete=complete,
+        outage_timeout=outage_timeout,
     )
     await batch.prepare(tasks, cwd)
     return await batch.run(ray_address, stop)

@@ -63,7 +63,7 @@ from agent_fleet.events import Error, Result, TextDelta
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
-from agent_fleet.runner._outage import ModelOutage, ProgressWatch
+from agent_fleet.runner._outage import OutageReport, ProgressWatch
 from agent_fleet.runner._record import tail
 from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
 from agent_fleet.runner._retry import should_retry
@@ -131,14 +131,14 @@ async def run_task(
     stop: asyncio.Event | None = None,
     resume_session: str | None = None,
     start_head: str | None = None,
-    outage: ModelOutage | None = None,
+    outage: OutageReport | None = None,
 ) -> TaskResult:
     """Run ``task`` to a ``TaskResult`` (see the module docstring).
 
     ``resume_session``: continue that interrupted session instead (see ``runner._resume.open_session``).
     ``start_head``: the commit the task's work is measured from (``require_commit``, the review, the
     diff) when it continues an earlier run: HEAD when the task first started. Default: HEAD now.
-    ``outage``: the batch's ``ModelOutage`` the task reports to (see ``runner._outage``).
+    ``outage``: the batch's ``ModelOutage`` the task reports to, or a stand-in (see ``runner._outage``).
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
     provider called ``provider_name`` is made from ``options`` (the registry entry's options type, e.g.
@@ -211,7 +211,7 @@ class _TaskRun(TaskRetries):
         self.base_head: str | None = None  # an earlier run's start (a resumed task's work began there)
         self.deadline: float | None = None  # monotonic: when the task's timeout expires
         self.core: asyncio.Task[None] | None = None
-        self.outage: ModelOutage | None = None
+        self.outage: OutageReport | None = None
         self.stopped_for_outage = False  # the silent turn's session was stopped: the retry resumes it
         self._ending: set[asyncio.Task[bool]] = set()
 

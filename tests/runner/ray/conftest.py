@@ -14,6 +14,13 @@ Setting only the variable after ``import ray`` leaves the two disagreeing: the d
 on the machine's address while the node listens on 127.0.0.1, and start-up times out (what an earlier
 attempt saw). So the fixture sets both for its lifetime (``_ray_local.loopback_only``), and
 ``test_ray_loopback`` checks every socket of the cluster and every connection it makes.
+
+Nowhere else, in every module of this directory: ``loopback_only`` also turns Ray's usage statistics
+off (the head's dashboard process would report to usage-stats.ray.io a minute after start; the
+fixture checks its log says it did not), and ``_loopback_watch`` samples every socket of this process
+and of every process below it (the cluster, drivers and local instances the tests start, the nodes'
+codex children) while a module runs: a module whose processes listened or connected anywhere but
+loopback fails.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +44,26 @@ except ImportError as exc:  # never skip: the Ray backend is part of the product
 from agent_fleet.runner._ray_local import loopback_only
 from agent_fleet.testing._env import DEFAULT_ENV_KEY
 
+from ...sockets import LoopbackWatch
+
 NODES = 3
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _loopback_watch() -> Iterator[None]:
+    """Every module: its processes listen and connect on loopback only (see the module docstring)."""
+    with LoopbackWatch(os.getpid()) as watch:
+        yield
+    assert watch.samples and watch.off_loopback == {}, watch.off_loopback
+
+
+def _usage_reports(session_dir: str) -> str:
+    """What the head's dashboard logged about Ray's usage reporting (``Usage report...`` lines)."""
+    try:
+        log = (Path(session_dir) / "logs" / "dashboard.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(line for line in log.splitlines() if "Usage report" in line)
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +79,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             initialize_head=True,
             head_node_args={"num_cpus": 1, "resources": {"node-0": 1}, "include_dashboard": False},
         )
+        session_dir = cluster.head_node.get_session_dir_path()
         try:
             for i in range(1, NODES):
                 cluster.add_node(num_cpus=1, resources={f"node-{i}": 1}, include_dashboard=False)
@@ -66,6 +94,8 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+    reports = _usage_reports(session_dir)
+    assert "Usage reporting is disabled" in reports and "request" not in reports, reports
 
 
 def add_node(cluster: Any, name: str, env: Mapping[str, str] | None = None) -> Any:

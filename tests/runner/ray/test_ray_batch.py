@@ -197,11 +197,20 @@ async def test_six_tasks_spread_over_the_nodes_and_a_killed_actor_is_rescheduled
     assert live_agent_fleet_actors() == []
 
 
-async def test_stop_cancels_the_work_on_every_node(
+async def test_stop_cancels_the_work_on_every_node_and_a_resume_measures_from_the_first_start(
     repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions, tmp_path: Path
 ) -> None:
-    ids = ["a", "b", "c"]
-    scripted_model.responder = ScriptedAgent({i: [[run("sleep 120")]] for i in ids})
+    """Stopped with a task on every node and two never started: the result lists all five, as a local
+    batch's does (the never-started ones from the summary's compact list). Each running task had
+    committed before it was stopped; resumed, its session ends without a new commit, and
+    ``--require-commit`` passes: it is measured from the commit the task first started from, not from
+    where the resumed run began (as on a local batch)."""
+    start = git(repo, "rev-parse", "HEAD")
+    running, never = ["a", "b", "c"], ["d", "e"]
+    ids = running + never
+    scripts = {i: [[write_file(f"{i}.txt", i), commit(f"task {i}"), run("sleep 120")], []] for i in running}
+    scripts |= {i: [[write_file(f"{i}.txt", i), commit(f"task {i}")]] for i in never}
+    scripted_model.responder = ScriptedAgent(scripts)
     stop = asyncio.Event()
     sleeping: set[str] = set()
     stopped_at = 0.0
@@ -210,15 +219,16 @@ async def test_stop_cancels_the_work_on_every_node(
         nonlocal stopped_at
         if "sleep 120" in str(event.event):
             sleeping.add(event.task_id)
-            if len(sleeping) == len(ids) and not stop.is_set():
+            if len(sleeping) == len(running) and not stop.is_set():
                 stopped_at = time.monotonic()
                 stop.set()
 
+    out = tmp_path / "out"
     result = await asyncio.wait_for(
         run_batch(
-            [BatchTask(id=i, prompt=f"[task:{i}] sleep") for i in ids],
+            [BatchTask(id=i, prompt=f"[task:{i}] commit, then sleep") for i in ids],
             template=_template(repo),
-            out_dir=tmp_path / "out",
+            out_dir=out,
             jobs=1,
             worktrees=True,
             options=codex_options,
@@ -226,13 +236,48 @@ async def test_stop_cancels_the_work_on_every_node(
             stop=stop,
             backend="ray",
         ),
-        90,
+        120,
     )
     assert time.monotonic() - stopped_at < 60, "the sleeps were not interrupted"
-    assert [e.result.status for e in result.entries] == ["cancelled"] * 3
-    assert result.stopped == "stopped by the user"
+    assert [e.result.task_id for e in result.entries] == ids
+    assert [e.result.status for e in result.entries] == ["cancelled"] * 5
+    assert [e.state for e in result.entries] == ["interrupted"] * 3 + ["queued"] * 2
+    assert [e.result.reason for e in result.entries[3:]] == ["not started: stopped by the user"] * 2
+    assert result.stopped == "stopped by the user" and not result.ok
     assert len({e.node_id for e in result.entries if isinstance(e, RayBatchEntry)}) == NODES
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["not_started"]["task_ids"] == never and summary["counts"] == {"cancelled": 5}
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    for i in running:  # what a stopped attempt committed is on its task's branch
+        assert git(repo, "log", "-1", "--format=%s", f"agent-fleet/{i}") == f"task {i}"
+    assert live_agent_fleet_actors() == []
+
+    resumed = await asyncio.wait_for(
+        run_batch(
+            None,
+            template=_template(repo),
+            out_dir=out,
+            jobs=1,
+            worktrees=True,
+            options=codex_options,
+            backend="ray",
+            resume=True,
+        ),
+        240,
+    )
+    assert [(e.result.task_id, e.result.status) for e in resumed.entries] == [
+        (i, "succeeded") for i in ids
+    ], [e.result.reason for e in resumed.entries]
+    tasks = {t["task_id"]: t for t in json.loads((out / "summary.json").read_text())["tasks"]}
+    for i in running:
+        entry = next(e for e in resumed.entries if e.result.task_id == i)
+        assert entry.resumed_from is not None, f"{i}: its session was not resumed"
+        assert tasks[i]["start_head"] == start, f"{i}: measured from where the resumed run began"
+        assert tasks[i]["gate"]["passed"] and tasks[i]["end_head"] == git(
+            repo, "rev-parse", f"agent-fleet/{i}"
+        )
+    for i in ids:
+        assert git(repo, "log", "--format=%s", f"agent-fleet/{i}").splitlines() == [f"task {i}", "initial"]
     assert live_agent_fleet_actors() == []
 
 

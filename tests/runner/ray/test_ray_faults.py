@@ -331,6 +331,121 @@ async def test_a_raylet_killed_mid_task_with_push_pushes_only_the_recorded_attem
     assert [p["data"]["commit"] for p in pushes] == [accepted["commit"]]
 
 
+async def test_a_node_cut_off_from_the_driver_is_given_up_within_the_bound_and_stops_itself(
+    repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions, tmp_path: Path
+) -> None:
+    """A network partition as near as one machine gets to one: the victim node's actor process is
+    frozen (SIGSTOP) mid-task. Its raylet runs on, so for Ray the node and its actor stay alive (Ray
+    never declares anything dead here); only the driver stops hearing from it. The driver must give it
+    up within the bound by its heartbeats alone and run its task elsewhere; once the node runs again
+    (SIGCONT, the partition healed) it must stop itself and its app-server within the bound, and
+    nothing it did may reach what the batch keeps. (The node's app-server runs on while its actor is
+    frozen and may answer the model: its requests to the frozen actor wait.)"""
+    start = git(repo, "rev-parse", "HEAD")
+    ids = ["p0", "p1", "p2"]
+    hold = Hold(
+        ScriptedAgent({i: [[write_file(f"{i}.txt", f"work of {i}"), commit(f"task {i}")]] for i in ids}),
+        expect=len(ids),
+    )
+    scripted_model.responder = hold
+    placed: dict[str, str] = {}
+    actors: dict[str, str] = {}
+    given_up = asyncio.Event()
+    notices: list[TaskEvent] = []
+
+    def on_event(event: TaskEvent) -> None:
+        node = _node_of(event)
+        if node is not None and isinstance(event.event, System):
+            placed.setdefault(event.task_id, node)
+            actors.setdefault(event.task_id, str(event.event.data["actor"]))
+        if not event.task_id:
+            notices.append(event)
+            given_up.set()
+
+    frozen: list[int] = []
+    seen: dict[str, Any] = {}
+
+    async def cut_off() -> str:
+        assert await asyncio.to_thread(hold.arrived.wait, 180), "the tasks never asked the model"
+        victim = ids[1]
+        health = await ray.get_actor(actors[victim]).heartbeat.remote()
+        seen["pid"], seen["provider_pid"] = health.pid, health.provider_pid
+        os.kill(health.pid, signal.SIGSTOP)  # the node's actor, a process of this test's cluster
+        frozen.append(health.pid)
+        stopped_at = time.monotonic()
+        for task_id in ids:
+            if task_id != victim:
+                hold.release(task_id)
+        await asyncio.wait_for(given_up.wait(), FENCE + 10)
+        seen["given_up_after"] = time.monotonic() - stopped_at
+        seen["ray_alive"] = any(n["NodeID"] == placed[victim] and n["Alive"] for n in ray.nodes())
+        hold.release(victim)  # the frozen node's app-server may go on: it must change nothing kept
+        await asyncio.sleep(1)
+        os.kill(health.pid, signal.SIGCONT)  # the partition heals: the node must stop by itself
+        frozen.clear()
+        seen["healed_at"] = time.monotonic()
+        return victim
+
+    healer = asyncio.ensure_future(cut_off())
+    out = tmp_path / "out"
+    try:
+        result = await asyncio.wait_for(
+            run_batch(
+                [BatchTask(id=i, prompt=f"[task:{i}] write {i}.txt and commit") for i in ids],
+                template=_template(repo),
+                out_dir=out,
+                jobs=1,
+                worktrees=True,
+                options=codex_options,
+                on_event=on_event,
+                backend="ray",
+                fence_timeout=FENCE,
+            ),
+            300,
+        )
+    finally:
+        hold.release_all()
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    victim = await healer
+    victim_node = placed[victim]
+    assert isinstance(result, RayBatchResult)
+    # Given up by the heartbeats within the bound (and a poll), while Ray still counted the node alive.
+    assert seen["ray_alive"], "Ray declared the node dead: this was not a partition"
+    assert seen["given_up_after"] < FENCE + 4, f"given up {seen['given_up_after']:.1f}s after it went silent"
+    [excluded] = [n.event for n in notices if isinstance(n.event, System)]
+    assert excluded.data["node_id"] == victim_node and "no heartbeat" in str(excluded.data["reason"])
+    assert excluded.data["running"] == [victim]
+    # Once healed, the node stopped itself and its app-server within the bound.
+    deadline = seen["healed_at"] + FENCE
+    assert _exits_by(seen["pid"], deadline), "the cut-off node's actor outlived the bound"
+    assert _exits_by(seen["provider_pid"], deadline), "the cut-off node's app-server outlived the bound"
+    # Every task succeeded once; the victim on another node, its abandoned attempt recorded.
+    assert [e.result.status for e in result.entries] == ["succeeded"] * 3, [
+        e.result.reason for e in result.entries
+    ]
+    entry = next(e for e in result.entries if e.result.task_id == victim)
+    assert isinstance(entry, RayBatchEntry) and entry.attempts == 2 and entry.node_id != victim_node
+    abandoned, accepted = entry.cluster_attempts
+    assert (abandoned["outcome"], abandoned["node_id"]) == ("abandoned", victim_node), abandoned
+    assert "no heartbeat" in str(abandoned["reason"])
+    assert accepted["outcome"] == "accepted"
+    ledger = Ledger.open(out)
+    try:
+        history = [d for what, d in ledger.history(victim) if what == "attempt"]
+    finally:
+        ledger.close()
+    assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "abandoned"), (2, "accepted")]
+    # Each task's branch is its accepted attempt's one commit: nothing of the cut-off node's.
+    for i in ids:
+        assert _log(repo, f"agent-fleet/{i}") == [f"task {i}", "initial"], i
+        assert git(repo, "rev-parse", f"agent-fleet/{i}~1") == start
+    assert git(repo, "rev-parse", f"agent-fleet/{victim}") == accepted["commit"]
+    for e in result.entries:
+        assert _ends_finished(out / f"{e.result.task_id}.jsonl"), e.result.task_id
+    assert live_agent_fleet_actors() == []
+
+
 async def test_a_node_whose_codex_cannot_start_is_left_out_and_the_batch_runs_on(
     ray_cluster: Any,
     repo: Path,
@@ -359,7 +474,9 @@ async def test_a_node_whose_codex_cannot_start_is_left_out_and_the_batch_runs_on
             300,
         )
         assert isinstance(result, RayBatchResult)
-        assert [e.result.status for e in result.entries] == ["succeeded"] * 3
+        assert [e.result.status for e in result.entries] == ["succeeded"] * 3, [
+            e.result.reason for e in result.entries
+        ]
         assert result.stopped is None and not result.fatal
         assert bad.node_id not in {e.node_id for e in result.entries if isinstance(e, RayBatchEntry)}
         # The operator is told which node was left out and why, first in the node, then the cause.
@@ -462,7 +579,9 @@ async def test_exclude_node_leaves_a_node_out(
         300,
     )
     assert isinstance(result, RayBatchResult)
-    assert [e.result.status for e in result.entries] == ["succeeded"] * 2
+    assert [e.result.status for e in result.entries] == ["succeeded"] * 2, [
+        e.result.reason for e in result.entries
+    ]
     assert head not in {e.node_id for e in result.entries if isinstance(e, RayBatchEntry)}
     [left] = [n for n in result.nodes if n.node_id == head]
     assert left.actor == "" and left.lost == "left out by --exclude-node"
@@ -518,7 +637,8 @@ async def test_when_no_node_is_left_the_batch_stops_resumable_and_a_resume_finis
     assert keep[:12] in first.stopped and "provider failed" in first.stopped
     summary = json.loads((out / "summary.json").read_text())
     states = {t["task_id"]: t["state"] for t in summary["tasks"]}
-    assert states == {"n0": "interrupted", "n1": "queued"}, summary["tasks"]
+    assert states == {"n0": "interrupted"} and summary["not_started"]["task_ids"] == ["n1"], summary
+    assert [(e.result.task_id, e.state) for e in first.entries] == [("n0", "interrupted"), ("n1", "queued")]
     assert _ends_finished(out / "n0.jsonl")
     excluded = [e.event.data["node_id"] for e in seen if not e.task_id and isinstance(e.event, System)]
     assert set(excluded) == set(alive_nodes)  # those left out, then the one whose provider died

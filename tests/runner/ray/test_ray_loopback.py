@@ -1,5 +1,6 @@
 """A local Ray instance (no --ray-address) listens on loopback only: every socket of every process it
-starts (GCS, raylet, agents, workers, the driver's own core worker) is bound to 127.0.0.0/8 or ::1.
+starts (GCS, raylet, agents, workers, the driver's own core worker) is bound to 127.0.0.0/8 or ::1,
+and it does not report Ray's usage statistics (which would go to usage-stats.ray.io).
 And so does the simulated cluster the Ray tests use, with a driver that joins it (``--ray-address``):
 every process listens, and connects, on loopback only."""
 
@@ -18,6 +19,20 @@ import pytest
 from agent_fleet.testing import Reply, ScriptedModelServer
 
 from ...sockets import Connection, Listener, connections, descendants, listening
+from .conftest import _usage_reports
+
+
+def _session_dirs(pids: list[int]) -> set[str]:
+    """The Ray session directories named on the command lines of ``pids`` (``--session-dir=...``)."""
+    found = set()
+    for pid in pids:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        found |= {a.removeprefix("--session-dir=") for a in argv if a.startswith("--session-dir=")}
+    return found
+
 
 pytestmark = pytest.mark.e2e
 
@@ -52,11 +67,14 @@ def test_the_local_instance_listens_on_loopback_only(
         env=env,
     )
     seen: dict[tuple[str, int], Listener] = {}
+    sessions: set[str] = set()
     try:
         deadline = time.monotonic() + 240
         while proc.poll() is None and time.monotonic() < deadline:
-            for item in listening(descendants(proc.pid)):
+            pids = descendants(proc.pid)
+            for item in listening(pids):
                 seen[(item.host, item.port)] = item
+            sessions |= _session_dirs(pids)
             time.sleep(0.2)
         output = proc.communicate(timeout=30)[0].decode(errors="replace")
     finally:
@@ -66,6 +84,10 @@ def test_the_local_instance_listens_on_loopback_only(
     programs = {Path(item.program).name for item in seen.values()}
     assert {"gcs_server", "raylet"} <= programs, seen  # Ray's own servers were seen listening
     assert [item for item in seen.values() if not item.loopback] == []
+    # The instance's head said its usage reporting was off.
+    [session] = sessions
+    reports = _usage_reports(session)
+    assert "Usage reporting is disabled" in reports and "request" not in reports, reports
 
 
 def test_the_test_cluster_and_a_driver_that_joins_it_use_loopback_only(

@@ -1,8 +1,10 @@
 """The other providers on the simulated 3-node cluster (``codex exec``, Claude Code against the scripted
-Anthropic API), and a turn retried after an HTTP 500 on a node: recorded as on a local batch."""
+Anthropic API), a turn retried after an HTTP 500 on a node: recorded as on a local batch; and a model
+that goes away from every node: the batch pauses and resumes as a local batch does."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -93,8 +95,11 @@ async def test_codex_exec_runs_on_the_nodes(
     assert live_agent_fleet_actors() == []
 
 
-def _claude_work(i: str) -> str:
-    return f"echo 'claude work of {i}' > {i}.txt && git add -A && git commit -qm 'claude {i}'"
+def _claude_work(i: str) -> list[str]:
+    """The file written in Claude Code's sandbox, then the commit, asked to run outside it (proven
+    harmless: git recording the work; inside the sandbox ``git add -A`` trips over its placeholder
+    files, see tests/claude/test_walls_e2e.py)."""
+    return [f"echo 'claude work of {i}' > {i}.txt", f"git add -A && git commit -qm 'claude {i}'"]
 
 
 def _claude_responder(request: AnthropicRequest) -> AnthropicReply | None:
@@ -103,11 +108,13 @@ def _claude_responder(request: AnthropicRequest) -> AnthropicReply | None:
     if match is None or not request.is_agent:  # a side request (e.g. a session title): the server's
         return None
     i = match.group(1)
-    if request.ends_with_tool_result:
-        return AnthropicReply.text(f"claude finished {i}")
-    return AnthropicReply.bash(
-        f"echo 'claude work of {i}' > {i}.txt && git add -A && git commit -qm 'claude {i}'"
-    )
+    write, record = _claude_work(i)
+    done = len(request.tool_results())
+    if done == 0:
+        return AnthropicReply.bash(write)
+    if done == 1:
+        return AnthropicReply.tool_use("Bash", {"command": record, "dangerouslyDisableSandbox": True})
+    return AnthropicReply.text(f"claude finished {i}")
 
 
 async def test_claude_runs_on_the_nodes(repo: Path, tmp_path: Path) -> None:
@@ -129,14 +136,16 @@ async def test_claude_runs_on_the_nodes(repo: Path, tmp_path: Path) -> None:
         agent_requests = len(server.agent_requests)
     summary = json.loads((out / "summary.json").read_text())
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(summary)
-    assert {t["task_id"]: t["status"] for t in summary["tasks"]} == {i: "succeeded" for i in ids}, summary
+    assert {t["task_id"]: t["status"] for t in summary["tasks"]} == {i: "succeeded" for i in ids}, [
+        (t["reason"], t["commands"]) for t in summary["tasks"]
+    ]
     assert len({e.node_id for e in result.entries if isinstance(e, RayBatchEntry)}) == 2
-    assert agent_requests == 2 * len(ids)
+    assert agent_requests == 3 * len(ids)
     for t in summary["tasks"]:
         i = t["task_id"]
         assert t["provider"] == "claude" and t["model"], "the model Claude Code reported at init"
         assert t["final_message"] == f"claude finished {i}"
-        assert [c["command"] for c in t["commands"]] == [_claude_work(i)]
+        assert [c["command"] for c in t["commands"]] == _claude_work(i)
         assert git(repo, "show", f"agent-fleet/{i}:{i}.txt") == f"claude work of {i}"
         # The node redacted its events with the options' environment: the API key never left it.
         assert "sk-ant-scripted-dummy-key" not in (out / f"{i}.jsonl").read_text()
@@ -193,3 +202,73 @@ async def test_a_turn_retried_after_an_http_500_on_a_node_is_recorded(
     assert (summary["r0"]["attempts"], summary["r0"]["retries"]) == (2, 0)
     assert (summary["r1"]["attempts"], summary["r1"]["retries"]) == (1, 0)
     assert git(repo, "show", "agent-fleet/r0:r0.txt") == "r0"
+
+
+def _outage_agent(request: RecordedRequest) -> Reply:
+    """Each task first runs a short command (the model goes away meanwhile), then answers."""
+    if any(item.get("type") == "function_call_output" for item in request.input):
+        return Reply.text("done")
+    return Reply(items=(run("sleep 2"),))
+
+
+async def test_the_batch_pauses_while_the_model_is_away_from_every_node_and_resumes(
+    scripted_model: ScriptedModelServer, codex_options: CodexOptions, tmp_path: Path
+) -> None:
+    """As ``tests/runner/test_outage_e2e.py`` on a local batch: one task on each node loses the model;
+    once all three did, the batch pauses (once, for the whole cluster: the driver keeps the batch's
+    view of the model), places nothing more, burns no retry, and resumes when the model is back."""
+    scripted_model.responder = _outage_agent
+    port = scripted_model.address[1]
+    notices: list[TaskEvent] = []
+    paused = asyncio.Event()
+
+    def on_event(event: TaskEvent) -> None:
+        if isinstance(event.event, System) and event.event.subtype.startswith("runner."):
+            notices.append(event)
+            if event.event.subtype == "runner.batch_paused":
+                paused.set()
+
+    template = Task(spec=Spec(prompt="-", cwd=tmp_path), model_timeout=3, retries=0)  # no retry to burn
+    ids = [f"o{n}" for n in range(4)]  # three run (one per node), the fourth waits for a free node
+    batch = asyncio.ensure_future(
+        run_batch(
+            [BatchTask(id=i, prompt=f"task {i}") for i in ids],
+            template=template,
+            out_dir=tmp_path / "out",
+            jobs=1,
+            options=codex_options,
+            on_event=on_event,
+            backend="ray",
+        )
+    )
+    restarted: ScriptedModelServer | None = None
+    try:
+        await scripted_model.wait_for_request(count=3)  # one task per node runs its command...
+        scripted_model.stop()  # ... and the model goes away
+        async with asyncio.timeout(90):
+            await paused.wait()
+        subtypes = [e.event.subtype for e in notices]  # type: ignore[union-attr]
+        assert subtypes.count("runner.batch_paused") == 1
+        [pause] = [e.event.data for e in notices if e.event.subtype == "runner.batch_paused"]  # type: ignore[union-attr]
+        assert pause["tasks"] == 3 and "waiting for network" in str(pause["cause"]), pause
+        assert not any(e.task_id == "o3" for e in notices), "nothing was placed while paused"
+        restarted = ScriptedModelServer(responder=_outage_agent, port=port).start()  # the model is back
+        async with asyncio.timeout(180):
+            result = await batch
+    finally:
+        if not batch.done():
+            batch.cancel()
+            await asyncio.gather(batch, return_exceptions=True)
+        if restarted is not None:
+            restarted.stop()
+    assert [e.result.status for e in result.entries] == ["succeeded"] * 4, [
+        e.result.reason for e in result.entries
+    ]
+    subtypes = [e.event.subtype for e in notices]  # type: ignore[union-attr]
+    assert subtypes.count("runner.batch_paused") == 1 and subtypes.count("runner.batch_resumed") == 1
+    assert result.stopped is None
+    # The turns that lost the model were tried again uncounted (retries=0): each a runner.retry notice.
+    silent = [e.event.data for e in notices if e.event.subtype == "runner.retry"]  # type: ignore[union-attr]
+    assert silent and all(d["code"] == "connection_failed" for d in silent)
+    assert "no progress from the model for 3s" in silent[0]["message"]
+    assert live_agent_fleet_actors() == []

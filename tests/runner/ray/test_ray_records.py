@@ -103,6 +103,8 @@ def _finished(out: Path, task_id: str) -> bool:
     ledger = Ledger.open(out, lock=False)
     try:
         return ledger.get(task_id).state == "finished"
+    except KeyError:  # the ledger exists, its tasks are not in it yet
+        return False
     finally:
         ledger.close()
 
@@ -153,23 +155,27 @@ def test_after_a_driver_crash_and_resume_the_records_are_those_of_a_local_batch(
 ) -> None:
     scripts = {
         "a": [[write_file("a.txt", "a"), commit("task a")]],
-        # busy when the driver dies (codex hands a long command back after ~10 s: keep asking), then
-        # resumed: the same session writes and commits
-        "b": [[*[run("sleep 120")] * 12], [write_file("b.txt", "b"), commit("task b")]],
+        # commits, then is busy when the driver dies (codex hands a long command back after ~10 s: keep
+        # asking); resumed, the same session ends without another commit: its commit, made before the
+        # crash, is on its branch and --require-commit counts it (measured from where it first started)
+        "b": [[write_file("b.txt", "b"), commit("task b"), *[run("sleep 120")] * 12], []],
     }
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": i, "prompt": f"[task:{i}] do it"}) + "\n" for i in "ab"))
     summaries = {}
+    starts: dict[bool, str] = {}  # (is it the Ray batch) -> the repository's start commit
     for name, backend, jobs in (
         ("local", [], "2"),
         ("ray", ["--backend", "ray", "--ray-address", ray_cluster.address], "1"),
     ):
         scripted_model.responder = ScriptedAgent(scripts)
         repo = make_repo(tmp_path / f"repo-{name}")
+        starts[name == "ray"] = git(repo, "rev-parse", "HEAD")
         summaries[name] = _kill_then_resume(backend, tmp_path / f"out-{name}", tasks, repo, cli_env, jobs)
         for i in "ab":
             assert git(repo, "log", "-1", "--format=%s", f"agent-fleet/{i}") == f"task {i}", name
         assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1, name
+        assert git(repo, "branch", "--list", "agent-fleet-attempts/*") == "", name  # adopted, then gone
     local, ray_ = summaries["local"], summaries["ray"]
     assert set(local) <= set(ray_), set(local) - set(ray_)
     for key in local:
@@ -177,10 +183,10 @@ def test_after_a_driver_crash_and_resume_the_records_are_those_of_a_local_batch(
             assert _kind(ray_[key]) == _kind(local[key]) or local[key] is None, key
     for mine, theirs in zip(ray_["tasks"], local["tasks"], strict=True):
         assert mine["task_id"] == theirs["task_id"]
-        # ``retries`` is the one field a backend defines: the times Ray ran the task again after a lost
-        # node (0 here); a local batch never runs a task again (null). Turn retries are in attempts.
-        assert (mine["retries"], theirs["retries"]) == (0, None)
-        differ = {k: (_kind(mine.get(k, "<missing>")), _kind(v)) for k, v in theirs.items() if k != "retries"}
+        # ``retries``: the times the backend ran the task again (Ray after a lost node, none here; a
+        # local batch never does). Turn retries are in attempts.
+        assert (mine["retries"], theirs["retries"]) == (0, 0)
+        differ = {k: (_kind(mine.get(k, "<missing>")), _kind(v)) for k, v in theirs.items()}
         differ = {k: d for k, d in differ.items() if d[0] != d[1]}
         assert differ == {}, f"{mine['task_id']}: ray vs local {differ}"
         same = ("status", "state", "runs", "attempts", "followups", "branch", "error_code", "diff")
@@ -190,3 +196,7 @@ def test_after_a_driver_crash_and_resume_the_records_are_those_of_a_local_batch(
     b = next(t for t in ray_["tasks"] if t["task_id"] == "b")
     assert (b["runs"], b["attempts"], b["state"]) == (2, 2, "finished")
     assert b["resumed_from"] == b["session_id"]
+    for summary in (local, ray_):
+        b = next(t for t in summary["tasks"] if t["task_id"] == "b")
+        assert b["status"] == "succeeded" and b["gate"]["passed"], b["reason"]
+        assert b["start_head"] == starts[summary is ray_] != b["end_head"]

@@ -11,6 +11,7 @@ import pytest
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import Redactor
 from agent_fleet.runner._git import GitError
+from agent_fleet.runner._ray_jobs import remote_head
 from agent_fleet.runner._ray_pool import ActorPool, where
 from agent_fleet.runner._ray_repo import NodeRepos, publish_branch
 
@@ -110,6 +111,27 @@ async def test_a_push_of_the_accepted_commit_from_another_node_uses_the_bundle(t
     refused = await ran_it.push_tip(url, TASK, start, other_tip, None)
     assert not refused.pushed and "never force-pushes" in str(refused.error)
     assert git(origin, "rev-parse", TASK) == tip
+
+
+async def test_a_plain_path_works_as_the_repository_url(tmp_path: Path) -> None:
+    """``--repo-url /srv/git/project.git`` (docs/ray.md): the driver reads its HEAD, a node clones it,
+    bundles the task's commits and pushes the accepted one, as with ``file://``."""
+    seed = make_repo(tmp_path / "seed")
+    start = git(seed, "rev-parse", "HEAD")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(origin))
+    assert await remote_head(str(origin)) == start
+    node = NodeRepos(tmp_path / "node", Redactor())
+    clone = await node.clone(str(origin), start)
+    await node.add_worktree(
+        clone, tmp_path / "wt", TASK, start=start, reset=False, reuse=False, stale=None, earlier=None
+    )
+    tip = _commit_on(tmp_path / "wt", "work")
+    assert await node.bundle(clone, TASK, start) is not None
+    pushed = await node.push_tip(str(origin), TASK, start, tip, None)
+    assert pushed.pushed and git(origin, "rev-parse", TASK) == tip, pushed
+    with pytest.raises(UsageError, match="cannot read the repository"):
+        await remote_head(str(tmp_path / "no-such.git"))
 
 
 def _pool(exclude: list[str]) -> ActorPool:

@@ -1,5 +1,6 @@
 """The node's outbox hands out every event a task queued, also those queued while a batch was being sent
-(the streaming generator suspended at its ``yield``) when the task ends in that window."""
+(the streaming generator suspended at its ``yield``) when the task ends in that window; and what a task
+reports about the model travels in it, in order, to the driver's ``ModelOutage`` (``_ray_outage``)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,19 @@ import asyncio
 from agent_fleet import System, TextDelta
 from agent_fleet.runner import Redactor
 from agent_fleet.runner._ray_node import redact_event
+from agent_fleet.runner._ray_outage import OutageLink, OutageSignal
 from agent_fleet.runner._ray_stream import Outbox
 from agent_fleet.runner._types import TaskEvent, notice
 
 
-def _names(batches: list[tuple[TaskEvent, ...]]) -> list[str]:
+def _names(batches: list[tuple[TaskEvent | OutageSignal, ...]]) -> list[str]:
     out = []
     for batch in batches:
         for e in batch:
-            out.append(e.event.subtype if isinstance(e.event, System) else type(e.event).__name__)
+            if isinstance(e, OutageSignal):
+                out.append(f"outage.{e.kind}")
+            else:
+                out.append(e.event.subtype if isinstance(e.event, System) else type(e.event).__name__)
     return out
 
 
@@ -77,3 +82,44 @@ async def test_many_short_tasks_never_lose_their_last_event() -> None:
             for _ in range(n % 3):
                 await asyncio.sleep(0)  # the send takes a while
         assert names[-1:] == ["runner.finished"], (n, names)
+
+
+async def test_what_a_task_reports_about_the_model_reaches_the_driver_in_order_and_a_hit_waits_for_it() -> (
+    None
+):
+    outbox = Outbox(Redactor({"NODE_TOKEN": "node-secret-123"}), redact_event)
+    link = OutageLink(outbox.signal, Redactor({"NODE_TOKEN": "node-secret-123"}).text)
+
+    async def task() -> bool:
+        link.enter("t")
+        outbox.put(notice("t", "started"))
+        link.progress("t")
+        again = await link.hit("t", "reconnecting with node-secret-123", settle=3.0)
+        outbox.put(notice("t", "retry"))
+        link.leave("t")
+        return again
+
+    work = asyncio.get_running_loop().create_task(task())
+    names: list[str] = []
+    hits: list[OutageSignal] = []
+    async for batch in outbox.batches(work, flush_interval=0):
+        names += _names([batch])
+        for item in batch:
+            if isinstance(item, OutageSignal) and item.kind == "hit":
+                hits.append(item)
+                assert not work.done()  # the turn waits for the driver's answer
+                link.answer(item.seq + 1, False)  # an answer to another hit is ignored
+                await asyncio.sleep(0)
+                assert not work.done()
+                link.answer(item.seq, True)
+    assert names == [
+        "outage.enter",
+        "runner.started",
+        "outage.progress",
+        "outage.hit",
+        "runner.retry",
+        "outage.leave",
+    ]
+    [hit] = hits
+    assert (hit.task_id, hit.settle, hit.cause) == ("t", 3.0, "reconnecting with [REDACTED]")
+    assert work.result() is True

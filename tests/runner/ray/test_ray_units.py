@@ -14,9 +14,12 @@ from agent_fleet import Plan, PlanStep, Result, Spec, System, TokenUsage
 from agent_fleet.cli import cli
 from agent_fleet.errors import ProviderUnavailable, UsageError
 from agent_fleet.runner import Redactor, Task
-from agent_fleet.runner._ray_node import redact_event
+from agent_fleet.runner._ray_fence import NodeWatch
+from agent_fleet.runner._ray_node import Job, NodeRunner, Outcome, redact_event
+from agent_fleet.runner._ray_outage import OutageLink
 from agent_fleet.runner._ray_repo import keep_bundle
 from agent_fleet.runner.batch import BatchTask, run_batch
+from agent_fleet.runner.task import TaskResult
 
 from ..conftest import make_repo
 
@@ -203,3 +206,31 @@ def test_a_node_excluded_is_a_batch_notice_the_live_view_prints_without_a_task_r
     as_json.on_event(excluded)
     record = json.loads(stream.getvalue())
     assert (record["task_id"], record["subtype"]) == ("", "runner.node_excluded") and as_json.rows == {}
+
+
+async def test_a_node_acts_only_for_the_newest_epoch_of_a_task_and_for_none_once_fenced() -> None:
+    node = NodeRunner.__new__(NodeRunner)  # (its __init__ needs a Ray worker; _admit does not)
+    node.hostname, node.redactor, node.epochs = "n1", Redactor(), {}
+    node.watch = NodeWatch(10.0, 0.0)
+    ran: list[int] = []
+
+    async def execute(job: Job, on_event: Any, outage: Any) -> Outcome:
+        ran.append(job.epoch)
+        return Outcome(result=TaskResult(task_id=job.task.id, status="succeeded", reason="done"))
+
+    node._execute = execute  # type: ignore[method-assign]
+    link = OutageLink(lambda signal: None, str)
+
+    def job(epoch: int) -> Job:
+        task = Task(spec=Spec(prompt="p"), id="t")
+        return Job(task=task, repo=None, clone=False, start=None, worktree=False, attempt=epoch, epoch=epoch)
+
+    accepted = await node._admit(job(3), lambda e: None, link)
+    assert (accepted.epoch, accepted.fenced, accepted.result.status) == (3, None, "succeeded")
+    stale = await node._admit(job(2), lambda e: None, link)  # an older attempt reaching it late
+    assert stale.epoch == 2 and stale.fenced is not None and "stale" in stale.fenced
+    assert stale.result.error_code == "node_lost"
+    node.watch.fence("its raylet is gone")
+    fenced = await node._admit(job(4), lambda e: None, link)
+    assert fenced.fenced is not None and "fenced: its raylet is gone" in fenced.fenced
+    assert ran == [3]  # only the newest epoch ran, and nothing once fenced
