@@ -11,7 +11,7 @@ import pytest
 from agent_fleet import Spec
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.policy import evaluate_command
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, evaluate_command
 from agent_fleet.serve._floor import FIELD_RULES, Floor, Refused
 
 DAEMON = PermissionConfig(
@@ -106,11 +106,12 @@ def test_a_clients_allow_patterns_never_accept_what_the_daemons_do_not(patterns:
     """The critical escape of issue 28: every command is still matched by the daemon's own patterns."""
     client = PermissionConfig(allow_patterns=tuple(patterns))
     merged = Floor(permission=DENY_BUT_GIT_STATUS).permission_for(client)
-    for command in ("touch /tmp/outside/marker", "git status; touch /tmp/x", "bash -c 'id'"):
+    # (inside the box: a write outside it is declined before any pattern, write-outside-workspace)
+    for command in ("touch marker", "git status; touch x", "bash -c 'id'"):
         assert _rule(command, merged) == "not-allowed", (patterns, command)
     # Stored apart and resumed apart: narrowing the result again changes nothing about what it accepts.
     again = Floor(permission=DENY_BUT_GIT_STATUS).permission_for(merged)
-    assert _rule("touch /tmp/outside/marker", again) == "not-allowed"
+    assert _rule("touch marker", again) == "not-allowed"
 
 
 @pytest.mark.parametrize("pattern", ["x))|((.*", "(?P<a>x)(?P<a>y)", "[", "(?i"])
@@ -128,8 +129,12 @@ def test_escalation_patterns_of_a_client_only_narrow_the_daemons() -> None:
     assert merged.narrowed_by is not None and merged.narrowed_by.escalation_patterns == (".*",)
     none = floor.permission_for(PermissionConfig())
     assert none is not None and none.narrowed_by is not None and none.narrowed_by.escalation_patterns == ()
+    # A daemon without a permission of its own still has the defaults' floor: only proven escalations.
     open_floor = Floor().permission_for(PermissionConfig(escalation_patterns=(".*",)))
-    assert open_floor is not None and open_floor.escalation_patterns == (".*",)  # no floor: the client's
+    assert open_floor is not None and open_floor.escalation_patterns == ()
+    assert _rule("./deploy.sh", open_floor) is None  # not escalated: the default allows it
+    escalated = ApprovalRequest(kind="command", command="./deploy.sh", cwd="/w", escalated=True)
+    assert ApprovalPolicy(open_floor).evaluate(escalated).rule == "escalation-unproven"
 
 
 @pytest.mark.parametrize("default", ["ask", "deny"])
@@ -175,7 +180,8 @@ def test_rule_packs_must_be_under_an_allowed_root(tmp_path: Path) -> None:
         'domain = "acme"\n[[rules]]\nname = "prod"\nprograms = ["acmectl"]\nreason = "no"\n'
     )
     inside = floor.permission_for(PermissionConfig(rule_packs=(str(tmp_path / "root" / "p.toml"),)))
-    assert inside is not None and inside.rule_packs == (str(tmp_path / "root" / "p.toml"),)
+    assert inside is not None and inside.narrowed_by is not None
+    assert inside.narrowed_by.rule_packs == (str(tmp_path / "root" / "p.toml"),)
 
 
 @pytest.mark.parametrize(

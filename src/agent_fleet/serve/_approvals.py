@@ -1,11 +1,16 @@
-"""Deferred approvals: requests the policy left to a person (``PermissionConfig(default="ask")``).
+"""Deferred approvals: requests the policy left to a person.
 
 ``ApprovalQueue.handler`` is the providers' ``approval_handler``. It is called on a task of its own for
-each request the policy did not decline (the codex handle spawns it), so a parked request blocks only
-its own turn. Only a ``default-ask`` decline is parked; every other decision is returned unchanged (a
-built-in decline never reaches the handler, and an allow needs nobody). A parked request waits until
-``decide`` or its timeout, which declines it with rule ``approval-timeout``. ``pending()`` shows the
-requests redacted: a command may carry a credential.
+each request the policy did not decline for good (the codex handle spawns it), so a parked request
+blocks only its own turn. The declines that ask for someone are parked (``PARKED``, the policy's
+refinable ones): ``default-ask`` (``PermissionConfig(default="ask")``: nobody decided),
+``escalation-unproven`` (the request would run outside the OS sandbox and is not proven harmless nor
+allowed by ``--allow-escalation``: issue #27's "or a person") and ``strict-unproven`` (the strict
+profile could not prove it harmless). Every other decision is returned unchanged (a final decline never
+reaches the handler, and an allow needs nobody). A parked request waits until ``decide`` or its
+timeout, which declines it with rule ``approval-timeout``. ``pending()`` shows the requests redacted (a
+command may carry a credential), with why they wait: the rule, the policy's reason, and ``escalated``
+(accepting lets it run outside the sandbox; an accept is then for that one run).
 
 The session that asked is told, in its own event stream: ``System(subtype="approval_pending")`` when
 its request is parked (what waits, its approval id, where to decide: the dashboard and the API path,
@@ -22,13 +27,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agent_fleet._provider.refine import HANDLER_EMIT
+from agent_fleet._provider.refine import HANDLER_EMIT, REFINABLE_DECLINES
 from agent_fleet._redact import Redactor
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.policy import ApprovalRequest, Decision
 
-ASK_RULE: Final = "default-ask"
+#: The declines a person may still turn into an accept: parked until one decides.
+PARKED: Final = frozenset(REFINABLE_DECLINES)
 Answer = Literal["allow_once", "allow_for_session", "decline", "cancel"]
 ANSWERS: Final = ("allow_once", "allow_for_session", "decline", "cancel")
 
@@ -40,6 +46,8 @@ class Pending:
     created: float
     deadline: float | None
     future: asyncio.Future[Decision] = field(repr=False)
+    rule: str | None = None
+    reason: str | None = None
 
     def to_dict(self, redactor: Redactor) -> dict[str, Any]:
         """The request as the API and the dashboard show it: redacted (a command may carry a key)."""
@@ -50,6 +58,9 @@ class Pending:
             "command": command if isinstance(command, str) or command is None else list(command),
             "paths": list(self.request.paths),
             "cwd": self.request.cwd,
+            "escalated": self.request.escalated,
+            "rule": self.rule,
+            "reason": self.reason,
             "created": self.created,
             "deadline": self.deadline,
         }
@@ -77,7 +88,7 @@ class ApprovalQueue:
         self.changed = asyncio.Event()
 
     async def handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
-        if decision.rule != ASK_RULE:
+        if decision.action != "decline" or decision.rule not in PARKED:
             return decision
         approval_id = f"a{next(self._ids)}"
         self.parked += 1
@@ -89,6 +100,8 @@ class ApprovalQueue:
             created=now,
             deadline=now + self.timeout if self.timeout is not None else None,
             future=future,
+            rule=decision.rule,
+            reason=decision.reason,
         )
         self._pending[approval_id] = pending
         self._bump()
@@ -99,7 +112,7 @@ class ApprovalQueue:
                 "decide": f"POST /v1/approvals/{approval_id}",
                 "dashboard": f"{self.url}/" if self.url else None,
             }
-            emit(System(subtype="approval_pending", data={**shown, **where, "rule": decision.rule}))
+            emit(System(subtype="approval_pending", data={**shown, **where}))
         decided: Decision | None = None
         try:
             async with asyncio.timeout(self.timeout):
