@@ -242,3 +242,63 @@ def test_paths_of_a_spec_must_lie_under_an_allowed_root(tmp_path: Path) -> None:
     ):
         with pytest.raises(Refused, match="outside the daemon's --allow-root"):
             floor.spec(bad)
+
+
+def _worktree(repo: Path, where: Path, branch: str) -> Path:
+    import subprocess
+
+    def git(cwd: Path, *args: str) -> None:
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+    if not (repo / ".git").exists():
+        repo.mkdir(parents=True)
+        git(repo, "init", "-q")
+        git(
+            repo,
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "i",
+        )
+    where.parent.mkdir(parents=True, exist_ok=True)
+    git(repo, "worktree", "add", "-q", "-b", branch, str(where))
+    return where
+
+
+def test_a_tasks_directories_in_the_daemons_boxes_need_no_allow_root(tmp_path: Path) -> None:
+    """``batch --server`` makes its box in the daemon's boxes directory: a task's temporary directory
+    and its worktree of an allowed repository are taken there, and nothing else."""
+    allowed, other = tmp_path / "allowed", tmp_path / "elsewhere"
+    boxes = tmp_path / "state" / "boxes"
+    floor = Floor(allow_roots=(allowed,), boxes=boxes)
+    temp = boxes / "out-x1" / "tmp" / "a"
+    temp.mkdir(parents=True)
+    assert floor.inside(temp, "temp_dir") == str(temp)
+    mine = _worktree(allowed / "repo", boxes / "out-x1" / "worktrees" / "a", "agent-fleet/a")
+    assert floor.cwd(mine / "") == str(mine)
+    (mine / "sub").mkdir()
+    assert floor.cwd(mine / "sub") == str(mine / "sub")
+    # A worktree of a repository outside every allowed root: refused, as the repository itself is.
+    theirs = _worktree(other / "repo", boxes / "out-x1" / "worktrees" / "b", "agent-fleet/b")
+    with pytest.raises(Refused, match="allow-root"):
+        floor.cwd(theirs)
+    # A directory that only claims to be a worktree of the allowed repository (its git dir does not
+    # point back at it), the box itself, the boxes directory, another subdirectory: refused.
+    fake = boxes / "out-x1" / "worktrees" / "c"
+    fake.mkdir()
+    (fake / ".git").write_text(f"gitdir: {allowed / 'repo' / '.git' / 'worktrees' / 'a'}\n")
+    for path in (fake, boxes / "out-x1", boxes, boxes / "out-x1" / "tmp"):
+        with pytest.raises(Refused, match="allow-root"):
+            floor.inside(path, "cwd")
+    # A link out of the boxes is judged where it leads.
+    (boxes / "out-x1" / "tmp" / "link").symlink_to(other)
+    with pytest.raises(Refused, match="allow-root"):
+        floor.inside(boxes / "out-x1" / "tmp" / "link", "cwd")
+    # Without a boxes directory (a library Floor) nothing of it is taken.
+    with pytest.raises(Refused):
+        Floor(allow_roots=(allowed,)).inside(temp, "temp_dir")

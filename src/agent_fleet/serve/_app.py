@@ -15,6 +15,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final
 
 from sse_starlette import EventSourceResponse
@@ -132,6 +133,7 @@ class App:
         max_body: int = 1 << 20,
         secure_cookie: bool = False,
         hosts: Hosts | None = None,
+        boxes: Path | None = None,
     ) -> None:
         self.sessions = sessions
         self._token = token
@@ -141,6 +143,7 @@ class App:
         self.batches = batches
         self.provider = provider
         self.max_body = max_body
+        self.boxes = boxes
         g = self._guarded
         routes = [
             _route("/healthz", GET=self.healthz),
@@ -233,8 +236,15 @@ class App:
             caps: dict[str, Any] | None = dataclasses.asdict(provider_entry(self.provider).capabilities())
         except AgentFleetError:
             caps = None
+        # ``boxes``: where a client's batch makes its boxes (``batch --server``): the floor takes them
         return JSONResponse(
-            {"version": __version__, "provider": self.provider, "api": "v1", "capabilities": caps}
+            {
+                "version": __version__,
+                "provider": self.provider,
+                "api": "v1",
+                "capabilities": caps,
+                "boxes": str(self.boxes) if self.boxes is not None else None,
+            }
         )
 
     # -- sessions --------------------------------------------------------------------------------------
@@ -323,7 +333,7 @@ class App:
     # -- batches ---------------------------------------------------------------------------------------
 
     async def create_batch(self, request: Request) -> Response:
-        keys = ("tasks", "spec", "jobs", "gate_cmd", "max_followups", "provider")
+        keys = ("tasks", "spec", "jobs", "gate_cmd", "max_followups", "provider", "worktrees")
         data = await self._object(request, keys)
         batch_id = await self.batches.create(data, default_provider=self.provider)
         return JSONResponse({"batch_id": batch_id}, status_code=201)

@@ -19,7 +19,10 @@ under an allowed root; its patterns must compile. Anything else is ``Refused`` (
 client's spec as sent (the two kept apart): a resumed session gets the daemon's floor of the moment.
 
 Every field of a spec is checked (``FIELD_RULES``; a test holds it to ``Spec``'s fields): paths (``cwd``,
-``images``, ``temp_dir``) must lie under an allowed root; without ``trust_clients`` (``serve
+``images``, ``temp_dir``) must lie under an allowed root, or in a task's directory of a batch box in the
+daemon's own ``boxes`` directory (``Floor.boxes``: ``<box>/tmp/<task>``, and ``<box>/worktrees/<task>``
+when that worktree belongs to a repository under an allowed root), where ``agent-fleet batch --server``
+makes its boxes (it asks ``GET /v1/info`` where); without ``trust_clients`` (``serve
 --trust-clients``) a client may not ask for what escapes the sandbox or the policy: sandbox
 ``danger-full-access``, codex ``config`` overrides, ``env`` (the environment of the agent's commands:
 ``GIT_CONFIG_*``, ``LD_PRELOAD``, ``PATH`` ... change what an approved command runs), or ``mcp_servers``
@@ -119,6 +122,28 @@ def _narrowed(config: PermissionConfig, client: PermissionConfig) -> PermissionC
     return dataclasses.replace(config, narrowed_by=inner)
 
 
+def _worktree_repository(worktree: Path) -> Path | None:
+    """The working tree of the repository ``worktree`` is a linked worktree of (resolved), read from its
+    ``.git`` file and its git dir's ``commondir``; None when it is not one (or cannot be read)."""
+    try:
+        text = (worktree / ".git").read_text(encoding="utf-8").strip()
+        if not text.startswith("gitdir:"):
+            return None
+        git_dir = (worktree / text.removeprefix("gitdir:").strip()).resolve()
+        common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+        # the worktree's git dir must point back at it: a .git file alone names any repository
+        back = Path((git_dir / "gitdir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, ValueError):
+        return None
+    if (
+        back != (worktree / ".git").resolve()
+        or common.name != ".git"
+        or git_dir.parent != common / "worktrees"
+    ):
+        return None
+    return common.parent
+
+
 def _is_url(text: str) -> bool:
     return text.startswith(("http://", "https://", "data:"))
 
@@ -130,6 +155,8 @@ class Floor:
     permission: PermissionConfig | None = None
     trust_clients: bool = False
     allow_roots: tuple[Path, ...] = ()
+    #: the daemon's own directory of batch boxes (resolved): a task's directories there are allowed
+    boxes: Path | None = None
 
     # -- paths -------------------------------------------------------------------------------------------
 
@@ -139,9 +166,25 @@ class Floor:
             resolved = Path(os.path.realpath(path))
         except ValueError as exc:  # an embedded NUL
             raise UsageError(f"{what} {str(path)!r} is not a path: {exc}") from None
-        if not any(resolved == root or resolved.is_relative_to(root) for root in self.allow_roots):
+        allowed = any(resolved == root or resolved.is_relative_to(root) for root in self.allow_roots)
+        if not allowed and not self._in_a_box(resolved):
             raise Refused(f"{what} {str(resolved)!r} is outside the daemon's --allow-root directories")
         return str(resolved)
+
+    def _in_a_box(self, path: Path) -> bool:
+        """``path`` (resolved) is in a task's directory of a box under ``boxes``: its temporary
+        directory, or its worktree of a repository under an allowed root."""
+        if self.boxes is None or not path.is_relative_to(self.boxes):
+            return False
+        parts = path.relative_to(self.boxes).parts
+        if len(parts) < 3 or parts[1] not in ("tmp", "worktrees"):
+            return False
+        if parts[1] == "tmp":
+            return True
+        repository = _worktree_repository(self.boxes.joinpath(*parts[:3]))
+        return repository is not None and any(
+            repository == root or repository.is_relative_to(root) for root in self.allow_roots
+        )
 
     def cwd(self, cwd: str | os.PathLike[str] | None) -> str:
         """``cwd`` resolved (the first allowed root when None): ``Refused`` outside the roots,
