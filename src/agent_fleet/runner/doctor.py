@@ -268,8 +268,8 @@ def _claude_cli(options: Any) -> Check:
                 hint="point cli_path at the claude executable, or leave it unset for the bundled CLI",
             )
         return Check(name="claude", ok=True, detail=f"claude-agent-sdk {version}, Claude Code CLI {cli}")
-    bundled = Path(sdk.__file__).parent / "_bundled"
     try:
+        bundled = Path(str(sdk.__file__)).parent / "_bundled"
         cli_version = (bundled / "claude.version").read_text(encoding="utf-8").strip()
     except OSError:
         cli_version = "not bundled: the claude on the PATH"
