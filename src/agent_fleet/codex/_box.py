@@ -182,9 +182,14 @@ class Box:
         self, config: Mapping[str, Any], env: Mapping[str, str]
     ) -> tuple[dict[str, Any], dict[str, str]]:
         """``config`` with the box's sandbox settings, and ``env`` (variables for the agent's commands)
-        with its ``TMPDIR`` and tripwire. Unchanged under ``danger-full-access``."""
+        with its ``TMPDIR`` and tripwire. Under ``danger-full-access`` only ``TMPDIR``: nothing is
+        sandboxed, but the session's temporary directory is still its own (not the codex child's,
+        which every session of the app-server shares)."""
         if not self.sandboxed:
-            return dict(config), dict(env)
+            variables = dict(env)
+            if self.temp_dir is not None:
+                variables["TMPDIR"] = self.temp_dir
+            return dict(config), variables
         out = {
             key: value
             for key, value in config.items()
