@@ -162,7 +162,7 @@ def test_through_claude_a_task_cannot_reach_another_tasks_box_the_repositorys_ma
         with ScriptedAnthropicServer(responder=attack) as server:
             for key, value in scripted_claude_env(server, tmp_path / "claude-home").items():
                 monkeypatch.setenv(key, value)
-            monkeypatch.setenv("XDG_STATE_HOME", str(state))  # the fleet's (the CLI's is in its home)
+            monkeypatch.setenv("XDG_STATE_HOME", str(state))  # the fleet's state directory
             args = ["batch", str(tasks), "--provider", "claude", "-j", "2", "--worktrees", "--cwd", str(repo)]
             result = CliRunner().invoke(cli, [*args, "--out", str(out), "--max-followups", "0"])
         summary = json.loads((out / "summary.json").read_text())
