@@ -207,7 +207,7 @@ def test_an_mcp_server_by_url_is_no_process_of_the_daemon(tmp_path: Path) -> Non
 
 
 def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
-    floor = Floor(permission=PermissionConfig(disallow_patterns=("^curl",)))
+    floor = Floor(permission=PermissionConfig(disallow_patterns=("^curl",), escalation_patterns=("^pytest",)))
     permission = floor.permission_for(None)
     floor.check_gate("pytest -q", cwd=str(tmp_path), permission=permission, where="gate")
     for command, rule in [
@@ -219,9 +219,38 @@ def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
             floor.check_gate(command, cwd=str(tmp_path), permission=permission, where="gate")
         if rule is not None:
             assert f"rule {rule}" in str(info.value)
+    # what the policy would ask a person about is refused: nobody is there when the batch is submitted
     ask = Floor(permission=PermissionConfig(default="ask"))
-    with pytest.raises(Refused, match="default-ask"):
+    with pytest.raises(Refused, match="escalation-unproven"):
         ask.check_gate("pytest -q", cwd=str(tmp_path), permission=ask.permission, where="gate")
+    trusted_ask = Floor(permission=PermissionConfig(default="ask"), trust_clients=True)
+    with pytest.raises(Refused, match="default-ask"):
+        trusted_ask.check_gate(
+            "pytest -q", cwd=str(tmp_path), permission=trusted_ask.permission, where="gate"
+        )
+
+
+@pytest.mark.parametrize("command", ["./check.sh", "pytest -q", "make test", "python -m pytest"])
+def test_a_gate_runs_outside_the_sandbox_so_it_needs_the_operators_consent(
+    command: str, tmp_path: Path
+) -> None:
+    """A batch's gate runs on the daemon's machine outside any sandbox, chosen by a client: the code it
+    runs (the workspace's, which the agent wrote) would escape the sandbox at a token holder's word.
+    It is judged as an escalation: proven harmless, or allowed by the operator (``--allow-escalation``,
+    ``--trust-clients``); ``default="allow"`` does not cover it."""
+    floor = Floor()
+    with pytest.raises(Refused, match="escalation-unproven") as info:
+        floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission_for(None), where="gate")
+    assert "--allow-escalation" in str(info.value)
+    # a client's own escalation patterns narrow the daemon's, never widen them
+    client = PermissionConfig(escalation_patterns=(".*",))
+    with pytest.raises(Refused, match="escalation-unproven"):
+        floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission_for(client), where="gate")
+    floor.check_gate("git diff --stat", cwd=str(tmp_path), permission=None, where="gate")  # proven harmless
+    allowed = Floor(permission=PermissionConfig(escalation_patterns=(".*",)))
+    allowed.check_gate(command, cwd=str(tmp_path), permission=allowed.permission_for(None), where="gate")
+    trusted = Floor(trust_clients=True)
+    trusted.check_gate(command, cwd=str(tmp_path), permission=None, where="gate")
 
 
 def test_every_spec_field_has_a_rule() -> None:

@@ -30,8 +30,11 @@ that start a process (a ``command``). Every route that takes a spec (a session, 
 template, each task line as the runner builds it) goes through ``Floor.spec``.
 
 Gate commands of a batch run outside the sandbox: each is judged by the task's (floored) policy as a
-command in the task's directory, and refused unless the policy accepts it outright (a command the
-policy would ask a person about is refused too: nobody is there when the batch is submitted).
+command in the task's directory -- as an escalation (issue #27: it runs the workspace's code, which the
+agent wrote, outside any sandbox, at a client's word), unless ``--trust-clients`` -- and refused unless
+the policy accepts it outright: proven harmless, or matched by the daemon's ``--allow-escalation``
+(a command the policy would ask a person about is refused too: nobody is there when the batch is
+submitted).
 
 ``FlooredProvider`` applies the same floor to every session a batch opens (the runner builds each
 task's spec from the template and its tasks-file line, after the checks above), so a task line's
@@ -60,7 +63,8 @@ from agent_fleet.contract import (
 )
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event
-from agent_fleet.policy import ApprovalPolicy, evaluate_command
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest
+from agent_fleet.policy.engine import ESCALATION_RULE
 
 __all__ = ["FIELD_RULES", "Floor", "FlooredProvider", "Refused"]
 
@@ -272,12 +276,29 @@ class Floor:
         return dataclasses.replace(spec, **changes)
 
     def check_gate(self, command: str, *, cwd: str, permission: PermissionConfig | None, where: str) -> None:
-        """``Refused`` unless the policy accepts ``command`` outright as a command run in ``cwd``."""
-        decision = evaluate_command(command, config=permission, cwd=cwd, writable_roots=(cwd,))
+        """``Refused`` unless the policy accepts ``command`` outright as a command run in ``cwd``, judged
+        as an escalation (it runs outside the sandbox) unless the daemon trusts its clients."""
+        try:
+            request = ApprovalRequest(
+                kind="command",
+                command=command,
+                cwd=cwd,
+                writable_roots=(cwd,),
+                escalated=not self.trust_clients,
+            )
+            decision = ApprovalPolicy(permission).evaluate(request)
+        except (TypeError, ValueError) as exc:
+            raise Refused(f"{where}: gate command {command!r} cannot be judged: {exc}") from None
         if not decision.accepted:
+            hint = (
+                "; a gate runs outside the sandbox: the daemon's operator can allow it with "
+                "`agent-fleet serve --allow-escalation REGEX` (or --trust-clients)"
+                if decision.rule == ESCALATION_RULE
+                else ""
+            )
             raise Refused(
                 f"{where}: gate command {command!r} is declined by the daemon's approval policy "
-                f"(rule {decision.rule}: {decision.reason})"
+                f"(rule {decision.rule}: {decision.reason}){hint}"
             )
 
 
