@@ -113,6 +113,10 @@ class RemoteProvider(Provider):
         self._headers = headers
         self._capabilities = _DEFAULT_CAPABILITIES
         self._handles: set[RemoteHandle] = set()
+        #: Where a batch run with this provider makes its box (its tasks' temporary directories and
+        #: worktrees): the daemon's own boxes directory, which its floor takes without an --allow-root
+        #: (``GET /v1/info``; set by ``start()``, None before or when the daemon names none).
+        self.box_dir: str | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -145,6 +149,8 @@ class RemoteProvider(Provider):
         if isinstance(caps, dict):
             with contextlib.suppress(TypeError):
                 self._capabilities = Capabilities(**{**caps, "supports_review": False})
+        boxes = info.get("boxes") if isinstance(info, dict) else None
+        self.box_dir = boxes if isinstance(boxes, str) and boxes else None
 
     async def spawn(self, spec: Spec) -> RemoteHandle:
         params = {"provider": self.kind} if self.kind else {}

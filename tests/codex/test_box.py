@@ -61,8 +61,9 @@ def test_danger_full_access_has_no_box_to_guard(tmp_path: Path) -> None:
     box = make_box(str(tmp_path), "danger-full-access", None, ())
     assert not box.sandboxed and box.control is None
     assert not box.covers("/bin/bash -c ls") and not box.grant("/bin/bash -c ls")
-    config, env = box.thread_config({"x": 1}, {"A": "b"})
-    assert config == {"x": 1} and env == {"A": "b"}
+    config, env = box.thread_config({"x": 1}, {"A": "b", "TMPDIR": "/shared"})
+    # no sandbox settings, no tripwire; but the session's own temporary directory (not a shared one)
+    assert config == {"x": 1} and env == {"A": "b", "TMPDIR": box.temp_dir}
     box.close()
 
 

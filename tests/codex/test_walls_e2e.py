@@ -14,7 +14,7 @@ import pytest
 
 from agent_fleet import PermissionConfig, Spec, System
 from agent_fleet.codex import CodexOptions, CodexProvider
-from agent_fleet.events import Event, Result
+from agent_fleet.events import Event, Result, ToolResult
 from agent_fleet.testing import FunctionCall, RecordedRequest, Reply, ScriptedModelServer, apply_patch
 
 from ._git import git
@@ -194,6 +194,40 @@ async def test_an_unsandboxed_run_without_a_grant_is_refused(
     assert not marker.exists()
     refused = [e.data for e in events if isinstance(e, System) and e.subtype == "codex_refused"]
     assert refused == [{"kind": "unsandboxed_run", "command": "./deploy.sh"}]
+
+
+@pytest.mark.parametrize("other_shell", ["/bin/sh", "/usr/bin/dash", "zsh"])
+async def test_a_command_run_by_another_shell_than_bash_needs_proof(
+    codex_options: CodexOptions,
+    scripted_model: ScriptedModelServer,
+    repo: Path,
+    outside: Path,
+    other_shell: str,
+) -> None:
+    """The tripwire is read by bash only (``BASH_ENV``): a command the model runs through another shell
+    (``exec_command``'s ``shell``) could be re-run outside the sandbox unwatched, so it is judged as an
+    escalation (fails closed): an opaque script is declined, a read-only command still runs."""
+    marker = outside / "marker-sh"
+    script(repo / "escape.sh", f"touch {marker}")
+
+    def sh(cmd: str) -> FunctionCall:
+        return FunctionCall(name="exec_command", arguments={"cmd": cmd, "login": False, "shell": other_shell})
+
+    scripted_model.enqueue(
+        Reply(items=(sh("./escape.sh"),)),
+        Reply(items=(sh("cat README.md"),)),
+        Reply.text("done"),
+    )
+    events = await _run(codex_options, Spec(prompt="run it", cwd=repo))
+
+    assert not marker.exists()
+    denied = _denied(events)
+    assert [(e.data["rule"], e.data.get("escalated")) for e in denied] == [("escalation-unproven", True)]
+    shown = str(denied[0].data["command"])  # codex runs it as `<that shell> -c ./escape.sh`
+    assert shown.endswith(" -c ./escape.sh") and "bash" not in shown, shown
+    read = [e for e in events if isinstance(e, ToolResult) and "hello" in (e.output or "")]
+    assert read, "the proven-harmless read ran"
+    assert isinstance(events[-1], Result)
 
 
 async def test_the_box_is_the_workspace_and_its_own_temporary_directory(

@@ -284,3 +284,14 @@ def test_a_workspace_that_lives_under_an_agents_directory_is_still_a_workspace(t
     assert _change(workspace, ".codex/config.toml").rule == "vital-path"
     command = ApprovalRequest(kind="command", command="echo x > src.txt", cwd=workspace)
     assert ApprovalPolicy().evaluate(command).accepted
+
+
+def test_a_file_change_under_codex_home_is_declined_even_inside_the_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CODEX_HOME holds codex's own settings (``config.toml``: approval policy, sandbox, hooks)."""
+    workspace, _ = _box(tmp_path)
+    monkeypatch.setenv("CODEX_HOME", str(workspace / "agent-home"))
+    decision = _change(workspace, "agent-home/config.toml")
+    assert decision.action == "decline" and decision.rule == "vital-path", decision
+    assert _change(workspace, "agent-homework/notes.md").accepted

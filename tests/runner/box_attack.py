@@ -183,6 +183,13 @@ class BoxAttack:
             if command["command"] in tried:
                 failed = command["status"] != "completed" or command["exit_code"] not in (0, None)
                 expect(failed, f"{tried[command['command']]}: ran ({command['status']}, exit 0)")
+        # Every attempt reached codex and the policy, and the agent saw how it ended: none went unseen.
+        record = [str(c["command"]) for c in tasks["A"]["commands"]]
+        record += [str(d["command"]) for d in tasks["A"]["declines"] if d.get("command")]
+        for cmd, what in tried.items():
+            expect(any(cmd in seen for seen in record), f"{what}: in neither A's commands nor its declines")
+        for what, _ in self.attacks:
+            expect(what in self.outputs, f"{what}: the agent never saw its outcome")
         for what, output in self.outputs.items():
             if what.startswith("patch"):
                 expect("Success" not in output, f"{what}: applied ({output.strip()[:80]})")

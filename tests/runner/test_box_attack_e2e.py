@@ -18,7 +18,10 @@ from .box_attack import BoxAttack
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
+# "another task's box is outside, whatever the sandbox mode": without a sandbox the policy alone holds
+@pytest.mark.parametrize("sandbox", ["workspace-write", "danger-full-access"])
 def test_a_task_cannot_reach_another_tasks_box_the_repositorys_machinery_or_tmp(
+    sandbox: str,
     repo: Path,
     scripted_model: ScriptedModelServer,
     cli_env: list[str],
@@ -35,7 +38,7 @@ def test_a_task_cannot_reach_another_tasks_box_the_repositorys_machinery_or_tmp(
     out = tmp_path / "out"
     args = ["batch", str(tasks), "-j", "2", "--worktrees", "--cwd", str(repo), "--out", str(out)]
     result = CliRunner().invoke(
-        cli, [*args, "--sandbox", "workspace-write", "--max-followups", "0", *cli_env], catch_exceptions=False
+        cli, [*args, "--sandbox", sandbox, "--max-followups", "0", *cli_env], catch_exceptions=False
     )
     summary = json.loads((out / "summary.json").read_text())
     try:

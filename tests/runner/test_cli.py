@@ -78,6 +78,33 @@ def test_doctor_says_the_policy_is_the_only_guard_without_a_sandbox(cli_env: lis
     assert "sandbox: OFF (danger-full-access)" in result.stdout and "the only guard" in result.stdout
 
 
+def test_doctor_for_claude_says_the_policy_is_the_only_guard_without_a_sandbox() -> None:
+    result = invoke("doctor", "--provider", "claude", "--sandbox", "danger-full-access")
+    assert result.exit_code == 0, result.output
+    assert "sandbox: OFF (danger-full-access)" in result.stdout and "the only guard" in result.stdout
+    assert "claude:" in result.stdout  # the SDK and its bundled Claude Code CLI
+
+
+def test_doctor_for_claude_checks_claude_codes_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = invoke("doctor", "--provider", "claude")
+    assert result.exit_code == 0, result.output
+    assert "ok  sandbox: Claude Code's sandbox" in result.stdout
+    # Without bubblewrap and socat on the PATH the sandbox cannot start: the session would fail.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    result = invoke("doctor", "--provider", "claude")
+    assert result.exit_code == 1, result.output
+    assert "FAIL  sandbox:" in result.stdout and "bubblewrap" in result.stdout
+    assert "the approval policy is then the only guard" in result.stdout  # the way out, said plainly
+
+
+def test_doctor_for_claude_takes_no_codex_overrides() -> None:
+    result = invoke("doctor", "--provider", "claude", "-c", "model=x")
+    assert result.exit_code == 2
+    assert "-c" in result.stderr and "Traceback" not in result.output
+
+
 def test_answers_become_the_providers_canned_answers() -> None:
     from agent_fleet.cli._options import provider_options
 

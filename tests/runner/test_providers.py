@@ -120,3 +120,17 @@ async def test_a_new_provider_plugs_in_through_the_registry(echo_entry: Provider
         await provider.read_session("s")
     with pytest.raises(Unsupported):
         await provider.archive_session("s")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("codex", "codex's sandbox"),
+        ("codex-exec", "nothing runs unsandboxed"),
+        ("claude", "Claude Code's sandbox"),
+    ],
+)
+def test_every_provider_says_what_its_wall_is(name: str, says: str) -> None:
+    """Issue #27: ``Capabilities`` says, per provider, what confines the agent's commands."""
+    wall = provider_entry(name).capabilities().os_sandbox
+    assert wall is not None and says in wall, wall

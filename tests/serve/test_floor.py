@@ -11,7 +11,7 @@ import pytest
 from agent_fleet import Spec
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.policy import evaluate_command
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, evaluate_command
 from agent_fleet.serve._floor import FIELD_RULES, Floor, Refused
 
 DAEMON = PermissionConfig(
@@ -130,8 +130,12 @@ def test_escalation_patterns_of_a_client_only_narrow_the_daemons() -> None:
     assert merged.narrowed_by is not None and merged.narrowed_by.escalation_patterns == (".*",)
     none = floor.permission_for(PermissionConfig())
     assert none is not None and none.narrowed_by is not None and none.narrowed_by.escalation_patterns == ()
+    # A daemon without a permission of its own still has the defaults' floor: only proven escalations.
     open_floor = Floor().permission_for(PermissionConfig(escalation_patterns=(".*",)))
-    assert open_floor is not None and open_floor.escalation_patterns == (".*",)  # no floor: the client's
+    assert open_floor is not None and open_floor.escalation_patterns == ()
+    assert _rule("./deploy.sh", open_floor) is None  # not escalated: the default allows it
+    escalated = ApprovalRequest(kind="command", command="./deploy.sh", cwd="/w", escalated=True)
+    assert ApprovalPolicy(open_floor).evaluate(escalated).rule == "escalation-unproven"
 
 
 @pytest.mark.parametrize("default", ["ask", "deny"])
@@ -177,7 +181,8 @@ def test_rule_packs_must_be_under_an_allowed_root(tmp_path: Path) -> None:
         'domain = "acme"\n[[rules]]\nname = "prod"\nprograms = ["acmectl"]\nreason = "no"\n'
     )
     inside = floor.permission_for(PermissionConfig(rule_packs=(str(tmp_path / "root" / "p.toml"),)))
-    assert inside is not None and inside.rule_packs == (str(tmp_path / "root" / "p.toml"),)
+    assert inside is not None and inside.narrowed_by is not None
+    assert inside.narrowed_by.rule_packs == (str(tmp_path / "root" / "p.toml"),)
 
 
 @pytest.mark.parametrize(
@@ -203,7 +208,7 @@ def test_an_mcp_server_by_url_is_no_process_of_the_daemon(tmp_path: Path) -> Non
 
 
 def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
-    floor = Floor(permission=PermissionConfig(disallow_patterns=("^curl",)))
+    floor = Floor(permission=PermissionConfig(disallow_patterns=("^curl",), escalation_patterns=("^pytest",)))
     permission = floor.permission_for(None)
     floor.check_gate("pytest -q", cwd=str(tmp_path), permission=permission, where="gate")
     for command, rule in [
@@ -215,9 +220,38 @@ def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
             floor.check_gate(command, cwd=str(tmp_path), permission=permission, where="gate")
         if rule is not None:
             assert f"rule {rule}" in str(info.value)
+    # what the policy would ask a person about is refused: nobody is there when the batch is submitted
     ask = Floor(permission=PermissionConfig(default="ask"))
-    with pytest.raises(Refused, match="default-ask"):
+    with pytest.raises(Refused, match="escalation-unproven"):
         ask.check_gate("pytest -q", cwd=str(tmp_path), permission=ask.permission, where="gate")
+    trusted_ask = Floor(permission=PermissionConfig(default="ask"), trust_clients=True)
+    with pytest.raises(Refused, match="default-ask"):
+        trusted_ask.check_gate(
+            "pytest -q", cwd=str(tmp_path), permission=trusted_ask.permission, where="gate"
+        )
+
+
+@pytest.mark.parametrize("command", ["./check.sh", "pytest -q", "make test", "python -m pytest"])
+def test_a_gate_runs_outside_the_sandbox_so_it_needs_the_operators_consent(
+    command: str, tmp_path: Path
+) -> None:
+    """A batch's gate runs on the daemon's machine outside any sandbox, chosen by a client: the code it
+    runs (the workspace's, which the agent wrote) would escape the sandbox at a token holder's word.
+    It is judged as an escalation: proven harmless, or allowed by the operator (``--allow-escalation``,
+    ``--trust-clients``); ``default="allow"`` does not cover it."""
+    floor = Floor()
+    with pytest.raises(Refused, match="escalation-unproven") as info:
+        floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission_for(None), where="gate")
+    assert "--allow-escalation" in str(info.value)
+    # a client's own escalation patterns narrow the daemon's, never widen them
+    client = PermissionConfig(escalation_patterns=(".*",))
+    with pytest.raises(Refused, match="escalation-unproven"):
+        floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission_for(client), where="gate")
+    floor.check_gate("git diff --stat", cwd=str(tmp_path), permission=None, where="gate")  # proven harmless
+    allowed = Floor(permission=PermissionConfig(escalation_patterns=(".*",)))
+    allowed.check_gate(command, cwd=str(tmp_path), permission=allowed.permission_for(None), where="gate")
+    trusted = Floor(trust_clients=True)
+    trusted.check_gate(command, cwd=str(tmp_path), permission=None, where="gate")
 
 
 def test_every_spec_field_has_a_rule() -> None:
@@ -238,3 +272,63 @@ def test_paths_of_a_spec_must_lie_under_an_allowed_root(tmp_path: Path) -> None:
     ):
         with pytest.raises(Refused, match="outside the daemon's --allow-root"):
             floor.spec(bad)
+
+
+def _worktree(repo: Path, where: Path, branch: str) -> Path:
+    import subprocess
+
+    def git(cwd: Path, *args: str) -> None:
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+    if not (repo / ".git").exists():
+        repo.mkdir(parents=True)
+        git(repo, "init", "-q")
+        git(
+            repo,
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "i",
+        )
+    where.parent.mkdir(parents=True, exist_ok=True)
+    git(repo, "worktree", "add", "-q", "-b", branch, str(where))
+    return where
+
+
+def test_a_tasks_directories_in_the_daemons_boxes_need_no_allow_root(tmp_path: Path) -> None:
+    """``batch --server`` makes its box in the daemon's boxes directory: a task's temporary directory
+    and its worktree of an allowed repository are taken there, and nothing else."""
+    allowed, other = tmp_path / "allowed", tmp_path / "elsewhere"
+    boxes = tmp_path / "state" / "boxes"
+    floor = Floor(allow_roots=(allowed,), boxes=boxes)
+    temp = boxes / "out-x1" / "tmp" / "a"
+    temp.mkdir(parents=True)
+    assert floor.inside(temp, "temp_dir") == str(temp)
+    mine = _worktree(allowed / "repo", boxes / "out-x1" / "worktrees" / "a", "agent-fleet/a")
+    assert floor.cwd(mine / "") == str(mine)
+    (mine / "sub").mkdir()
+    assert floor.cwd(mine / "sub") == str(mine / "sub")
+    # A worktree of a repository outside every allowed root: refused, as the repository itself is.
+    theirs = _worktree(other / "repo", boxes / "out-x1" / "worktrees" / "b", "agent-fleet/b")
+    with pytest.raises(Refused, match="allow-root"):
+        floor.cwd(theirs)
+    # A directory that only claims to be a worktree of the allowed repository (its git dir does not
+    # point back at it), the box itself, the boxes directory, another subdirectory: refused.
+    fake = boxes / "out-x1" / "worktrees" / "c"
+    fake.mkdir()
+    (fake / ".git").write_text(f"gitdir: {allowed / 'repo' / '.git' / 'worktrees' / 'a'}\n")
+    for path in (fake, boxes / "out-x1", boxes, boxes / "out-x1" / "tmp"):
+        with pytest.raises(Refused, match="allow-root"):
+            floor.inside(path, "cwd")
+    # A link out of the boxes is judged where it leads.
+    (boxes / "out-x1" / "tmp" / "link").symlink_to(other)
+    with pytest.raises(Refused, match="allow-root"):
+        floor.inside(boxes / "out-x1" / "tmp" / "link", "cwd")
+    # Without a boxes directory (a library Floor) nothing of it is taken.
+    with pytest.raises(Refused):
+        Floor(allow_roots=(allowed,)).inside(temp, "temp_dir")

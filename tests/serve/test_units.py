@@ -161,7 +161,7 @@ def test_ask_declines_with_its_own_rule_and_built_in_rules_still_decide_first() 
     assert ApprovalPolicy(ask).evaluate(ApprovalRequest(kind="permissions")).rule == "no-paths"
 
 
-async def test_the_queue_parks_only_ask_and_times_out_to_a_decline() -> None:
+async def test_the_queue_parks_no_final_decision_and_times_out_to_a_decline() -> None:
     queue = ApprovalQueue(timeout=0.2)
     allow = Decision(action="allow_for_session")
     assert await queue.handler(ApprovalRequest(kind="command", command="ls"), allow) is allow
@@ -174,6 +174,23 @@ async def test_the_queue_parks_only_ask_and_times_out_to_a_decline() -> None:
     timed_out = await queue.handler(ApprovalRequest(kind="command", command="touch x"), ask)
     assert timed_out.action == "decline" and timed_out.rule == "approval-timeout"
     assert queue.pending() == [] and queue.parked == 1
+
+
+@pytest.mark.parametrize("rule", ["escalation-unproven", "strict-unproven"])
+async def test_the_queue_parks_what_a_person_may_accept_with_why_it_waits(rule: str) -> None:
+    """An escalation (issue #27: "a command proven harmless, an explicit setting, or a person") waits
+    for a person like an ``ask``, and the person sees that it would run outside the sandbox."""
+    queue = ApprovalQueue(timeout=None)
+    why = Decision(action="decline", rule=rule, reason="it would run outside the sandbox: ./deploy.sh")
+    request = ApprovalRequest(kind="command", command="./deploy.sh", cwd="/w", escalated=True)
+    waiting = asyncio.create_task(queue.handler(request, why))
+    while not queue.pending():
+        await queue.changed.wait()
+    [pending] = queue.pending()
+    assert pending["escalated"] is True and pending["rule"] == rule
+    assert pending["reason"] == why.reason
+    queue.decide(pending["approval_id"], "allow_once")
+    assert (await waiting).action == "allow_once"
 
 
 async def test_a_decision_answers_the_waiting_request() -> None:

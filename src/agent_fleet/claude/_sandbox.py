@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from agent_fleet._scratch import make_scratch
 from agent_fleet.errors import UsageError
 from agent_fleet.policy.requests._requests import _entry
 
@@ -85,7 +86,7 @@ def _private_dir() -> str:
     base = tempfile.gettempdir()
     if not _cli_temp_fits(os.path.join(base, _PREFIX + "x" * 8)) and os.path.isdir("/tmp"):
         base = "/tmp"
-    return os.path.realpath(tempfile.mkdtemp(prefix=_PREFIX, dir=base))
+    return os.path.realpath(make_scratch(_PREFIX, base))
 
 
 @dataclass(frozen=True, slots=True)

@@ -495,17 +495,33 @@ def models_command(provider: str, config: tuple[str, ...], include_hidden: bool,
     help="The sandbox your runs use (danger-full-access: reports that the policy is the only guard).",
 )
 @click.option(
+    "--provider",
+    type=click.Choice(("codex", "claude")),
+    default="codex",
+    show_default=True,
+    help="codex: the codex binary (both codex providers); claude: the Claude Code CLI and its sandbox.",
+)
+@click.option(
     "--json", "json_output", is_flag=True, help="Print the checks as a JSON object (name, ok, detail, hint)."
 )
-def doctor_command(config: tuple[str, ...], sandbox: str | None, json_output: bool) -> None:
-    """Check the codex binary, credentials, sandbox and app-server."""
-    from agent_fleet.runner.doctor import diagnose
+def doctor_command(config: tuple[str, ...], sandbox: str | None, provider: str, json_output: bool) -> None:
+    """Check the codex binary, credentials, sandbox and app-server (--provider claude: the Claude Code
+    CLI and its sandbox)."""
+    from agent_fleet.runner.doctor import diagnose, diagnose_claude
 
     with handled():
-        options = CodexOptions(config=parse_config_overrides(config))
+        if provider == "claude":
+            if config:
+                raise UsageError("-c overrides are codex's: doctor --provider claude takes none")
 
-        async def go(stop: asyncio.Event) -> Any:
-            return await diagnose(options, sandbox=sandbox)
+            async def go(stop: asyncio.Event) -> Any:
+                return await diagnose_claude(sandbox=sandbox)
+
+        else:
+            options = CodexOptions(config=parse_config_overrides(config))
+
+            async def go(stop: asyncio.Event) -> Any:
+                return await diagnose(options, sandbox=sandbox)
 
         console = Console(highlight=False, soft_wrap=True, stderr=json_output)
         checks = run_async(go, console)

@@ -14,6 +14,7 @@ from agent_fleet.cli._commands import cli
 from agent_fleet.cli._exits import handled
 from agent_fleet.cli._options import (
     ALLOW,
+    ALLOW_ESCALATION,
     ALLOW_HOST,
     ALLOW_MCP,
     DENY,
@@ -62,6 +63,7 @@ def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
 @DENY
 @ALLOW_HOST
 @ALLOW_MCP
+@ALLOW_ESCALATION
 @click.option(
     "--default-approval",
     type=click.Choice(["allow", "deny", "ask"]),
@@ -116,6 +118,7 @@ def serve_command(
     deny: tuple[str, ...],
     allow_host: tuple[str, ...],
     allow_mcp: tuple[str, ...],
+    allow_escalation: tuple[str, ...],
     default_approval: str,
     approval_timeout: float,
     orphan_timeout: float,
@@ -135,7 +138,9 @@ def serve_command(
             state_dir=state_dir or default_state_dir(),
             provider=provider,
             options=_options(provider, config),
-            permission=permission_config(allow, deny, default_approval, allow_host, allow_mcp),
+            permission=permission_config(
+                allow, deny, default_approval, allow_host, allow_mcp, allow_escalation
+            ),
             allow_roots=tuple(allow_roots),
             approval_timeout=approval_timeout,
             max_body=max_body,

@@ -36,12 +36,12 @@ import os
 import posixpath
 import shlex
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from agent_fleet._scratch import make_scratch
 from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:
@@ -182,9 +182,14 @@ class Box:
         self, config: Mapping[str, Any], env: Mapping[str, str]
     ) -> tuple[dict[str, Any], dict[str, str]]:
         """``config`` with the box's sandbox settings, and ``env`` (variables for the agent's commands)
-        with its ``TMPDIR`` and tripwire. Unchanged under ``danger-full-access``."""
+        with its ``TMPDIR`` and tripwire. Under ``danger-full-access`` only ``TMPDIR``: nothing is
+        sandboxed, but the session's temporary directory is still its own (not the codex child's,
+        which every session of the app-server shares)."""
         if not self.sandboxed:
-            return dict(config), dict(env)
+            variables = dict(env)
+            if self.temp_dir is not None:
+                variables["TMPDIR"] = self.temp_dir
+            return dict(config), variables
         out = {
             key: value
             for key, value in config.items()
@@ -217,7 +222,7 @@ def _private_dir(prefix: str, avoid: tuple[str, ...]) -> str | None:
         try:
             if parent is not None:
                 os.makedirs(parent, mode=0o700, exist_ok=True)
-            path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+            path = make_scratch(prefix, parent)
         except OSError:
             continue
         if not _inside(path, avoid):
@@ -244,7 +249,7 @@ def make_box(
         temp = os.path.realpath(os.path.expanduser(os.fspath(temp_dir)))
         os.makedirs(temp, mode=0o700, exist_ok=True)
     else:
-        temp = tempfile.mkdtemp(prefix="agent-fleet-tmp-")
+        temp = make_scratch("agent-fleet-tmp-")
         owned.append(temp)
     roots = tuple(dict.fromkeys((temp, *declared)))
     box = Box(workspace=workspace, sandbox=mode, temp_dir=temp, roots=roots, owned=tuple(owned))

@@ -28,7 +28,6 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -42,6 +41,7 @@ from agent_fleet._codex_binary import (
 from agent_fleet._codex_toml import config_args
 from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
+from agent_fleet._scratch import make_scratch
 from agent_fleet.codex import _approvals, _overload
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._account import LOGIN_COMPLETED, AccountMixin
@@ -172,7 +172,7 @@ class CodexProvider(AccountMixin, StoredMixin, Provider):
         if "TMPDIR" not in opts.env:
             # private; and codex's bubblewrap helper is made even with CODEX_HOME under the shared one
             if self._private_tmp is None:
-                self._private_tmp = tempfile.mkdtemp(prefix="agent-fleet-codex-")
+                self._private_tmp = make_scratch("agent-fleet-codex-")
             env["TMPDIR"] = self._private_tmp
         try:
             # Under the reaper: a crash, a shutdown or our own death ends every command codex started.

@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -48,6 +47,7 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
+from agent_fleet._scratch import make_scratch
 from agent_fleet.codex._box import OS_SANDBOX, Box, session_box
 from agent_fleet.codex._exec_argv import ExecCommand, build_command, resolve_cwd
 from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser, StderrRefusals
@@ -84,7 +84,7 @@ def _write_turn_files(spec: Spec) -> tuple[str | None, str | None, str | None]:
     """Write the output schema and base instructions to a private temp dir (removed after the turn)."""
     if spec.output_schema is None and spec.base_instructions is None:
         return None, None, None
-    tempdir = tempfile.mkdtemp(prefix="agent-fleet-exec-")
+    tempdir = make_scratch("agent-fleet-exec-")
     schema_file = instructions_file = None
     try:
         if spec.output_schema is not None:

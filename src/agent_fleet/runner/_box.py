@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_fleet._scratch import state_dir
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
 from agent_fleet.runner.ledger import Ledger
@@ -47,14 +48,6 @@ __all__ = [
     "private_tree",
     "state_dir",
 ]
-
-
-def state_dir() -> Path:
-    """The fleet's state directory on this machine (not created): ``$XDG_STATE_HOME/agent-fleet``, else
-    ``~/.local/state/agent-fleet`` (a relative ``XDG_STATE_HOME`` is ignored, as the XDG spec says)."""
-    base = os.environ.get("XDG_STATE_HOME") or ""
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
-    return root / "agent-fleet"
 
 
 def private_dir(path: Path) -> Path:

@@ -173,9 +173,10 @@ async def run_batch(
     ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
 
     ``box_dir``: where the batch's box is made (its worktrees and the tasks' temporary directories;
-    default ``<state>/boxes``, see ``agent_fleet.runner._box``). ``on_warning(text)`` is called before
-    any task starts for what the caller should know (tasks sharing a working tree without
-    ``worktrees``); without it the warning is logged.
+    default: where ``provider`` says (its ``box_dir`` once started: a ``RemoteProvider``'s is the
+    daemon's boxes directory), else ``<state>/boxes``, see ``agent_fleet.runner._box``).
+    ``on_warning(text)`` is called before any task starts for what the caller should know (tasks
+    sharing a working tree without ``worktrees``); without it the warning is logged.
 
     Raises ``UsageError`` up front for a task id that is not a safe file name and branch name (see
     ``task_id_problem``) or is used twice, and for a new batch whose ``out_dir`` is inside a git
@@ -268,9 +269,11 @@ async def run_batch(
         repos = {w.repo for w in locator.where.values() if w.repo is not None}
         if not resume:
             await _box.check_record_place(out, repos)
+        await providers.start({name or providers.default_name for name in asked})
+        if box_dir is None:  # a provider running its sessions elsewhere names where their boxes go
+            box_dir = getattr(provider, "box_dir", None)
         box = _box.open_batch_box(ledger, out, box_dir)
         _box.check_outside(box.root, repos, "the batch's box")
-        await providers.start({name or providers.default_name for name in asked})
     except BaseException:
         if box is not None:
             box.close()

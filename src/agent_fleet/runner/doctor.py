@@ -6,6 +6,12 @@ config overrides choose a ``model_provider``); codex's sandbox (``codex sandbox 
 write outside the workspace is refused; for ``sandbox="danger-full-access"`` it says that nothing is
 sandboxed and the approval policy is then the only guard); the app-server handshake (spawn +
 ``initialize``, timed); the account codex reports (``agent-fleet login`` stores one).
+
+``diagnose_claude`` checks the Claude provider: claude-agent-sdk and the Claude Code CLI it runs (the
+bundled one, or ``ClaudeOptions.cli_path``); Claude Code's sandbox (Linux: bubblewrap and socat on the
+CLI's ``PATH``, and bubblewrap able to make its namespaces; macOS: Seatbelt), without which a session
+does not start unless the caller opts out; for ``sandbox="danger-full-access"`` it says that nothing is
+sandboxed and the approval policy is then the only guard.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent_fleet._codex_binary import MINIMUM_CODEX_VERSION, PINNED_CODEX_VERSION, check_codex_version
 from agent_fleet.codex import CodexOptions, CodexProvider, codex_version_async, credential_sources, find_codex
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable
 from agent_fleet.runner.providers import uses_custom_model_provider
 
-__all__ = ["Check", "diagnose"]
+__all__ = ["Check", "diagnose", "diagnose_claude"]
 
 _SANDBOX_TIMEOUT = 30.0
 
@@ -239,4 +246,77 @@ async def diagnose(options: CodexOptions | None = None, *, sandbox: str | None =
         )
     finally:
         await provider.shutdown()
+    return checks
+
+
+def _claude_cli(options: Any) -> Check:
+    """claude-agent-sdk, and the Claude Code CLI it runs (the bundled one unless ``cli_path``)."""
+    from agent_fleet.claude._sdk import require_sdk
+
+    try:
+        sdk = require_sdk()
+    except ProviderUnavailable as exc:
+        return Check(name="claude", ok=False, detail=exc.message, hint="pip install 'agent-fleet[claude]'")
+    version = getattr(sdk, "__version__", "?")
+    if options.cli_path is not None:
+        cli = Path(options.cli_path)
+        if not cli.is_file():
+            return Check(
+                name="claude",
+                ok=False,
+                detail=f"ClaudeOptions.cli_path {str(cli)!r} is not a file",
+                hint="point cli_path at the claude executable, or leave it unset for the bundled CLI",
+            )
+        return Check(name="claude", ok=True, detail=f"claude-agent-sdk {version}, Claude Code CLI {cli}")
+    try:
+        bundled = Path(str(sdk.__file__)).parent / "_bundled"
+        cli_version = (bundled / "claude.version").read_text(encoding="utf-8").strip()
+    except OSError:
+        cli_version = "not bundled: the claude on the PATH"
+    return Check(
+        name="claude", ok=True, detail=f"claude-agent-sdk {version}, bundled Claude Code CLI {cli_version}"
+    )
+
+
+async def _claude_sandbox(env: dict[str, str]) -> Check:
+    """Whether Claude Code's sandbox can start for a CLI run with ``env`` (see the module docstring)."""
+    import shutil
+    import sys
+
+    from agent_fleet.claude import _sandbox
+
+    way_out = (
+        "install what it needs; or run without an OS sandbox (--sandbox danger-full-access, or "
+        "ClaudeOptions(sandbox_optional=True)): the approval policy is then the only guard"
+    )
+    problem = _sandbox.missing(env)
+    if problem is None and sys.platform.startswith("linux"):
+        bwrap = shutil.which("bwrap", path=env.get("PATH", os.defpath))
+        assert bwrap is not None  # missing() found it
+        with tempfile.TemporaryDirectory(prefix="agent-fleet-doctor-") as tmp:
+            argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-net", "true"]
+            code, out = await _run(argv, env, tmp)
+        if code != 0:
+            problem = f"bubblewrap cannot make its namespaces here ({_error_line(out) or f'exit {code}'})"
+    if problem is not None:
+        return Check(
+            name="sandbox",
+            ok=False,
+            detail=f"{problem}: a Claude session does not start without its sandbox",
+            hint=way_out,
+        )
+    return Check(name="sandbox", ok=True, detail=_sandbox.OS_SANDBOX)
+
+
+async def diagnose_claude(options: Any = None, *, sandbox: str | None = None) -> list[Check]:
+    """The Claude provider's checks (see the module docstring); ``options``: ``ClaudeOptions``. Never
+    raises for what it finds."""
+    from agent_fleet.claude.options import ClaudeOptions
+
+    opts = options if options is not None else ClaudeOptions()
+    checks = [_claude_cli(opts)]
+    if sandbox == "danger-full-access":
+        checks.append(_UNSANDBOXED)
+    else:
+        checks.append(await _claude_sandbox({**os.environ, **(opts.env or {})}))
     return checks

@@ -16,6 +16,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final
 
 from sse_starlette import EventSourceResponse
@@ -142,6 +143,7 @@ class App:
         secure_cookie: bool = False,
         hosts: Hosts | None = None,
         feed: Feed | None = None,
+        boxes: Path | None = None,
     ) -> None:
         self.sessions = sessions
         self.feed = feed if feed is not None else Feed(session_row=sessions.row, batch_row=batches.row)
@@ -152,6 +154,7 @@ class App:
         self.batches = batches
         self.provider = provider
         self.max_body = max_body
+        self.boxes = boxes
         g = self._guarded
         routes = [
             _route("/healthz", GET=self.healthz),
@@ -252,8 +255,15 @@ class App:
             caps: dict[str, Any] | None = dataclasses.asdict(provider_entry(self.provider).capabilities())
         except AgentFleetError:
             caps = None
+        # ``boxes``: where a client's batch makes its boxes (``batch --server``): the floor takes them
         return JSONResponse(
-            {"version": __version__, "provider": self.provider, "api": "v1", "capabilities": caps}
+            {
+                "version": __version__,
+                "provider": self.provider,
+                "api": "v1",
+                "capabilities": caps,
+                "boxes": str(self.boxes) if self.boxes is not None else None,
+            }
         )
 
     # -- sessions --------------------------------------------------------------------------------------

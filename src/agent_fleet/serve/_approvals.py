@@ -1,11 +1,16 @@
-"""Deferred approvals: requests the policy left to a person (``PermissionConfig(default="ask")``).
+"""Deferred approvals: requests the policy left to a person.
 
 ``ApprovalQueue.handler`` is the providers' ``approval_handler``. It is called on a task of its own for
-each request the policy did not decline (the codex handle spawns it), so a parked request blocks only
-its own turn. Only a ``default-ask`` decline is parked; every other decision is returned unchanged (a
-built-in decline never reaches the handler, and an allow needs nobody). A parked request waits until
-``decide`` or its timeout, which declines it with rule ``approval-timeout``. ``pending()`` shows the
-requests redacted: a command may carry a credential.
+each request the policy did not decline for good (the codex handle spawns it), so a parked request
+blocks only its own turn. The declines that ask for someone are parked (``PARKED``, the policy's
+refinable ones): ``default-ask`` (``PermissionConfig(default="ask")``: nobody decided),
+``escalation-unproven`` (the request would run outside the OS sandbox and is not proven harmless nor
+allowed by ``--allow-escalation``: issue #27's "or a person") and ``strict-unproven`` (the strict
+profile could not prove it harmless). Every other decision is returned unchanged (a final decline never
+reaches the handler, and an allow needs nobody). A parked request waits until ``decide`` or its
+timeout, which declines it with rule ``approval-timeout``. ``pending()`` shows the requests redacted (a
+command may carry a credential), with why they wait: the rule, the policy's reason, and ``escalated``
+(accepting lets it run outside the sandbox; an accept is then for that one run).
 
 The session that asked is told, in its own event stream: ``System(subtype="approval_pending")`` when
 its request is parked (what waits, its approval id, where to decide: the dashboard and the API path,
@@ -39,7 +44,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agent_fleet._provider.refine import HANDLER_EMIT, HANDLER_SESSION
+from agent_fleet._provider.refine import HANDLER_EMIT, HANDLER_SESSION, REFINABLE_DECLINES
 from agent_fleet._redact import Redactor
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System
@@ -72,6 +77,8 @@ def _none(*args: Any) -> Any:
     return None
 
 
+#: The declines a person may still turn into an accept: parked until one decides.
+PARKED: Final = frozenset(REFINABLE_DECLINES)
 Answer = Literal["allow_once", "allow_for_session", "decline", "cancel"]
 ANSWERS: Final = ("allow_once", "allow_for_session", "decline", "cancel")
 
@@ -97,6 +104,7 @@ class Pending:
             "command": command if isinstance(command, str) or command is None else list(command),
             "paths": list(request.paths),
             "cwd": request.cwd,
+            "escalated": request.escalated,
             "created": self.created,
             "deadline": self.deadline,
             "session_id": self.session_id,
@@ -147,10 +155,15 @@ class ApprovalQueue:
         self.changed = asyncio.Event()
 
     async def handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
-        if decision.rule != ASK_RULE:
+        if decision.action != "decline" or decision.rule not in PARKED:
             return decision
         session_id = HANDLER_SESSION.get()
-        if session_id is not None and _same(request) in self._granted.get(session_id, ()):
+        # (an escalated request is allowed once at a time: leaving the sandbox is never remembered)
+        if (
+            not request.escalated
+            and session_id is not None
+            and _same(request) in self._granted.get(session_id, ())
+        ):
             return Decision(action="allow_for_session", reason="allowed for the session by a person")
         approval_id = f"a{next(self._ids)}"
         self.parked += 1
@@ -176,7 +189,7 @@ class ApprovalQueue:
                 "decide": f"POST /v1/approvals/{approval_id}",
                 "dashboard": f"{self.url}/" if self.url else None,
             }
-            emit(System(subtype="approval_pending", data={**shown, **where, "rule": decision.rule}))
+            emit(System(subtype="approval_pending", data={**shown, **where}))
         decided: Decision | None = None
         try:
             async with asyncio.timeout(self.timeout):
@@ -192,7 +205,8 @@ class ApprovalQueue:
         finally:
             self._pending.pop(approval_id, None)
             self._bump()
-            if decided is not None and decided.action == "allow_for_session" and session_id is not None:
+            granted = decided is not None and decided.action == "allow_for_session"
+            if granted and session_id is not None and not request.escalated:
                 self._remember(session_id, _same(request))
             outcome = decided.action if decided is not None else "cancel"
             rule = decided.rule if decided is not None else None

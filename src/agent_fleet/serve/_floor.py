@@ -10,7 +10,8 @@ request by both, each with its own patterns, rule packs, hosts and default, and 
 wins. So a command must be accepted by both: each simple command matched by one of the daemon's allow
 patterns (when it has any) and by one of the client's (when it gives any); a decline of either
 declines; the daemon's ``ask`` still asks a person, and the client's ``deny`` still declines. The same
-holds for ``escalation_patterns`` (what may leave the sandbox): a client's only narrow the daemon's.
+holds for ``escalation_patterns`` (what may leave the sandbox): a client's only narrow the daemon's,
+also when the daemon has no permission of its own (its defaults: only what is proven harmless).
 Besides, a client's ``allowed_hosts`` / ``mcp_tools`` must each lie within the daemon's (an equal
 pattern, or a plain name one of the daemon's patterns matches), and its ``rule_packs`` must be files
 under an allowed root; its patterns must compile. Anything else is ``Refused`` (HTTP 403) or a
@@ -18,7 +19,10 @@ under an allowed root; its patterns must compile. Anything else is ``Refused`` (
 client's spec as sent (the two kept apart): a resumed session gets the daemon's floor of the moment.
 
 Every field of a spec is checked (``FIELD_RULES``; a test holds it to ``Spec``'s fields): paths (``cwd``,
-``images``, ``temp_dir``) must lie under an allowed root; without ``trust_clients`` (``serve
+``images``, ``temp_dir``) must lie under an allowed root, or in a task's directory of a batch box in the
+daemon's own ``boxes`` directory (``Floor.boxes``: ``<box>/tmp/<task>``, and ``<box>/worktrees/<task>``
+when that worktree belongs to a repository under an allowed root), where ``agent-fleet batch --server``
+makes its boxes (it asks ``GET /v1/info`` where); without ``trust_clients`` (``serve
 --trust-clients``) a client may not ask for what escapes the sandbox or the policy: sandbox
 ``danger-full-access``, codex ``config`` overrides, ``env`` (the environment of the agent's commands:
 ``GIT_CONFIG_*``, ``LD_PRELOAD``, ``PATH`` ... change what an approved command runs), or ``mcp_servers``
@@ -26,8 +30,11 @@ that start a process (a ``command``). Every route that takes a spec (a session, 
 template, each task line as the runner builds it) goes through ``Floor.spec``.
 
 Gate commands of a batch run outside the sandbox: each is judged by the task's (floored) policy as a
-command in the task's directory, and refused unless the policy accepts it outright (a command the
-policy would ask a person about is refused too: nobody is there when the batch is submitted).
+command in the task's directory -- as an escalation (issue #27: it runs the workspace's code, which the
+agent wrote, outside any sandbox, at a client's word), unless ``--trust-clients`` -- and refused unless
+the policy accepts it outright: proven harmless, or matched by the daemon's ``--allow-escalation``
+(a command the policy would ask a person about is refused too: nobody is there when the batch is
+submitted).
 
 ``FlooredProvider`` applies the same floor to every session a batch opens (the runner builds each
 task's spec from the template and its tasks-file line, after the checks above), so a task line's
@@ -56,7 +63,8 @@ from agent_fleet.contract import (
 )
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event
-from agent_fleet.policy import ApprovalPolicy, evaluate_command
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest
+from agent_fleet.policy.engine import ESCALATION_RULE
 
 __all__ = ["FIELD_RULES", "Floor", "FlooredProvider", "Refused"]
 
@@ -118,6 +126,28 @@ def _narrowed(config: PermissionConfig, client: PermissionConfig) -> PermissionC
     return dataclasses.replace(config, narrowed_by=inner)
 
 
+def _worktree_repository(worktree: Path) -> Path | None:
+    """The working tree of the repository ``worktree`` is a linked worktree of (resolved), read from its
+    ``.git`` file and its git dir's ``commondir``; None when it is not one (or cannot be read)."""
+    try:
+        text = (worktree / ".git").read_text(encoding="utf-8").strip()
+        if not text.startswith("gitdir:"):
+            return None
+        git_dir = (worktree / text.removeprefix("gitdir:").strip()).resolve()
+        common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+        # the worktree's git dir must point back at it: a .git file alone names any repository
+        back = Path((git_dir / "gitdir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, ValueError):
+        return None
+    if (
+        back != (worktree / ".git").resolve()
+        or common.name != ".git"
+        or git_dir.parent != common / "worktrees"
+    ):
+        return None
+    return common.parent
+
+
 def _is_url(text: str) -> bool:
     return text.startswith(("http://", "https://", "data:"))
 
@@ -129,6 +159,8 @@ class Floor:
     permission: PermissionConfig | None = None
     trust_clients: bool = False
     allow_roots: tuple[Path, ...] = ()
+    #: the daemon's own directory of batch boxes (resolved): a task's directories there are allowed
+    boxes: Path | None = None
 
     # -- paths -------------------------------------------------------------------------------------------
 
@@ -138,9 +170,25 @@ class Floor:
             resolved = Path(os.path.realpath(path))
         except ValueError as exc:  # an embedded NUL
             raise UsageError(f"{what} {str(path)!r} is not a path: {exc}") from None
-        if not any(resolved == root or resolved.is_relative_to(root) for root in self.allow_roots):
+        allowed = any(resolved == root or resolved.is_relative_to(root) for root in self.allow_roots)
+        if not allowed and not self._in_a_box(resolved):
             raise Refused(f"{what} {str(resolved)!r} is outside the daemon's --allow-root directories")
         return str(resolved)
+
+    def _in_a_box(self, path: Path) -> bool:
+        """``path`` (resolved) is in a task's directory of a box under ``boxes``: its temporary
+        directory, or its worktree of a repository under an allowed root."""
+        if self.boxes is None or not path.is_relative_to(self.boxes):
+            return False
+        parts = path.relative_to(self.boxes).parts
+        if len(parts) < 3 or parts[1] not in ("tmp", "worktrees"):
+            return False
+        if parts[1] == "tmp":
+            return True
+        repository = _worktree_repository(self.boxes.joinpath(*parts[:3]))
+        return repository is not None and any(
+            repository == root or repository.is_relative_to(root) for root in self.allow_roots
+        )
 
     def cwd(self, cwd: str | os.PathLike[str] | None) -> str:
         """``cwd`` resolved (the first allowed root when None): ``Refused`` outside the roots,
@@ -179,8 +227,9 @@ class Floor:
             _within(layer.allowed_hosts, base.allowed_hosts, "allowed_hosts", "--allow-host")
             _within(layer.mcp_tools, base.mcp_tools, "mcp_tools", "--allow-mcp")
             layer = layer.narrowed_by
-        # Built-in rules and default allow are already the client's own policy: nothing to add.
-        combined = client if self.permission is None else _narrowed(self.permission, client)
+        # Narrowed from the daemon's even when it has none of its own: the defaults are a floor too (a
+        # client's escalation patterns alone would let commands out of the sandbox).
+        combined = _narrowed(self.permission or PermissionConfig(), client)
         ApprovalPolicy(combined)  # a client pattern that does not compile: UsageError (400) naming it
         return combined
 
@@ -227,12 +276,29 @@ class Floor:
         return dataclasses.replace(spec, **changes)
 
     def check_gate(self, command: str, *, cwd: str, permission: PermissionConfig | None, where: str) -> None:
-        """``Refused`` unless the policy accepts ``command`` outright as a command run in ``cwd``."""
-        decision = evaluate_command(command, config=permission, cwd=cwd, writable_roots=(cwd,))
+        """``Refused`` unless the policy accepts ``command`` outright as a command run in ``cwd``, judged
+        as an escalation (it runs outside the sandbox) unless the daemon trusts its clients."""
+        try:
+            request = ApprovalRequest(
+                kind="command",
+                command=command,
+                cwd=cwd,
+                writable_roots=(cwd,),
+                escalated=not self.trust_clients,
+            )
+            decision = ApprovalPolicy(permission).evaluate(request)
+        except (TypeError, ValueError) as exc:
+            raise Refused(f"{where}: gate command {command!r} cannot be judged: {exc}") from None
         if not decision.accepted:
+            hint = (
+                "; a gate runs outside the sandbox: the daemon's operator can allow it with "
+                "`agent-fleet serve --allow-escalation REGEX` (or --trust-clients)"
+                if decision.rule == ESCALATION_RULE
+                else ""
+            )
             raise Refused(
                 f"{where}: gate command {command!r} is declined by the daemon's approval policy "
-                f"(rule {decision.rule}: {decision.reason})"
+                f"(rule {decision.rule}: {decision.reason}){hint}"
             )
 
 

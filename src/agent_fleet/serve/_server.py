@@ -191,7 +191,10 @@ class Daemon:
         self.approvals = ApprovalQueue(timeout=config.approval_timeout, redactor=self.redactor)
         roots = tuple(Path(os.path.realpath(r)) for r in (tuple(config.allow_roots) or (Path.cwd(),)))
         self.floor = Floor(
-            permission=config.permission, trust_clients=config.trust_clients, allow_roots=roots
+            permission=config.permission,
+            trust_clients=config.trust_clients,
+            allow_roots=roots,
+            boxes=Path(os.path.realpath(state / "boxes")),  # where batches' boxes go (Batches.box_root)
         )
         self.sessions = Sessions(
             store=self.store,
@@ -233,6 +236,7 @@ class Daemon:
             max_body=config.max_body,
             secure_cookie=not is_loopback(config.host),
             hosts=Hosts(config.host, config.allowed_hosts),
+            boxes=self.floor.boxes,
         )
         self.closing = False
         self._closed = asyncio.Event()

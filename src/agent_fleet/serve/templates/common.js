@@ -146,6 +146,8 @@ function approvalCard(a, opts) {
   add("cwd", a.cwd && el("code", {}, a.cwd));
   const why = [a.rule ? "rule " + a.rule : "", a.rule_means || a.why || ""].filter(Boolean).join(": ");
   add("why asked", why);
+  // An escalated request runs outside the OS sandbox if allowed: once only, never for the session.
+  add("sandbox", a.escalated ? el("strong", {class: "danger-text"}, "outside the sandbox: allowing runs this once without the sandbox") : null);
   const until = el("span", {class: "countdown", data: {deadline: a.deadline || ""}});
   add("times out", a.deadline ? until : null);
   const card = el("div", {class: "card waiting", data: {approval: a.approval_id}},
@@ -153,7 +155,7 @@ function approvalCard(a, opts) {
     kv,
     el("div", {class: "actions"},
       button("Allow once", "allow_once", "primary"),
-      button("Allow for this session", "allow_for_session", ""),
+      a.escalated ? "" : button("Allow for this session", "allow_for_session", ""),
       reason,
       button("Decline", "decline", "danger"),
       status));
