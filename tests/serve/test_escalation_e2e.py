@@ -84,7 +84,7 @@ async def test_a_person_decides_an_unproven_escalation_in_the_daemons_queue(
         [pending] = await _pending(http)
         assert "./deploy.sh" in str(pending["command"])
         assert pending["escalated"] is True and pending["rule"] == "escalation-unproven"
-        assert "outside the sandbox" in pending["reason"]
+        assert "outside the sandbox" in pending["why"]
         assert not marker.exists()  # nothing ran while it waited
         decided = await http.post(f"/v1/approvals/{pending['approval_id']}", json={"decision": answer})
         assert decided.status_code == 200, decided.text

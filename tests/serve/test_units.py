@@ -188,7 +188,7 @@ async def test_the_queue_parks_what_a_person_may_accept_with_why_it_waits(rule: 
         await queue.changed.wait()
     [pending] = queue.pending()
     assert pending["escalated"] is True and pending["rule"] == rule
-    assert pending["reason"] == why.reason
+    assert pending["why"] == why.reason
     queue.decide(pending["approval_id"], "allow_once")
     assert (await waiting).action == "allow_once"
 
