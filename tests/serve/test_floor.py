@@ -124,7 +124,9 @@ def test_a_client_pattern_that_does_not_compile_on_its_own_is_refused(pattern: s
 
 def _escalated(command: str, permission: PermissionConfig | None) -> Decision:
     """The decision on ``command`` asked to run outside the sandbox, in /w."""
-    request = ApprovalRequest(kind="command", command=command, cwd="/w", writable_roots=("/w",), escalated=True)
+    request = ApprovalRequest(
+        kind="command", command=command, cwd="/w", writable_roots=("/w",), escalated=True
+    )
     return ApprovalPolicy(permission).evaluate(request)
 
 
