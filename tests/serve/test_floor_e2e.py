@@ -69,7 +69,10 @@ async def test_a_clients_allow_pattern_cannot_escape_the_daemons(
     patterns: list[str],
     escalate: bool,
 ) -> None:
-    scripted_model.enqueue(Reply(items=(_shell(f"touch {marker}", escalate=escalate),)), Reply.text("done"))
+    # A script of the workspace that writes outside it: no built-in rule reads it (a plain `touch` of the
+    # marker is declined by one since issue 27), so only the daemon's allow patterns stand in its way.
+    (workspace / "mark.sh").write_text(f"touch {marker}\n")
+    scripted_model.enqueue(Reply(items=(_shell("sh mark.sh", escalate=escalate),)), Reply.text("done"))
     daemon = await make_daemon(options=codex_serve_options, permission=ONLY_GIT_STATUS)
     spec = {
         "prompt": "touch it",

@@ -389,6 +389,13 @@ async def _unless_stopped(wait: Coroutine[Any, Any, None], stop: asyncio.Event) 
         task.cancel()
 
 
+def _runs_here(provider: Provider) -> bool:
+    """The provider's sessions run on this machine (not on an ``agent-fleet serve`` daemon)."""
+    from agent_fleet.remote import RemoteProvider
+
+    return not isinstance(provider, RemoteProvider)
+
+
 def _note_pid(state: _State, provider: Provider) -> None:
     pid = provider.pid
     if pid is not None and pid not in state.pids:
@@ -501,7 +508,10 @@ async def _run_one(
     build_error: str | None = None
     try:
         task = build_task(t, template, run_cwd)
-        if task.spec.temp_dir is None:  # the task's own temporary directory, in its box
+        if task.spec.temp_dir is None and _runs_here(providers.get(t.provider)):
+            # The task's own temporary directory, in its box. Not for a daemon's sessions (``--server``):
+            # a path of this machine's box means nothing there, and the daemon refuses a temp_dir outside
+            # its --allow-root directories; it gives each session a private one of its own.
             task = replace(task, spec=replace(task.spec, temp_dir=str(boxed.box.temp_dir(t.id))))
     except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails
         build_error = f"line {t.line}: the task's settings cannot run: {exc}"
