@@ -19,7 +19,14 @@ from agent_fleet.contract import PermissionConfig, Spec
 from agent_fleet.errors import Unsupported, UsageError
 from agent_fleet.events import ERROR_CODES, Error, Event, UnknownEvent
 
-__all__ = ["event_from_record", "event_to_record", "permission_to_json", "spec_from_json", "spec_to_json"]
+__all__ = [
+    "MAX_NARROWED",
+    "event_from_record",
+    "event_to_record",
+    "permission_to_json",
+    "spec_from_json",
+    "spec_to_json",
+]
 
 # Every member of the ``Event`` union, by class name: a new event type is carried with no change here.
 _TYPES: Final[dict[str, type[Any]]] = {cls.__name__: cls for cls in typing.get_args(Event)}
@@ -110,18 +117,19 @@ def spec_to_json(spec: Spec) -> dict[str, Any]:
     return out
 
 
-_MAX_NARROWED: Final = 4  # nested ``narrowed_by`` levels a JSON spec may carry
+#: Nested ``narrowed_by`` levels a JSON spec may carry (the OpenAPI document spells them out).
+MAX_NARROWED: Final = 4
 
 
 def _permission_from_json(data: Any, where: str, depth: int = 0) -> PermissionConfig:
     if not isinstance(data, Mapping) or set(data) - _PERMISSION_FIELDS:
         raise UsageError(f"{where} must be an object with fields {sorted(_PERMISSION_FIELDS)}")
     fields = dict(data)
-    narrower = fields.get("narrowed_by")
-    if narrower is not None:
-        if depth >= _MAX_NARROWED:
-            raise UsageError(f"{where}: narrowed_by nests more than {_MAX_NARROWED} levels")
-        fields["narrowed_by"] = _permission_from_json(narrower, f"{where}.narrowed_by", depth + 1)
+    if "narrowed_by" in fields:  # an object (null is no configuration: leave the key out)
+        if depth >= MAX_NARROWED:
+            raise UsageError(f"{where}: narrowed_by nests more than {MAX_NARROWED} levels")
+        inner = fields["narrowed_by"]
+        fields["narrowed_by"] = _permission_from_json(inner, f"{where}.narrowed_by", depth + 1)
     for name, value in fields.items():
         if name not in ("default", "profile", "narrowed_by") and not (
             isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
@@ -141,8 +149,8 @@ _NUMBERS: Final = ("timeout", "idle_timeout", "max_cost_usd")
 def _check_types(fields: Mapping[str, Any]) -> None:
     """``UsageError`` for a spec field of the wrong JSON type (before ``Spec`` trips over it)."""
     for name, value in fields.items():
-        if value is None:
-            continue
+        if value is None:  # as the OpenAPI document says: a field is left out for its default
+            raise UsageError(f"spec.{name} must not be null (leave it out for the default)")
         if name in (*_STR, "mode", "temp_dir") and not isinstance(value, str):
             raise UsageError(f"spec.{name} must be a string")
         if name in _OBJECTS and not isinstance(value, Mapping):
@@ -181,7 +189,7 @@ def spec_from_json(data: Any) -> Spec:
     if permission is not None:
         fields["permission"] = _permission_from_json(permission, "spec.permission")
     if "images" in fields:
-        fields["images"] = tuple(fields["images"] or ())
+        fields["images"] = tuple(fields["images"])
     try:
         return Spec(**fields)
     except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong JSON type

@@ -11,7 +11,7 @@ import pytest
 from agent_fleet import Spec
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, evaluate_command
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision, evaluate_command
 from agent_fleet.serve._floor import FIELD_RULES, Floor, Refused
 
 DAEMON = PermissionConfig(
@@ -106,8 +106,9 @@ def test_a_clients_allow_patterns_never_accept_what_the_daemons_do_not(patterns:
     """The critical escape of issue 28: every command is still matched by the daemon's own patterns."""
     client = PermissionConfig(allow_patterns=tuple(patterns))
     merged = Floor(permission=DENY_BUT_GIT_STATUS).permission_for(client)
-    # (inside the workspace: a write outside it is declined by a built-in rule before any pattern is read)
-    for command in ("touch marker", "git status; touch x", "bash -c 'id'"):
+    # Commands no built-in rule declines (a write outside the workspace is declined by one of them since
+    # issue 27): only the daemon's patterns stand between them and the sandbox.
+    for command in ("touch marker", "git status; make deploy", "bash -c 'id'"):
         assert _rule(command, merged) == "not-allowed", (patterns, command)
     assert _rule("touch /tmp/outside/marker", merged) == "write-outside-workspace"
     # Stored apart and resumed apart: narrowing the result again changes nothing about what it accepts.
@@ -122,12 +123,55 @@ def test_a_client_pattern_that_does_not_compile_on_its_own_is_refused(pattern: s
         Floor(permission=DENY_BUT_GIT_STATUS).permission_for(PermissionConfig(allow_patterns=(pattern,)))
 
 
+def _escalated(command: str, permission: PermissionConfig | None) -> Decision:
+    """The decision on ``command`` asked to run outside the sandbox, in /w."""
+    request = ApprovalRequest(
+        kind="command", command=command, cwd="/w", writable_roots=("/w",), escalated=True
+    )
+    return ApprovalPolicy(permission).evaluate(request)
+
+
+# A command nothing proves harmless: outside the sandbox only by an escalation pattern or a person.
+_OUTSIDE = "make deploy"
+
+
+@pytest.mark.parametrize(
+    "daemon",
+    [
+        None,  # `agent-fleet serve` with no permission flags: the defaults (issue 28 item 3)
+        PermissionConfig(),
+        PermissionConfig(default="allow", allow_patterns=(".*",)),
+        PermissionConfig(escalation_patterns=("^git commit",)),
+    ],
+)
+@pytest.mark.parametrize("patterns", [(".*",), (r"^touch ",), (r"[\s\S]",)])
+def test_a_clients_escalation_patterns_never_widen_the_daemons(
+    daemon: PermissionConfig | None, patterns: tuple[str, ...]
+) -> None:
+    """Issue 28 item 3: without --trust-clients a client's escalation_patterns only narrow the daemon's,
+    under the daemon's defaults too (with no permission flags, escalation needs proof or a person)."""
+    floor = Floor(permission=daemon)
+    session = floor.permission_for(PermissionConfig(escalation_patterns=patterns))
+    assert _escalated(_OUTSIDE, floor.permission).action == "decline"  # the daemon alone: unproven
+    decision = _escalated(_OUTSIDE, session)
+    assert decision.action == "decline", (daemon, patterns, decision)
+    assert decision.rule == "escalation-unproven"
+    # Stored apart and resumed apart: narrowing again changes nothing.
+    assert _escalated(_OUTSIDE, floor.permission_for(session)).action == "decline"
+
+
 def test_escalation_patterns_of_a_client_only_narrow_the_daemons() -> None:
-    floor = Floor(permission=PermissionConfig(escalation_patterns=("^git commit",)))
-    merged = floor.permission_for(PermissionConfig(escalation_patterns=(".*",)))
+    floor = Floor(permission=PermissionConfig(escalation_patterns=("^make deploy", "^make install")))
+    merged = floor.permission_for(PermissionConfig(escalation_patterns=("^make install",)))
     assert merged is not None
-    assert merged.escalation_patterns == ("^git commit",)  # what the provider reads first: the daemon's
-    assert merged.narrowed_by is not None and merged.narrowed_by.escalation_patterns == (".*",)
+    assert merged.escalation_patterns == ("^make deploy", "^make install")  # the daemon's, kept apart
+    assert merged.narrowed_by is not None and merged.narrowed_by.escalation_patterns == ("^make install",)
+    assert _escalated("make install", merged).action == "allow_once"  # both accept it
+    assert _escalated("make deploy", merged).rule == "escalation-unproven"  # the client narrowed it
+    wide = floor.permission_for(PermissionConfig(escalation_patterns=(".*",)))
+    assert _escalated("make deploy", wide).action == "allow_once"
+    assert _escalated("make clean", wide).rule == "escalation-unproven"  # not the daemon's
+    # A client that names none leaves only what is proven harmless (the daemon's patterns need both).
     none = floor.permission_for(PermissionConfig())
     assert none is not None and none.narrowed_by is not None and none.narrowed_by.escalation_patterns == ()
     # A daemon without a permission of its own still has the defaults' floor: only proven escalations.
@@ -136,6 +180,8 @@ def test_escalation_patterns_of_a_client_only_narrow_the_daemons() -> None:
     assert _rule("./deploy.sh", open_floor) is None  # not escalated: the default allows it
     escalated = ApprovalRequest(kind="command", command="./deploy.sh", cwd="/w", escalated=True)
     assert ApprovalPolicy(open_floor).evaluate(escalated).rule == "escalation-unproven"
+    assert _escalated("make deploy", none).rule == "escalation-unproven"
+    assert _escalated("git status", none).action == "allow_once"  # proven harmless: no pattern needed
 
 
 @pytest.mark.parametrize("default", ["ask", "deny"])

@@ -227,9 +227,9 @@ async def test_a_batch_cut_off_with_its_daemon_is_listed_so_and_resume_finishes_
         assert listed["state"] == ("interrupted" if how == "kill" else "stopped"), listed
         assert listed["states"] == {"finished": 1, "finished:succeeded": 1, "interrupted": 1}
         assert (await http.post(f"/v1/batches/{batch_id}/resume", json={"rerun": "all"})).status_code == 400
-        resumed = await http.post(f"/v1/batches/{batch_id}/resume")
+        resumed = await http.post(f"/v1/batches/{batch_id}/resume", json={})
         assert resumed.status_code == 200, resumed.text
-        again = await http.post(f"/v1/batches/{batch_id}/resume")
+        again = await http.post(f"/v1/batches/{batch_id}/resume", json={})
         assert again.status_code == 400 and "running" in again.json()["error"]["message"]
         done = await _batch_until(http, batch_id, lambda b: b["state"] != "running")
         assert done["state"] == "succeeded", done

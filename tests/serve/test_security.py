@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,7 @@ from agent_fleet.serve._floor import Refused
 from agent_fleet.serve._openapi import OPENAPI
 
 from .conftest import TOKEN, MakeDaemon, PermissionConfig, client
+from .fakes import FakeProvider
 
 ENDPOINTS = [
     ("GET", "/"),
@@ -377,3 +379,46 @@ def test_a_state_directory_that_cannot_be_made_is_a_usage_error(tmp_path: Path) 
     assert result.exit_code == 2, result.output
     assert "cannot use the state directory" in result.output and "--state-dir" in result.output
     assert "Traceback" not in result.output and "internal error" not in result.output
+
+
+async def test_a_temp_dir_must_lie_under_an_allowed_root_on_every_route(
+    make_daemon: MakeDaemon, workspace: Path, tmp_path: Path
+) -> None:
+    """``temp_dir`` is a writable root of the session's sandbox (issue 28 item 2, issue 27's box): a
+    client's is taken only under an ``--allow-root``, symlinks resolved, on every route taking a spec."""
+    given: list[Spec] = []
+
+    class Recording(FakeProvider):
+        async def spawn(self, spec: Spec) -> Any:
+            given.append(spec)
+            return await super().spawn(spec)
+
+        async def resume(self, session_id: str, spec: Spec) -> Any:
+            given.append(spec)
+            return await super().resume(session_id, spec)
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "link").symlink_to(outside)
+    daemon = await make_daemon(providers=lambda name, options: Recording())
+    async with client(daemon) as http:
+        for temp_dir in (str(outside), str(workspace / "link"), str(workspace / "link" / "tmp")):
+            spec = {"prompt": "p", "cwd": str(workspace), "temp_dir": temp_dir}
+            for path, body in (
+                ("/v1/sessions", spec),
+                ("/v1/sessions?resume=019a0000-0000-7000-8000-000000000000", spec),
+                ("/v1/batches", {"tasks": [{"id": "a", "prompt": "p"}], "spec": spec}),
+            ):
+                response = await http.post(path, json=body)
+                assert response.status_code == 403, (path, temp_dir, response.text)
+                assert "outside the daemon's --allow-root" in response.json()["error"]["message"]
+        assert given == []
+        inside = workspace / "tmp" / "s1"
+        created = await http.post(
+            "/v1/sessions", json={"prompt": "p", "cwd": str(workspace), "temp_dir": str(inside)}
+        )
+        assert created.status_code == 201, created.text
+        sid = created.json()["session_id"]
+        assert [s.temp_dir for s in given] == [str(inside)]
+        stored = (await http.get(f"/v1/sessions/{sid}")).json()["spec"]
+        assert stored["temp_dir"] == str(inside)

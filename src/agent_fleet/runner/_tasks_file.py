@@ -294,7 +294,11 @@ def parse_task(obj: Any, *, line: int, base_dir: Path, where: str) -> BatchTask:
         raise UsageError(f"{where}: id {task_id!r} {problem}")
     if not prompt or not prompt.strip():
         raise UsageError(f"{where}: 'prompt' is required")
-    max_followups = _typed(obj, "max_followups", int, "a whole number", where)
+    max_followups = _typed(obj, "max_followups", (int, float), "a whole number", where)
+    if isinstance(max_followups, float):  # 2.0 is a whole number in JSON (and in JSON Schema)
+        if not max_followups.is_integer():
+            raise UsageError(f"{where}: 'max_followups' must be a whole number, not {max_followups!r}")
+        max_followups = int(max_followups)
     if max_followups is not None and max_followups < 0:
         raise UsageError(f"{where}: 'max_followups' must be >= 0, not {max_followups}")
     cwd = _typed(obj, "cwd", str, "a string", where)

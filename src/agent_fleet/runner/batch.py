@@ -393,6 +393,13 @@ async def _unless_stopped(wait: Coroutine[Any, Any, None], stop: asyncio.Event) 
         task.cancel()
 
 
+def _runs_here(provider: Provider) -> bool:
+    """The provider's sessions run on this machine (not on an ``agent-fleet serve`` daemon)."""
+    from agent_fleet.remote import RemoteProvider
+
+    return not isinstance(provider, RemoteProvider)
+
+
 def _note_pid(state: _State, provider: Provider) -> None:
     pid = provider.pid
     if pid is not None and pid not in state.pids:
@@ -508,7 +515,7 @@ async def _run_one(
         # The task's own temporary directory, in its box (a daemon's boxes directory for a daemon's
         # sessions, which its floor takes; a daemon that names none makes its sessions' own).
         task_provider = providers.get(t.provider)
-        elsewhere = task_provider.name == "remote" and getattr(task_provider, "box_dir", None) is None
+        elsewhere = not _runs_here(task_provider) and getattr(task_provider, "box_dir", None) is None
         if task.spec.temp_dir is None and not elsewhere:
             task = replace(task, spec=replace(task.spec, temp_dir=str(boxed.box.temp_dir(t.id))))
     except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails

@@ -62,6 +62,7 @@ _LIMIT = re.compile(r"[1-9][0-9]{0,2}|1000")
 _FILTER_TEXT = 200  # the most characters a text filter (?q) takes
 _NO_BODY: Final[dict[str, Any]] = {}  # what an empty body reads as (checked by identity)
 _FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
+_NULLABLE: Final = frozenset({"spec", "gate_cmd"})  # a batch's: null is the daemon's default (the document)
 
 
 def _known(query: Any, names: tuple[str, ...]) -> None:
@@ -199,18 +200,20 @@ class App:
         except ValueError as exc:
             raise UsageError(f"the body is not JSON: {exc}") from exc
 
-    async def _object(
-        self, request: Request, keys: tuple[str, ...], *, optional: bool = False
-    ) -> dict[str, Any]:
-        """The body as a JSON object with only ``keys`` (an empty body: ``{}`` when ``optional``)."""
+    async def _object(self, request: Request, keys: tuple[str, ...]) -> dict[str, Any]:
+        """The body as a JSON object with only ``keys``, none of them null (a key is left out for its
+        default, as the OpenAPI document says). Every route that takes a body requires it."""
         data = await self._json(request)
-        if data is _NO_BODY and optional:
-            return {}
+        if data is _NO_BODY:
+            raise UsageError(f"the request needs a body: a JSON object (keys: {', '.join(keys)})")
         if not isinstance(data, dict):
             raise UsageError(f"the body must be a JSON object (keys: {', '.join(keys)})")
         unknown = set(data) - set(keys)
         if unknown:
             raise UsageError(f"unknown key(s) in the body: {', '.join(sorted(map(str, unknown)))}")
+        nulls = sorted(key for key, value in data.items() if value is None and key not in _NULLABLE)
+        if nulls:
+            raise UsageError(f"{', '.join(nulls)} must not be null (leave it out for the default)")
         return data
 
     @staticmethod
@@ -355,7 +358,7 @@ class App:
         aid = request.path_params["aid"]
         data = await self._object(request, ("decision", "reason"))
         decision, reason = data.get("decision"), data.get("reason")
-        if not isinstance(decision, str) or not isinstance(reason, str | None):
+        if not isinstance(decision, str) or not isinstance(reason, str | None):  # (null: _object)
             raise UsageError(
                 'the body must be {"decision": "allow_once" | "allow_for_session" | ..., "reason"?}'
             )
@@ -380,7 +383,7 @@ class App:
 
     async def resume_batch(self, request: Request) -> Response:
         batch_id = request.path_params["bid"]
-        await self.batches.resume(batch_id, await self._object(request, ("rerun",), optional=True))
+        await self.batches.resume(batch_id, await self._object(request, ("rerun",)))
         return JSONResponse({"batch_id": batch_id, "state": "running"})
 
     async def list_batches(self, request: Request) -> Response:

@@ -82,6 +82,18 @@ def _nothing(*args: Any) -> None:
     pass
 
 
+def _whole(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (JSON's ``2.0`` is one, as JSON Schema says), else
+    None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Settings:
     """A batch's settings as submitted (kept in its ledger's meta for a resume)."""
@@ -96,17 +108,18 @@ class _Settings:
     @classmethod
     def parse(cls, data: dict[str, Any], default_provider: str) -> _Settings:
         spec = data.get("spec")
-        spec = {} if spec is None else spec
+        if spec is None:  # left out or null: the template is the daemon's defaults
+            spec = {}
         if not isinstance(spec, dict):
-            raise UsageError("'spec' must be a JSON object (a Spec, its prompt optional)")
-        jobs = data.get("jobs", 4)
-        if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 64:
+            raise UsageError("'spec' must be a JSON object (a Spec, its prompt optional) or null")
+        jobs = _whole(data.get("jobs", 4))
+        if jobs is None or not 1 <= jobs <= 64:
             raise UsageError("'jobs' must be an integer from 1 to 64")
         gate_cmd = data.get("gate_cmd")
         if gate_cmd is not None and (not isinstance(gate_cmd, str) or not gate_cmd.strip()):
             raise UsageError("'gate_cmd' must be a non-empty string")
-        max_followups = data.get("max_followups", 2)
-        if not isinstance(max_followups, int) or isinstance(max_followups, bool) or max_followups < 0:
+        max_followups = _whole(data.get("max_followups", 2))
+        if max_followups is None or max_followups < 0:
             raise UsageError("'max_followups' must be a non-negative integer")
         provider = data.get("provider", default_provider)
         if provider not in PROVIDER_NAMES:
@@ -197,7 +210,9 @@ class Batches:
     async def resume(self, batch_id: str, data: Any) -> None:
         """Continue a batch that is not running (``{"rerun": "failed"}`` also runs its failed tasks
         again): the runner's resume, with the template and settings kept in its ledger."""
-        rerun = data.get("rerun") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise UsageError('the body must be a JSON object: {} or {"rerun": "failed"}')
+        rerun = data.get("rerun")
         if rerun not in (None, "failed"):
             raise UsageError("'rerun' must be \"failed\" (or left out)")
         row = self._row(batch_id)

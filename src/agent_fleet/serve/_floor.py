@@ -11,7 +11,8 @@ wins. So a command must be accepted by both: each simple command matched by one 
 patterns (when it has any) and by one of the client's (when it gives any); a decline of either
 declines; the daemon's ``ask`` still asks a person, and the client's ``deny`` still declines. The same
 holds for ``escalation_patterns`` (what may leave the sandbox): a client's only narrow the daemon's,
-also when the daemon has no permission of its own (its defaults: only what is proven harmless).
+and a daemon with no permission of its own narrows by its defaults (built-in rules, default allow, no
+escalation pattern: a request to leave the sandbox needs proof or a person).
 Besides, a client's ``allowed_hosts`` / ``mcp_tools`` must each lie within the daemon's (an equal
 pattern, or a plain name one of the daemon's patterns matches), and its ``rule_packs`` must be files
 under an allowed root; its patterns must compile. Anything else is ``Refused`` (HTTP 403) or a
@@ -227,9 +228,10 @@ class Floor:
             _within(layer.allowed_hosts, base.allowed_hosts, "allowed_hosts", "--allow-host")
             _within(layer.mcp_tools, base.mcp_tools, "mcp_tools", "--allow-mcp")
             layer = layer.narrowed_by
-        # Narrowed from the daemon's even when it has none of its own: the defaults are a floor too (a
-        # client's escalation patterns alone would let commands out of the sandbox).
-        combined = _narrowed(self.permission or PermissionConfig(), client)
+        # Always narrowed, the daemon's defaults too: on its own the client's configuration would widen
+        # what they leave closed (its escalation_patterns would let commands out of the sandbox that the
+        # defaults let out only on proof or by a person).
+        combined = _narrowed(base, client)
         ApprovalPolicy(combined)  # a client pattern that does not compile: UsageError (400) naming it
         return combined
 

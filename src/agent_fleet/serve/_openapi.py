@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from agent_fleet._event_json import MAX_NARROWED
 from agent_fleet.runner import PROVIDER_NAMES
 from agent_fleet.runner._tasks_file import KEYS as TASK_KEYS
 from agent_fleet.runner.review import PRIORITY_NAMES
@@ -67,7 +68,6 @@ def _op(
     query: tuple[dict[str, Any], ...] = (),
     errors: tuple[str, ...] = (),
     answer: str | None = None,
-    optional_body: bool = False,
 ) -> dict[str, Any]:
     """An operation; every one may answer 400 and 401, ``errors`` lists the others it may."""
     success: dict[str, Any] = {"description": "success"}
@@ -80,7 +80,7 @@ def _op(
     )
     if body is not None:
         op["requestBody"] = {
-            "required": not optional_body,
+            "required": True,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
         }
     parameters = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]
@@ -135,22 +135,31 @@ _SESSION_FILTERS: Final = (
 )
 _PAGE_ERRORS: Final = {"404": {**_HTML, "description": "no such session (a page)"}}
 
+_PERMISSION_FIELDS: Final[dict[str, Any]] = {
+    "allow_patterns": _REGEXES,
+    "disallow_patterns": _REGEXES,
+    "default": {"enum": ["allow", "deny", "ask"]},
+    "rule_packs": _PATHS,
+    "allowed_hosts": _STRINGS,
+    "mcp_tools": _STRINGS,
+    "tool_allow_patterns": _REGEXES,
+    "tool_disallow_patterns": _REGEXES,
+    "profile": {"enum": ["default", "strict"]},
+    "escalation_patterns": _REGEXES,
+}
+
+
+def _permission(narrowed: int) -> dict[str, Any]:
+    """A ``PermissionConfig`` whose ``narrowed_by`` nests at most ``narrowed`` levels (the server takes
+    ``MAX_NARROWED``: a schema cannot count a recursive reference, so the levels are spelled out)."""
+    properties = dict(_PERMISSION_FIELDS)
+    if narrowed:
+        properties["narrowed_by"] = _permission(narrowed - 1)
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
 _PERMISSION: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "allow_patterns": _REGEXES,
-        "disallow_patterns": _REGEXES,
-        "default": {"enum": ["allow", "deny", "ask"]},
-        "rule_packs": _PATHS,
-        "allowed_hosts": _STRINGS,
-        "mcp_tools": _STRINGS,
-        "tool_allow_patterns": _REGEXES,
-        "tool_disallow_patterns": _REGEXES,
-        "profile": {"enum": ["default", "strict"]},
-        "escalation_patterns": _REGEXES,
-        "narrowed_by": {"$ref": "#/components/schemas/PermissionConfig"},
-    },
-    "additionalProperties": False,
+    **_permission(MAX_NARROWED),
     "description": "A floor applies: the daemon's own is never weakened (docs/api.md).",
 }
 
@@ -181,14 +190,21 @@ _TASK_LINE_FIELDS: Final[dict[str, Any]] = {
     },
     "timeout": _SECONDS,
     "idle_timeout": {"type": "number", "minimum": 0},
+    "model_timeout": {"type": "number", "minimum": 0},
     "max_followups": {"type": "integer", "minimum": 0},
     "answers": _ANSWERS,
 }
-# A key the runner takes that is not described above (a newer one) is still allowed, as anything.
+_NULL: Final = {"type": "null"}
+# Every key the runner takes is described (a test holds the two together); a tasks file's null is the
+# key left out, as the runner reads it, except for the two every line needs.
 _TASK_LINE: Final = {
     "type": "object",
     "required": ["id", "prompt"],
-    "properties": {key: _TASK_LINE_FIELDS.get(key, {}) for key in sorted(TASK_KEYS)},
+    "properties": {
+        key: field if key in ("id", "prompt") else {"anyOf": [field, _NULL]}
+        for key, field in sorted(_TASK_LINE_FIELDS.items())
+        if key in TASK_KEYS
+    },
     "additionalProperties": False,
 }
 
@@ -510,7 +526,6 @@ OPENAPI: Final[dict[str, Any]] = {
             "post": _op(
                 "Continue a batch that is not running, with the template and settings in its ledger",
                 body="Resume",
-                optional_body=True,
                 params=("bid",),
                 errors=("403", "404", "413", "502", "503"),
             )
