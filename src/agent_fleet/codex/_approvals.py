@@ -333,12 +333,14 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
             once = True  # each input is judged on its own (after what came before)
             decision, stdin = await _judge_stdin(policy, params, session, request)
         elif request.kind == "permissions":  # judged part by part: the grant holds what passed
-            grant, decision = grant_permissions(policy, params["permissions"], request)
+            grant, decision = await grant_permissions(policy, params["permissions"], request)
         else:
             decision = await policy.evaluate_async(request)
         if method in _COMMAND_METHODS and params.get("additionalPermissions") is not None:
             once = True  # wider rights for this command only, never cached for the session
-            request, decision = _with_additional(policy, params["additionalPermissions"], request, decision)
+            request, decision = await _with_additional(
+                policy, params["additionalPermissions"], request, decision
+            )
     except _Malformed as exc:
         return Judged(request=fallback, decision=_decline("malformed-request", str(exc)), notices=notices)
     except _Unknown as exc:
@@ -395,7 +397,7 @@ async def _judge_stdin(
     return Decision(action="allow_once", reason=f"the input is {what}"), (item, text)
 
 
-def _with_additional(
+async def _with_additional(
     policy: ApprovalPolicy, asked: Any, request: ApprovalRequest, decision: Decision
 ) -> tuple[ApprovalRequest, Decision]:
     """A command that also asks for ``additionalPermissions``: the command's own verdict, unless the
@@ -403,7 +405,7 @@ def _with_additional(
     if (drift := profile_drift(asked, "additionalPermissions")) is not None:
         raise _Unknown(drift)
     try:
-        extra = additional_verdict(policy, asked, request.cwd, request.writable_roots)
+        extra = await additional_verdict(policy, asked, request.cwd, request.writable_roots)
         paths, network = requested_roots(asked)
     except ValueError as exc:
         raise _Malformed(str(exc)) from exc
@@ -415,7 +417,7 @@ def _with_additional(
     return audited, decision
 
 
-def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decision) -> Judged:
+async def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decision) -> Judged:
     """``judged`` after an ``approval_handler`` answered ``refined``: an accept of a refinable decline
     of a permission request grants what the policy would grant on an accept (containment and the host
     allow-list still hold; an accept that grants nothing is a decline); an accept of a command that asks
@@ -425,7 +427,7 @@ def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decisi
     if judged.request.kind != "permissions" or not refined.accepted or judged.decision.accepted:
         return replace(judged, decision=refined)
     try:
-        grant, verdict = grant_permissions(policy, params["permissions"], judged.request, refined=True)
+        grant, verdict = await grant_permissions(policy, params["permissions"], judged.request, refined=True)
     except Exception as exc:  # the same request was judged once already: fail closed all the same
         verdict = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
         return replace(judged, decision=verdict, grant=None)

@@ -26,7 +26,7 @@ _ACTIONS: tuple[str, ...] = get_args(Action)
 def _paths(values: Sequence[str | os.PathLike[str]], what: str) -> tuple[str, ...]:
     if isinstance(values, str | bytes | os.PathLike):
         raise TypeError(f"ApprovalRequest.{what} must be a sequence of paths, not a single path")
-    return tuple(os.fspath(value) for value in values)
+    return tuple(map(os.fspath, values))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
