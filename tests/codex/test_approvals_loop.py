@@ -6,13 +6,14 @@ from where the call was made. The verdicts are the ones the small requests get."
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
+
+from tests.loop_stall import best_of, held, shown
 
 from agent_fleet import PermissionConfig
 from agent_fleet.codex import _approvals
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision
-
-from ..loop_stall import best_of, held, shown
 
 WS = "/work/ws"
 _PERMS = "item/permissions/requestApproval"
@@ -58,7 +59,8 @@ async def test_10000_read_roots_and_entries() -> None:
     entries = [{"access": "write", "path": {"type": "path", "path": p}} for p in PATHS[:5000]]
     entries.append({"access": "read", "path": {"type": "path", "path": "/root/.ssh/id_rsa"}})
     asked = {"fileSystem": {"read": PATHS[5000:], "entries": entries}}
-    judged, stalls = await _judged(_policy(), _PERMS, {"itemId": "p", "permissions": asked}, _approvals.Session(workspace=WS))
+    params = {"itemId": "p", "permissions": asked}
+    judged, stalls = await _judged(_policy(), _PERMS, params, _approvals.Session(workspace=WS))
     assert held(stalls), shown(stalls)
     assert judged.decision.action == "allow_once"
     assert judged.grant is not None and judged.grant["fileSystem"]["read"] == PATHS[5000:]
@@ -112,3 +114,19 @@ async def test_a_permission_grant_after_the_handler_accepts() -> None:
     assert held(stalls), shown(stalls)
     assert again.decision.action == "allow_once"
     assert again.grant == {"fileSystem": {"write": PATHS}}  # containment still holds
+
+
+async def test_input_for_a_process_started_by_a_large_command() -> None:
+    """The process's command line and the input are both parsed: in the child when large."""
+    started = "echo" + " src/a/b.txt" * 10_000 + "; bash"
+    session = _approvals.Session(workspace=WS, commands={"s": started})
+    line = "echo " + "hi " * 33 + "\n"
+    text = line * 500 + "rm -rf ~\n"
+    params = {"itemId": "s", "kind": "writeStdin", "command": f"write_stdin s {shlex.quote(text)}"}
+    judged, stalls = await _judged(_policy(), _CMD, params, session)
+    assert held(stalls), shown(stalls)
+    assert (judged.decision.action, judged.decision.rule) == ("decline", "rm-root")
+    harmless = {**params, "command": ["write_stdin", "s", line * 500]}
+    judged, stalls = await _judged(_policy(), _CMD, harmless, session)
+    assert held(stalls), shown(stalls)
+    assert judged.decision.action == "allow_once" and judged.stdin == ("s", line * 500)

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from tests.loop_stall import best_of, held, shown
 
 from agent_fleet import Spec
 from agent_fleet.contract import PermissionConfig
@@ -200,22 +201,44 @@ def test_an_mcp_server_by_url_is_no_process_of_the_daemon(tmp_path: Path) -> Non
     assert Floor(allow_roots=(tmp_path,)).spec(spec).mcp_servers == spec.mcp_servers
 
 
-def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
+async def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
     floor = Floor(permission=PermissionConfig(disallow_patterns=("^curl",)))
     permission = floor.permission_for(None)
-    floor.check_gate("pytest -q", cwd=str(tmp_path), permission=permission, where="gate")
+    await floor.check_gate("pytest -q", cwd=str(tmp_path), permission=permission, where="gate")
     for command, rule in [
         ("curl -o f https://x", "user-deny"),
         ("rm -rf ~", "rm-root"),
         ("cat ~/.ssh/id_rsa", None),
     ]:
         with pytest.raises(Refused, match="declined by the daemon's approval policy") as info:
-            floor.check_gate(command, cwd=str(tmp_path), permission=permission, where="gate")
+            await floor.check_gate(command, cwd=str(tmp_path), permission=permission, where="gate")
         if rule is not None:
             assert f"rule {rule}" in str(info.value)
     ask = Floor(permission=PermissionConfig(default="ask"))
     with pytest.raises(Refused, match="default-ask"):
-        ask.check_gate("pytest -q", cwd=str(tmp_path), permission=ask.permission, where="gate")
+        await ask.check_gate("pytest -q", cwd=str(tmp_path), permission=ask.permission, where="gate")
+
+
+@pytest.mark.parametrize("size", [100, 120_000])
+async def test_a_large_gate_command_is_judged_off_the_loop(tmp_path: Path, size: int) -> None:
+    """A client's gate command of any size: the daemon's loop keeps serving while it is judged."""
+    floor = Floor(permission=PermissionConfig())
+    body = "echo" + " src/a/b.txt" * (size // 11)
+    harmless, hostile = body, body + "; rm -rf ~"
+
+    async def judged(command: str) -> str | None:
+        try:
+            await floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission, where="gate")
+        except Refused as exc:
+            return str(exc)
+        return None
+
+    for command, refused in ((harmless, False), (hostile, True)):
+        outcome, stalls = await best_of(lambda c=command: judged(c))  # type: ignore[misc]
+        assert held(stalls), shown(stalls)
+        assert (outcome is not None) == refused, (outcome or "")[-300:]
+        if refused:
+            assert "rule rm-root" in (outcome or ""), (outcome or "")[-300:]
 
 
 def test_every_spec_field_has_a_rule() -> None:

@@ -58,9 +58,10 @@ from agent_fleet.codex._mcp_approval import TOOL_CALL as MCP_TOOL_CALL
 from agent_fleet.codex._mcp_approval import wire as mcp_wire
 from agent_fleet.codex._permissions import additional_verdict, grant_permissions, requested_roots
 from agent_fleet.codex._shapes import legacy_change_drift, profile_drift
-from agent_fleet.codex._stdin import stdin_requests, stdin_text
+from agent_fleet.codex._stdin import stdin_decision
 from agent_fleet.events import System
 from agent_fleet.policy import Action, ApprovalPolicy, ApprovalRequest, Decision, check_paths
+from agent_fleet.policy.engine import judge_apart
 
 APPROVAL_METHODS: Final = frozenset(
     {
@@ -374,27 +375,28 @@ async def _judge_stdin(
     policy: ApprovalPolicy, params: Mapping[str, Any], session: Session, process: ApprovalRequest
 ) -> tuple[Decision, tuple[str, str] | None]:
     """Input for a running process (see ``_stdin``): the decision, and (item id, input) to add to the
-    process's history when the input is sent."""
-    text = stdin_text(params.get("command"))
-    if text is None:
-        return _decline("malformed-request", "a stdin approval without the input it writes"), None
-    if not text.strip(" \t\r\n\x03\x04"):  # a newline, Ctrl-C, Ctrl-D: nothing new runs
-        return Decision(action="allow_once", reason="the input holds no command"), None
+    process's history when the input is sent. Reading the input and the process's command line are
+    parses: a large one happens in the policy's child (``judge_apart``), never on the loop."""
     item = str(params.get("itemId"))
+    history = session.stdin_history.get(item, "")
+    command, target = params.get("command"), process.command
+    size = len(history) + _text_size(command) + _text_size(target)
     roots = tuple(map(str, process.writable_roots))
-    found = stdin_requests(
-        process.command, text, session.stdin_history.get(item, ""), session.workspace, roots
-    )
-    if isinstance(found, Decision):
-        return found, None
-    if item in session.escalated_items:  # the process runs outside the sandbox: so does its input
-        found = [replace(request, escalated=True) for request in found]
-    for request in found:
-        verdict = await policy.evaluate_async(request)
-        if not verdict.accepted:
-            return verdict, None
-    what = "judged after what the process was given before" if len(found) > 1 else "data for the command"
-    return Decision(action="allow_once", reason=f"the input is {what}"), (item, text)
+    args = (command, target, history, session.workspace, roots, item in session.escalated_items)
+    decision, text = await judge_apart(policy, stdin_decision, args, size=size, failed=_no_input)
+    return decision, ((item, text) if decision.accepted and text is not None else None)
+
+
+def _text_size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return sum(len(word) if isinstance(word, str) else 1 for word in value)
+    return 0
+
+
+def _no_input(decision: Decision) -> tuple[Decision, str | None]:
+    return decision, None
 
 
 async def _with_additional(

@@ -108,7 +108,9 @@ def _judge_parts(
         at = [i for i, item in enumerate(listed) if item[3] == access and item[4] is not None]
         paths = [listed[i][4] or "" for i in at]
         verdicts.update(zip(at, _verdicts(policy, access, paths, cwd, roots), strict=True))
-    unjudgeable = Decision(action="decline", rule="no-paths", reason="a glob or special path cannot be judged")
+    unjudgeable = Decision(
+        action="decline", rule="no-paths", reason="a glob or special path cannot be judged"
+    )
     parts = [
         _Part(section, value, what, verdicts.get(i, unjudgeable))
         for i, (section, value, what, _, _) in enumerate(listed)
@@ -227,7 +229,7 @@ async def additional_verdict(
     if not isinstance(asked, dict):
         raise ValueError("additionalPermissions must be an object")
     size = _size(asked)  # the shape of every part, before any is judged
-    args = (asked, os.fspath(cwd) if cwd is not None else None, tuple(map(os.fspath, roots)))
+    args = (asked, os.fspath(cwd) if cwd is not None else None, tuple(os.fspath(root) for root in roots))
     return await judge_apart(policy, _additional_now, args, size=size, failed=_as_is)
 
 

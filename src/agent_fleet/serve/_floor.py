@@ -56,7 +56,8 @@ from agent_fleet.contract import (
 )
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event
-from agent_fleet.policy import ApprovalPolicy, evaluate_command
+from agent_fleet.policy import ApprovalPolicy
+from agent_fleet.policy.engine import evaluate_command_async
 
 __all__ = ["FIELD_RULES", "Floor", "FlooredProvider", "Refused"]
 
@@ -226,9 +227,12 @@ class Floor:
                     raise UsageError(f"{where}: {name} cannot be sent to the daemon")
         return dataclasses.replace(spec, **changes)
 
-    def check_gate(self, command: str, *, cwd: str, permission: PermissionConfig | None, where: str) -> None:
-        """``Refused`` unless the policy accepts ``command`` outright as a command run in ``cwd``."""
-        decision = evaluate_command(command, config=permission, cwd=cwd, writable_roots=(cwd,))
+    async def check_gate(
+        self, command: str, *, cwd: str, permission: PermissionConfig | None, where: str
+    ) -> None:
+        """``Refused`` unless the policy accepts ``command`` outright as a command run in ``cwd``. A
+        large command is judged off the daemon's event loop (``evaluate_command_async``)."""
+        decision = await evaluate_command_async(command, config=permission, cwd=cwd, writable_roots=(cwd,))
         if not decision.accepted:
             raise Refused(
                 f"{where}: gate command {command!r} is declined by the daemon's approval policy "

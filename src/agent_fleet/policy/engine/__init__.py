@@ -129,6 +129,7 @@ __all__ = [
     "STRICT_RULE",
     "ApprovalPolicy",
     "evaluate_command",
+    "evaluate_command_async",
     "judge_apart",
     "request_size",
 ]
@@ -519,3 +520,18 @@ def evaluate_command(
     except (TypeError, ValueError) as exc:
         return _decline("malformed", f"the request cannot be built: {exc}")
     return _policy(config).evaluate(request)
+
+
+async def evaluate_command_async(
+    command: str | Sequence[str],
+    *,
+    config: PermissionConfig | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    writable_roots: Sequence[str | os.PathLike[str]] = (),
+) -> Decision:
+    """``evaluate_command`` without stalling the event loop (``ApprovalPolicy.evaluate_async``)."""
+    try:
+        request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=writable_roots)
+    except (TypeError, ValueError) as exc:
+        return _decline("malformed", f"the request cannot be built: {exc}")
+    return await _policy(config).evaluate_async(request)

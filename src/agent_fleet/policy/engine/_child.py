@@ -107,7 +107,8 @@ class ChildJudge:
             try:
                 frame = pickle.dumps((ident, config, function, args), protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:  # what cannot travel cannot be judged there
-                future.set_result(failed(_decline("policy-error", f"the request could not reach the judge: {exc}")))
+                reason = f"the request could not reach the judge: {exc}"
+                future.set_result(failed(_decline("policy-error", reason)))
                 return future
             self._pending[ident] = _Pending(future, failed)
             self._feed((ident, frame))
@@ -136,8 +137,8 @@ class ChildJudge:
             except Exception as exc:  # no child can start: what is pending is declined, not left waiting
                 with self._lock:
                     pending, self._pending = self._pending, {}
-                for waiting in pending.values():
-                    waiting.fail(_decline("policy-error", f"the judging process could not start: {exc}"))
+                for stranded in pending.values():
+                    stranded.fail(_decline("policy-error", f"the judging process could not start: {exc}"))
                 continue
             if item is None:
                 continue
@@ -291,9 +292,11 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
         try:
             message = (ident, True, function(_policy(config), *args))
         except MemoryError:
-            message = (ident, False, ("too-large", f"the request needs more than {MEMORY_LIMIT >> 20} MB to judge"))
+            reason = f"the request needs more than {MEMORY_LIMIT >> 20} MB to judge"
+            message = (ident, False, ("too-large", reason))
         except Exception as exc:  # fail closed: the caller's failed() decides what a decline gives
-            message = (ident, False, ("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}"))
+            reason = f"the approval policy failed: {type(exc).__name__}: {exc}"
+            message = (ident, False, ("policy-error", reason))
         _send(stdout, message)
 
 

@@ -205,7 +205,9 @@ class ProtectedPaths:
             return "it is under CODEX_HOME, codex's own settings"
         git_dirs, hook_dirs = self._repo(self._start or posixpath.dirname(forms[-1]))
         if any(_under(form, git_dirs) for form in forms):
-            return "it is in the repository's git directory (hooks and configuration run on later git commands)"
+            return (
+                "it is in the repository's git directory (hooks and configuration run on later git commands)"
+            )
         if any(_under(form, hook_dirs) for form in forms):
             return "core.hooksPath names its directory: git runs what is there on later commands"
         return None
