@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+from tests.loop_stall import best_of, held, shown
 
 from agent_fleet import PermissionConfig
 from agent_fleet.claude import _approvals
@@ -199,3 +200,32 @@ def test_an_escalation_is_described_and_shown_as_one() -> None:
         "command": "ls",
         "escalated": True,
     }
+
+
+# -- the loop keeps running while a large tool call is judged (issue 30, item 8) -------------------------
+
+DEEP = "src/" + ("d" * 200 + "/") * 400
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "rule"),
+    [
+        ("Bash", {"command": "echo" + " src/a/b.txt" * 10_000 + "; rm -rf ~"}, "rm-root"),
+        ("Bash", {"command": "echo" + " src/a/b.txt" * 10_000}, None),
+        ("Write", {"file_path": DEEP + "a.py", "content": "x"}, None),
+        ("Write", {"file_path": DEEP + ".git/hooks/pre-commit", "content": "x"}, "vital-path"),
+    ],
+    ids=["bash-hostile", "bash-harmless", "write-deep", "write-hook"],
+)
+async def test_a_large_tool_call_is_judged_off_the_loop(
+    tool: str, tool_input: dict[str, str], rule: str | None, tmp_path: Path
+) -> None:
+    policy = ApprovalPolicy()
+
+    async def decided() -> Decision:
+        _, decision = await _approvals.decide(policy, tool, tool_input, cwd=str(tmp_path))
+        return decision
+
+    decision, stalls = await best_of(decided)
+    assert held(stalls), shown(stalls)
+    assert decision.rule == rule, decision.reason

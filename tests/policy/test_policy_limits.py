@@ -3,7 +3,6 @@ waits long on a judgement, a cheap cold start, and verdicts that no caller's sta
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import json
 import subprocess
@@ -13,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.loop_stall import best_of, held, shown
 
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision, evaluate_command
 from agent_fleet.policy.bash import _shell
@@ -91,45 +91,22 @@ def test_large_python_is_read_in_pieces_with_the_same_findings() -> None:
 # 8. The loop's stall, measured on the loop.
 
 
-async def _judged_with_a_ticker(policy: ApprovalPolicy, request: ApprovalRequest) -> tuple[Decision, float]:
-    """The decision, and the longest the 1 ms ticker on this loop waited between two ticks."""
-    worst = 0.0
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal worst
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            worst = max(worst, now - last)
-            last = now
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.005)
-    decision = await policy.evaluate_async(request)
-    done.set()
-    await task
-    return decision, worst
-
-
 ROBUSTNESS = list(requests())
 
 
 @pytest.mark.parametrize(("name", "request_"), ROBUSTNESS, ids=[name for name, _ in ROBUSTNESS])
 async def test_the_loop_never_stalls_over_50_ms(name: str, request_: ApprovalRequest) -> None:
-    """A stall the judge causes happens on every try; one the machine's load causes does not: the bound
-    holds on the best of three tries."""
+    """A stall the judge causes happens on every try, and keeps this process busy; one the machine's
+    load causes does neither (``tests/loop_stall.py``)."""
     policy = ApprovalPolicy()
     policy.evaluate(ApprovalRequest(kind="command", command="ls | cat", cwd=WORKSPACE))
-    stalls: list[float] = []
-    for _ in range(3):
-        decision, stall = await _judged_with_a_ticker(policy, request_)
-        assert decision.action in ("allow_for_session", "allow_once", "decline"), decision
-        stalls.append(stall)
-        if stall < 0.050:
-            break
-    assert min(stalls) < 0.050, (name, [f"{s * 1000:.1f} ms" for s in stalls])
+
+    async def judged() -> Decision:
+        return await policy.evaluate_async(request_)
+
+    decision, stalls = await best_of(judged)
+    assert decision.action in ("allow_for_session", "allow_once", "decline"), decision
+    assert held(stalls), (name, shown(stalls))
 
 
 async def test_the_child_decides_as_this_process_does() -> None:

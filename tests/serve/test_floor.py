@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from tests.loop_stall import best_of, held, shown
 
 from agent_fleet import Spec
 from agent_fleet.contract import PermissionConfig
@@ -253,32 +254,32 @@ def test_an_mcp_server_by_url_is_no_process_of_the_daemon(tmp_path: Path) -> Non
     assert Floor(allow_roots=(tmp_path,)).spec(spec).mcp_servers == spec.mcp_servers
 
 
-def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
+async def test_gate_commands_are_judged_by_the_policy(tmp_path: Path) -> None:
     floor = Floor(permission=PermissionConfig(disallow_patterns=("^curl",), escalation_patterns=("^pytest",)))
     permission = floor.permission_for(None)
-    floor.check_gate("pytest -q", cwd=str(tmp_path), permission=permission, where="gate")
+    await floor.check_gate("pytest -q", cwd=str(tmp_path), permission=permission, where="gate")
     for command, rule in [
         ("curl -o f https://x", "user-deny"),
         ("rm -rf ~", "rm-root"),
         ("cat ~/.ssh/id_rsa", None),
     ]:
         with pytest.raises(Refused, match="declined by the daemon's approval policy") as info:
-            floor.check_gate(command, cwd=str(tmp_path), permission=permission, where="gate")
+            await floor.check_gate(command, cwd=str(tmp_path), permission=permission, where="gate")
         if rule is not None:
             assert f"rule {rule}" in str(info.value)
     # what the policy would ask a person about is refused: nobody is there when the batch is submitted
     ask = Floor(permission=PermissionConfig(default="ask"))
     with pytest.raises(Refused, match="escalation-unproven"):
-        ask.check_gate("pytest -q", cwd=str(tmp_path), permission=ask.permission, where="gate")
+        await ask.check_gate("pytest -q", cwd=str(tmp_path), permission=ask.permission, where="gate")
     trusted_ask = Floor(permission=PermissionConfig(default="ask"), trust_clients=True)
     with pytest.raises(Refused, match="default-ask"):
-        trusted_ask.check_gate(
+        await trusted_ask.check_gate(
             "pytest -q", cwd=str(tmp_path), permission=trusted_ask.permission, where="gate"
         )
 
 
 @pytest.mark.parametrize("command", ["./check.sh", "pytest -q", "make test", "python -m pytest"])
-def test_a_gate_runs_outside_the_sandbox_so_it_needs_the_operators_consent(
+async def test_a_gate_runs_outside_the_sandbox_so_it_needs_the_operators_consent(
     command: str, tmp_path: Path
 ) -> None:
     """A batch's gate runs on the daemon's machine outside any sandbox, chosen by a client: the code it
@@ -287,17 +288,47 @@ def test_a_gate_runs_outside_the_sandbox_so_it_needs_the_operators_consent(
     ``--trust-clients``); ``default="allow"`` does not cover it."""
     floor = Floor()
     with pytest.raises(Refused, match="escalation-unproven") as info:
-        floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission_for(None), where="gate")
+        await floor.check_gate(
+            command, cwd=str(tmp_path), permission=floor.permission_for(None), where="gate"
+        )
     assert "--allow-escalation" in str(info.value)
     # a client's own escalation patterns narrow the daemon's, never widen them
     client = PermissionConfig(escalation_patterns=(".*",))
     with pytest.raises(Refused, match="escalation-unproven"):
-        floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission_for(client), where="gate")
-    floor.check_gate("git diff --stat", cwd=str(tmp_path), permission=None, where="gate")  # proven harmless
+        await floor.check_gate(
+            command, cwd=str(tmp_path), permission=floor.permission_for(client), where="gate"
+        )
+    await floor.check_gate(
+        "git diff --stat", cwd=str(tmp_path), permission=None, where="gate"
+    )  # proven harmless
     allowed = Floor(permission=PermissionConfig(escalation_patterns=(".*",)))
-    allowed.check_gate(command, cwd=str(tmp_path), permission=allowed.permission_for(None), where="gate")
+    await allowed.check_gate(
+        command, cwd=str(tmp_path), permission=allowed.permission_for(None), where="gate"
+    )
     trusted = Floor(trust_clients=True)
-    trusted.check_gate(command, cwd=str(tmp_path), permission=None, where="gate")
+    await trusted.check_gate(command, cwd=str(tmp_path), permission=None, where="gate")
+
+
+@pytest.mark.parametrize("size", [100, 120_000])
+async def test_a_large_gate_command_is_judged_off_the_loop(tmp_path: Path, size: int) -> None:
+    """A client's gate command of any size: the daemon's loop keeps serving while it is judged."""
+    floor = Floor(permission=PermissionConfig(), trust_clients=True)  # (judged as a plain command)
+    body = "echo" + " src/a/b.txt" * (size // 11)
+    harmless, hostile = body, body + "; rm -rf ~"
+
+    async def judged(command: str) -> str | None:
+        try:
+            await floor.check_gate(command, cwd=str(tmp_path), permission=floor.permission, where="gate")
+        except Refused as exc:
+            return str(exc)
+        return None
+
+    for command, refused in ((harmless, False), (hostile, True)):
+        outcome, stalls = await best_of(lambda c=command: judged(c))  # type: ignore[misc]
+        assert held(stalls), shown(stalls)
+        assert (outcome is not None) == refused, (outcome or "")[-300:]
+        if refused:
+            assert "rule rm-root" in (outcome or ""), (outcome or "")[-300:]
 
 
 def test_every_spec_field_has_a_rule() -> None:

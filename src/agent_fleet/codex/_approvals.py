@@ -58,9 +58,10 @@ from agent_fleet.codex._mcp_approval import TOOL_CALL as MCP_TOOL_CALL
 from agent_fleet.codex._mcp_approval import wire as mcp_wire
 from agent_fleet.codex._permissions import additional_verdict, grant_permissions, requested_roots
 from agent_fleet.codex._shapes import legacy_change_drift, profile_drift
-from agent_fleet.codex._stdin import stdin_requests, stdin_text
+from agent_fleet.codex._stdin import stdin_decision
 from agent_fleet.events import System
 from agent_fleet.policy import Action, ApprovalPolicy, ApprovalRequest, Decision, check_paths
+from agent_fleet.policy.engine import judge_apart
 
 APPROVAL_METHODS: Final = frozenset(
     {
@@ -333,12 +334,14 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
             once = True  # each input is judged on its own (after what came before)
             decision, stdin = await _judge_stdin(policy, params, session, request)
         elif request.kind == "permissions":  # judged part by part: the grant holds what passed
-            grant, decision = grant_permissions(policy, params["permissions"], request)
+            grant, decision = await grant_permissions(policy, params["permissions"], request)
         else:
             decision = await policy.evaluate_async(request)
         if method in _COMMAND_METHODS and params.get("additionalPermissions") is not None:
             once = True  # wider rights for this command only, never cached for the session
-            request, decision = _with_additional(policy, params["additionalPermissions"], request, decision)
+            request, decision = await _with_additional(
+                policy, params["additionalPermissions"], request, decision
+            )
     except _Malformed as exc:
         return Judged(request=fallback, decision=_decline("malformed-request", str(exc)), notices=notices)
     except _Unknown as exc:
@@ -372,30 +375,31 @@ async def _judge_stdin(
     policy: ApprovalPolicy, params: Mapping[str, Any], session: Session, process: ApprovalRequest
 ) -> tuple[Decision, tuple[str, str] | None]:
     """Input for a running process (see ``_stdin``): the decision, and (item id, input) to add to the
-    process's history when the input is sent."""
-    text = stdin_text(params.get("command"))
-    if text is None:
-        return _decline("malformed-request", "a stdin approval without the input it writes"), None
-    if not text.strip(" \t\r\n\x03\x04"):  # a newline, Ctrl-C, Ctrl-D: nothing new runs
-        return Decision(action="allow_once", reason="the input holds no command"), None
+    process's history when the input is sent. Reading the input and the process's command line are
+    parses: a large one happens in the policy's child (``judge_apart``), never on the loop."""
     item = str(params.get("itemId"))
+    history = session.stdin_history.get(item, "")
+    command, target = params.get("command"), process.command
+    size = len(history) + _text_size(command) + _text_size(target)
     roots = tuple(map(str, process.writable_roots))
-    found = stdin_requests(
-        process.command, text, session.stdin_history.get(item, ""), session.workspace, roots
-    )
-    if isinstance(found, Decision):
-        return found, None
-    if item in session.escalated_items:  # the process runs outside the sandbox: so does its input
-        found = [replace(request, escalated=True) for request in found]
-    for request in found:
-        verdict = await policy.evaluate_async(request)
-        if not verdict.accepted:
-            return verdict, None
-    what = "judged after what the process was given before" if len(found) > 1 else "data for the command"
-    return Decision(action="allow_once", reason=f"the input is {what}"), (item, text)
+    args = (command, target, history, session.workspace, roots, item in session.escalated_items)
+    decision, text = await judge_apart(policy, stdin_decision, args, size=size, failed=_no_input)
+    return decision, ((item, text) if decision.accepted and text is not None else None)
 
 
-def _with_additional(
+def _text_size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, list | tuple):
+        return sum(len(word) if isinstance(word, str) else 1 for word in value)
+    return 0
+
+
+def _no_input(decision: Decision) -> tuple[Decision, str | None]:
+    return decision, None
+
+
+async def _with_additional(
     policy: ApprovalPolicy, asked: Any, request: ApprovalRequest, decision: Decision
 ) -> tuple[ApprovalRequest, Decision]:
     """A command that also asks for ``additionalPermissions``: the command's own verdict, unless the
@@ -403,7 +407,7 @@ def _with_additional(
     if (drift := profile_drift(asked, "additionalPermissions")) is not None:
         raise _Unknown(drift)
     try:
-        extra = additional_verdict(policy, asked, request.cwd, request.writable_roots)
+        extra = await additional_verdict(policy, asked, request.cwd, request.writable_roots)
         paths, network = requested_roots(asked)
     except ValueError as exc:
         raise _Malformed(str(exc)) from exc
@@ -415,7 +419,7 @@ def _with_additional(
     return audited, decision
 
 
-def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decision) -> Judged:
+async def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decision) -> Judged:
     """``judged`` after an ``approval_handler`` answered ``refined``: an accept of a refinable decline
     of a permission request grants what the policy would grant on an accept (containment and the host
     allow-list still hold; an accept that grants nothing is a decline); an accept of a command that asks
@@ -425,7 +429,7 @@ def regrant(policy: ApprovalPolicy, params: Any, judged: Judged, refined: Decisi
     if judged.request.kind != "permissions" or not refined.accepted or judged.decision.accepted:
         return replace(judged, decision=refined)
     try:
-        grant, verdict = grant_permissions(policy, params["permissions"], judged.request, refined=True)
+        grant, verdict = await grant_permissions(policy, params["permissions"], judged.request, refined=True)
     except Exception as exc:  # the same request was judged once already: fail closed all the same
         verdict = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
         return replace(judged, decision=verdict, grant=None)

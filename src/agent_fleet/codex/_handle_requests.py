@@ -117,7 +117,7 @@ class ServerRequests:
 
     async def _refine(self, msg: Request, judged: _approvals.Judged, sub: SubThread | None) -> None:
         refined = await self._ask_handler(judged.request, judged.decision)
-        await self._answer(msg, _approvals.regrant(self._policy, msg.params, judged, refined), sub)
+        await self._answer(msg, await _approvals.regrant(self._policy, msg.params, judged, refined), sub)
 
     def _sub_emit(self, sub: SubThread) -> Callable[[Event], None]:
         """Where a sub-agent's notices go: this session's stream, tagged with the sub-agent."""
@@ -158,7 +158,7 @@ class ServerRequests:
         else:
             request = ApprovalRequest(kind="tool", tool=name, cwd=self._cwd)
             try:
-                verdict = self._policy.evaluate(request)
+                verdict = await self._policy.evaluate_async(request)
             except Exception as exc:  # evaluate fails closed itself; this guards a bug in it
                 reason = f"approval policy failed: {type(exc).__name__}: {exc}"
                 verdict = Decision(action="decline", rule="policy-error", reason=reason)

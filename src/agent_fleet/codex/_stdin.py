@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Final, Literal
 
-from agent_fleet.policy import ApprovalRequest, Decision, UnparsableCommand, parse_command
+from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision, UnparsableCommand, parse_command
 
-__all__ = ["HISTORY_LIMIT", "StdinHistory", "stdin_requests", "stdin_text"]
+__all__ = ["HISTORY_LIMIT", "StdinHistory", "stdin_decision", "stdin_requests", "stdin_text"]
 
 HISTORY_LIMIT: Final = 64 * 1024
 _PROCESSES: Final = 32
@@ -193,3 +193,34 @@ def stdin_requests(
             case "data":
                 pass
     return requests
+
+
+def stdin_decision(
+    policy: ApprovalPolicy,
+    command: object,
+    target: object,
+    history: str,
+    cwd: str,
+    roots: tuple[str, ...],
+    escalated: bool,
+) -> tuple[Decision, str | None]:
+    """The decision on a ``write_stdin`` approval's ``command`` for the process started as ``target``
+    (after ``history``, what it accepted before), and the input it writes (``None`` when there is none
+    to remember): ``stdin_requests``, each judged by ``policy`` (``escalated``: the process runs
+    outside the sandbox, so its input does too). A module-level function of plain arguments, so the
+    bridge can have it judged in the policy's child (``agent_fleet.policy.engine.judge_apart``):
+    reading the input and the process's command line are parses of text a model chose."""
+    text = stdin_text(command)
+    if text is None:
+        return _decline("malformed-request", "a stdin approval without the input it writes"), None
+    if not text.strip(" \t\r\n\x03\x04"):  # a newline, Ctrl-C, Ctrl-D: nothing new runs
+        return Decision(action="allow_once", reason="the input holds no command"), None
+    found = stdin_requests(target, text, history, cwd, roots)
+    if isinstance(found, Decision):
+        return found, None
+    for request in found:
+        verdict = policy.evaluate(replace(request, escalated=True) if escalated else request)
+        if not verdict.accepted:
+            return verdict, None
+    what = "judged after what the process was given before" if len(found) > 1 else "data for the command"
+    return Decision(action="allow_once", reason=f"the input is {what}"), text

@@ -23,10 +23,14 @@ _KINDS: tuple[str, ...] = get_args(RequestKind)
 _ACTIONS: tuple[str, ...] = get_args(Action)
 
 
+def _fspath(value: str | os.PathLike[str]) -> str:
+    return value if type(value) is str else os.fspath(value)
+
+
 def _paths(values: Sequence[str | os.PathLike[str]], what: str) -> tuple[str, ...]:
     if isinstance(values, str | bytes | os.PathLike):
         raise TypeError(f"ApprovalRequest.{what} must be a sequence of paths, not a single path")
-    return tuple(os.fspath(value) for value in values)
+    return tuple(map(_fspath, values))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -179,7 +179,7 @@ class Batches:
         settings = _Settings.parse(data, default_provider)
         template, cwd = self._template(settings)
         tasks = parse_tasks(raw_tasks, base_dir=cwd, source="tasks")
-        self._check(tasks, template, cwd, settings.provider)
+        await self._check(tasks, template, cwd, settings.provider)
         provider = FlooredProvider(await self._sessions.provider(settings.provider), self._floor)
         self._not_draining()
         batch_id = f"b{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -238,7 +238,7 @@ class Batches:
             raise UsageError(f"batch {batch_id} was not started by this daemon: it has no settings to resume")
         settings = _Settings.parse(meta, row["provider"])
         template, cwd = self._template(settings)
-        self._check(tasks, template, cwd, settings.provider)  # under the daemon's floor of the moment
+        await self._check(tasks, template, cwd, settings.provider)  # under the daemon's floor of the moment
         provider = FlooredProvider(await self._sessions.provider(settings.provider), self._floor)
         self._idle(batch_id)  # (another resume may have started while the provider did)
         self._not_draining()
@@ -285,7 +285,7 @@ class Batches:
         )
         return template, cwd
 
-    def _check(self, tasks: Sequence[BatchTask], template: Task, cwd: Path, provider: str) -> None:
+    async def _check(self, tasks: Sequence[BatchTask], template: Task, cwd: Path, provider: str) -> None:
         """Each task as the runner will build it: its directory, what only a trusted client may ask
         for, its provider, and its gate command judged by its policy (each distinct one once)."""
         judged: set[tuple[str, str, PermissionConfig | None]] = set()
@@ -306,7 +306,9 @@ class Batches:
                 permission = floored.permission
                 key = (command, str(task_cwd), permission)
                 if key not in judged:
-                    self._floor.check_gate(command, cwd=str(task_cwd), permission=permission, where=where)
+                    await self._floor.check_gate(
+                        command, cwd=str(task_cwd), permission=permission, where=where
+                    )
                     judged.add(key)
 
     def _watch(self, batch_id: str) -> Callable[[TaskEvent], None]:

@@ -277,9 +277,12 @@ class Floor:
                     raise UsageError(f"{where}: {name} cannot be sent to the daemon")
         return dataclasses.replace(spec, **changes)
 
-    def check_gate(self, command: str, *, cwd: str, permission: PermissionConfig | None, where: str) -> None:
+    async def check_gate(
+        self, command: str, *, cwd: str, permission: PermissionConfig | None, where: str
+    ) -> None:
         """``Refused`` unless the policy accepts ``command`` outright as a command run in ``cwd``, judged
-        as an escalation (it runs outside the sandbox) unless the daemon trusts its clients."""
+        as an escalation (it runs outside the sandbox) unless the daemon trusts its clients. A large
+        command is judged off the daemon's event loop (``ApprovalPolicy.evaluate_async``)."""
         try:
             request = ApprovalRequest(
                 kind="command",
@@ -288,7 +291,7 @@ class Floor:
                 writable_roots=(cwd,),
                 escalated=not self.trust_clients,
             )
-            decision = ApprovalPolicy(permission).evaluate(request)
+            decision = await ApprovalPolicy(permission).evaluate_async(request)
         except (TypeError, ValueError) as exc:
             raise Refused(f"{where}: gate command {command!r} cannot be judged: {exc}") from None
         if not decision.accepted:

@@ -43,7 +43,9 @@ The judge's own limits (see docs/approval-policy.md, "The judge's own safety"):
 * ``evaluate_async`` judges a request whose size (command text, paths, host, tool name) is over
   ``INLINE_CHARS`` in a child process (``_child``): the loop only waits on a pipe, and a request that
   would need more than ``_child.MEMORY_LIMIT`` is declined there (``too-large``) instead of growing
-  this process;
+  this process; ``judge_apart`` does the same for a provider's judgement of a whole request made of
+  many (codex's permission profile, judged part by part): building and judging 10,000 parts happens in
+  the child too, never on the loop;
 * every decision is made on a judging thread (``_JUDGES``) whose stack always starts the same way, so
   no caller's stack depth (and no recursion limit) can change a verdict; recursion that still runs
   out fails closed.
@@ -94,9 +96,9 @@ import os
 import re
 import shlex
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import assert_never
+from typing import Any, TypeVar, assert_never
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
@@ -115,7 +117,7 @@ from agent_fleet.policy.requests._requests import (
     judge_tool,
 )
 from agent_fleet.policy.rules._escalation import ESCALATION_RULE, escalation_violation
-from agent_fleet.policy.rules._protected import protected_reason
+from agent_fleet.policy.rules._protected import ProtectedPaths
 from agent_fleet.policy.rules._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy.rules._strict import STRICT_RULE, strict_violation
 
@@ -127,7 +129,12 @@ __all__ = [
     "STRICT_RULE",
     "ApprovalPolicy",
     "evaluate_command",
+    "evaluate_command_async",
+    "judge_apart",
+    "request_size",
 ]
+
+T = TypeVar("T")
 
 #: Commands longer than this are declined as ``too-large`` without being judged: at this size one step
 #: of tree-sitter's parse (it holds the GIL) stays under ~30 ms on a loaded core.
@@ -242,7 +249,7 @@ class ApprovalPolicy:
         """``evaluate`` without stalling the event loop: a request larger than ``INLINE_CHARS`` (its
         command, paths, host and tool name together) is judged while the loop runs."""
         judge = child_judge()
-        if _size(request) <= INLINE_CHARS:
+        if request_size(request) <= INLINE_CHARS:
             judge.warm()  # the first call in a process starts the child, for the large ones to come
             return self.evaluate(request)
         return await asyncio.wrap_future(judge.submit(self._config, request))
@@ -316,8 +323,9 @@ class ApprovalPolicy:
         if escaped is not None:
             return escaped
         cwd = os.fspath(request.cwd) if request.cwd is not None else None
+        protected = ProtectedPaths(cwd, request.writable_roots)
         for path in request.paths:
-            why = protected_reason(os.fspath(path), cwd, request.writable_roots)
+            why = protected.reason(os.fspath(path))
             if why is not None:
                 return _decline("vital-path", f"a file change of {os.fspath(path)!r}: {why}")
         return self._by_default("file change inside the workspace")
@@ -400,7 +408,33 @@ def _stricter(outer: Decision, inner: Decision) -> Decision:
     return inner if _rank(inner) > _rank(outer) else outer
 
 
-def _size(request: ApprovalRequest) -> int:
+async def judge_apart(
+    policy: ApprovalPolicy,
+    function: Callable[..., T],
+    args: tuple[Any, ...],
+    *,
+    size: int,
+    failed: Callable[[Decision], T],
+) -> T:
+    """``function(policy, *args)`` without stalling the event loop, for a provider whose request is
+    judged as many (codex's permission profile, part by part). ``function`` is a module-level function
+    (it travels to the child by name) that judges with the policy it is given; its arguments and result
+    must pickle. ``size``: how much the arguments give the judge to read (``request_size`` of what it
+    will build): up to ``INLINE_CHARS`` it runs here, at once; above, in the child judge (``_child``),
+    while the loop runs. Never raises: a failure, a dead child, the memory limit or ``_child.TIMEOUT``
+    give ``failed(decline)`` (rule ``policy-error`` or ``too-large``)."""
+    judge = child_judge()
+    if size <= INLINE_CHARS:
+        judge.warm()
+        try:
+            return function(policy, *args)
+        except Exception as exc:  # fail closed, as in the child
+            reason = f"the approval policy failed: {type(exc).__name__}: {exc}"
+            return failed(_decline("policy-error", reason))
+    return await asyncio.wrap_future(judge.call(function, policy._config, args, failed))
+
+
+def request_size(request: ApprovalRequest) -> int:
     """How much a request gives the judge to read: its command, paths, host and tool name."""
     command = request.command
     size = len(command) if isinstance(command, str) else sum(len(str(w)) for w in command or ())
@@ -486,3 +520,18 @@ def evaluate_command(
     except (TypeError, ValueError) as exc:
         return _decline("malformed", f"the request cannot be built: {exc}")
     return _policy(config).evaluate(request)
+
+
+async def evaluate_command_async(
+    command: str | Sequence[str],
+    *,
+    config: PermissionConfig | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    writable_roots: Sequence[str | os.PathLike[str]] = (),
+) -> Decision:
+    """``evaluate_command`` without stalling the event loop (``ApprovalPolicy.evaluate_async``)."""
+    try:
+        request = ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=writable_roots)
+    except (TypeError, ValueError) as exc:
+        return _decline("malformed", f"the request cannot be built: {exc}")
+    return await _policy(config).evaluate_async(request)

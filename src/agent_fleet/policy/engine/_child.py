@@ -7,20 +7,22 @@ milliseconds. A child has its own GIL and heap, and its address space is limited
 would need more than ``MEMORY_LIMIT`` is declined instead of growing the asking process.
 
 Theory of operation: one child (``python -m agent_fleet.policy.engine._child``) is started on first
-use and reused; requests go to it as pickles on its standard input (``(id, config, request)``,
-length-prefixed), written by a feeding thread (so the asking thread never blocks on the pipe), and
-decisions come back as JSON lines on its standard output, read by one reader thread that completes a
-``concurrent.futures.Future`` per request. The child judges one request at a time with
-``ApprovalPolicy(config).evaluate``, the same code as in-process judging. It ends when its standard
-input closes (the asking process exits or dies), so it never outlives it. A child that dies or takes
-longer than ``TIMEOUT`` fails its pending requests closed (``too-large``) and is started again on the
-next request; a fork in the asking process starts a fresh child in the forked one.
+use and reused; work goes to it as length-prefixed pickles on its standard input (``(id, config,
+function, args)``), written by a feeding thread (so the asking thread never blocks on the pipe), and
+results come back as length-prefixed pickles on its standard output (``(id, ok, result)``), read by one
+reader thread that completes a ``concurrent.futures.Future`` per call. The child runs one call at a
+time: ``function(ApprovalPolicy(config), *args)``, where ``function`` is a module-level function named
+by reference (``ApprovalPolicy.evaluate`` for one request; a bridge's judgement of a whole request, such
+as a permission profile judged part by part) -- the same code as in-process judging. It ends when its
+standard input closes (the asking process exits or dies), so it never outlives it. A call that fails,
+a child that dies or takes longer than ``TIMEOUT`` gives the caller's ``failed(decline)`` instead of a
+result (fails closed: ``policy-error`` or ``too-large``), and the child is started again on the next
+call; a fork in the asking process starts a fresh child in the forked one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pickle
 import queue
@@ -30,10 +32,13 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.policy._types import ApprovalRequest, Decision
+
+if TYPE_CHECKING:
+    from agent_fleet.policy.engine import ApprovalPolicy
 
 __all__ = ["MEMORY_LIMIT", "TIMEOUT", "ChildJudge", "child_judge"]
 
@@ -42,6 +47,29 @@ MEMORY_LIMIT = 256 * 1024 * 1024
 #: Seconds a request may take in the child before it is declined and the child replaced.
 TIMEOUT = 60.0
 _HEADER = struct.Struct(">I")
+T = TypeVar("T")
+
+
+class _Pending:
+    """A call waiting for the child: its future, and what a failure gives instead of a result."""
+
+    __slots__ = ("failed", "future")
+
+    def __init__(self, future: Future[Any], failed: Callable[[Decision], Any]) -> None:
+        self.future = future
+        self.failed = failed
+
+    def fail(self, decision: Decision) -> None:
+        if not self.future.done():
+            self.future.set_result(self.failed(decision))
+
+
+def _evaluate(policy: ApprovalPolicy, request: ApprovalRequest) -> Decision:
+    return policy.evaluate(request)
+
+
+def _as_is(decision: Decision) -> Decision:
+    return decision
 
 
 class ChildJudge:
@@ -50,7 +78,7 @@ class ChildJudge:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
-        self._pending: dict[int, Future[Decision]] = {}
+        self._pending: dict[int, _Pending] = {}
         self._next = 0
         self._timed_out = False
         self._queue: queue.SimpleQueue[tuple[int, bytes] | None] = queue.SimpleQueue()
@@ -59,16 +87,30 @@ class ChildJudge:
     def submit(self, config: PermissionConfig | None, request: ApprovalRequest) -> Future[Decision]:
         """A future of the decision for ``request`` under ``config``; never fails (declines instead).
         Returns at once: starting the child and writing to it happen on a thread of its own."""
-        future: Future[Decision] = Future()
+        return self.call(_evaluate, config, (request,), _as_is)
+
+    def call(
+        self,
+        function: Callable[..., T],
+        config: PermissionConfig | None,
+        args: tuple[Any, ...],
+        failed: Callable[[Decision], T],
+    ) -> Future[T]:
+        """A future of ``function(ApprovalPolicy(config), *args)`` run in the child. ``function`` must
+        be a module-level function (it travels by name) whose arguments and result pickle; it never
+        fails: a call that raises, cannot travel, or whose child dies or runs out of time or memory
+        gives ``failed(decline)``. Returns at once."""
+        future: Future[T] = Future()
         with self._lock:
             self._next += 1
             ident = self._next
             try:
-                frame = pickle.dumps((ident, config, request), protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as exc:  # a request that cannot travel cannot be judged there
-                future.set_result(_decline("policy-error", f"the request could not reach the judge: {exc}"))
+                frame = pickle.dumps((ident, config, function, args), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # what cannot travel cannot be judged there
+                reason = f"the request could not reach the judge: {exc}"
+                future.set_result(failed(_decline("policy-error", reason)))
                 return future
-            self._pending[ident] = future
+            self._pending[ident] = _Pending(future, failed)
             self._feed((ident, frame))
         return future
 
@@ -95,8 +137,8 @@ class ChildJudge:
             except Exception as exc:  # no child can start: what is pending is declined, not left waiting
                 with self._lock:
                     pending, self._pending = self._pending, {}
-                for failed in pending.values():
-                    failed.set_result(_decline("policy-error", f"the judging process could not start: {exc}"))
+                for stranded in pending.values():
+                    stranded.fail(_decline("policy-error", f"the judging process could not start: {exc}"))
                 continue
             if item is None:
                 continue
@@ -116,7 +158,7 @@ class ChildJudge:
             if waiting is None:
                 timer.cancel()
             else:
-                waiting.add_done_callback(_canceller(timer))
+                waiting.future.add_done_callback(_canceller(timer))
 
     def _running(self) -> subprocess.Popen[bytes]:
         process = self._process
@@ -138,22 +180,25 @@ class ChildJudge:
 
     def _read(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
-        for line in process.stdout:
+        while True:
             try:
-                ident, action, rule, reason = json.loads(line)
-                decision = Decision(action=action, rule=rule, reason=reason)
-            except (ValueError, TypeError):
-                continue
+                ident, ok, result = _receive(process.stdout)
+            except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+                break  # the end, or output that is not ours: the child is replaced
             with self._lock:
-                future = self._pending.pop(ident, None)
-            if future is not None and not future.done():
-                future.set_result(decision)
+                waiting = self._pending.pop(ident, None)
+            if waiting is None or waiting.future.done():
+                continue
+            if ok:
+                waiting.future.set_result(result)
+            else:
+                waiting.fail(_decline(*result))
         self._fail(process, "the judging process ended (memory or a crash) before deciding")
 
     def _expire(self, ident: int, process: subprocess.Popen[bytes]) -> None:
         with self._lock:
-            future = self._pending.get(ident)
-            if future is None or future.done():
+            waiting = self._pending.get(ident)
+            if waiting is None or waiting.future.done():
                 return
             self._timed_out = True
         process.kill()  # the reader sees the end and fails what is pending
@@ -167,9 +212,8 @@ class ChildJudge:
             if self._process is process:
                 self._process = None
             pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_result(_decline("too-large", reason))
+        for waiting in pending.values():
+            waiting.fail(_decline("too-large", reason))
         if process.poll() is None:
             process.kill()
         process.wait()
@@ -179,8 +223,8 @@ class ChildJudge:
                     stream.close()
 
 
-def _canceller(timer: threading.Timer) -> Callable[[Future[Decision]], None]:
-    def cancel(_: Future[Decision]) -> None:
+def _canceller(timer: threading.Timer) -> Callable[[Future[Any]], None]:
+    def cancel(_: Future[Any]) -> None:
         timer.cancel()
 
     return cancel
@@ -188,6 +232,24 @@ def _canceller(timer: threading.Timer) -> Callable[[Future[Decision]], None]:
 
 def _decline(rule: str, reason: str) -> Decision:
     return Decision(action="decline", rule=rule, reason=reason)
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    """One length-prefixed pickle from ``stream``; ``EOFError`` at its end."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    frame = stream.read(size)
+    if len(frame) < size:
+        raise EOFError
+    return pickle.loads(frame)
+
+
+def _send(stream: IO[bytes], message: Any) -> None:
+    frame = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(frame)) + frame)
+    stream.flush()
 
 
 _judge: tuple[int, ChildJudge] | None = None
@@ -223,18 +285,30 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
     with contextlib.suppress(OSError, ValueError):  # no /proc, or no limit: the judge's bounds still hold
         _limit_memory()
     while True:
-        header = stdin.read(_HEADER.size)
-        if len(header) < _HEADER.size:
-            return
-        frame = stdin.read(_HEADER.unpack(header)[0])
-        ident, config, request = pickle.loads(frame)
         try:
-            decision = _policy(config).evaluate(request)
+            ident, config, function, args = _receive(stdin)
+        except EOFError:
+            return
+        try:
+            message = (ident, True, function(_policy(config), *args))
         except MemoryError:
-            decision = _decline("too-large", f"the request needs more than {MEMORY_LIMIT >> 20} MB to judge")
-        stdout.write(json.dumps([ident, decision.action, decision.rule, decision.reason]).encode() + b"\n")
-        stdout.flush()
+            reason = f"the request needs more than {MEMORY_LIMIT >> 20} MB to judge"
+            message = (ident, False, ("too-large", reason))
+        except Exception as exc:  # fail closed: the caller's failed() decides what a decline gives
+            reason = f"the approval policy failed: {type(exc).__name__}: {exc}"
+            message = (ident, False, ("policy-error", reason))
+        _send(stdout, message)
+
+
+def _main() -> None:
+    # Results travel on a copy of standard output; anything else printed goes nowhere, so a stray
+    # print (a warning, a library's message) cannot break the framing.
+    out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    _serve(sys.stdin.buffer, out)
 
 
 if __name__ == "__main__":
-    _serve(sys.stdin.buffer, sys.stdout.buffer)
+    _main()

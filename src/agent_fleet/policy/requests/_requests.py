@@ -31,7 +31,7 @@ from typing import Final
 
 from agent_fleet.policy._types import ApprovalRequest, Decision
 from agent_fleet.policy.requests._paths import check_paths, realpath
-from agent_fleet.policy.rules._protected import protected_reason
+from agent_fleet.policy.rules._protected import ProtectedPaths
 from agent_fleet.policy.rules._secrets import HOME_CREDENTIALS, KEY_FILES, NOT_SECRET, SYSTEM_CREDENTIALS
 
 __all__ = [
@@ -182,8 +182,9 @@ def judge_permissions(request: ApprovalRequest, allowed: Sequence[str]) -> Decis
     if escaped is not None:
         return escaped
     cwd = os.fspath(request.cwd) if request.cwd is not None else None
+    protected = ProtectedPaths(cwd, request.writable_roots)
     for root in request.paths:
-        why = protected_reason(os.fspath(root), cwd, request.writable_roots)
+        why = protected.reason(os.fspath(root))
         if why is not None:
             return _decline("vital-path", f"write access to {os.fspath(root)!r}: {why}")
     if request.network and not host_allowed(None, None, None, allowed):

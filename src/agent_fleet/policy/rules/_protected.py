@@ -24,7 +24,7 @@ import posixpath
 import re
 from collections.abc import Iterable, Iterator
 
-__all__ = ["protected_reason"]
+__all__ = ["ProtectedPaths", "protected_reason"]
 
 _AGENT_DIRS = frozenset({".codex", ".agents"})
 _STARTUP = frozenset(
@@ -161,26 +161,60 @@ def _below(path: str, roots: tuple[str, ...]) -> str:
     return path[len(best.rstrip("/")) :] if best else path
 
 
+class ProtectedPaths:
+    """``protected_reason`` for the many paths of one request: what every path shares (the resolved
+    workspace and roots, the agents' homes, the repository's git directories and hook directories) is
+    read once per request, not once per path."""
+
+    __slots__ = ("_bases", "_cwd", "_homes", "_repos", "_start")
+
+    def __init__(self, cwd: str | None, roots: Iterable[str | os.PathLike[str]] = ()) -> None:
+        self._cwd = cwd
+        bases = [
+            os.path.normpath(os.path.join(cwd or "/", os.fspath(root)))
+            for root in ((cwd,) if cwd else ()) + tuple(roots)
+        ]
+        self._bases = tuple(bases + [os.path.realpath(base) for base in bases])
+        self._homes: tuple[str, ...] | None = None
+        self._start = os.path.realpath(cwd) if cwd else None
+        self._repos: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+    def _repo(self, start: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(git directories, hook directories) of the repository holding ``start``."""
+        found = self._repos.get(start)
+        if found is None:
+            top, git_dirs = _git_dirs(start)
+            found = (git_dirs, _hook_dirs(top, git_dirs))
+            if len(self._repos) < 256:
+                self._repos[start] = found
+        return found
+
+    def reason(self, path: str) -> str | None:
+        """Why writing ``path`` (relative to the request's ``cwd``) writes code that runs later, or
+        ``None``."""
+        if not path or "\0" in path:
+            return None
+        forms = _forms(path, self._cwd)
+        for form in forms:
+            why = _name_reason(_below(form, self._bases))
+            if why is not None:
+                return why
+        if self._homes is None:
+            self._homes = _agent_homes()
+        if _under(forms[-1], self._homes) or _under(forms[0], self._homes):
+            return "it is under CODEX_HOME, codex's own settings"
+        git_dirs, hook_dirs = self._repo(self._start or posixpath.dirname(forms[-1]))
+        if any(_under(form, git_dirs) for form in forms):
+            return (
+                "it is in the repository's git directory (hooks and configuration run on later git commands)"
+            )
+        if any(_under(form, hook_dirs) for form in forms):
+            return "core.hooksPath names its directory: git runs what is there on later commands"
+        return None
+
+
 def protected_reason(path: str, cwd: str | None, roots: Iterable[str | os.PathLike[str]] = ()) -> str | None:
     """Why writing ``path`` (relative to ``cwd``) writes code that runs later, or ``None``. Names are
-    looked for below the deepest of ``cwd`` and ``roots`` that holds the path."""
-    if not path or "\0" in path:
-        return None
-    forms = _forms(path, cwd)
-    bases = [
-        os.path.normpath(os.path.join(cwd or "/", root)) for root in ((cwd,) if cwd else ()) + tuple(roots)
-    ]
-    bases += [os.path.realpath(base) for base in bases]
-    for form in forms:
-        why = _name_reason(_below(form, tuple(bases)))
-        if why is not None:
-            return why
-    if _under(forms[-1], _agent_homes()) or _under(forms[0], _agent_homes()):
-        return "it is under CODEX_HOME, codex's own settings"
-    start = os.path.realpath(cwd) if cwd else posixpath.dirname(forms[-1])
-    top, git_dirs = _git_dirs(start)
-    if any(_under(form, git_dirs) for form in forms):
-        return "it is in the repository's git directory (hooks and configuration run on later git commands)"
-    if any(_under(form, _hook_dirs(top, git_dirs)) for form in forms):
-        return "core.hooksPath names its directory: git runs what is there on later commands"
-    return None
+    looked for below the deepest of ``cwd`` and ``roots`` that holds the path. For many paths of one
+    request, ``ProtectedPaths`` reads what they share once."""
+    return ProtectedPaths(cwd, roots).reason(path)

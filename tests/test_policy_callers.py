@@ -1,0 +1,62 @@
+"""Nothing outside the policy judges on an event loop (issue 30, item 8): the providers, the daemon and
+the runner reach the policy through ``evaluate_async``, ``evaluate_command_async`` or ``judge_apart``.
+
+A synchronous judgement (``ApprovalPolicy.evaluate``, ``evaluate_command``, a bash parse) holds the
+loop for as long as the request takes; the few that remain live in functions the bridges hand to
+``judge_apart`` (run in the policy's child when large), listed here with the function that hands them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import agent_fleet
+
+SRC = Path(agent_fleet.__file__).parent
+SYNC = {"evaluate", "evaluate_command", "parse_command", "parse_script"}
+#: (module, function holding a synchronous judgement) -> the entry point handed to ``judge_apart``.
+APART = {
+    ("codex/_permissions.py", "_judge_parts"): "_grant_now",
+    ("codex/_permissions.py", "_verdicts"): "_grant_now",
+    ("codex/_stdin.py", "stdin_requests"): "stdin_decision",
+    ("codex/_stdin.py", "stdin_decision"): "stdin_decision",
+}
+
+
+def _sync_calls() -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for path in sorted(SRC.rglob("*.py")):
+        relative = path.relative_to(SRC).as_posix()
+        if relative.startswith("policy/"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in SYNC:
+                    found.add((relative, function.name))
+    return found
+
+
+def test_synchronous_judgements_happen_only_apart() -> None:
+    sync = _sync_calls()
+    assert sync == set(APART), sorted(sync ^ set(APART))
+
+
+def test_the_functions_holding_them_are_handed_to_judge_apart() -> None:
+    for module, entry in {(m, e) for (m, _), e in APART.items()}:
+        callers = [
+            node
+            for path in SRC.rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "judge_apart"
+            and any(isinstance(a, ast.Name) and a.id == entry for a in node.args)
+        ]
+        assert callers, f"{module}: {entry} is never handed to judge_apart"
