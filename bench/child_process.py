@@ -1,9 +1,10 @@
 """What starting a child under the reaper costs, side by side with a plain ``create_subprocess_exec``.
 
 Every child agent-fleet starts (the app-server, each ``codex exec`` turn, the exec-server, each gate
-command) runs under ``agent_fleet/_reaper.py``, a small Python supervisor that keeps the child's whole
-tree reachable (``agent_fleet._process``). This measures start-to-exit of ``true`` both ways, best of
-five rounds of 20, interleaved, so the difference is the reaper's own start-up and hand-over.
+command) runs under a supervisor forked by ``agent_fleet/_reaper.py`` (one long-lived reaper per
+process) that keeps the child's whole tree reachable (``agent_fleet._process``). This measures
+start-to-exit of ``true`` both ways, best of five rounds of 20, interleaved, so the difference is the
+supervisor's fork and the hand-over.
 
     .venv/bin/python bench/child_process.py [--write]
 """
@@ -60,9 +61,11 @@ def main() -> None:
         f"| `ChildProcess.start` (under the reaper) | {reaped * 1000:.1f} ms | {reaped / plain:.2f}x |",
     ]
     findings = [
-        "**Findings.** The reaper is a Python process (`-I -S`, imports `ctypes`, `select`, `signal` only),",
-        "so each child costs one interpreter start-up more; against codex's own start (70-100 ms, above) and",
-        "a turn's length it is small, and it is what makes every descendant reachable (issue 17).",
+        "**Findings.** Every child runs under a supervisor that makes every descendant reachable (issue "
+        "17). Until issue 29 the supervisor was a Python interpreter started for each child (27.6 ms, "
+        "18x a plain spawn, on 2026-11-23); now one long-lived reaper per agent-fleet process forks a "
+        "supervisor per child (no interpreter start-up), and the cost left is two forks and a socket "
+        "hand-over.",
     ]
     publish("## Starting a child under the reaper", lines, findings, write=args.write)
 

@@ -15,7 +15,7 @@ import pytest
 
 from agent_fleet._process import ChildProcess, Tail
 
-from .procs import sleepers
+from .procs import alive, sleepers
 
 
 async def until(predicate: object, within: float = 10.0) -> None:
@@ -98,11 +98,15 @@ def test_the_tree_ends_when_our_process_dies() -> None:
     marker = _marker()
     program = f"""
 import asyncio, os, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from procs import sleepers
 from agent_fleet._process import ChildProcess
 async def main():
     child = await ChildProcess.start({_detaching(marker)!r}, stdin=None)
     assert child.stdout is not None
     await child.stdout.readline()
+    while len(sleepers({marker!r})) < 3:  # "ready" comes before the sleeps are exec'd
+        await asyncio.sleep(0.01)
     print("up", flush=True)
     os._exit(0)  # no cleanup: as if killed
 asyncio.run(main())
@@ -113,3 +117,76 @@ asyncio.run(main())
     while sleepers(marker) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert sleepers(marker) == []
+
+
+# -- one long-lived reaper per process (issue 29) -----------------------------------------------------------
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[1])
+
+
+def _reaper_of(child: ChildProcess) -> tuple[int, int]:
+    """The child's supervisor and the reaper that forked it, read from /proc."""
+    supervisor = _parent(child.pid)
+    return supervisor, _parent(supervisor)
+
+
+async def test_every_child_is_forked_from_one_long_lived_reaper() -> None:
+    children = [await ChildProcess.start(["sleep", "30"], stdin=None) for _ in range(3)]
+    try:
+        found = [_reaper_of(child) for child in children]
+        reapers = {reaper for _, reaper in found}
+        assert len(reapers) == 1, found
+        (reaper,) = reapers
+        assert _parent(reaper) == os.getpid()
+        assert b"_reaper.py" in Path(f"/proc/{reaper}/cmdline").read_bytes()  # noqa: ASYNC240
+        assert len({supervisor for supervisor, _ in found}) == 3, "one supervisor per child"
+    finally:
+        for child in children:
+            await child.stop(grace=0)
+    later = await ChildProcess.start(["sleep", "30"], stdin=None)
+    try:
+        assert _reaper_of(later)[1] == reaper, "the same reaper serves the next child"
+    finally:
+        await later.stop(grace=0)
+
+
+async def test_a_killed_supervisor_leaves_nothing_behind() -> None:
+    """The reaper is a subreaper too: what a dead supervisor's tree left comes to it and is killed."""
+    marker = _marker()
+    child = await ChildProcess.start(_detaching(marker), stdin=None)
+    await until(lambda: len(sleepers(marker)) == 3)
+    supervisor, _ = _reaper_of(child)
+    os.kill(supervisor, signal.SIGKILL)
+    assert await asyncio.wait_for(child.wait(), 5) == -signal.SIGKILL
+    await until(lambda: sleepers(marker) == [], within=5)
+
+
+async def test_a_dead_reaper_is_replaced_and_its_children_still_end_with_us() -> None:
+    marker = _marker()
+    first = await ChildProcess.start(_detaching(marker), stdin=None)
+    await until(lambda: len(sleepers(marker)) == 3)
+    _, reaper = _reaper_of(first)
+    os.kill(reaper, signal.SIGKILL)
+    await until(lambda: not alive(reaper))
+    second = await ChildProcess.start(["sleep", "30"], stdin=None)
+    try:
+        assert _reaper_of(second)[1] not in (reaper, os.getpid())
+        # the first child's supervisor outlived its reaper: it still answers on its lifeline
+        await first.stop(grace=0.5)
+        assert sleepers(marker) == []
+    finally:
+        await second.stop(grace=0)
+
+
+async def test_a_bad_working_directory_raises_like_create_subprocess_exec(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        await ChildProcess.start(["true"], cwd=tmp_path / "missing")
+    # the environment and directory of the moment, as a plain spawn would give them
+    child = await ChildProcess.start(
+        ["sh", "-c", "pwd; echo $AF_PROBE"], env={"AF_PROBE": "yes"}, cwd=tmp_path
+    )
+    assert child.stdout is not None
+    assert (await child.stdout.read()).decode().split() == [str(tmp_path), "yes"]
+    assert await child.wait() == 0

@@ -12,6 +12,7 @@
     ├── RemoteProtocolError        the peer sent something the protocol does not allow
     ├── RPCError                   a JSON-RPC error response (code, message, data)
     ├── RequestTimeout             a request got no answer in time (method, timeout); also a TimeoutError
+    ├── StorageError               a file of the record could not be written, e.g. a full disk (path, what)
     └── TurnFailed                 a turn ended with an ``Error`` event (event)
 
 Layers translate with ``raise ... from exc`` so the original cause is kept. Callers decide on the
@@ -38,6 +39,7 @@ __all__ = [
     "RPCError",
     "RemoteProtocolError",
     "RequestTimeout",
+    "StorageError",
     "TransportError",
     "TurnFailed",
     "Unsupported",
@@ -170,6 +172,23 @@ class RequestTimeout(AgentFleetError, TimeoutError):
         super().__init__(f"{method}: no response within {timeout:g}s")
         self.method = method
         self.timeout = timeout
+
+
+class StorageError(AgentFleetError):
+    """A file of a batch's record (the ledger, a transcript, the summary, the report) could not be
+    written: ``path`` and ``what`` name it, ``errno`` says why (``ENOSPC``: the disk is full). The
+    record written so far stays true. ``retryable``: once there is room, resuming continues."""
+
+    code = "storage_error"
+    retryable = True
+
+    def __init__(self, path: str, what: str, cause: OSError | None = None) -> None:
+        reason = (cause.strerror or str(cause)) if cause is not None else "write failed"
+        super().__init__(f"cannot write {what} ({path}): {reason}")
+        self.path = path
+        self.what = what
+        self.errno = cause.errno if cause is not None else None
+        self.reason = reason
 
 
 class TurnFailed(AgentFleetError):

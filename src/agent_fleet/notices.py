@@ -79,7 +79,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "runner.started": (
             "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced)"
         ),
-        "runner.session": "the task's session exists, new or resumed (data: session_id, resumed)",
+        "runner.session": (
+            "the task's session exists, new or resumed (data: session_id, resumed, start_head: the commit "
+            "its work is measured from)"
+        ),
         "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
         "(data: session_id, reason)",
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",

@@ -7,10 +7,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 # A run that ignores cancellation entirely: only the forced exit can end it.
 _STUBBORN = """
 import asyncio, os, signal, sys
 from pathlib import Path
+
+import pytest
 from rich.console import Console
 from agent_fleet.cli._exits import Interrupts, run_async
 
@@ -69,3 +73,62 @@ def test_a_second_ctrl_c_that_cancels_cleanly_exits_130_at_once() -> None:
     assert proc.returncode == 130 and "error: interrupted" in proc.stderr
     assert "left by force" not in proc.stderr
     assert time.monotonic() - started < 10
+
+
+# -- SIGTERM and SIGHUP stop like Ctrl-C (issue 29) --------------------------------------------------------
+
+_SIGNALLED = """
+import asyncio, os, signal, sys
+import click
+from rich.console import Console
+from agent_fleet.cli._exits import Interrupts, run_async
+
+first, second = (getattr(signal, name) if name != "-" else None for name in sys.argv[1:3])
+seen = Interrupts(on_force=lambda: print("forced", flush=True))
+
+async def stopped_by(stop: asyncio.Event) -> str:
+    os.kill(os.getpid(), first)
+    await stop.wait()
+    print("stop set", flush=True)
+    if second is None:
+        return "clean"
+    os.kill(os.getpid(), second)
+    while True:  # only the forced exit ends this run
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass
+
+try:
+    print(run_async(stopped_by, Console(stderr=True), seen), flush=True)
+    os.kill(os.getpid(), signal.SIGINT)  # a late Ctrl-C, as the command prints its summary
+    os.kill(os.getpid(), signal.SIGTERM)
+    sys.exit(seen.exit_code)
+except click.exceptions.Exit as exc:
+    sys.exit(exc.exit_code)
+"""
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "code"),
+    [
+        ("SIGTERM", "-", 143),
+        ("SIGHUP", "-", 129),
+        ("SIGINT", "-", 130),
+        ("SIGTERM", "SIGTERM", 143),
+        ("SIGTERM", "SIGINT", 143),
+    ],
+)
+def test_a_stop_signal_stops_cleanly_a_second_forces_and_the_exit_code_says_which(
+    first: str, second: str, code: int
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNALLED, first, second], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "stop set" in proc.stdout
+    if second == "-":
+        assert "clean" in proc.stdout and "forced" not in proc.stdout
+        assert "Traceback" not in proc.stderr, "a late signal is ignored, never a KeyboardInterrupt"
+    else:
+        assert "forced" in proc.stdout and "left by force" in proc.stderr

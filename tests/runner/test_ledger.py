@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._batch_types import entries_from_summary
 from agent_fleet.runner._ledger_views import ledger_record, record_forced_stop, write_records
 from agent_fleet.runner._summary import task_record
 from agent_fleet.runner.ledger import LEDGER_FILE, Ledger, holds_batch
 from agent_fleet.runner.task import TaskResult, TaskStatus
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "summary.schema.json").read_text())
 
 
 def _ledger(out: Path, ids: tuple[str, ...] = ("a", "b", "c")) -> Ledger:
@@ -135,8 +140,33 @@ def test_summary_is_derived_from_the_ledger_and_replaced_atomically(tmp_path: Pa
     assert summary["states"] == {"finished": 1, "queued": 2}
     assert summary["stopped"] == "stopped by the user" and summary["duration"] == 1.5
     assert summary["tasks"][0]["attempts"] == 2 and summary["tasks"][0]["runs"] == 1
-    assert summary["tasks"][1]["reason"] == "not started: stopped by the user"
+    assert len(summary["tasks"]) == 1, "never-started tasks are listed compactly, not as records"
+    assert summary["not_started"] == {"reason": "not started: stopped by the user", "task_ids": ["b", "c"]}
+    jsonschema.Draft202012Validator(SCHEMA).validate(summary)
     assert not list(tmp_path.glob(".summary.json.*")), "no temporary file left behind"
+
+
+def test_a_stopped_fleet_of_50000_lists_its_never_started_tasks_compactly(tmp_path: Path) -> None:
+    """Issue 29: one Ctrl-C at 50,000 tasks wrote ~750 bytes per never-started task (37.6 MB)."""
+    ids = tuple(f"task-{n:05d}" for n in range(50_000))
+    ledger = _ledger(tmp_path, ids)
+    for task_id in ids[:3]:
+        ledger.start(task_id, branch=None, worktree=None, transcript="t")
+        ledger.finish(task_id, result=_result(task_id, "succeeded"), attempts=1, worktree_kept=None)
+    ledger.start(ids[3], branch=None, worktree=None, transcript="t")  # cut off running
+    path, written = write_records(
+        ledger, started_at=None, duration=9.0, stopped="stopped by the user", fatal=False
+    )
+    summary = json.loads(path.read_text())
+    assert [t["task_id"] for t in summary["tasks"]] == list(ids[:4])
+    assert summary["not_started"]["task_ids"] == list(ids[4:])
+    assert summary["counts"] == {"succeeded": 3, "cancelled": 49_997}
+    assert summary["states"] == {"finished": 3, "running": 1, "queued": 49_996}
+    assert path.stat().st_size < 40 * len(ids), "a never-started task costs its id and little more"
+    entries = entries_from_summary(written)
+    assert [e.result.task_id for e in entries] == list(ids)
+    assert entries[-1].state == "queued" and entries[-1].result.reason == "not started: stopped by the user"
+    assert "task-49999" not in (tmp_path / "report.html").read_text(), "the page only counts them"
 
 
 def test_a_forced_stop_writes_the_summary_from_another_thread_while_tasks_finish(tmp_path: Path) -> None:
@@ -238,3 +268,34 @@ def test_attempts_are_counted_as_they_start_and_history_is_unchanged(tmp_path: P
     assert (ledger.get("a").runs, ledger.get("a").attempts) == (1, 2)
     assert [state for state, _ in ledger.history("a")] == ["running", "finished"]
     ledger.close()
+
+
+def test_the_base_commit_is_kept_from_the_first_start_and_forgotten_by_a_fresh_rerun(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.start("a", branch=None, worktree=None, transcript="t")
+    ledger.session("a", "thread-1", base_head="base1")
+    ledger.finish("a", result=_result("a", "cancelled"), attempts=1, worktree_kept=None)
+    ledger.start("a", branch=None, worktree=None, transcript="t")  # resumed: HEAD has moved since
+    ledger.session("a", "thread-1", base_head="after-its-commit")
+    assert ledger.get("a").base_head == "base1"
+    ledger.finish("a", result=_result("a", "failed"), attempts=1, worktree_kept=None)
+    ledger.prepare_resume(rerun_failed=True)  # afresh: measured from where the new run starts
+    assert ledger.get("a").base_head is None
+    ledger.session("a", "thread-2", base_head="base2")
+    assert ledger.get("a").base_head == "base2"
+
+
+def test_a_ledger_from_before_the_base_commit_opens_and_gains_it(tmp_path: Path) -> None:
+    ledger = _ledger(tmp_path)
+    ledger.close()
+    db = sqlite3.connect(tmp_path / LEDGER_FILE)
+    db.execute("ALTER TABLE tasks DROP COLUMN base_head")
+    db.commit()
+    db.close()
+    reader = Ledger.open(tmp_path, lock=False)  # a reader beside an older writer: read as it is
+    assert [r.base_head for r in reader.rows()] == [None, None, None]
+    reader.close()
+    writer = Ledger.open(tmp_path)
+    writer.start("a", branch=None, worktree=None, transcript="t")
+    writer.session("a", "thread-1", base_head="base1")
+    assert writer.get("a").base_head == "base1"

@@ -26,6 +26,7 @@ FULL = {
     "prompt": "do it",
     "cwd": "sub",
     "gate_cmd": "pytest -q",
+    "gate_timeout": 90,
     "require_commit": True,
     "model": "gpt-5.5",
     "effort": "high",
@@ -87,7 +88,7 @@ def test_settings_apply_over_the_template(tmp_path: Path) -> None:
     )
     assert spec.config == {"features.x": True}  # env is provider-neutral: Spec.env, not codex's config
     assert spec.env == {"BASE": "b", "CI": "1", "LANG": "C"}
-    assert (task.gate.command, task.gate.require_commit) == ("pytest -q", True)
+    assert (task.gate.command, task.gate.require_commit, task.gate.command_timeout) == ("pytest -q", True, 90)
     assert task.review == ReviewConfig(threshold=2, model="gpt-5.5-mini")
     assert (task.timeout, task.max_followups, task.id) == (600.0, 4, "t1")
 
@@ -109,6 +110,7 @@ def test_a_bare_line_keeps_the_template_and_review_false_turns_it_off(tmp_path: 
     ("change", "message"),
     [
         ({"timeout": 0}, "'timeout' must be a finite number of seconds > 0, not 0"),
+        ({"gate_timeout": 0}, "'gate_timeout' must be a finite number of seconds > 0, not 0"),
         ({"timeout": -3}, "'timeout' must be a finite number of seconds > 0"),
         ({"timeout": "NaN"}, "'timeout' must be a number of seconds, not str"),
         ({"timeout": True}, "'timeout' must be a number of seconds, not a boolean"),

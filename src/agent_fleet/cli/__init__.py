@@ -5,8 +5,12 @@ Every command builds library objects from its flags, calls one library function 
 
 Exit codes: 0 success; 1 the task failed (gate never passed, turn failed, stopped); 2 usage error (bad
 flag, missing directory, bad regular expression, bad tasks file); 3 the provider is unavailable or the
-credential is missing or refused. Every failure prints one line saying what to do, never a traceback
-(set ``AGENT_FLEET_DEBUG=1`` to get one for an internal error).
+credential is missing or refused. ``batch`` also: 75 the batch stopped before its end for a reason that
+may pass (the model stayed unreachable, the provider process died, a disk is full; the last line says
+which): its record is true and ``agent-fleet batch --resume OUT`` continues it; 130 stopped by Ctrl-C,
+143 by SIGTERM, 129 by SIGHUP (128 + the signal: the first stops cleanly, a second leaves by force
+within two seconds). Every failure prints one line saying what to do, never a traceback (set
+``AGENT_FLEET_DEBUG=1`` to get one for an internal error).
 """
 
 from agent_fleet.cli import _serve  # noqa: F401 - registers `serve` on the group

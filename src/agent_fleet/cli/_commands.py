@@ -17,8 +17,8 @@ from agent_fleet import __version__
 from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for
 from agent_fleet.cli._exits import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_STOPPED,
     EXIT_UNAVAILABLE,
     Interrupts,
     die,
@@ -193,8 +193,10 @@ def batch_command(
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
 
     The batch's record is a ledger in --out, written as each task's state changes; a stopped batch
-    continues with `--resume OUT`. Ctrl-C stops starting tasks and interrupts running turns (exit 130);
-    a second Ctrl-C leaves within two seconds. The record stays true either way.
+    continues with `--resume OUT`. Ctrl-C (or SIGTERM, SIGHUP) stops starting tasks and interrupts
+    running turns (exit 130; 143 for SIGTERM, 129 for SIGHUP); a second one leaves within two seconds.
+    A batch that stopped for a reason that may pass (the model unreachable, the provider process died,
+    a full disk) exits 75. The record stays true either way.
     """
     with handled():
         settings: BatchSettings = settings_for(
@@ -257,17 +259,20 @@ def batch_command(
                 export.shutdown()
         progress.summary(result.to_dict())
         console.print(summary_table(result, console.width))
-        console.print(f"summary: {result.summary_path}")
+        console.print(f"summary: {result.summary_path or 'not written (the ledger is the record)'}")
         if result.report_path is not None:
             console.print(f"report: {result.report_path}")
-        if result.stopped:
-            console.print(Text(f"batch stopped: {Redactor().text(result.stopped)}", style="red"))
+        stopped = Redactor().text(result.stopped) if result.stopped else None
+        if stopped:
+            console.print(Text(f"batch stopped: {stopped}", style="red"))
             if not result.fatal:
                 console.print(f"continue it with: agent-fleet batch --resume {settings.out}")
         if interrupts.presses:
-            die(EXIT_INTERRUPTED)
+            die(interrupts.exit_code)
         if result.fatal:
             die(EXIT_UNAVAILABLE)
+        if stopped:  # stopped for a reason that may pass: the last line says why and what to do
+            die(EXIT_STOPPED, f"{stopped}; stopped, resumable: agent-fleet batch --resume {settings.out}")
         die(EXIT_OK if result.ok else EXIT_FAILED)
 
 

@@ -1,4 +1,5 @@
-"""Exit codes, one-line errors, and running a coroutine with Ctrl-C as a clean stop."""
+"""Exit codes, one-line errors, and running a coroutine with Ctrl-C (SIGINT), SIGTERM and SIGHUP as a
+clean stop."""
 
 from __future__ import annotations
 
@@ -16,15 +17,17 @@ import click
 from rich.console import Console
 
 from agent_fleet.cli._view import first_line
-from agent_fleet.errors import AgentFleetError, ProviderUnavailable, UsageError
+from agent_fleet.errors import AgentFleetError, ProviderUnavailable, StorageError, UsageError
 from agent_fleet.runner import TaskResult, check_provider
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_STOPPED",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "STOP_SIGNALS",
     "Interrupts",
     "die",
     "exit_code",
@@ -35,6 +38,13 @@ __all__ = [
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention for a run ended by Ctrl-C
+#: The batch stopped before its end for a reason that may pass (the model unreachable, the provider
+#: process died, a full disk): its record is true and `batch --resume OUT` continues it. 75 is
+#: sysexits' EX_TEMPFAIL ("a temporary failure: try again later").
+EXIT_STOPPED = 75
+#: Signals that stop a run as Ctrl-C does (the first stops cleanly, a second forces); the exit status
+#: is 128 + the first one's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), the shell's convention.
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: After the second Ctrl-C the run has this long to end cleanly before the process leaves by force.
 FORCE_AFTER = 1.5
 _T = TypeVar("_T")
@@ -65,13 +75,20 @@ def preflight(provider: str, options: Any) -> None:
 
 @dataclass(slots=True)
 class Interrupts:
-    """Ctrl-C presses seen by ``run_async``. ``on_force`` runs (on a timer thread) when the run has not
-    ended ``FORCE_AFTER`` seconds after the second press, just before the process leaves with 130: it
-    must be quick and must not need the event loop (the batch writes its summary from the ledger)."""
+    """Stop signals seen by ``run_async`` (``STOP_SIGNALS``; ``presses`` counts them, ``signal`` is the
+    first). ``on_force`` runs (on a timer thread) when the run has not ended ``FORCE_AFTER`` seconds
+    after the second, just before the process leaves with ``exit_code``: it must be quick and must not
+    need the event loop (the batch writes its summary from the ledger)."""
 
     presses: int = 0
     on_force: Callable[[], None] | None = None
     forced: threading.Timer | None = None
+    signal: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the first stop signal's number (130 for Ctrl-C)."""
+        return 128 + (self.signal or signal.SIGINT)
 
     def force(self) -> None:
         try:
@@ -80,7 +97,7 @@ class Interrupts:
         finally:
             sys.stderr.write("error: interrupted (the run did not stop in time; left by force)\n")
             sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
+            os._exit(self.exit_code)
 
 
 def run_async(
@@ -88,8 +105,11 @@ def run_async(
     console: Console,
     interrupts: Interrupts | None = None,
 ) -> _T:
-    """Run ``factory(stop)``. The first Ctrl-C sets ``stop`` (a clean stop); a second one cancels, and
-    the process leaves (exit 130) within ``FORCE_AFTER`` seconds whatever the run does."""
+    """Run ``factory(stop)``. The first stop signal (Ctrl-C, SIGTERM, SIGHUP) sets ``stop`` (a clean
+    stop); a second one cancels, and the process leaves (exit 128 + the first signal's number) within
+    ``FORCE_AFTER`` seconds whatever the run does. Once one was seen, later ones are ignored while the
+    process finishes (printing, exiting): the exit status stays the one documented, never a death by
+    signal."""
     seen = interrupts if interrupts is not None else Interrupts()
 
     async def main() -> _T:
@@ -97,10 +117,17 @@ def run_async(
         stop = asyncio.Event()
         current = asyncio.current_task()
 
-        def on_sigint() -> None:
+        def on_signal(signum: signal.Signals) -> None:
             seen.presses += 1
             if seen.presses == 1:
-                console.print("[yellow]stopping: interrupting running turns (Ctrl-C again to force)[/]")
+                seen.signal = signum
+                if signum == signal.SIGINT:
+                    console.print("[yellow]stopping: interrupting running turns (Ctrl-C again to force)[/]")
+                else:
+                    console.print(
+                        f"[yellow]stopping ({signum.name}): interrupting running turns "
+                        "(send it again, or Ctrl-C, to force)[/]"
+                    )
                 stop.set()
             elif seen.presses == 2:
                 seen.forced = threading.Timer(FORCE_AFTER, seen.force)
@@ -109,23 +136,35 @@ def run_async(
                 if current is not None:
                     current.cancel()
 
-        installed = False
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGINT, on_sigint)
-            installed = True
+        installed: list[signal.Signals] = []
+        for signum in STOP_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, on_signal, signum)
+                installed.append(signum)
         try:
             return await factory(stop)
         finally:
-            if installed:
-                loop.remove_signal_handler(signal.SIGINT)
+            for signum in installed:
+                loop.remove_signal_handler(signum)
 
     try:
         return asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        die(EXIT_INTERRUPTED, "interrupted")
+        seen.presses += 1  # (a Ctrl-C the loop had no handler for any more)
+        die(seen.exit_code, "interrupted")
     finally:
+        if seen.presses:
+            _ignore_stop_signals()
         if seen.forced is not None:
             seen.forced.cancel()
+
+
+def _ignore_stop_signals() -> None:
+    """SIG_IGN for the stop signals: Python restores SIG_DFL for its own handlers at exit, so a late
+    second Ctrl-C would otherwise end the process by signal instead of with its exit code."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 # -- error handling ------------------------------------------------------------------------------------
@@ -142,6 +181,8 @@ def handled() -> Iterator[None]:
         die(EXIT_USAGE, str(exc))
     except ProviderUnavailable as exc:
         die(EXIT_UNAVAILABLE, exc.message)
+    except StorageError as exc:  # a full disk: what was recorded stays true
+        die(EXIT_STOPPED, f"{exc}; stopped, resumable once there is room")
     except AgentFleetError as exc:
         die(EXIT_FAILED, first_line(str(exc), 400))
     except Exception as exc:

@@ -25,6 +25,7 @@ from agent_fleet.runner import (
     parse_priority,
     provider_entry,
 )
+from agent_fleet.runner.gate import DEFAULT_GATE_TIMEOUT
 from agent_fleet.runner.providers import check_permission_enforced
 
 __all__ = [
@@ -113,6 +114,7 @@ class Common:
     allow_mcp: tuple[str, ...]
     config: tuple[str, ...]
     gate_cmd: str | None
+    gate_timeout: float
     require_commit: bool
     max_followups: int
     timeout: float | None
@@ -159,7 +161,9 @@ class Common:
         return Task(
             id=task_id,
             spec=spec,
-            gate=GateConfig(require_commit=self.require_commit, command=self.gate_cmd),
+            gate=GateConfig(
+                require_commit=self.require_commit, command=self.gate_cmd, command_timeout=self.gate_timeout
+            ),
             review=review,
             max_followups=self.max_followups,
             timeout=self.timeout,
@@ -229,6 +233,15 @@ def common_options(fn: _F) -> _F:
         ),
         click.option(
             "--gate-cmd", metavar="CMD", help="Gate: this shell command must exit 0 in the task dir."
+        ),
+        click.option(
+            "--gate-timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=DEFAULT_GATE_TIMEOUT,
+            show_default=True,
+            callback=_finite,
+            metavar="SECONDS",
+            help="Time limit for each run of the gate command (the task's --timeout bounds it too).",
         ),
         click.option("--require-commit", is_flag=True, help="Gate: HEAD must move to a new commit."),
         click.option(

@@ -331,9 +331,21 @@ class CodexProvider(Provider):
         # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)
-        result = await child.conn.request_with_retry(
-            "thread/resume", params, timeout=self.options.rpc_timeout
-        )
+        try:
+            result = await child.conn.request_with_retry(
+                "thread/resume", params, timeout=self.options.rpc_timeout
+            )
+        except RPCError as exc:
+            # codex refuses to resume an archived thread (a finished one a fleet let go of to free the
+            # app-server's memory). Unarchiving is the only way back; when it fails too the thread was
+            # not archived and the refusal stands.
+            try:
+                await self.unarchive_session(session_id)
+            except RPCError:
+                raise exc from None
+            result = await child.conn.request_with_retry(
+                "thread/resume", params, timeout=self.options.rpc_timeout
+            )
         return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
 
     async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
@@ -379,9 +391,17 @@ class CodexProvider(Provider):
         return _session_info(thread)
 
     async def archive_session(self, session_id: str) -> None:
-        """Archive thread ``session_id`` (``thread/archive``)."""
+        """Archive thread ``session_id`` (``thread/archive``): codex unloads it and moves its rollout
+        aside, so a finished session no longer holds app-server memory. ``resume()`` brings it back.
+        Raises ``RPCError`` when codex has no such (unarchived) thread."""
         child = await self._ready()
         await child.conn.request("thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout)
+
+    async def unarchive_session(self, session_id: str) -> None:
+        """Bring archived thread ``session_id`` back (``thread/unarchive``). Raises ``RPCError`` when
+        it is not archived (``resume()`` unarchives by itself when it has to)."""
+        conn = (await self._ready()).conn
+        await conn.request("thread/unarchive", {"threadId": session_id}, timeout=self.options.rpc_timeout)
 
     @property
     def rate_limits(self) -> RateLimits | None:

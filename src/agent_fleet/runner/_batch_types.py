@@ -14,7 +14,7 @@ from agent_fleet.runner._summary import build_summary, task_record
 from agent_fleet.runner.task import TaskResult, TaskStatus
 from agent_fleet.runner.transcript import Redactor
 
-__all__ = ["BatchEntry", "BatchResult", "entry_from_summary"]
+__all__ = ["BatchEntry", "BatchResult", "entries_from_summary", "entry_from_summary"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +91,21 @@ class BatchResult:
         )
         redacted: dict[str, Any] = Redactor().value(summary)
         return redacted
+
+
+def entries_from_summary(summary: Mapping[str, Any]) -> tuple[BatchEntry, ...]:
+    """Every task of a summary as a ``BatchEntry``: those that ran (``tasks``), then those never started
+    (``not_started``, listed by id)."""
+    entries = [entry_from_summary(t) for t in summary.get("tasks") or []]
+    not_started = summary.get("not_started") or {}
+    reason = str(not_started.get("reason") or "not started")
+    entries += [
+        BatchEntry(
+            result=TaskResult(task_id=str(task_id), status="cancelled", reason=reason), state="queued", runs=0
+        )
+        for task_id in not_started.get("task_ids") or []
+    ]
+    return tuple(entries)
 
 
 def entry_from_summary(t: Mapping[str, Any]) -> BatchEntry:

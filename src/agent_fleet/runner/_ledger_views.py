@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from agent_fleet.errors import StorageError
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._summary import build_summary, task_record
 from agent_fleet.runner.ledger import SUMMARY_FILE, Ledger, LedgerRow
@@ -38,8 +40,7 @@ def ledger_size(ledger: Ledger) -> int:
 
 @functools.lru_cache(maxsize=8)
 def _not_started(stopped: str | None) -> Mapping[str, Any]:
-    reason = f"not started: {stopped or 'the batch stopped'}"
-    return task_record(TaskResult(task_id="", status="cancelled", reason=reason))
+    return task_record(TaskResult(task_id="", status="cancelled", reason=not_started_reason(stopped)))
 
 
 def ledger_record(row: LedgerRow, stopped: str | None, redactor: Redactor | None = None) -> dict[str, Any]:
@@ -88,9 +89,11 @@ def write_records(
     extra: Mapping[str, Any] | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """``summary.json`` (``build_summary`` over every task's ``ledger_record``, redacted) and
-    ``report.html``, written from the ledger. Returns the summary's path and the document."""
+    ``report.html``, written from the ledger. Returns the summary's path and the document. Raises
+    ``StorageError`` naming the file that could not be written (a full disk); no temporary file stays."""
     redactor = ledger.redactor
-    records = [ledger_record(row, stopped, redactor) for row in ledger.rows()]
+    records = [ledger_record(row, stopped, redactor) for row in ledger.started_rows()]
+    not_started = ledger.never_started()  # the bulk of a stopped fleet: listed by id alone (issue 29)
     summary = build_summary(
         records,
         started_at=started_at,
@@ -107,14 +110,31 @@ def write_records(
     states: dict[str, int] = {}
     for record in records:
         states[record["state"]] = states.get(record["state"], 0) + 1
+    if not_started:
+        states["queued"] = states.get("queued", 0) + len(not_started)
+        counts = document["counts"]
+        counts["cancelled"] = counts.get("cancelled", 0) + len(not_started)  # every task is counted
     document.update(states=states, ledger=str(ledger.path), **redactor.value(dict(extra or {})))
+    document["not_started"] = {
+        "reason": not_started_reason(stopped) if not_started else None,
+        "task_ids": redactor.text("\n".join(not_started)).split("\n") if not_started else [],
+    }
     document["tasks"] = summary["tasks"]
     path = dump_summary(ledger.out, document)
-    # The page lists the tasks that ran; never-started ones are only counted (a stopped fleet of
-    # thousands would otherwise spend seconds rendering rows that say "not started").
-    ran = [t for t in summary["tasks"] if t.get("state") != "queued" or t.get("runs")]
-    write_report({**document, "tasks": ran}, ledger.out / REPORT_FILE, prices=prices)
+    # The page lists the tasks that ran; never-started ones are only counted.
+    report = ledger.out / REPORT_FILE
+    try:
+        write_report(document, report, prices=prices)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            report.with_name(f".{report.name}.tmp").unlink()
+        raise StorageError(str(report), "the report", exc) from exc
     return path, document
+
+
+def not_started_reason(stopped: str | None) -> str:
+    """The reason given for the tasks a stopped batch never started."""
+    return f"not started: {stopped or 'the batch stopped'}"
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
@@ -123,20 +143,28 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 def dump_summary(out: Path, payload: Mapping[str, Any]) -> Path:
     """Write ``payload`` as ``out/summary.json`` atomically (a temporary file renamed over it).
 
-    One task a line: readable, and fast for a fleet (``json`` encodes in C only without ``indent``)."""
+    One task a line: readable, and fast for a fleet (``json`` encodes in C only without ``indent``);
+    the never-started tasks' ids on one line."""
     path = out / SUMMARY_FILE
     tmp = path.with_name(f".{SUMMARY_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write("{\n")
-        for key, value in payload.items():
-            if key != "tasks":
-                f.write(f"  {json.dumps(key)}: {json.dumps(value, default=str)},\n")
-        tasks = payload.get("tasks") or []
-        f.write('  "tasks": [')
-        if tasks:
-            f.write("\n    " + ",\n    ".join(map(_ENCODER.encode, tasks)) + "\n  ")
-        f.write("]\n}\n")
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write("{\n")
+            for key, value in payload.items():
+                if key != "tasks":
+                    f.write(f"  {json.dumps(key)}: {json.dumps(value, default=str)},\n")
+            tasks = payload.get("tasks") or []
+            f.write('  "tasks": [')
+            if tasks:
+                f.write("\n    " + ",\n    ".join(map(_ENCODER.encode, tasks)) + "\n  ")
+            f.write("]\n}\n")
+        os.replace(tmp, path)
+    except BaseException as exc:  # (a full disk): the summary stays as it was, no temporary file
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise StorageError(str(path), "the summary", exc) from exc
+        raise
     return path
 
 

@@ -6,6 +6,7 @@ Keys (only ``id`` and ``prompt`` are required; every other key overrides the bat
     prompt        the task
     cwd           its directory (relative: to the tasks file's directory)
     gate_cmd      a shell command that must exit 0 ("" = none)
+    gate_timeout  seconds each run of the gate command may take (> 0; the task's timeout bounds it too)
     require_commit  true / false
     model, effort the model and its reasoning effort
     sandbox       read-only | workspace-write | danger-full-access
@@ -64,6 +65,7 @@ KEYS = frozenset(
         "prompt",
         "cwd",
         "gate_cmd",
+        "gate_timeout",
         "require_commit",
         "model",
         "effort",
@@ -92,6 +94,7 @@ class BatchTask:
     prompt: str
     cwd: Path | None = None
     gate_cmd: str | None = None
+    gate_timeout: float | None = None
     require_commit: bool | None = None
     model: str | None = None
     effort: str | None = None
@@ -297,6 +300,7 @@ def parse_task(obj: Any, *, line: int, base_dir: Path, where: str) -> BatchTask:
         prompt=prompt,
         cwd=(base_dir / cwd) if cwd else None,
         gate_cmd=_typed(obj, "gate_cmd", str, "a string", where),
+        gate_timeout=_seconds(obj, "gate_timeout", where, zero_ok=False),
         require_commit=_typed(obj, "require_commit", bool, "a bool", where),
         model=_text(obj, "model", where),
         effort=_text(obj, "effort", where),
@@ -363,7 +367,7 @@ def entry_object(task: BatchTask) -> dict[str, Any]:
     if not obj:  # built in code, not read from a file
         obj = {"id": task.id, "prompt": task.prompt}
         for name in (
-            "gate_cmd", "require_commit", "model", "effort", "sandbox", "provider", "timeout",
+            "gate_cmd", "gate_timeout", "require_commit", "model", "effort", "sandbox", "provider", "timeout",
             "idle_timeout", "max_followups",
         ):  # fmt: skip
             if (value := getattr(task, name)) is not None:
@@ -408,11 +412,12 @@ def build_task(t: BatchTask, template: Task, cwd: Path) -> Task:
         env={**base.env, **t.env} if t.env else base.env,  # every provider places Spec.env
     )
     gate = template.gate
-    if t.gate_cmd is not None or t.require_commit is not None:
+    if t.gate_cmd is not None or t.require_commit is not None or t.gate_timeout is not None:
         gate = replace(
             gate,
             command=(t.gate_cmd or None) if t.gate_cmd is not None else gate.command,
             require_commit=t.require_commit if t.require_commit is not None else gate.require_commit,
+            command_timeout=t.gate_timeout if t.gate_timeout is not None else gate.command_timeout,
         )
     review = template.review
     if t.review is False:

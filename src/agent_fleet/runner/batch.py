@@ -54,11 +54,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_fleet.contract import Provider
-from agent_fleet.errors import UsageError
+from agent_fleet.errors import StorageError, UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git, _worktrees
 from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
-from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entry_from_summary
+from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entries_from_summary
 from agent_fleet.runner._ledger_views import REPORT_FILE, ledger_size, write_records
 from agent_fleet.runner._otel import BatchTelemetry
 from agent_fleet.runner._pricing import PriceTable
@@ -110,6 +110,11 @@ class _State:
 
     def lock(self, repo: Path) -> asyncio.Lock:
         return self.locks.setdefault(repo, asyncio.Lock())
+
+    def halt(self, why: str) -> None:
+        """Stop the batch, resumable (the first reason is the one reported)."""
+        self.stopped = self.stopped or why
+        self.stop.set()
 
 
 class _Providers:
@@ -306,22 +311,31 @@ async def run_batch(
                     if on_result is not None:
                         on_result(entry)
                     continue
-                entry = await _run_one(
-                    t,
-                    ledger.get(t.id),
-                    template,
-                    providers,
-                    locator.get(t),
-                    wt_root,
-                    out,
-                    state,
-                    watch,
-                    complete,
-                )
-                _note_pid(state, providers.get(t.provider))
+                try:
+                    entry = await _run_one(
+                        t,
+                        ledger.get(t.id),
+                        template,
+                        providers,
+                        locator.get(t),
+                        wt_root,
+                        out,
+                        state,
+                        watch,
+                        complete,
+                    )
+                    _note_pid(state, providers.get(t.provider))
+                except StorageError as exc:  # the record cannot be written (a full disk): stop, resumable
+                    state.halt(str(exc))
+                    return
+                if entry.result.error_code == "storage_error":
+                    state.halt(entry.result.reason.removeprefix("stopped: "))
                 if entry.result.fatal and state.stopped is None:
-                    state.stopped = f"fatal error in task {t.id}: {entry.result.reason}"
-                    state.fatal = True
+                    if entry.result.error_code == "app_server_crashed":  # resumable: its tasks interrupted
+                        state.stopped = f"the provider process died (task {t.id}): {entry.result.reason}"
+                    else:
+                        state.stopped = f"fatal error in task {t.id}: {entry.result.reason}"
+                        state.fatal = True
                     state.stop.set()
                 if on_result is not None:
                     on_result(entry)
@@ -381,10 +395,13 @@ def _result(
             provider_pids=sorted(state.pids),
             prices=prices,
         )
+    except StorageError as exc:  # the summary or report cannot be written: the ledger is the record
+        state.halt(str(exc))
+        return BatchResult(entries=(), duration=duration, stopped=state.stopped, fatal=state.fatal)
     finally:
         ledger.close()
     return BatchResult(
-        entries=tuple(entry_from_summary(t) for t in summary["tasks"]),
+        entries=entries_from_summary(summary),
         duration=duration,
         stopped=state.stopped,
         fatal=state.fatal,
@@ -513,6 +530,7 @@ async def _run_one(
     except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails
         build_error = f"line {t.line}: the task's settings cannot run: {exc}"
     resume_session = row.session_id if row.resumable and not row.fresh else None
+    base_head = row.base_head if row.resumable and not row.fresh else None  # where its first run began
 
     def sink(task_event: TaskEvent) -> None:
         event = task_event.event
@@ -520,7 +538,7 @@ async def _run_one(
             if event.subtype == "runner.session":
                 session_id = event.data.get("session_id")
                 if isinstance(session_id, str):
-                    ledger.session(t.id, session_id)
+                    ledger.session(t.id, session_id, base_head=event.data.get("start_head"))
             elif event.subtype in ("runner.started", "runner.retry"):
                 ledger.attempt(t.id)  # as it starts: a kill -9 mid-retry leaves a true count
         watch(task_event)
@@ -540,6 +558,7 @@ async def _run_one(
                     transcript=writer,
                     stop=state.stop,
                     resume_session=resume_session,
+                    start_head=base_head,
                 )
             except UsageError as exc:  # this task's settings cannot run (e.g. a review its provider lacks)
                 reason = build_error or f"line {t.line}: {exc}"

@@ -23,18 +23,21 @@ from agent_fleet._process import ChildProcess, Tail
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import _git
 
-__all__ = ["GateCheck", "GateConfig", "GateResult", "run_gate"]
+__all__ = ["DEFAULT_GATE_TIMEOUT", "GateCheck", "GateConfig", "GateResult", "run_gate"]
 
 DEFAULT_OUTPUT_LIMIT = 4000
+#: Seconds each run of the gate command may take, by default (``--gate-timeout``).
+DEFAULT_GATE_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateConfig:
-    """What the gate checks. ``command_timeout`` of ``None`` disables the limit."""
+    """What the gate checks. ``command_timeout`` bounds each run of the command (``None``: no limit; a
+    task's ``timeout`` bounds it too)."""
 
     require_commit: bool = False
     command: str | None = None
-    command_timeout: float | None = 600.0
+    command_timeout: float | None = DEFAULT_GATE_TIMEOUT
     output_limit: int = DEFAULT_OUTPUT_LIMIT
 
     def __post_init__(self) -> None:
@@ -139,14 +142,23 @@ async def _check_command(config: GateConfig, cwd: str | os.PathLike[str]) -> Gat
     # Keep a few times the character limit in bytes: UTF-8 may need up to 4 bytes a character.
     tail = Tail(4 * limit + 65536)
     timed_out = False
+    assert proc.stdout is not None
+    # A task of its own, awaited (or cancelled and awaited) here: no gather, whose future would be left
+    # holding a CancelledError nobody retrieves when a stop cancels the gate (Python 3.11 logged it as
+    # "_GatheringFuture exception was never retrieved" on the user's terminal).
+    drain = asyncio.get_running_loop().create_task(tail.drain(proc.stdout), name="gate:output")
     try:
-        assert proc.stdout is not None
-        await asyncio.wait_for(asyncio.gather(tail.drain(proc.stdout), proc.wait()), config.command_timeout)
+        async with asyncio.timeout(config.command_timeout):
+            await proc.wait()  # (returns once the command's whole tree is gone: its output is at EOF)
+            await drain
     except TimeoutError:
         timed_out = True
     finally:
         if proc.returncode is None:
             await proc.stop(grace=0)
+        if not drain.done():
+            drain.cancel()
+            await asyncio.wait([drain])
     text = tail.text()
     output = text[-limit:] if limit else ""
     if timed_out:

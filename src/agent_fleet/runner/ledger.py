@@ -19,11 +19,13 @@ A task's ``state``::
               finished (not succeeded), with rerun_failed -> queued, started afresh (branch kept)
 
 ``session_id`` is recorded as soon as the session exists, so an interrupted task can continue its
-conversation. ``runs`` counts the times the batch started the task; ``attempts`` the turns tried over
-all runs (each run's first and its turn-level retries). The local backend records each attempt as it
-starts (``attempt``: the run's start, then each retry once it is decided, its backoff included), so
-a process killed mid-retry leaves a true count; a backend that learns of them only at the end adds
-them with ``finish(attempts=...)``.
+conversation; with it, the first time, ``base_head``: HEAD when the task first started, the commit its
+work is measured from (``--require-commit``, the review, the final diff) however often it is resumed.
+A re-run afresh (``rerun_failed``) forgets it. ``runs`` counts the times the batch started the task;
+``attempts`` the turns tried over all runs (each run's first and its turn-level retries). The local
+backend records each attempt as it starts (``attempt``: the run's start, then each retry once it is
+decided, its backoff included), so a process killed mid-retry leaves a true count; a backend that
+learns of them only at the end adds them with ``finish(attempts=...)``.
 
 Writers: one ``Ledger`` per process, used from the event loop's thread (each call is a few hundred
 microseconds). ``read_summary`` opens its own connection, so it is safe from another thread (the
@@ -53,6 +55,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._sqlite import transaction as _transaction
+from agent_fleet.runner._sqlite import writes as _writes
 from agent_fleet.runner.transcript import Redactor
 
 __all__ = [
@@ -94,7 +98,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     result TEXT,
     started_at REAL,
     ended_at REAL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    base_head TEXT
 );
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, position);
 CREATE TABLE IF NOT EXISTS history (
@@ -129,6 +134,7 @@ class LedgerRow:
     worktree_kept: str | None
     transcript: str | None
     result: dict[str, Any] | None
+    base_head: str | None = None
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -266,6 +272,8 @@ class Ledger:
             if version is None or json.loads(version[0]) != _SCHEMA_VERSION:
                 db.close()
                 raise UsageError(f"{str(path)!r} was written by another version of agent-fleet")
+            if lock and "base_head" not in {r[1] for r in db.execute("PRAGMA table_info(tasks)")}:
+                db.execute("ALTER TABLE tasks ADD COLUMN base_head TEXT")  # a ledger from before it
         except BaseException:
             if held is not None:
                 held.close()
@@ -291,6 +299,7 @@ class Ledger:
             self._lock.close()
             self._lock = None
 
+    @_writes
     def add(self, entries: Sequence[tuple[str, int, Mapping[str, Any]]]) -> None:
         """Queue more tasks (id, line, tasks-file object) after those already in. Raises ``UsageError``
         for an id already in the ledger."""
@@ -314,6 +323,7 @@ class Ledger:
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
 
+    @_writes
     def set_meta(self, key: str, value: Any) -> None:
         self._db.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
@@ -332,6 +342,15 @@ class Ledger:
         ones, and with ``rerun_failed`` the finished ones that did not succeed; in tasks-file order."""
         extra = " OR (state = 'finished' AND status != 'succeeded')" if rerun_failed else ""
         return map(_row, self._raw_rows(f" AND (state IN ('queued', 'running', 'interrupted'){extra})"))
+
+    def started_rows(self) -> Iterator[LedgerRow]:
+        """The tasks started at least once (whatever their state now), in tasks-file order."""
+        return map(_row, self._raw_rows(" AND (state != 'queued' OR runs > 0)"))
+
+    def never_started(self) -> list[str]:
+        """The ids of the tasks never started (queued, no run yet), in tasks-file order."""
+        query = "SELECT id FROM tasks WHERE state = 'queued' AND runs = 0 ORDER BY position"
+        return [task_id for (task_id,) in self._db.execute(query)]
 
     def _raw_rows(self, where: str = "", args: Sequence[Any] = ()) -> Iterator[Sequence[Any]]:
         last = -1
@@ -372,6 +391,7 @@ class Ledger:
 
     # -- transitions -----------------------------------------------------------------------------------
 
+    @_writes
     def prepare_resume(self, *, rerun_failed: bool) -> None:
         """Before a resumed run: with ``rerun_failed`` every finished task that did not succeed is queued
         again (to start afresh on its branch). Running and interrupted tasks stay as they are: the run
@@ -387,7 +407,7 @@ class Ledger:
                 )
             ]
             self._db.execute(
-                "UPDATE tasks SET state = 'queued', fresh = 1, updated_at = ? "
+                "UPDATE tasks SET state = 'queued', fresh = 1, base_head = NULL, updated_at = ? "
                 "WHERE state = 'finished' AND status != 'succeeded'",
                 (now,),
             )
@@ -396,6 +416,7 @@ class Ledger:
                 ((i, now, json.dumps({"why": "rerun failed"})) for i in ids),
             )
 
+    @_writes
     def start(self, task_id: str, *, branch: str | None, worktree: str | None, transcript: str) -> None:
         now = time.time()
         with _transaction(self._db):
@@ -407,22 +428,27 @@ class Ledger:
             )
             self._history(task_id, now, "running", {"branch": branch, "worktree": worktree})
 
-    def session(self, task_id: str, session_id: str) -> None:
-        """The task's session exists (a new one, or the one it resumed)."""
+    @_writes
+    def session(self, task_id: str, session_id: str, *, base_head: str | None = None) -> None:
+        """The task's session exists (a new one, or the one it resumed); ``base_head`` is HEAD when the
+        run started, kept only the first time (see the module docstring)."""
         now = time.time()
         with _transaction(self._db):
             self._db.execute(
-                "UPDATE tasks SET session_id = ?, fresh = 0, updated_at = ? WHERE id = ?",
-                (session_id, now, task_id),
+                "UPDATE tasks SET session_id = ?, fresh = 0, base_head = COALESCE(base_head, ?), "
+                "updated_at = ? WHERE id = ?",
+                (session_id, base_head, now, task_id),
             )
             self._history(task_id, now, "session", {"session_id": session_id})
 
+    @_writes
     def attempt(self, task_id: str) -> None:
         """An attempt of the task's turn starts (the run's first, or a retry): counted at once."""
         self._db.execute(
             "UPDATE tasks SET attempts = attempts + 1, updated_at = ? WHERE id = ?", (time.time(), task_id)
         )
 
+    @_writes
     def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
         """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
         transition."""
@@ -432,6 +458,7 @@ class Ledger:
             (json.dumps(redacted, ensure_ascii=False, default=str), time.time(), task_id),
         )
 
+    @_writes
     def finish(
         self,
         task_id: str,
@@ -466,6 +493,7 @@ class Ledger:
             )
             self._history(task_id, now, state, {"status": status, "reason": result.get("reason")})
 
+    @_writes
     def note_pid(self, pid: int) -> None:
         """A provider process started by this process (the CLI's forced exit ends its process group)."""
         self._db.execute(
@@ -482,19 +510,6 @@ class Ledger:
             "INSERT INTO history (task_id, at, state, detail) VALUES (?, ?, ?, ?)",
             (task_id, at, state, json.dumps(detail, ensure_ascii=False, default=str)),
         )
-
-
-class _transaction:
-    """``BEGIN IMMEDIATE`` .. ``COMMIT`` (``ROLLBACK`` on an error): one atomic transition."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
 
 
 _COLUMNS: Final = (
@@ -514,15 +529,20 @@ _COLUMNS: Final = (
     "worktree_kept",
     "transcript",
     "result",
+    "started_at",
+    "ended_at",
+    "updated_at",
+    "base_head",
 )
 
 
 def _row(raw: Sequence[Any]) -> LedgerRow:
     """A ``SELECT *`` row (columns in ``_COLUMNS`` order) as a ``LedgerRow``."""
+    values: tuple[Any, ...] = (*raw[: len(_COLUMNS)], *(None,) * (len(_COLUMNS) - len(raw)))  # older: padded
     (
         task_id, position, line, spec, state, status, reason, session_id, runs, attempts, fresh, branch,
-        worktree, worktree_kept, transcript, result,
-    ) = raw[: len(_COLUMNS)]  # fmt: skip
+        worktree, worktree_kept, transcript, result, _started, _ended, _updated, base_head,
+    ) = values  # fmt: skip
     return LedgerRow(
         id=task_id,
         position=position,
@@ -540,4 +560,5 @@ def _row(raw: Sequence[Any]) -> LedgerRow:
         worktree_kept=worktree_kept,
         transcript=transcript,
         result=json.loads(result) if result else None,
+        base_head=base_head,
     )

@@ -26,11 +26,15 @@ Stopping: setting ``stop`` (or the task's ``timeout`` expiring) interrupts the r
 review and returns a result with status ``cancelled`` (``timeout``). Cancelling the task that awaits
 ``run_task`` does the same cleanup, then lets ``CancelledError`` propagate. The session is always
 stopped (``Handle.stop()``) before ``run_task`` returns, and a provider ``run_task`` created is shut down.
+On a provider it was given (shared: a batch's, a Ray node's), a session that ended other than by a stop
+is archived (``Provider.archive_session``: its memory is given back; ``resume`` brings it back), and so
+is each review's session.
 
 Retries: see ``runner/_retry.py``; each is a ``runner.retry`` notice, counted in ``TaskResult.retries``.
 
 Fatal outcomes (``TaskResult.fatal``): the provider is unavailable, the credential is missing or
-refused, or the app-server died. A batch stops on them; the CLI exits 3.
+refused (status ``error``; the CLI exits 3), or the app-server died (status ``cancelled``: the task
+was interrupted and its session can be resumed). A batch stops on them.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from agent_fleet.errors import (
     AgentFleetError,
     AuthenticationError,
     ProviderUnavailable,
+    StorageError,
     TransportError,
     TurnFailed,
     UsageError,
@@ -62,7 +67,7 @@ from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
 from agent_fleet.runner._retry import retry_backoff, retry_hint, should_retry
 from agent_fleet.runner._task_types import ReviewConfig, Task, TaskResult, TaskStatus
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
-from agent_fleet.runner.gate import GateResult, run_gate
+from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
 from agent_fleet.runner.providers import (
     approvals_enforced,
     check_permission_enforced,
@@ -80,6 +85,8 @@ from agent_fleet.runner.review import (
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
+
+_RELEASE_TIMEOUT = 10.0  # seconds for archiving a finished session (best effort)
 
 # One TaskEvent per streamed event: built without the frozen __init__ (see _fastnew).
 _new_task_event = positional_new(TaskEvent)
@@ -118,10 +125,13 @@ async def run_task(
     transcript: str | os.PathLike[str] | TranscriptWriter | None = None,
     stop: asyncio.Event | None = None,
     resume_session: str | None = None,
+    start_head: str | None = None,
 ) -> TaskResult:
     """Run ``task`` to a ``TaskResult`` (see the module docstring).
 
     ``resume_session``: continue that interrupted session instead (see ``runner._resume.open_session``).
+    ``start_head``: the commit the task's work is measured from (``require_commit``, the review, the
+    diff) when it continues an earlier run: HEAD when the task first started. Default: HEAD now.
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
     provider called ``provider_name`` is made from ``options`` (the registry entry's options type, e.g.
@@ -142,6 +152,7 @@ async def run_task(
         own_writer = True
     run = _TaskRun(task, provider, name, options, on_event, writer)
     run.resume_session = resume_session
+    run.base_head = start_head
     try:
         return await run.run(stop)
     finally:
@@ -181,16 +192,30 @@ class _TaskRun:
         self.counters = TaskCounters()
         self._end_head: str | None = None
         self.resume_session: str | None = None
+        self.base_head: str | None = None  # an earlier run's start (a resumed task's work began there)
         self.deadline: float | None = None  # monotonic: when the task's timeout expires
+        self.core: asyncio.Task[None] | None = None
 
     # -- events ------------------------------------------------------------------------------------
 
     def emit(self, task_event: TaskEvent) -> None:
         self.counters.feed(task_event)
-        if self.writer is not None:
-            self.writer.write(task_event)
-        if self.on_event is not None:
-            self.on_event(task_event)
+        try:
+            if self.writer is not None:
+                self.writer.write(task_event)
+            if self.on_event is not None:
+                self.on_event(task_event)
+        except StorageError as exc:
+            self.storage_failed(exc)
+
+    def storage_failed(self, exc: StorageError) -> None:
+        """The task's record cannot be written (a full disk): stop the task, interrupted (resumable)."""
+        if self.error_code == "storage_error":
+            return
+        self.finish("cancelled", f"stopped: {exc}", code="storage_error")
+        self.writer = None  # (it writes nothing more anyway)
+        if self.core is not None and not self.core.done():
+            self.core.cancel()
 
     def event(self, source: Source, event: Any) -> None:
         self.emit(_new_task_event(self.task.id, source, event, time.time()))
@@ -219,7 +244,7 @@ class _TaskRun:
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
         )
-        core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
+        core = self.core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
         stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None
         try:
             waiting = {core} | ({stopper} if stopper is not None else set())
@@ -238,9 +263,9 @@ class _TaskRun:
             elif not core.cancelled() and (error := core.exception()) is not None:
                 raise error  # a bug, not an outcome: the core turns every expected failure into a status
         except asyncio.CancelledError:
+            self.finish("cancelled", "cancelled before it finished", code="cancelled")
             core.cancel()
             await asyncio.wait([core])
-            self.finish("cancelled", "cancelled before it finished", code="cancelled")
             self._finished(started)
             raise
         finally:
@@ -294,7 +319,7 @@ class _TaskRun:
                         raise UsageError(f"the {provider.name} provider has no review")
                     review_provider = make_provider(reviewer, provider.options)
                     await review_provider.start()
-            self.start_head = await _git.head(self.cwd)
+            self.start_head = self.base_head or await _git.head(self.cwd)
             await self._session(provider, review_provider)
         except AuthenticationError as exc:
             self.finish("error", f"authentication failed: {exc.message}", code="auth_failed", fatal=True)
@@ -302,13 +327,8 @@ class _TaskRun:
             self.finish(
                 "error", f"provider unavailable: {exc.message}", code="provider_unavailable", fatal=True
             )
-        except TransportError as exc:
-            self.finish(
-                "error",
-                f"the provider process failed: {exc.message}",
-                code="app_server_crashed",
-                fatal=True,
-            )
+        except TransportError as exc:  # interrupted, not failed: its session lives on in the record
+            self.finish("cancelled", _crashed(f"the provider process failed: {exc.message}"), **_CRASH)
         except TurnFailed as exc:  # a review turn failed
             self._turn_error(exc.event, "the review")
         except AgentFleetError as exc:
@@ -333,8 +353,8 @@ class _TaskRun:
                     code=error.code,
                     fatal=True,
                 )
-            case "app_server_crashed":
-                self.finish("error", message, code=error.code, fatal=True)
+            case "app_server_crashed":  # interrupted: resuming continues its session
+                self.finish("cancelled", _crashed(message), **_CRASH)
             case "timeout":
                 self.finish("timeout", message, code=error.code)
             case "cancelled":
@@ -360,7 +380,8 @@ class _TaskRun:
         try:
             with contextlib.suppress(AgentFleetError):
                 self.session_id = handle.session_id
-                self.note("session", session_id=self.session_id, resumed=self.resume_session is not None)
+                resumed = self.resume_session is not None
+                self.note("session", session_id=self.session_id, resumed=resumed, start_head=self.start_head)
             while True:
                 terminal = await self._turn(handle)
                 if isinstance(terminal, Error):
@@ -394,6 +415,19 @@ class _TaskRun:
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(handle.stop())
+            if self.error_code != "app_server_crashed":
+                await self._release(provider, self.session_id)
+
+    async def _release(self, provider: Provider, session_id: str | None) -> None:
+        """Let go of a finished session on a shared provider (``Provider.archive_session``), so a
+        long-lived provider (a batch's app-server, a Ray node's, the daemon's) holds memory for its
+        live sessions only; ``provider.resume`` brings an archived session back. Not when the task is
+        stopped (a stop stays quick, and the session is resumed next). Best effort: a provider that
+        cannot archive, or a failure, changes nothing."""
+        if provider is not self.provider or session_id is None or self.status == "cancelled":
+            return
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(provider.archive_session(session_id), _RELEASE_TIMEOUT)
 
     def _retry_delay(self, provider: Provider, error: Error, attempt: int) -> tuple[float, float | None]:
         """Seconds to wait before retry ``attempt``, and the provider's hint (see ``runner._retry``)."""
@@ -442,10 +476,13 @@ class _TaskRun:
         async for event in handle.events():
             if type(event) is TextDelta:  # most events of a turn: straight to the sinks (emit's work)
                 task_event = _new_task_event(task_id, "agent", event, clock())
-                if writer is not None:
-                    writer.write(task_event)
-                if on_event is not None:
-                    on_event(task_event)
+                try:
+                    if writer is not None:
+                        writer.write(task_event)
+                    if on_event is not None:
+                        on_event(task_event)
+                except StorageError as exc:
+                    self.storage_failed(exc)
                 continue
             self.event("agent", event)
             if isinstance(event, Result | Error):
@@ -458,7 +495,7 @@ class _TaskRun:
         budget_left = self.followups < task.max_followups
         if task.gate.enabled:
             self.note("gate_started", require_commit=task.gate.require_commit, command=task.gate.command)
-            self.gate = await run_gate(task.gate, self.cwd, self.start_head)
+            self.gate = await run_gate(self._gate_config(), self.cwd, self.start_head)
             checks = [
                 {"name": c.name, "passed": c.passed, "detail": c.detail, "exit_code": c.exit_code}
                 for c in self.gate.checks
@@ -490,6 +527,17 @@ class _TaskRun:
         self.finish("succeeded", self._success_reason())
         return None
 
+    def _gate_config(self) -> GateConfig:
+        """The gate's settings for this run: its command bounded by ``command_timeout`` and by what is
+        left of the task's timeout (each run: the gate runs again after every follow-up)."""
+        gate = self.task.gate
+        if self.deadline is None:
+            return gate
+        left = max(self.deadline - time.monotonic(), 0.001)
+        if gate.command_timeout is not None and gate.command_timeout <= left:
+            return gate
+        return replace(gate, command_timeout=left)
+
     def _success_reason(self) -> str:
         parts = []
         if self.gate is not None:
@@ -509,6 +557,7 @@ class _TaskRun:
                 on_event=lambda event: self.event("review", event),
             )
         self.review = review
+        await self._release(provider, review.session_id)
         self.note(
             "review",
             number=self.reviews,
@@ -521,6 +570,13 @@ class _TaskRun:
             blocking=len(review.blocking(config.threshold)),
         )
         return review
+
+
+_CRASH: dict[str, Any] = {"code": "app_server_crashed", "fatal": True}
+
+
+def _crashed(message: str) -> str:
+    return f"{message}; interrupted (`agent-fleet batch --resume` continues its session)"
 
 
 def _reviewer(provider_name: str) -> str | None:

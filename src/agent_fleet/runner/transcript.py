@@ -16,6 +16,7 @@ record (keys kept, values walked recursively); see that module for what it finds
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -25,6 +26,7 @@ from types import TracebackType
 from typing import IO, Any, Self
 
 from agent_fleet._redact import REDACTED, Redactor
+from agent_fleet.errors import StorageError
 from agent_fleet.runner._delta_redact import DeltaCoalescer
 from agent_fleet.runner._lean import LeanStream
 from agent_fleet.runner._types import TaskEvent
@@ -53,7 +55,9 @@ class TranscriptWriter:
     """Appends redacted records to a JSONL file. Use as a context manager or call ``close()``.
 
     Lean unless ``raw_deltas`` (see the module docstring); ``close()`` writes what a lean stream still
-    holds (the fragments of a turn that never ended)."""
+    holds (the fragments of a turn that never ended). A write that fails (a full disk) raises
+    ``StorageError`` once, naming the file; the writer then writes nothing more (``failed`` keeps the
+    error), so what is on disk stays whole lines."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, redactor: Redactor | None = None, raw_deltas: bool = False
@@ -63,7 +67,11 @@ class TranscriptWriter:
         self.redactor = redactor if redactor is not None else Redactor()
         self._lean = None if raw_deltas else LeanStream(event_record)
         self._deltas = DeltaCoalescer(self.redactor)  # raw: a secret split over deltas is redacted whole
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self.failed: StorageError | None = None
+        try:
+            self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise StorageError(str(self.path), "the transcript", exc) from exc
 
     def write(self, task_event: TaskEvent) -> None:
         if self._file is None:
@@ -76,20 +84,43 @@ class TranscriptWriter:
                 self._line(self.redactor.value(record))
 
     def _line(self, record: dict[str, Any]) -> None:
-        assert self._file is not None
-        self._file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-        self._file.flush()
+        file = self._file
+        if file is None:
+            return
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        end = file.tell()
+        try:
+            file.write(line)
+            file.flush()
+        except OSError as exc:
+            self._fail(exc, end)
+
+    def _fail(self, exc: OSError, end: int) -> None:
+        """Give up writing: cut a partial line off (when the disk lets us) and raise ``StorageError``."""
+        file, self._file = self._file, None
+        self.failed = StorageError(str(self.path), "the transcript", exc)
+        with contextlib.suppress(OSError):
+            os.truncate(self.path, end)
+        with contextlib.suppress(OSError):
+            if file is not None:
+                file.close()  # (its buffer cannot be flushed: what is left of the line is dropped)
+        raise self.failed from exc
 
     def close(self) -> None:
+        """Write what is pending and close the file. Raises ``StorageError`` when that write fails."""
         if self._file is not None:
-            if self._lean is not None:
-                for record in self._lean.close():
-                    self._line(self.redactor.value(record))
-            else:
-                for streamed in self._deltas.close():
-                    self._line(event_record(streamed, self.redactor))
-            self._file.close()
-            self._file = None
+            try:
+                if self._lean is not None:
+                    for record in self._lean.close():
+                        self._line(self.redactor.value(record))
+                else:
+                    for streamed in self._deltas.close():
+                        self._line(event_record(streamed, self.redactor))
+            finally:
+                file, self._file = self._file, None
+                if file is not None:
+                    with contextlib.suppress(OSError):
+                        file.close()
 
     def __enter__(self) -> Self:
         return self
