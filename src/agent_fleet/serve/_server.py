@@ -114,7 +114,7 @@ class Daemon:
             ) from exc
         self.token, self.token_path, self.warnings = load_or_create_token(config.token_file, state)
         self.redactor = Redactor(extra=(self.token,))
-        self.store = Store(state / "sessions.sqlite3")
+        self.store = Store(state / "sessions.sqlite3", redactor=self.redactor)
         self.approvals = ApprovalQueue(timeout=config.approval_timeout, redactor=self.redactor)
         roots = tuple(Path(os.path.realpath(r)) for r in (tuple(config.allow_roots) or (Path.cwd(),)))
         self.floor = Floor(
