@@ -23,10 +23,11 @@ about which secrets are found:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
-__all__ = ["Prefix", "Re2Error", "speed_up", "translate"]
+__all__ = ["Prefix", "Re2Error", "for_search", "speed_up", "translate"]
 
 
 class Re2Error(ValueError):
@@ -258,26 +259,71 @@ def speed_up(pattern: str) -> tuple[str, Prefix | None]:
 
 def _alternates(pattern: str, open_at: int) -> bool:
     """Whether the group opened at ``pattern[open_at]`` has a ``|`` of its own (not in a nested group)."""
-    depth, i, in_class = 0, open_at, False
+    for _, c, depth in _structure(pattern, open_at):
+        if c == ")" and depth == 0:
+            return False
+        if c == "|" and depth == 1:
+            return True
+    return False
+
+
+def _structure(pattern: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """``(index, char, depth)`` of each ``(``, ``)`` and ``|`` of ``pattern`` from ``start`` that is not
+    escaped nor in a character class; ``depth`` is counted from ``start`` (after a ``(``, before a ``)``
+    is applied: a ``(`` at depth 0 opens depth 1)."""
+    depth, i = 0, start
     while i < len(pattern):
         c = pattern[i]
         if c == "\\":
             i += 2
             continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if pattern.startswith(("[^]", "[]"), i):
-                i += 2 if pattern[i + 1] == "]" else 3
-                continue
-        elif c == "(":
+        if c == "[":  # skip the class: a leading ^ and a leading ] are part of it
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):
+                i += 1
+            while i < len(pattern) and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+            continue
+        if c == "(":
             depth += 1
+            yield i, c, depth
         elif c == ")":
             depth -= 1
-            if depth == 0:
-                return False
-        elif c == "|" and depth == 1:
-            return True
+            yield i, c, depth
+        elif c == "|":
+            yield i, c, depth
         i += 1
-    return False
+
+
+_OPTIONAL_HEAD = re.compile(r"\[(?:\\.|[^\]\\])*\](?:\*|\{0,\d+\})\??")
+
+
+def for_search(pattern: str) -> str:
+    """``pattern`` (Python syntax) for ``search`` alone (does it occur anywhere?): a leading optional
+    run (``[a-z0-9-]*?``) of each top-level alternative changes nothing about that, and costs a scan
+    per position; it is dropped. ``(?i)(?:a|b)`` counts as top level."""
+    head = ""
+    m = re.match(r"\(\?[aimsx]+\)", pattern)
+    if m is not None:
+        head, pattern = m.group(), pattern[m.end() :]
+    if pattern.startswith("(?:") and _closing(pattern, 0) == len(pattern) - 1:
+        return head + "(?:" + _strip_heads(pattern[3:-1]) + ")"
+    return head + _strip_heads(pattern)
+
+
+def _strip_heads(body: str) -> str:
+    cuts = [i for i, c, depth in _structure(body) if c == "|" and depth == 0]
+    parts = [body[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(body)], strict=True)]
+    out = []
+    for part in parts:
+        m = _OPTIONAL_HEAD.match(part)
+        out.append(part[m.end() :] if m is not None and m.end() < len(part) else part)
+    return "|".join(out)
+
+
+def _closing(pattern: str, open_at: int) -> int:
+    """Where the group opened at ``open_at`` closes (-1 when it does not)."""
+    return next((i for i, c, depth in _structure(pattern, open_at) if c == ")" and depth == 0), -1)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agent_fleet._redact._re2 import Re2Error, speed_up, translate
+from agent_fleet._redact._re2 import Re2Error, for_search, speed_up, translate
 from agent_fleet._redact._rules import RULES_FILE, Allowlist, Rule
 
 __all__ = ["generate", "main"]
@@ -112,7 +112,8 @@ def generate(gitleaks_text: str, local_text: str, *, version: str) -> str:
 
 
 def _allowlist(obj: Mapping[str, Any], *, translated: bool) -> Allowlist:
-    regexes = [translate(r) if translated else r for r in obj.get("regexes", ())]
+    # Allowlists are searched (does it occur?): for_search drops what costs without deciding that.
+    regexes = [for_search(translate(r) if translated else r) for r in obj.get("regexes", ())]
     return Allowlist(
         target=obj.get("regexTarget", "secret"),
         all_of=obj.get("condition", "OR").upper() == "AND",
@@ -156,13 +157,14 @@ def _download(version: str, path: str) -> str:
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, here: Path = HERE) -> int:
+    """The command line (see the module docstring); ``here``: the directory of the rule files."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--version", help="a gitleaks release tag (v8.30.1): vendor its rules first")
     ap.add_argument("--from", dest="source", type=Path, help="gitleaks.toml to vendor (with --version)")
     ap.add_argument("--check", action="store_true", help="exit 1 when rules.json is not up to date")
     args = ap.parse_args(argv)
-    current = json.loads((HERE / RULES_FILE).read_text("utf-8"))
+    current = json.loads((here / RULES_FILE).read_text("utf-8"))
     pin = current["sources"]["gitleaks"]
     if args.version:
         text = (
@@ -173,12 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if args.source:
             ap.error("--from needs --version (the release the file comes from)")
-        text, licence, version = (HERE / GITLEAKS_FILE).read_text("utf-8"), None, pin["version"]
+        text, licence, version = (here / GITLEAKS_FILE).read_text("utf-8"), None, pin["version"]
         if hashlib.sha256(text.encode()).hexdigest() != pin["sha256"]:
             ap.error(f"{GITLEAKS_FILE} is not the pinned {version}: vendor a release with --version")
-    out = generate(text, (HERE / LOCAL_FILE).read_text("utf-8"), version=version)
+    out = generate(text, (here / LOCAL_FILE).read_text("utf-8"), version=version)
     if args.check:
-        stale = out != (HERE / RULES_FILE).read_text("utf-8")
+        stale = out != (here / RULES_FILE).read_text("utf-8")
         print(
             f"{RULES_FILE} is stale: run python -m agent_fleet._redact.update_rules"
             if stale
@@ -187,10 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     before = {r["id"] for r in current["rules"]}
     after = {r["id"] for r in json.loads(out)["rules"]}
-    (HERE / GITLEAKS_FILE).write_text(text, "utf-8")
+    (here / GITLEAKS_FILE).write_text(text, "utf-8")
     if licence is not None:
-        (HERE / LICENCE_FILE).write_text(licence, "utf-8")
-    (HERE / RULES_FILE).write_text(out, "utf-8")
+        (here / LICENCE_FILE).write_text(licence, "utf-8")
+    (here / RULES_FILE).write_text(out, "utf-8")
     print(f"{RULES_FILE}: gitleaks {version}, {len(after)} rules")
     for label, ids in (("added", after - before), ("removed", before - after)):
         if ids:
