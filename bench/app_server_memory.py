@@ -89,7 +89,9 @@ async def one(server: ScriptedModelServer, mode: str, size: int, jobs: int) -> R
             run.succeeded += entry.result.ok
             if finished in MARKS or finished == size:
                 run.rss_mb[finished] = _rss_mb(provider.pid)
-                print(f"{mode}: {finished} finished, app-server {run.rss_mb[finished]:.0f} MB", file=sys.stderr)
+                print(
+                    f"{mode}: {finished} finished, app-server {run.rss_mb[finished]:.0f} MB", file=sys.stderr
+                )
 
         async with provider:
             run.start_rss_mb = _rss_mb(provider.pid)
@@ -122,7 +124,9 @@ def _cell(run: Run, mark: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--kept-tasks", type=int, default=1000, help="0: skip the run without archiving")
     parser.add_argument("--jobs", type=int, default=16)

@@ -3,6 +3,11 @@
 Discovery order for ``find_codex``: an explicit path, then ``$CODEX_BIN``, then the binary bundled by
 the ``openai-codex-cli-bin`` package (pinned by agent-fleet, so a plain install has a known-good
 codex), then ``codex`` on ``PATH``.
+
+The supported codex versions are declared here and nowhere else: ``MINIMUM_CODEX_VERSION`` (the oldest
+binary the protocol smoke tests pass against; CI runs them with it) and ``PINNED_CODEX_VERSION`` (the
+bundled binary, the version the whole suite runs against; ``pyproject.toml``'s pin is tested equal).
+``check_codex_version`` refuses an older binary and says when one is not the pinned version.
 """
 
 from __future__ import annotations
@@ -10,22 +15,75 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from agent_fleet.errors import ProviderUnavailable
 
 __all__ = [
+    "MINIMUM_CODEX_VERSION",
+    "PINNED_CODEX_VERSION",
     "CredentialSource",
+    "check_codex_version",
     "codex_version",
     "codex_version_async",
     "credential_sources",
     "default_codex_home",
     "find_codex",
+    "version_from_user_agent",
 ]
+
+#: The oldest codex the providers run with (the protocol smoke subset passes against it in CI).
+MINIMUM_CODEX_VERSION: Final = "0.162.1"
+#: The codex agent-fleet bundles and is tested against (``openai-codex-cli-bin`` in pyproject.toml).
+PINNED_CODEX_VERSION: Final = "0.163.0"
+
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.]+))?")
+
+
+def _key(version: str) -> tuple[int, int, int, int] | None:
+    """A sortable key: ``0.163.0`` > ``0.163.0-alpha.2`` > ``0.162.1``; None for no version at all."""
+    match = _VERSION.fullmatch(version.strip())
+    if match is None:
+        return None
+    major, minor, patch, pre = match.groups()
+    return int(major), int(minor), int(patch), 0 if pre else 1
+
+
+def check_codex_version(version: str | None, *, binary: str | os.PathLike[str] | None = None) -> str | None:
+    """Raise ``ProviderUnavailable`` when ``version`` is older than ``MINIMUM_CODEX_VERSION`` (or is not a
+    version number); return a warning when it is not ``PINNED_CODEX_VERSION``; None when it is."""
+    where = f" ({os.fspath(binary)})" if binary is not None else ""
+    key = _key(version or "")
+    minimum = _key(MINIMUM_CODEX_VERSION)
+    if key is None or minimum is None or key < minimum:
+        shown = repr(version) if key is None else version
+        raise ProviderUnavailable(
+            f"codex {shown}{where} is older than the oldest version agent-fleet supports, "
+            f"{MINIMUM_CODEX_VERSION} (tested with {PINNED_CODEX_VERSION}): install agent-fleet's bundled "
+            "codex (pip install agent-fleet) or point CODEX_BIN at a newer codex"
+        )
+    if key == _key(PINNED_CODEX_VERSION):
+        return None
+    relation = "newer than" if key > (_key(PINNED_CODEX_VERSION) or key) else "older than"
+    return (
+        f"codex {version}{where} is {relation} the version agent-fleet is tested with "
+        f"({PINNED_CODEX_VERSION}; supported from {MINIMUM_CODEX_VERSION}): it should work, but "
+        "protocol details may differ"
+    )
+
+
+def version_from_user_agent(user_agent: object) -> str | None:
+    """The codex version in an ``initialize`` response's ``userAgent`` (``"<client>/0.163.0 (...)"``)."""
+    if not isinstance(user_agent, str):
+        return None
+    first = user_agent.split(" ", 1)[0]
+    _, _, version = first.rpartition("/")
+    return version if _key(version) is not None else None
 
 
 def _bundled_codex() -> Path | None:

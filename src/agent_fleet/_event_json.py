@@ -19,7 +19,7 @@ from agent_fleet.contract import PermissionConfig, Spec
 from agent_fleet.errors import Unsupported, UsageError
 from agent_fleet.events import ERROR_CODES, Error, Event, UnknownEvent
 
-__all__ = ["event_from_record", "event_to_record", "spec_from_json", "spec_to_json"]
+__all__ = ["event_from_record", "event_to_record", "permission_to_json", "spec_from_json", "spec_to_json"]
 
 # Every member of the ``Event`` union, by class name: a new event type is carried with no change here.
 _TYPES: Final[dict[str, type[Any]]] = {cls.__name__: cls for cls in typing.get_args(Event)}
@@ -31,6 +31,8 @@ def event_to_record(event: Event) -> dict[str, Any]:
     """``{"type": ..., **fields}`` for ``event`` (JSON-ready)."""
     record: dict[str, Any] = {"type": type(event).__name__}
     for key, value in dataclasses.asdict(event).items():
+        if key == "agent" and value is None:  # the session's own event: no sub-agent to name
+            continue
         record[key if key not in _ENVELOPE else f"event_{key}"] = value
     return record
 
@@ -72,6 +74,19 @@ _SPEC_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(Spec)) - _LOC
 _PERMISSION_FIELDS: Final = frozenset(f.name for f in dataclasses.fields(PermissionConfig))
 
 
+def permission_to_json(config: PermissionConfig) -> dict[str, Any]:
+    """``config`` as a JSON object (every field; ``narrowed_by`` nested, or left out when None)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(PermissionConfig):
+        value = getattr(config, f.name)
+        if f.name == "narrowed_by":
+            if value is not None:
+                out[f.name] = permission_to_json(value)
+        else:
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
 def spec_to_json(spec: Spec) -> dict[str, Any]:
     """``spec`` as a JSON object (only the fields that differ from the defaults, paths as strings)."""
     if getattr(spec, "tools", ()):
@@ -84,7 +99,7 @@ def spec_to_json(spec: Spec) -> dict[str, Any]:
             continue
         if f.name == "permission":
             assert isinstance(value, PermissionConfig)
-            value = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(value).items()}
+            value = permission_to_json(value)
         elif f.name == "cwd":
             value = str(value)
         elif f.name == "images":
@@ -93,6 +108,58 @@ def spec_to_json(spec: Spec) -> dict[str, Any]:
             value = dict(value)
         out[f.name] = value
     return out
+
+
+_MAX_NARROWED: Final = 4  # nested ``narrowed_by`` levels a JSON spec may carry
+
+
+def _permission_from_json(data: Any, where: str, depth: int = 0) -> PermissionConfig:
+    if not isinstance(data, Mapping) or set(data) - _PERMISSION_FIELDS:
+        raise UsageError(f"{where} must be an object with fields {sorted(_PERMISSION_FIELDS)}")
+    fields = dict(data)
+    narrower = fields.get("narrowed_by")
+    if narrower is not None:
+        if depth >= _MAX_NARROWED:
+            raise UsageError(f"{where}: narrowed_by nests more than {_MAX_NARROWED} levels")
+        fields["narrowed_by"] = _permission_from_json(narrower, f"{where}.narrowed_by", depth + 1)
+    for name, value in fields.items():
+        if name not in ("default", "profile", "narrowed_by") and not (
+            isinstance(value, list | tuple) and all(isinstance(item, str) for item in value)
+        ):
+            raise UsageError(f"{where}.{name} must be a list of strings")
+    try:
+        return PermissionConfig(**fields)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{where}: {exc}") from exc
+
+
+_STR: Final = ("cwd", "model", "base_instructions", "developer_instructions", "reasoning_effort", "sandbox")
+_OBJECTS: Final = ("mcp_servers", "output_schema", "config", "answers", "env")
+_NUMBERS: Final = ("timeout", "idle_timeout", "max_cost_usd")
+
+
+def _check_types(fields: Mapping[str, Any]) -> None:
+    """``UsageError`` for a spec field of the wrong JSON type (before ``Spec`` trips over it)."""
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name in (*_STR, "mode", "temp_dir") and not isinstance(value, str):
+            raise UsageError(f"spec.{name} must be a string")
+        if name in _OBJECTS and not isinstance(value, Mapping):
+            raise UsageError(f"spec.{name} must be an object")
+        if name in _NUMBERS and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise UsageError(f"spec.{name} must be a number")
+        if name == "max_turns" and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (isinstance(value, float) and not value.is_integer())
+        ):
+            raise UsageError("spec.max_turns must be a whole number")
+        if name == "images" and not (isinstance(value, list) and all(isinstance(i, str) for i in value)):
+            raise UsageError("spec.images must be a list of strings")
+    for server in (fields.get("mcp_servers") or {}).values():
+        if not isinstance(server, Mapping):
+            raise UsageError("spec.mcp_servers must map names to objects")
 
 
 def spec_from_json(data: Any) -> Spec:
@@ -107,17 +174,15 @@ def spec_from_json(data: Any) -> Spec:
     if not isinstance(data.get("prompt"), str) or not data["prompt"].strip():
         raise UsageError("spec.prompt must be a non-empty string")
     fields = dict(data)
+    _check_types(fields)
+    if isinstance(fields.get("max_turns"), float):  # 3.0: JSON says nothing about int and float
+        fields["max_turns"] = int(fields["max_turns"])
     permission = fields.get("permission")
     if permission is not None:
-        if not isinstance(permission, Mapping) or set(permission) - _PERMISSION_FIELDS:
-            raise UsageError(f"spec.permission must be an object with fields {sorted(_PERMISSION_FIELDS)}")
-        try:
-            fields["permission"] = PermissionConfig(**permission)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"spec.permission: {exc}") from exc
+        fields["permission"] = _permission_from_json(permission, "spec.permission")
     if "images" in fields:
         fields["images"] = tuple(fields["images"] or ())
     try:
         return Spec(**fields)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong JSON type
         raise UsageError(f"bad spec: {exc}") from exc

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from agent_fleet.errors import Unsupported, UsageError
-from agent_fleet.events import Event, RateLimits, Result, TokenUsage
+from agent_fleet.events import Event, Goal, RateLimits, Result, TokenUsage
 
 if TYPE_CHECKING:
     from agent_fleet.tools import Tool
@@ -101,6 +101,13 @@ class PermissionConfig:
     change outside the writable roots). Such a request is accepted only when the strict profile proves it
     harmless, when it matches one of these (and no built-in rule or disallow pattern declines it), or
     when an ``approval_handler`` (a person) accepts it; ``default`` never covers it.
+
+    ``narrowed_by``: a second configuration every request must satisfy as well. It is judged on its own
+    (its patterns are never combined with these: a command must be accepted by both, each simple command
+    matched by each set of allow patterns) and the stricter decision wins: a decline over an accept, a
+    decline no ``approval_handler`` may turn over one it may, ``allow_once`` over ``allow_for_session``.
+    So it can only narrow this configuration. ``agent-fleet serve`` runs a client's permission this way
+    under the daemon's own (the floor).
     """
 
     allow_patterns: tuple[str, ...] = ()
@@ -113,6 +120,7 @@ class PermissionConfig:
     tool_disallow_patterns: tuple[str, ...] = ()
     profile: Literal["default", "strict"] = "default"
     escalation_patterns: tuple[str, ...] = ()
+    narrowed_by: PermissionConfig | None = None
 
     def __post_init__(self) -> None:
         # Accept lists for convenience but store tuples so the config stays hashable and immutable.
@@ -130,6 +138,11 @@ class PermissionConfig:
             )
         if self.profile not in ("default", "strict"):
             raise ValueError(f"PermissionConfig.profile must be 'default' or 'strict', not {self.profile!r}")
+        if self.narrowed_by is not None and not isinstance(self.narrowed_by, PermissionConfig):
+            raise TypeError(
+                f"PermissionConfig.narrowed_by must be a PermissionConfig or None, not "
+                f"{type(self.narrowed_by).__name__}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,7 +277,10 @@ class ModelInfo:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionInfo:
     """A stored session: its id, a ``preview`` of its first prompt, where it ran, when it was created
-    and last updated (epoch seconds), the session it was forked from. ``raw`` is the provider's record."""
+    and last updated (epoch seconds), the session it was forked from, its ``name`` (title) where set.
+    ``turns``: the provider's records of its turns, oldest first, where it was read with them
+    (``Provider.read_session``; codex: ``{"id", "status", "items", "error", ...}``); ``raw`` is the
+    provider's record."""
 
     id: str
     preview: str = ""
@@ -273,6 +289,8 @@ class SessionInfo:
     created_at: float | None = None
     updated_at: float | None = None
     forked_from: str | None = None
+    name: str | None = None
+    turns: tuple[Mapping[str, Any], ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -372,6 +390,21 @@ class Handle(abc.ABC):
     @abc.abstractmethod
     async def stop(self) -> None:
         """Interrupt the running turn and end the stream with ``Error(code="cancelled")``. Idempotent."""
+
+    async def rename(self, name: str) -> None:
+        """Give the session a name (its title in session lists). Raises ``Unsupported`` where
+        impossible."""
+        raise Unsupported(f"{type(self).__name__} cannot rename a session")
+
+    async def set_goal(self, objective: str, *, token_budget: int | None = None) -> Goal:
+        """Set the session's goal (an objective the agent keeps working towards, with an optional token
+        budget); returns it as the provider recorded it. A ``Goal`` event reports later changes.
+        Raises ``Unsupported`` where the provider has no goals."""
+        raise Unsupported(f"{type(self).__name__} has no session goals")
+
+    async def clear_goal(self) -> None:
+        """Clear the session's goal. Raises ``Unsupported`` where the provider has no goals."""
+        raise Unsupported(f"{type(self).__name__} has no session goals")
 
     async def interrupt(self) -> None:
         """Stop the running turn but keep the session: the stream ends with ``Error(code="cancelled")``

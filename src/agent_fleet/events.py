@@ -5,6 +5,14 @@ non-terminal events ending with exactly one terminal event: ``Result`` (success)
 Anything a provider does not map becomes ``UnknownEvent(raw=...)`` so newer wire versions never crash
 a consumer.
 
+A session's sub-agents (threads its agent spawned, e.g. codex ``spawn_agent``) report in the session's
+own stream: their events carry ``agent``, the sub-agent's session id (None: the session's own). Events
+that can carry it: ``AssistantMessage``, ``Reasoning``, ``ToolUse``, ``ToolResult``, ``ToolProgress``,
+``Plan``, ``Diff``, ``Compaction``, ``WebSearch``, ``ImageView``, ``SubAgent``, ``System`` and
+``UnknownEvent`` (a sub-agent's text arrives whole, as ``AssistantMessage``; its tokens are counted in
+the session's ``TokenUsage``; its turn's end is a ``System(subtype="subagent_turn")``, never the
+session's terminal event).
+
 ``Error.code`` is one of the closed set in ``ERROR_CODES``:
 
 - ``app_server_crashed`` - the shared codex app-server child died while the turn ran
@@ -41,6 +49,7 @@ __all__ = [
     "Error",
     "ErrorCode",
     "Event",
+    "Goal",
     "ImageView",
     "McpServerStatus",
     "Plan",
@@ -98,6 +107,7 @@ class AssistantMessage:
     text: str
     item_id: str | None = None
     phase: str | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +116,7 @@ class Reasoning:
 
     text: str
     item_id: str | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +135,7 @@ class ToolUse:
     name: str
     input: dict[str, Any] = field(default_factory=dict)
     synthetic: bool = False
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +148,7 @@ class ToolResult:
     is_error: bool = False
     status: str | None = None
     synthetic: bool = False
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +163,7 @@ class Plan:
 
     steps: tuple[PlanStep, ...]
     explanation: str | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +189,7 @@ class System:
 
     subtype: str
     data: dict[str, Any] = field(default_factory=dict)
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +199,7 @@ class Diff:
 
     diff: str
     turn_id: str | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +208,7 @@ class Compaction:
 
     item_id: str | None = None
     turn_id: str | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,6 +220,7 @@ class WebSearch:
     query: str
     action: dict[str, Any] | None = None
     results: tuple[Any, ...] = ()
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,6 +229,7 @@ class ImageView:
 
     item_id: str
     path: str
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,6 +243,7 @@ class SubAgent:
     prompt: str | None = None
     model: str | None = None
     agents: dict[str, Any] = field(default_factory=dict)
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,6 +262,7 @@ class ToolProgress:
 
     id: str
     message: str
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,10 +287,26 @@ class McpServerStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Goal:
+    """The session's goal was set or changed (``cleared`` False) or cleared: its ``objective``,
+    ``status`` (``active``, ``paused``, ``blocked``, ``usageLimited``, ``budgetLimited``, ``complete``),
+    the ``token_budget`` it may spend, the tokens and seconds spent on it so far."""
+
+    objective: str | None = None
+    status: str | None = None
+    token_budget: int | None = None
+    tokens_used: int | None = None
+    time_used_seconds: int | None = None
+    cleared: bool = False
+    agent: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownEvent:
     """A wire message this version does not map, passed through untouched."""
 
     raw: dict[str, Any]
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -318,6 +355,7 @@ Event = (
     | ToolProgress
     | RateLimits
     | McpServerStatus
+    | Goal
     | UnknownEvent
     | Result
     | Error

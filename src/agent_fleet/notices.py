@@ -43,13 +43,22 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "it comes again (data: message)"
         ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
-        "session": "the session's thread started or resumed (data: model, model_provider actually used)",
+        "session": (
+            "the session's thread started or resumed (data: model, model_provider actually used, "
+            "codex_version)"
+        ),
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
         "codex_refused": (
             "codex itself refused a command: its sandbox stopped it (kind sandbox: item_id, command, "
             "message) or it rejected an escalation (kind escalation: message)"
         ),
+        # -- agent-fleet serve ----------------------------------------------------------------------------
+        "approval_pending": (
+            "the daemon parked a request for a person (data: approval_id, kind, command or paths, cwd, "
+            "deadline, decide: the API path, dashboard: its URL)"
+        ),
+        "approval_decided": "a parked request was decided or timed out (data: approval_id, decision, rule)",
         "approval_handler_failed": (
             "the approval_handler raised or returned no Decision; the request was declined (data: error)"
         ),
@@ -61,11 +70,23 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "an approval method (or elicitation approval kind) agent-fleet does not know; declined "
             "(data: method, kind)"
         ),
+        "unknown_approval_field": (
+            "an approval carried a field agent-fleet does not know where it decides safety (a file "
+            "change, a permission profile); declined (data: method, field)"
+        ),
         "auth_failed": (
             "codex's ChatGPT tokens could not be refreshed while this session was idle; its next turn "
             "may fail the same way (data: message, reason)"
         ),
         "unhandled_server_request": "a codex server request agent-fleet does not handle; answered not-found",
+        "subagent_turn": (
+            "a sub-agent's turn ended (its events carry agent=<its session id>); never the session's own "
+            "end (data: status completed or an error code, text or message)"
+        ),
+        "codex_version": (
+            "the codex binary is not the version agent-fleet is tested with, but within the supported "
+            "range: it runs; sent once (data: version, message)"
+        ),
         "notice": "a codex account, configuration or thread-metadata notice (data: method and its params)",
         "notices_dropped": "notices were dropped because nobody read them in time (data: count)",
         "review.entered": "a review turn entered review mode (data: target)",
@@ -97,6 +118,11 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "(data: attempt, max_attempts, delay, code, message)"
         ),
         "runner.finished": "the task ended (data: its TaskResult, without the final text)",
+        "runner.batch_paused": (
+            "every running task lost the model: the batch starts nothing and burns no retry until it "
+            "answers (data: cause, tasks, limit: seconds before the batch stops)"
+        ),
+        "runner.batch_resumed": "the model answers again: the paused batch goes on (data: cause)",
         "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
         "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",
         "runner.attempt_failed": "Ray: an attempt was lost with its node or actor (data: reason, retry)",

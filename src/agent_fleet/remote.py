@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 from httpx_sse import aconnect_sse
 
 from agent_fleet._event_json import event_from_record, spec_to_json
@@ -36,11 +36,12 @@ from agent_fleet.errors import (
     Unsupported,
     UsageError,
 )
-from agent_fleet.events import Error, Event, Result
+from agent_fleet.events import Error, Event, Result, TextDelta
 
 __all__ = ["RemoteHandle", "RemoteProvider"]
 
 _RECONNECTS = 5
+_decode = msgspec.json.Decoder(dict).decode  # a record: a JSON object (faster than json.loads)
 _DEFAULT_CAPABILITIES = Capabilities(
     supports_injection=True,
     supports_resume=True,
@@ -201,6 +202,7 @@ class RemoteHandle(Handle):
         finally:
             if not finished and self._terminal is None:
                 # The reader went away mid-turn (cancelled or closed): stop the turn, as stop() does.
+                self._stopped = True
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._stop_request())
 
@@ -223,10 +225,15 @@ class RemoteHandle(Handle):
                     async for sse in source.aiter_sse():
                         if sse.event != "event" or not sse.id:
                             continue
-                        record = json.loads(sse.data)
+                        record = _decode(sse.data)
                         self._cursor = int(sse.id)
                         failures = 0
-                        event = event_from_record(record)
+                        text = record.get("text")
+                        if record.get("type") == "TextDelta" and type(text) is str:  # most of a turn
+                            item = record.get("item_id")
+                            event: Event = TextDelta(text=text, item_id=item if type(item) is str else None)
+                        else:
+                            event = event_from_record(record)
                         yield event
                         if isinstance(event, Result | Error):
                             return
@@ -252,6 +259,11 @@ class RemoteHandle(Handle):
         """A follow-up turn; ``images`` are URLs or paths on the daemon's machine (under its roots)."""
         if self._terminal is None:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        if self._stopped:
+            raise UsageError(
+                "send(): this handle was stopped; continue the session with provider.resume(session_id, "
+                "spec), or stop turns with interrupt() to keep the handle"
+            )
         body: dict[str, Any] = {"prompt": prompt}
         if images:
             body["images"] = [str(i) for i in images]
@@ -268,6 +280,15 @@ class RemoteHandle(Handle):
         await self._provider.request("POST", f"/v1/sessions/{self._session_id}/stop")
 
     async def stop(self) -> None:
+        """Stop the running turn and let this handle go, as a local provider's ``stop()`` does (the
+        daemon keeps the session: ``RemoteProvider.resume`` continues it)."""
+        self._stopped = True
+        if self._terminal is not None:
+            return
+        await self._stop_request()
+
+    async def interrupt(self) -> None:
+        """Stop the running turn and keep the session: the next ``send()`` continues it on this handle."""
         if self._terminal is not None:
             return
         await self._stop_request()

@@ -15,7 +15,7 @@ from agent_fleet.events import AssistantMessage, Result, TextDelta
         (TextDelta, ("", None), TextDelta(text="")),
         (
             AssistantMessage,
-            ("done", "item_2", "final"),
+            ("done", "item_2", "final", None),
             AssistantMessage(text="done", item_id="item_2", phase="final"),
         ),
         (

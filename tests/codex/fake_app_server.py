@@ -20,6 +20,9 @@ interrupt_on_cancel = bool(os.environ.get("FAKE_INTERRUPT_ON_CANCEL"))
 flood = int(os.environ.get("FAKE_FLOOD", "0"))  # agent-message deltas sent at the start of each turn
 notices = os.environ.get("FAKE_NOTICES") == "1"  # connection-wide and between-turn notices too
 silent = bool(os.environ.get("FAKE_SILENT"))  # start turns, then never send anything for them
+# refuse this many of each of thread/start and turn/start with -32001, as an overloaded codex does
+overload = {"thread/start": int(os.environ.get("FAKE_OVERLOAD", "0"))}
+overload["turn/start"] = overload["thread/start"]
 threads = 0
 
 
@@ -77,11 +80,45 @@ def ask(tid, turn, n, answers, scenario):
     send({"id": rid, "method": req["method"], "params": p})
 
 
+logged_in = None  # the account the fake "stores" (account/login/start, account/logout)
+
+
+def account(method, mid, params):
+    """account/*: an API key is stored as given; a device-code login completes at once unless
+    $FAKE_LOGIN_FAIL, with a ChatGPT account (me@example.com, plus)."""
+    global logged_in
+    if method == "account/read":
+        send({"id": mid, "result": {"account": logged_in, "requiresOpenaiAuth": True}})
+    elif method == "account/logout":
+        logged_in = None
+        send({"id": mid, "result": {}})
+    elif method == "account/login/cancel":
+        send({"id": mid, "result": {"status": "canceled"}})
+    elif params.get("type") == "apiKey":
+        logged_in = {"type": "apiKey"}
+        send({"id": mid, "result": {"type": "apiKey"}})
+    elif params.get("type") == "chatgptDeviceCode":
+        code = {"type": "chatgptDeviceCode", "loginId": "login-1", "userCode": "ABCD-1234"}
+        send({"id": mid, "result": {**code, "verificationUrl": "https://example.invalid/device"}})
+        if os.environ.get("FAKE_LOGIN_FAIL"):
+            done = {"loginId": "login-1", "success": False, "error": "denied by the user"}
+        else:
+            logged_in = {"type": "chatgpt", "email": "me@example.com", "planType": "plus"}
+            done = {"loginId": "login-1", "success": True, "error": None}
+        send({"method": "account/login/completed", "params": done})
+    else:
+        send({"id": mid, "error": {"code": -32600, "message": f"unsupported login {params.get('type')}"}})
+
+
 def main():
     global threads
     while True:
         msg = read()
         method, mid, params = msg.get("method"), msg.get("id"), msg.get("params") or {}
+        if overload.get(method, 0) > 0:
+            overload[method] -= 1
+            send({"id": mid, "error": {"code": -32001, "message": "Server overloaded; retry later."}})
+            continue
         if method is None:  # an answer to one of our server requests
             tid, turn, n, answers, script = turns.pop(mid)
             answers.append({"id": mid, **{k: msg[k] for k in ("result", "error") if k in msg}})
@@ -91,11 +128,14 @@ def main():
                 continue
             ask(tid, turn, n + 1, answers, script)
         elif method == "initialize":
-            send({"id": mid, "result": {"userAgent": "fake"}})
+            agent = f"agent-fleet/{os.environ.get('FAKE_VERSION', '0.163.0')} (fake)"
+            send({"id": mid, "result": {"userAgent": agent}})
             if notices:  # before any session: only the provider's notice stream has it
                 send({"method": "configWarning", "params": {"summary": "no bubblewrap", "details": None}})
         elif method == "initialized":
             pass
+        elif method.startswith("account/"):
+            account(method, mid, params)
         elif method in ("thread/start", "thread/resume"):
             threads += 1
             tid = params.get("threadId") or f"thr-{threads}"

@@ -16,6 +16,7 @@ from ._git import git
 pytestmark = pytest.mark.e2e  # runs the real binary
 
 
+@pytest.mark.protocol_smoke
 async def test_git_reset_hard_is_declined_and_the_change_survives(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, staged_work: Path
 ) -> None:

@@ -51,6 +51,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.protocol_smoke
 async def test_text_turn_maps_to_events(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:
@@ -89,6 +90,7 @@ async def test_eight_concurrent_sessions_each_get_their_own_answer(
     assert pid is not None and not _alive(pid)  # shutdown leaves no app-server behind
 
 
+@pytest.mark.protocol_smoke
 async def test_follow_up_turn_with_send(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:
@@ -129,6 +131,7 @@ async def test_inject_steers_the_running_turn(
     assert any(r.contains("extra-steer-instruction") for r in scripted_model.requests[1:])
 
 
+@pytest.mark.protocol_smoke
 async def test_stop_mid_turn_ends_with_cancelled(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:
@@ -180,6 +183,7 @@ async def test_timeout_interrupts_the_turn(
         assert (await handle.wait()).text == "next turn fine"
 
 
+@pytest.mark.protocol_smoke
 async def test_resume_after_shutdown_keeps_history(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:
@@ -301,6 +305,7 @@ async def test_a_handshake_that_times_out_may_be_retried(tmp_path: Path) -> None
     assert info.value.retryable and info.value.code == "provider_unavailable"
 
 
+@pytest.mark.protocol_smoke
 async def test_shell_command_maps_to_tool_use_and_result(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:

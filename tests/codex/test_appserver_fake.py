@@ -75,11 +75,12 @@ async def test_default_deny_and_allow_patterns(tmp_path: Path) -> None:
 async def test_file_change_paths_come_from_the_started_item(tmp_path: Path) -> None:
     # v2 file-change approvals carry only the item id; the paths were announced at item/started.
     item = {"type": "fileChange", "id": "fc1", "changes": [{"path": "src/a.py", "kind": {"type": "add"}}]}
+    add = {"type": "add", "content": "x"}  # a legacy FileChange as codex writes it
     scenario = [
         {"method": "item/started", "params": {"item": item}, "notify": True},
         {"method": "item/fileChange/requestApproval", "params": {"itemId": "fc1"}},
-        {"method": "applyPatchApproval", "params": {"callId": "p1", "fileChanges": {"../../etc/passwd": {}}}},
-        {"method": "applyPatchApproval", "params": {"callId": "p2", "fileChanges": {"src/ok.py": {}}}},
+        {"method": "applyPatchApproval", "params": {"callId": "p1", "fileChanges": {"../../etc/pw": add}}},
+        {"method": "applyPatchApproval", "params": {"callId": "p2", "fileChanges": {"src/ok.py": add}}},
     ]
     _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
     assert answers[0]["result"] == {"decision": "acceptForSession"}

@@ -15,6 +15,7 @@ from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
 pytestmark = pytest.mark.e2e  # runs the real binary
 
 
+@pytest.mark.protocol_smoke
 async def test_initialize_thread_turn_reaches_completed(
     codex_env: CodexTestEnv, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.e2e
     ],
     ids=["400", "401", "404", "429", "500", "503", "failed", "context", "usage"],
 )
+@pytest.mark.protocol_smoke
 async def test_api_failures_map_to_codes(
     codex_options: CodexOptions,
     scripted_model: ScriptedModelServer,

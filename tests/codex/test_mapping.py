@@ -14,6 +14,7 @@ from agent_fleet.events import (
     AssistantMessage,
     Compaction,
     Error,
+    Goal,
     ImageView,
     McpServerStatus,
     Plan,
@@ -365,13 +366,20 @@ def test_malformed_params_never_raise(method: str, params: Any) -> None:
         ),
         (
             "thread/goal/updated",
-            {"threadId": "s", "turnId": "t", "goal": {}},
+            {
+                "threadId": "s",
+                "turnId": "t",
+                "goal": {"objective": "o", "status": "active", "tokenBudget": 9},
+            },
+            [Goal(objective="o", status="active", token_budget=9)],
+        ),
+        ("thread/goal/cleared", {"threadId": "s"}, [Goal(cleared=True)]),
+        (
+            "thread/prediction/updated",
+            {"threadId": "s", "turnId": "t"},
             [
                 UnknownEvent(
-                    raw={
-                        "method": "thread/goal/updated",
-                        "params": {"threadId": "s", "turnId": "t", "goal": {}},
-                    }
+                    raw={"method": "thread/prediction/updated", "params": {"threadId": "s", "turnId": "t"}}
                 )
             ],
         ),

@@ -38,6 +38,7 @@ def _text(output: Any) -> str:
     return "".join(part.get("text", "") for part in output if isinstance(part, dict))
 
 
+@pytest.mark.protocol_smoke
 async def test_sync_and_async_tools_answer_the_model(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:

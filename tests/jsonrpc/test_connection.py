@@ -240,18 +240,58 @@ async def test_timeouts_are_retried(spawn: Spawn) -> None:
     assert dict(conn.core.pending) == {}
 
 
-async def test_timeout_forgets_id_and_late_response_is_protocol_error(spawn: Spawn) -> None:
+async def test_a_sent_request_that_timed_out_is_answered_late_to_on_late_response(spawn: Spawn) -> None:
+    """Issue 29: under overload a request codex did carry out (a thread started, a turn started) timed
+    out here; its answer was logged as a protocol error (unknown_response_id) and the work it started ran
+    on with nobody to undo it. A late answer now reaches ``on_late_response`` with the request."""
     protocol_errors: list[ProtocolError] = []
-    conn, _ = await spawn([["recv"], ["sleep", 0.3], ok("late")], on_protocol_error=protocol_errors.append)
+    late: list[tuple[str, Any, Any]] = []
+    conn, _ = await spawn(
+        [["recv"], ["sleep", 0.3], ok("late")],
+        on_protocol_error=protocol_errors.append,
+        on_late_response=lambda method, params, msg: late.append((method, params, msg.result)),
+    )
     conn.start()
     with pytest.raises(RequestTimeout) as info:
-        await conn.request("slow", timeout=0.05)
-    assert (info.value.method, info.value.timeout) == ("slow", 0.05)
+        await conn.request("thread/start", {"cwd": "/w"}, timeout=0.05)
+    assert (info.value.method, info.value.timeout) == ("thread/start", 0.05)
     assert isinstance(info.value, TimeoutError)
     assert dict(conn.core.pending) == {}
+    await until(lambda: bool(late))
+    assert late == [("thread/start", {"cwd": "/w"}, "late")]
+    assert protocol_errors == [] and not conn.closed
+
+
+async def test_a_late_error_answer_and_a_cancelled_request_are_late_too(spawn: Spawn) -> None:
+    late: list[tuple[str, Any]] = []
+    conn, _ = await spawn(
+        [
+            ["recv"],
+            ["recv"],
+            ["sleep", 0.3],
+            ["send", {"id": 1, "error": {"code": -1, "message": "no"}}],
+            ok("second"),
+        ],
+        on_late_response=lambda method, params, msg: late.append((method, type(msg).__name__)),
+    )
+    conn.start()
+    with pytest.raises(RequestTimeout):
+        await conn.request("first", timeout=0.05)
+    task = asyncio.create_task(conn.request("second"))
+    await until(lambda: conn.requests_sent["second"] == 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await until(lambda: len(late) == 2)
+    assert late == [("first", "ErrorResponse"), ("second", "Response")]
+
+
+async def test_an_unknown_id_is_still_a_protocol_error(spawn: Spawn) -> None:
+    protocol_errors: list[ProtocolError] = []
+    conn, _ = await spawn([["send", {"id": 77, "result": 1}]], on_protocol_error=protocol_errors.append)
+    conn.start()
     await until(lambda: bool(protocol_errors))
     assert protocol_errors[0].kind == "unknown_response_id"
-    assert not conn.closed
 
 
 async def test_write_error_is_transport_error_and_retried(spawn: Spawn) -> None:
@@ -535,3 +575,42 @@ def test_param_key_tolerates_any_params() -> None:
     assert key("m", {"threadId": 5}) is None
     assert key("m", None) is None
     assert key("m", [1]) is None
+
+
+# -- issue 29: answers that race a timeout or a cancellation --------------------------------------------
+
+
+class AnsweringTransport(MemoryTransport):
+    """Puts the answer to each request on the wire as the request is written (before it can be awaited)."""
+
+    async def send(self, data: bytes) -> None:
+        await super().send(data)
+        rid = json.loads(data)["id"]
+        self.incoming.put_nowait(json.dumps({"id": rid, "result": {"turn": {"id": "t1"}}}).encode() + b"\n")
+
+
+async def test_an_answer_that_came_as_the_time_ran_out_is_the_answer_not_a_timeout() -> None:
+    """The reader hands the answer over in the same loop pass as the timer fires: the caller was told
+    "no response" (RequestTimeout) for a turn codex had started."""
+    late: list[str] = []
+    conn = Connection(AnsweringTransport(), on_late_response=lambda method, params, msg: late.append(method))
+    conn.start()
+    assert await conn.request("turn/start", {"threadId": "a"}, timeout=1e-9) == {"turn": {"id": "t1"}}
+    assert late == [] and dict(conn.core.pending) == {}
+
+
+async def test_an_answer_dispatched_after_its_caller_was_cancelled_is_late_never_lost() -> None:
+    late: list[tuple[str, Any, Any]] = []
+    transport = MemoryTransport()
+    conn = Connection(
+        transport, on_late_response=lambda method, params, msg: late.append((method, params, msg.result))
+    )
+    conn.start()
+    task = asyncio.create_task(conn.request("turn/start", {"threadId": "a"}))
+    await until(lambda: bool(transport.sent))
+    transport.incoming.put_nowait(b'{"id":1,"result":{"turn":{"id":"t1"}}}\n')  # the reader runs first,
+    task.cancel()  # then the caller learns of its cancellation
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await until(lambda: bool(late))
+    assert late == [("turn/start", {"threadId": "a"}, {"turn": {"id": "t1"}})]

@@ -19,6 +19,7 @@ from agent_fleet.jsonrpc import (
     Request,
     Response,
 )
+from agent_fleet.jsonrpc.core import LATE_LIMIT
 
 
 def decode_all(core: JsonRpcCore, data: bytes) -> list[Message]:
@@ -133,6 +134,21 @@ def test_response_pops_pending_and_second_is_unknown() -> None:
     assert core.feed(b'{"id":1,"result":1}\n') == [Response(1, 1, "first")]
     (msg,) = core.feed(b'{"id":1,"result":1}\n')
     assert isinstance(msg, ProtocolError) and msg.kind == "unknown_response_id"
+
+
+def test_expire_keeps_a_late_response_recognisable_and_bounded() -> None:
+    core = JsonRpcCore()
+    rid, _ = core.encode_request("turn/start")
+    core.expire(rid)
+    assert dict(core.pending) == {} and core.is_late(rid)
+    (msg,) = core.feed(f'{{"id":{rid},"result":{{"turn":{{}}}}}}\n'.encode())
+    assert msg == Response(rid, {"turn": {}}, "turn/start") and not core.is_late(rid)
+    (again,) = core.feed(f'{{"id":{rid},"result":1}}\n'.encode())  # a second answer: unknown
+    assert isinstance(again, ProtocolError) and again.kind == "unknown_response_id"
+    ids = [core.encode_request("x")[0] for _ in range(LATE_LIMIT + 1)]
+    for i in ids:
+        core.expire(i)
+    assert not core.is_late(ids[0]) and core.is_late(ids[-1])
 
 
 def test_forget_makes_late_response_unknown() -> None:

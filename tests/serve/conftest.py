@@ -36,7 +36,8 @@ async def make_daemon(tmp_path: Path, token_file: Path, workspace: Path) -> Asyn
         kw.setdefault("state_dir", tmp_path / "state")
         kw.setdefault("token_file", token_file)
         kw.setdefault("allow_roots", (workspace,))
-        daemon = Daemon(ServeConfig(**kw))
+        providers = kw.pop("providers", None)
+        daemon = Daemon(ServeConfig(**kw), providers=providers)
         await daemon.start()
         started.append(daemon)
         return daemon

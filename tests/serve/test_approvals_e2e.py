@@ -144,8 +144,10 @@ async def test_a_clients_permission_cannot_weaken_the_daemons(
         ]
         assert denied == ["user-deny"]
         assert (workspace / "keep.txt").exists()
-        effective = (await http.get(f"/v1/sessions/{sid}")).json()["spec"]["permission"]
-        assert "^rm" in effective["disallow_patterns"] and effective["default"] == "ask"
+        shown = (await http.get(f"/v1/sessions/{sid}")).json()
+        stored = shown["spec"]["permission"]  # the client's, kept apart from the daemon's
+        assert {key: stored[key] for key in spec["permission"]} == spec["permission"]
+        assert shown["floor"]["disallow_patterns"] == ["^rm"] and shown["floor"]["default"] == "ask"
         # The stricter default stands too: what no rule decides waits for a person.
         await http.post(f"/v1/sessions/{sid}/turns", json={"prompt": "make a file"})
         [pending] = await _pending(http)

@@ -66,6 +66,14 @@ async def test_a_batch_runs_on_the_daemon_and_serves_its_summary_and_report(
         assert (await http.get("/v1/batches/..")).status_code == 404
         page = (await http.get("/")).text
         assert f'data-batch="{batch_id}"' in page and 'data-task="one"' in page
+    # Transcripts, summary and report hold prompts and outputs: nobody else may read them (issue 28).
+    loose = {str(p): oct(m) for p, m in _modes(daemon.config.state_dir).items() if m & 0o077}
+    assert loose == {}
+    assert any(p.name == "summary.json" for p in daemon.config.state_dir.rglob("*"))
+
+
+def _modes(root: Path) -> dict[Path, int]:
+    return {path: path.lstat().st_mode & 0o777 for path in [root, *root.rglob("*")]}
 
 
 def _runs(command: str) -> Any:

@@ -148,3 +148,36 @@ async def test_resume_continues_the_session(
     assert (await resumed.wait()).text == "it was token-4242"
     history = scripted_model.requests[-1].user_texts()
     assert "remember token-4242" in history and "what was the token?" in history
+
+
+async def test_a_stopped_session_is_continued_by_resume(
+    new_provider: NewProvider, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    """Issue 28 item 11: after stop() the daemon answered 400 to a resume, where a local provider's works."""
+    scripted_model.enqueue(Reply.text("never seen", delay=10), Reply.text("continued"))
+    provider = await new_provider()
+    handle = await provider.spawn(Spec(prompt="remember token-5151", cwd=workspace))
+    await scripted_model.wait_for_request()
+    await handle.stop()
+    with pytest.raises(TurnFailed):
+        await handle.wait()
+    resumed = await provider.resume(handle.session_id, Spec(prompt="go on", cwd=workspace))
+    assert resumed.session_id == handle.session_id
+    assert (await resumed.wait()).text == "continued"
+    assert "remember token-5151" in scripted_model.requests[-1].user_texts()
+
+
+async def test_interrupt_keeps_the_remote_session_on_its_handle(
+    codex_env: CodexTestEnv, make_daemon: MakeDaemon, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    scripted_model.enqueue(Reply.text("never seen", delay=10), Reply.text("same handle"))
+    options = CodexOptions(config=dict(codex_env.config), env=dict(codex_env.env))
+    daemon = await make_daemon(options={"codex": options})
+    async with RemoteProvider(daemon.url, TOKEN) as provider:
+        handle = await provider.spawn(Spec(prompt="slow", cwd=workspace))
+        await scripted_model.wait_for_request()
+        await handle.interrupt()
+        events = await _collect(handle)
+        assert isinstance(events[-1], Error) and events[-1].code == "cancelled"
+        await handle.send("and now?")
+        assert (await handle.wait()).text == "same handle"

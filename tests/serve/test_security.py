@@ -74,9 +74,11 @@ async def test_bodies_over_the_limit_are_refused(make_daemon: MakeDaemon) -> Non
             for _ in range(10):
                 yield b"x" * 1000
 
-        streamed = await http.post("/v1/sessions", content=chunks())
-        assert streamed.status_code == 400
-        assert "over 4096 bytes" in streamed.json()["error"]["message"]
+        for path in ("/v1/sessions", "/v1/batches", "/login"):  # issue 28: a chunked body was a 400
+            form = {"Content-Type": "application/x-www-form-urlencoded"} if path == "/login" else {}
+            streamed = await http.post(path, content=chunks(), headers=form)
+            assert streamed.status_code == 413, (path, streamed.status_code)
+            assert "over 4096 bytes" in streamed.json()["error"]["message"]
 
 
 async def test_cwd_outside_the_allowed_roots_is_refused(make_daemon: MakeDaemon, tmp_path: Path) -> None:
@@ -122,7 +124,7 @@ async def test_a_generated_token_is_private_and_never_printed(tmp_path: Path) ->
         await daemon.close()
     again = Daemon(ServeConfig(state_dir=tmp_path / "state", allow_roots=(tmp_path,)))
     assert again.token == daemon.token  # kept across restarts
-    again.store.close()
+    await again.close()
 
 
 async def test_the_openapi_document_describes_every_route(make_daemon: MakeDaemon) -> None:
@@ -189,12 +191,12 @@ async def test_the_cookie_is_secure_when_the_daemon_is_not_on_loopback(
     daemon = Daemon(ServeConfig(host="0.0.0.0", state_dir=tmp_path / "s", token_file=token_file))
     try:
         transport = httpx.ASGITransport(app=daemon.app.asgi)
-        async with httpx.AsyncClient(transport=transport, base_url="http://daemon") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://192.0.2.7") as http:
             right = await http.post("/login", data={"token": TOKEN})
             assert right.status_code == 303
             assert "; secure" in right.headers["set-cookie"].lower()
     finally:
-        daemon.store.close()
+        await daemon.close()
 
 
 async def test_a_token_file_others_can_read_is_refused_and_one_the_group_can_read_warned_about(
@@ -205,11 +207,11 @@ async def test_a_token_file_others_can_read_is_refused_and_one_the_group_can_rea
         Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
     os.chmod(token_file, 0o640)
     daemon = Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
-    daemon.store.close()
+    await daemon.close()
     assert len(daemon.warnings) == 1 and "group" in daemon.warnings[0]
     os.chmod(token_file, 0o600)
     daemon = Daemon(ServeConfig(state_dir=tmp_path / "s", token_file=token_file))
-    daemon.store.close()
+    await daemon.close()
     assert daemon.warnings == []
 
 
@@ -228,7 +230,7 @@ async def test_the_state_dir_and_the_database_are_private(tmp_path: Path) -> Non
         for name in ("sessions.sqlite3", "sessions.sqlite3-wal"):
             assert stat.S_IMODE((state / name).stat().st_mode) == 0o600, name
     finally:
-        daemon.store.close()
+        await daemon.close()
 
 
 REFUSED_SPECS = [
@@ -237,6 +239,9 @@ REFUSED_SPECS = [
     ({"mcp_servers": {"sh": {"command": "/bin/sh", "args": ["-c", "id"]}}}, "starts a process"),
     ({"permission": {"allowed_hosts": ["*"]}}, "not within the daemon's"),
     ({"permission": {"mcp_tools": ["shell/*"]}}, "not within the daemon's"),
+    ({"env": {"GIT_CONFIG_COUNT": "1"}}, "'env'"),  # issue 28: sessions and templates took it
+    ({"temp_dir": "/etc"}, "outside the daemon's --allow-root"),  # a writable root of the sandbox
+    ({"images": ["/etc/passwd"]}, "outside the daemon's --allow-root"),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ async def test_64_concurrent_sessions_each_get_exactly_their_own_events(
         assert _types(events).count("Result") == 1 and _types(events)[-1] == "Result"
         assert events[-1][1]["text"] == f"answer-{i}"
         stored = list(daemon.store.events(sid))
-        assert [(n, r) for n, r in stored] == events
+        assert [(n, json.loads(r)) for n, r in stored] == events
 
 
 async def test_a_session_has_its_history_per_turn(
@@ -163,6 +164,12 @@ async def test_finished_sessions_beyond_the_bound_leave_memory_and_a_follow_up_r
         ]
         await read_events(http, other)
         assert list(daemon.sessions.live) == [other]  # the least recently finished one left memory
+        releasing = list(daemon.sessions._releasing.values())
+        if releasing:
+            await asyncio.wait(releasing)
+        assert daemon.store.session(first)["archived"] is True  # type: ignore[index]  # let go of, on codex too
+        provider = await daemon.sessions.provider("codex")
+        assert first in [s.id for s in await provider.list_sessions(archived=True)]
         state = (await http.get(f"/v1/sessions/{first}")).json()
         assert state["state"] == "idle" and state["last_event_id"] == before[-1][0]
         assert await read_events(http, first) == before  # served from the store

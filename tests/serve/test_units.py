@@ -19,6 +19,7 @@ from agent_fleet.events import (
     Diff,
     Error,
     Event,
+    Goal,
     ImageView,
     McpServerStatus,
     Plan,
@@ -66,6 +67,7 @@ EVENTS: list[Event] = [
     ReviewMode(entered=True, review="HEAD", item_id="rv"),
     ToolProgress(id="t1", message="half way"),
     RateLimits(used_percent=42.5, resets_at=1700000000.0, reached=False, raw={"primary": {}}),
+    Goal(objective="ship it", status="active", token_budget=1000, tokens_used=10, agent="sub-1"),
     McpServerStatus(name="docs", status="failed", error="no binary", session_id="s"),
     Result(
         session_id="s",
@@ -195,7 +197,7 @@ def test_the_store_keeps_sessions_and_marks_running_ones_interrupted(tmp_path: P
     store.add_session("s1", "codex", {"prompt": "p"})
     store.add_session("s2", "codex", {"prompt": "q"})
     store.update("s2", state="idle", usage={"total_tokens": 3})
-    store.append("s1", 1, json.dumps({"type": "TextDelta", "text": "a"}))
+    store.append("s1", 1, json.dumps({"type": "TextDelta", "text": "a"}).encode())
     assert [seq for seq, _ in store.events("s1")] == [1]  # reading flushes what is queued
     store.close()
     again = Store(tmp_path / "s.sqlite3")

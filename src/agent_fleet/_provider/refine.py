@@ -4,17 +4,24 @@ handler that fails or answers nonsense declines (never an accept, never an excep
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, Final
 
 from agent_fleet.events import Event, System
 from agent_fleet.policy import ApprovalRequest, Decision
-from agent_fleet.policy.engine import STRICT_RULE
+from agent_fleet.policy.engine import REFINABLE_RULES
 
-__all__ = ["REFINABLE_DECLINES", "for_handler", "refine"]
+__all__ = ["HANDLER_EMIT", "REFINABLE_DECLINES", "for_handler", "refine"]
+
+#: While an ``approval_handler`` decides a request: the emitter of the session that asked (its event
+#: stream), so a handler that parks the request for a person can tell the session's reader what waits
+#: (the daemon's ``approval_pending`` notice). ``None`` outside a handler call.
+HANDLER_EMIT: ContextVar[Callable[[Event], None] | None] = ContextVar("approval_handler_emit", default=None)
 
 #: The declines an ``approval_handler`` may still turn into an accept: the strict profile's "not proven
 #: harmless" and ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
-REFINABLE_DECLINES: Final = frozenset({STRICT_RULE, "default-ask"})
+#: (Defined with the engine, which needs the same set to pick the stricter of two decisions.)
+REFINABLE_DECLINES: Final = REFINABLE_RULES
 
 
 def for_handler(decision: Decision) -> bool:
@@ -35,6 +42,7 @@ async def refine(
     ``handler-error`` and ``emit``s ``System(subtype="approval_handler_failed")``."""
     if handler is None or not for_handler(decision):
         return decision
+    token = HANDLER_EMIT.set(emit)
     try:
         refined = await handler(request, decision)
         if not isinstance(refined, Decision):
@@ -47,4 +55,6 @@ async def refine(
             )
         )
         return Decision(action="decline", reason=f"approval handler failed: {exc}", rule="handler-error")
+    finally:
+        HANDLER_EMIT.reset(token)
     return refined

@@ -1,7 +1,9 @@
 """The ``agent-fleet`` command line: a thin shell over ``agent_fleet.runner``.
 
 Every command builds library objects from its flags, calls one library function (``run_task``,
-``run_batch``, ``run_demo``, ``diagnose``, ``Provider.list_models``) and prints the result.
+``run_batch``, ``run_demo``, ``diagnose``, ``Provider.list_models``, ``CodexProvider.login_api_key`` /
+``login_chatgpt_device_code`` / ``logout`` for ``login`` and ``logout``) and prints the result.
+``agent-fleet --version`` names agent-fleet's version and the codex binary's, with the supported range.
 
 Exit codes: 0 success; 1 the task failed (gate never passed, turn failed, stopped); 2 usage error (bad
 flag, missing directory, bad regular expression, bad tasks file); 3 the provider is unavailable or the
@@ -13,7 +15,7 @@ within two seconds). Every failure prints one line saying what to do, never a tr
 ``AGENT_FLEET_DEBUG=1`` to get one for an internal error).
 """
 
-from agent_fleet.cli import _serve  # noqa: F401 - registers `serve` on the group
+from agent_fleet.cli import _account, _serve  # noqa: F401 - register `login`, `logout`, `serve`
 from agent_fleet.cli._commands import cli, main
 from agent_fleet.cli._options import parse_config_overrides
 from agent_fleet.cli._view import describe

@@ -48,9 +48,10 @@ from agent_fleet.runner import (
     run_batch,
     run_task,
 )
+from agent_fleet.runner._batch_providers import options_for
 from agent_fleet.runner._otel import export_from_environment
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT
 from agent_fleet.runner._pricing import load_prices
-from agent_fleet.runner.batch import options_for
 from agent_fleet.runner.report import write_batch_report
 
 __all__ = ["cli", "main"]
@@ -59,8 +60,44 @@ __all__ = ["cli", "main"]
 # -- commands ------------------------------------------------------------------------------------------
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: agent-fleet's version and the codex binary's (with the supported range)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from agent_fleet._codex_binary import (
+        MINIMUM_CODEX_VERSION,
+        PINNED_CODEX_VERSION,
+        check_codex_version,
+        codex_version,
+        find_codex,
+    )
+    from agent_fleet.errors import ProviderUnavailable
+
+    click.echo(f"agent-fleet {__version__}")
+    supported = f"supported {MINIMUM_CODEX_VERSION} to {PINNED_CODEX_VERSION}"
+    try:
+        binary = find_codex()
+        version = codex_version(binary)
+    except ProviderUnavailable as exc:
+        click.echo(f"codex: {exc.message} ({supported})")
+        ctx.exit(0)
+    try:
+        state = "not the tested version" if check_codex_version(version) else "the tested version"
+    except ProviderUnavailable:
+        state = "TOO OLD: agent-fleet will not run it"
+    click.echo(f"codex {version} ({binary}; {state}; {supported})")
+    ctx.exit(0)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="agent-fleet")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show agent-fleet's version and the codex binary's, then exit.",
+)
 def cli() -> None:
     """Run coding agents (OpenAI Codex, Claude Code) at fleet scale.
 
@@ -181,6 +218,15 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
 )
 @click.option("--raw-deltas", is_flag=True, help="Transcripts keep every streamed text fragment.")
+@click.option(
+    "--outage-timeout",
+    type=click.FloatRange(min=0, max=1e9),
+    default=DEFAULT_OUTAGE_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="When every running task lost the model, the batch pauses; it stops (exit 75, resumable) "
+    "once the model stayed unreachable this long (0: wait forever).",
+)
 @common_options
 def batch_command(
     tasks_file: Path | None,
@@ -188,6 +234,7 @@ def batch_command(
     rerun: str | None,
     prices: Path | None,
     raw_deltas: bool,
+    outage_timeout: float,
     **kwargs: Any,
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
@@ -247,6 +294,7 @@ def batch_command(
                     meta=settings.meta,
                     prices=price_table,
                     raw_deltas=raw_deltas,
+                    outage_timeout=outage_timeout or None,
                 )
 
         export = export_from_environment()  # OpenTelemetry export when OTEL_* asks for it

@@ -25,6 +25,7 @@ from agent_fleet.runner import (
     parse_priority,
     provider_entry,
 )
+from agent_fleet.runner._outage import DEFAULT_MODEL_TIMEOUT
 from agent_fleet.runner.gate import DEFAULT_GATE_TIMEOUT
 from agent_fleet.runner.providers import check_permission_enforced
 
@@ -121,6 +122,7 @@ class Common:
     retries: int
     retry_delay: float
     idle_timeout: float
+    model_timeout: float
     json_output: bool
     review: bool
     review_threshold: str
@@ -169,6 +171,7 @@ class Common:
             timeout=self.timeout,
             retries=self.retries,
             retry_delay=self.retry_delay,
+            model_timeout=self.model_timeout or None,
         )
 
 
@@ -266,6 +269,16 @@ def common_options(fn: _F) -> _F:
             callback=_finite,
             metavar="SECONDS",
             help="End a turn with a timeout after this long with no event from the agent (0: off).",
+        ),
+        click.option(
+            "--model-timeout",
+            type=click.FloatRange(min=0, max=1e9),
+            default=DEFAULT_MODEL_TIMEOUT,
+            show_default=True,
+            callback=_finite,
+            metavar="SECONDS",
+            help="End and retry a turn after this long with no progress from the model (its "
+            "reconnecting notices do not count; a running command does not either; 0: off).",
         ),
         click.option(
             "--retries",

@@ -74,7 +74,23 @@ def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
     show_default=True,
     help="Seconds a deferred approval waits before it is declined.",
 )
+@click.option(
+    "--orphan-timeout",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    help="Seconds a running session may go without any client reading its events before its turn is "
+    "stopped (it can be continued later); 0: never.",
+)
 @click.option("--max-body", type=click.IntRange(min=1024), default=1 << 20, show_default=True)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A Host header name to serve besides the loopback names and --host, e.g. a reverse proxy's "
+    "public name (repeatable). Any other name is refused (DNS rebinding).",
+)
 @click.option(
     "--trust-clients",
     is_flag=True,
@@ -95,7 +111,9 @@ def serve_command(
     allow_mcp: tuple[str, ...],
     default_approval: str,
     approval_timeout: float,
+    orphan_timeout: float,
     max_body: int,
+    allowed_hosts: tuple[str, ...],
     trust_clients: bool,
 ) -> None:
     """Run the daemon: the provider contract over HTTP (see docs/api.md)."""
@@ -114,6 +132,8 @@ def serve_command(
             approval_timeout=approval_timeout,
             max_body=max_body,
             trust_clients=trust_clients,
+            allowed_hosts=allowed_hosts,
+            orphan_timeout=orphan_timeout or None,
         )
 
         async def main() -> None:

@@ -57,11 +57,24 @@ def first_line(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+_BATCH_NOTICES = frozenset({"runner.batch_paused", "runner.batch_resumed"})
+
+
 def describe(task_event: TaskEvent) -> str | None:
-    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications)."""
+    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications).
+    A sub-agent's event (``agent`` set) is marked ``[sub-agent <end of its id>]``."""
+    line = _describe(task_event)
+    agent = getattr(task_event.event, "agent", None)
+    return f"[sub-agent {agent[-8:]}] {line}" if line is not None and agent else line
+
+
+def _describe(task_event: TaskEvent) -> str | None:
     event = task_event.event
     prefix = "[review] " if task_event.source == "review" else ""
     match event:
+        case System(subtype="subagent_turn", data=data):
+            what = data.get("text") or data.get("message") or ""
+            return f"finished ({data.get('status')}): {first_line(str(what))}"
         case ToolUse(name="shell", synthetic=False, input=data):
             return f"{prefix}$ {command_text(data.get('command'))}"
         case ToolUse(name="apply_patch", synthetic=False, input=data):
@@ -80,6 +93,17 @@ def describe(task_event: TaskEvent) -> str | None:
                 else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
             )
             return f"{prefix}declined: {shown} ({data.get('rule') or 'policy'}: {data.get('reason')})"
+        case System(subtype="approval_pending", data=data):  # parked on a daemon (serve) for a person
+            what = data.get("command")
+            shown = (
+                command_text(what)
+                if what
+                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
+            )
+            where = data.get("dashboard") or data.get("decide")
+            return f"{prefix}waiting for approval {data.get('approval_id')}: {shown} (decide at {where})"
+        case System(subtype="approval_decided", data=data):
+            return f"{prefix}approval {data.get('approval_id')}: {data.get('decision')}"
         case AssistantMessage(text=text) if task_event.source == "agent":
             return f"agent: {first_line(text)}"
         case Reasoning(text=text) if task_event.source == "agent":
@@ -121,6 +145,13 @@ def describe(task_event: TaskEvent) -> str | None:
             return "\n".join(lines)
         case System(subtype="runner.review_skipped", data=data):
             return f"review skipped: {data.get('reason')}"
+        case System(subtype="runner.batch_paused", data=data):
+            return (
+                f"batch paused: the model is unreachable ({first_line(str(data.get('cause')))}); "
+                f"waiting up to {data.get('limit')}s for it"
+            )
+        case System(subtype="runner.batch_resumed"):
+            return "batch resumed: the model answers again"
         case System(subtype="runner.rate_limited", data=data):
             return f"rate limit near ({data.get('used')}% used): waiting {data.get('wait')}s before the turn"
         case McpServerStatus(status="failed", name=name, error=error):
@@ -256,6 +287,13 @@ class Progress:
                     self._fold(row.task_id, failed=row.status in _FAILED)
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
+        if (
+            line
+            and self.live_mode
+            and isinstance(event, System)
+            and event.subtype.startswith("runner.batch_")
+        ):
+            self.console.print(Text(line), highlight=False)  # the whole batch's state: said once, above
         if line and not self.live_mode:
             tag = f"[{task_event.task_id}] " if self.batch else ""
             for part in line.splitlines():

@@ -23,6 +23,9 @@ to what codex offered, ``to_wire`` writes the reply. What is judged, method by m
   declined like an unknown method.
 - any other approval-shaped method: declined (``unknown-request``), announced by a
   ``System(subtype="unknown_approval_kind")`` naming the method.
+- shape drift: a file change, legacy patch or permission profile carrying a field or kind this version
+  does not know (``_shapes``, e.g. ``movePath`` for ``move_path``) is declined (``unknown-field``),
+  announced by a ``System(subtype="unknown_approval_field")`` naming the field.
 
 Wire formats of the policy's words (``allow_once``, ``allow_for_session``, ``decline``, ``cancel``):
 
@@ -46,6 +49,7 @@ from agent_fleet.codex._mcp_approval import ELICITATION, approval_kind, tool_req
 from agent_fleet.codex._mcp_approval import TOOL_CALL as MCP_TOOL_CALL
 from agent_fleet.codex._mcp_approval import wire as mcp_wire
 from agent_fleet.codex._permissions import additional_verdict, grant_permissions, requested_roots
+from agent_fleet.codex._shapes import legacy_change_drift, profile_drift
 from agent_fleet.codex._stdin import stdin_requests, stdin_text
 from agent_fleet.events import System
 from agent_fleet.policy import Action, ApprovalPolicy, ApprovalRequest, Decision, check_paths
@@ -70,6 +74,15 @@ def is_approval(method: str) -> bool:
 
 class _Malformed(ValueError):
     """The params are not what the method defines: declined with rule ``malformed-request``."""
+
+
+class _Unknown(ValueError):
+    """A field this version does not know where it decides safety (``_shapes``): declined with rule
+    ``unknown-field`` and a ``System(unknown_approval_field)`` naming it."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +148,8 @@ def _base(params: Mapping[str, Any], session: Session) -> tuple[str, tuple[str, 
 def _change_paths(changes: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     paths: list[str] = []
     for change in changes:
+        if change.get("unknown_field"):
+            raise _Unknown(str(change["unknown_field"]))
         for key in ("path", "move_path"):
             value = change.get(key)
             if value is not None and not isinstance(value, str):
@@ -215,6 +230,9 @@ def _request(
             file_map = params.get("fileChanges")
             if file_map is not None and not isinstance(file_map, dict):
                 raise _Malformed("fileChanges must be an object")
+            for path, change in (file_map or {}).items():
+                if (drift := legacy_change_drift(change, f"fileChanges[{path!r}]")) is not None:
+                    raise _Unknown(drift)
             listed = [
                 {"path": path, **(c if isinstance(c, dict) else {})} for path, c in (file_map or {}).items()
             ]
@@ -223,6 +241,8 @@ def _request(
             asked = params.get("permissions")
             if not isinstance(asked, dict):
                 raise _Malformed("permissions must be an object")
+            if (drift := profile_drift(asked)) is not None:
+                raise _Unknown(drift)
             try:
                 write, network = requested_roots(asked)
             except ValueError as exc:
@@ -293,6 +313,11 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
             request, decision = _with_additional(policy, params["additionalPermissions"], request, decision)
     except _Malformed as exc:
         return Judged(request=fallback, decision=_decline("malformed-request", str(exc)), notices=notices)
+    except _Unknown as exc:
+        reason = f"{method} carries {exc.field}, a field this version of agent-fleet does not know"
+        notice = System(subtype="unknown_approval_field", data={"method": method, "field": exc.field})
+        decision = _decline("unknown-field", reason)
+        return Judged(request=fallback, decision=decision, notices=(*notices, notice))
     except Exception as exc:  # a bug in the policy or here: decline, never an RPC error, never an accept
         decision = _decline("policy-error", f"approval policy failed: {type(exc).__name__}: {exc}")
         return Judged(request=fallback, decision=decision, notices=notices)
@@ -333,6 +358,8 @@ def _with_additional(
 ) -> tuple[ApprovalRequest, Decision]:
     """A command that also asks for ``additionalPermissions``: the command's own verdict, unless the
     permissions decline -- a final decline of theirs wins over a refinable one of the command's."""
+    if (drift := profile_drift(asked, "additionalPermissions")) is not None:
+        raise _Unknown(drift)
     try:
         extra = additional_verdict(policy, asked, request.cwd, request.writable_roots)
         paths, network = requested_roots(asked)

@@ -42,7 +42,10 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "thread/tokenUsage/updated": (TYPED, "TokenUsage (session total, the turn's share, context window)"),
     "error": (TYPED, "System(stream_retry) when codex retries; else the Error of the failed turn"),
     "model/rerouted": (NOTICE, "System(model_rerouted)"),
-    "thread/compacted": (DROPPED, "deprecated twin of the contextCompaction item (Compaction)"),
+    "thread/compacted": (
+        DROPPED,
+        "never sent by codex 0.163 after a compaction (its contextCompaction item is: Compaction); dropped",
+    ),
     # -- notices ---------------------------------------------------------------------------------
     "warning": (NOTICE, "System(warning)"),
     "configWarning": (NOTICE, "System(warning); provider notices() and every live session"),
@@ -69,7 +72,11 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "windowsSandbox/setupCompleted": (NOTICE, "System(notice)"),
     "autoApprovalReview/strictReviewRequired": (NOTICE, "System(notice)"),
     # -- nothing for a consumer --------------------------------------------------------------------
-    "thread/started": (DROPPED, "the thread/start response has the same"),
+    "thread/started": (
+        DROPPED,
+        "follows thread/start; the response has the same (its thread id is inside, so no session gets "
+        "it, and it is not put on notices())",
+    ),
     "thread/status/changed": (DROPPED, "the turn's own events say the same"),
     "serverRequest/resolved": (DROPPED, "we answered the request ourselves"),
     "item/commandExecution/outputDelta": (OPTED_OUT, "the completed item has the aggregated output"),
@@ -82,8 +89,8 @@ NOTIFICATIONS: Final[Mapping[str, tuple[str, str]]] = {
     "thread/readState/changed": (OPTED_OUT, "UI read markers"),
     # -- passed through untyped --------------------------------------------------------------------
     "thread/attachment/updated": _U,
-    "thread/goal/updated": _U,
-    "thread/goal/cleared": _U,
+    "thread/goal/updated": (TYPED, "Goal (objective, status, budget, what was spent)"),
+    "thread/goal/cleared": (TYPED, "Goal(cleared=True)"),
     "thread/prediction/updated": _U,
     "thread/queue/changed": _U,
     "project/changed": _U,
@@ -133,13 +140,22 @@ SERVER_REQUESTS: Final[Mapping[str, tuple[str, str]]] = {
     "item/permissions/requestApproval": _APPROVAL,
     "applyPatchApproval": _APPROVAL,
     "execCommandApproval": _APPROVAL,
-    "item/tool/requestUserInput": ("answered", "CodexOptions.input_handler or canned_answers, else declined"),
+    "item/tool/requestUserInput": (
+        "answered",
+        "CodexOptions.input_handler or canned_answers, else declined; a sub-agent's as its session's "
+        "(codex 0.163 sends none for one: it answers a sub-agent itself)",
+    ),
     "mcpServer/elicitation/request": (
         "answered",
         "an MCP tool approval (_meta.codex_approval_kind) by the approval policy (mcp_tools); "
-        "any other by CodexOptions.input_handler or canned_answers, else declined",
+        "any other by CodexOptions.input_handler or canned_answers, else declined; a sub-agent's as "
+        "its session's",
     ),
-    "item/tool/call": ("answered", "runs the Spec.tools function (ToolUse / ToolResult)"),
+    "item/tool/call": (
+        "answered",
+        "runs the Spec.tools function (ToolUse / ToolResult); a sub-agent's with its session's tools "
+        "(codex 0.163 gives a sub-agent none)",
+    ),
     "account/chatgptAuthTokens/refresh": (
         "answered",
         "CodexOptions.auth_refresh_handler, else an auth_failed Error on every live turn and "

@@ -12,6 +12,7 @@ or a decline). ``currentTime/read`` is answered at once; anything else is an RPC
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent_fleet._provider.asking import answer_input
@@ -21,6 +22,7 @@ from agent_fleet._provider.sessions import HandleHost
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._stdin import StdinHistory
+from agent_fleet.codex._subagents import tagged
 from agent_fleet.codex._subthreads import SubThread
 from agent_fleet.codex._turn import AppServerTurn
 from agent_fleet.contract import Spec
@@ -97,7 +99,7 @@ class ServerRequests:
             stdin_history=sub.stdin if sub is not None else self._stdin,
         )
         judged = await _approvals.judge(self._policy, msg.method, msg.params, session)
-        emit = self._emit if sub is None else self.notice
+        emit = self._emit if sub is None else self._sub_emit(sub)
         for notice in judged.notices:
             emit(notice)
         handler = self._provider.options.approval_handler
@@ -112,21 +114,35 @@ class ServerRequests:
         refined = await self._ask_handler(judged.request, judged.decision)
         await self._answer(msg, _approvals.regrant(self._policy, msg.params, judged, refined), sub)
 
-    async def _ask_handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
+    def _sub_emit(self, sub: SubThread) -> Callable[[Event], None]:
+        """Where a sub-agent's notices go: this session's stream, tagged with the sub-agent."""
+
+        def emit(event: Event) -> None:
+            self.notice(tagged(event, sub.thread_id))
+
+        return emit
+
+    async def _ask_handler(
+        self, request: ApprovalRequest, decision: Decision, emit: Callable[[Event], None] | None = None
+    ) -> Decision:
         """The ``approval_handler``'s refinement of ``decision`` (``_provider.refine``)."""
         turn = self._turn
         if turn is not None:
             turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog
         try:
             handler = self._provider.options.approval_handler
-            return await refine(handler, request, decision, self._emit, _approvals.describe)
+            return await refine(handler, request, decision, emit or self._emit, _approvals.describe)
         finally:
             if turn is not None:
                 turn.approvals -= 1
 
-    async def _tool_call(self, msg: Request, params: dict[str, Any]) -> None:
+    async def _tool_call(
+        self, msg: Request, params: dict[str, Any], emit: Callable[[Event], None] | None = None
+    ) -> None:
         """Answer ``item/tool/call``: the policy, then the ``Spec.tools`` function (``ToolUse`` and
-        ``ToolResult`` come from codex's own ``dynamicToolCall`` item)."""
+        ``ToolResult`` come from codex's own ``dynamicToolCall`` item). ``emit``: where its notices go
+        (default: this session's turn)."""
+        emit = emit or self._emit
         name = str(params.get("tool") or "")
         tool = self._tools.get(name)
         if tool is None:
@@ -139,10 +155,10 @@ class ServerRequests:
             except Exception as exc:  # evaluate fails closed itself; this guards a bug in it
                 reason = f"approval policy failed: {type(exc).__name__}: {exc}"
                 verdict = Decision(action="decline", rule="policy-error", reason=reason)
-            decision = await self._ask_handler(request, verdict)
+            decision = await self._ask_handler(request, verdict, emit)
             use_id = f"approval:{params.get('callId') or msg.id}"
             for event in approval_events(use_id, _approvals.describe(request), decision):
-                self._emit(event)
+                emit(event)
             if decision.accepted:
                 output = await tool.call(params.get("arguments"))
             else:
@@ -154,13 +170,15 @@ class ServerRequests:
                     self.end_turn(Error(code="cancelled", message=f"tool call {name!r} cancelled the turn"))
         await self._reply(msg, _requests.tool_call_response(output))
 
-    async def _user_input(self, msg: Request, params: dict[str, Any]) -> None:
+    async def _user_input(
+        self, msg: Request, params: dict[str, Any], emit: Callable[[Event], None] | None = None
+    ) -> None:
         """Answer a question or an MCP elicitation: the ``input_handler``, else canned answers or a
-        decline the model can act on (``agent_fleet.user_input``)."""
+        decline the model can act on (``agent_fleet.user_input``). ``emit`` as for ``_tool_call``."""
         options = self._provider.options
         request = _requests.input_request(msg.method, params, self._thread_id)
         canned = (self._spec.answers, options.canned_answers)  # the session's own answers first
-        answer = await answer_input(request, options.input_handler, canned, self._emit)
+        answer = await answer_input(request, options.input_handler, canned, emit or self._emit)
         await self._reply(msg, _requests.input_response(msg.method, request, answer))
 
     async def _answer(self, msg: Request, judged: _approvals.Judged, sub: SubThread | None = None) -> None:
@@ -178,7 +196,7 @@ class ServerRequests:
         about = _approvals.describe(judged.request)
         if sub is not None:
             about["thread_id"] = sub.thread_id
-        emit = self._emit if sub is None else self.notice
+        emit = self._emit if sub is None else self._sub_emit(sub)
         for event in approval_events(use_id, about, decision):
             emit(event)
         if judged.stdin is not None and decision.accepted:

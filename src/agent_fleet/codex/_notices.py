@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Final, Protocol
 
 from agent_fleet._provider.board import Backlog, NoticeBoard
-from agent_fleet.codex.mapping import notice_events
+from agent_fleet.codex.mapping import IGNORED, notice_events
 from agent_fleet.events import Event, RateLimits, UnknownEvent
 
 __all__ = ["NoticeRouter"]
@@ -60,6 +60,8 @@ class NoticeRouter:
         return backlog.drain() if backlog is not None else []
 
     def route(self, method: str, params: Any) -> None:
+        if method in IGNORED:  # e.g. thread/started (its thread id is inside, so no handle gets it)
+            return
         p = params if isinstance(params, dict) else {}
         events = notice_events(method, p)
         thread_id = p.get("threadId")

@@ -46,6 +46,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agent_fleet.codex import _overload
 from agent_fleet.codex.mapping import TurnMapper
 from agent_fleet.contract import Finding, ReviewResult, ReviewTarget
 from agent_fleet.errors import ConnectionClosed, RemoteProtocolError, TurnFailed
@@ -120,7 +121,7 @@ class ReviewSession:
         self,
         conn: Connection,
         *,
-        rpc_timeout: float,
+        rpc_timeout: float | None,
         cwd: str | os.PathLike[str],
         model: str | None = None,
         on_event: Callable[[Event], None] | None = None,
@@ -144,7 +145,7 @@ class ReviewSession:
         params: dict[str, Any] = {"cwd": self._cwd, "approvalPolicy": "never", "sandbox": "read-only"}
         if self._model is not None:
             params["model"] = self._model
-        started = await conn.request("thread/start", params, timeout=rpc_timeout)
+        started = await _overload.request(conn, "thread/start", params, timeout=rpc_timeout)
         thread = started.get("thread") if isinstance(started, dict) else None
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str):
@@ -162,7 +163,8 @@ class ReviewSession:
         turn_id: str | None = None
         finished = False
         try:
-            response = await conn.request(
+            response = await _overload.request(
+                conn,
                 "review/start",
                 {"threadId": thread_id, "target": wire_target(target), "delivery": "inline"},
                 timeout=rpc_timeout,

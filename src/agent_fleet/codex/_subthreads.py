@@ -12,6 +12,8 @@ sub-agent's thread to its parent in two ways, both recorded here:
 
 Per sub-agent thread the current turn's items are kept (a ``TurnMapper``: file changes, commands,
 MCP calls) with the input its processes accepted, so its approvals are judged like the session's own.
+Every notification of such a thread is mapped by that mapper too: ``observe`` returns the events, which
+the provider hands to the owning session (``owner``, cached on the ``SubThread`` while it is open).
 Bounded: the newest ``THREADS`` threads.
 """
 
@@ -24,12 +26,12 @@ from typing import Any, Final, Protocol, TypeVar
 
 from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex.mapping import TurnMapper
+from agent_fleet.events import Event
 
 __all__ = ["SubThread", "SubThreads"]
 
 THREADS: Final = 64
 _DEPTH: Final = 8
-_OBSERVED: Final = frozenset({"turn/started", "item/started", "item/completed"})
 
 
 class _Session(Protocol):
@@ -51,6 +53,7 @@ class SubThread:
     root_turn: str | None = None
     mapper: TurnMapper = field(default_factory=lambda: TurnMapper(""))
     stdin: StdinHistory = field(default_factory=StdinHistory)
+    owner: Any = None  # the session it works for, once known (the provider checks it is still open)
 
 
 class SubThreads:
@@ -67,13 +70,14 @@ class SubThreads:
             self._threads.move_to_end(thread_id)
         return sub
 
-    def observe(self, method: str, params: Any) -> None:
-        """A notification for a thread without a handle (cheap for everything not observed)."""
-        if method not in _OBSERVED or type(params) is not dict:
-            return
+    def observe(self, method: str, params: Any) -> tuple[SubThread, list[Event]] | None:
+        """A notification for a thread without a handle: the thread and the events it maps to (None
+        for a notification that names no thread)."""
+        if type(params) is not dict:
+            return None
         thread_id = params.get("threadId")
         if not isinstance(thread_id, str):
-            return
+            return None
         sub = self.get(thread_id)
         if method == "turn/started":
             turn = params.get("turn")
@@ -81,13 +85,13 @@ class SubThreads:
             if isinstance(root, str):
                 sub.root_turn = root
             sub.mapper = TurnMapper(thread_id)  # a new turn: the items of the last one are done
-            return
+            return sub, []
         item = params.get("item")
         if isinstance(item, dict) and item.get("type") == "collabAgentToolCall":
             for child in item.get("receiverThreadIds") or ():
                 if isinstance(child, str) and child != thread_id:
                     self.get(child).parent = thread_id
-        sub.mapper.feed(method, params)
+        return sub, sub.mapper.feed(method, params)
 
     def owner(self, thread_id: str, sessions: Iterable[SessionT]) -> SessionT | None:
         """The live session ``thread_id`` works for, or ``None``."""

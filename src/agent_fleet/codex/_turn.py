@@ -22,6 +22,7 @@ class AppServerTurn:
         "resume_after",
         "seen",
         "stream",
+        "sub_baseline",
         "timer",
         "turn_id",
         "watchdog",
@@ -48,6 +49,7 @@ class AppServerTurn:
         # turn goes on with a new codex turn telling the agent why (see _continue_declined).
         self.resume_after: str | None = None
         self.continuations = 0
+        self.sub_baseline: TokenUsage | None = None  # the sub-agents' token totals when the turn began
 
     def active(self) -> bool:
         """For the idle watchdog: anything since it last asked, a command / file change running

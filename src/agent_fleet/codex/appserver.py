@@ -5,6 +5,9 @@ Theory of operation
 ``start()`` (context entry) finds the binary, spawns ``codex app-server`` in its own process group,
 wires a JSON-RPC ``Connection`` over its stdio (routing by ``threadId``) and completes
 ``initialize`` -> ``initialized``. Any failure there is ``ProviderUnavailable`` with the stderr tail.
+The version codex reports in its ``userAgent`` is checked (``_codex_binary.check_codex_version``): an
+older binary than the supported minimum is refused; one that is not the pinned version works, with one
+``System(subtype="codex_version")`` notice (on ``notices()`` and in the first session's stream).
 
 ``spawn`` sends ``thread/start`` then the first ``turn/start``; ``resume`` sends ``thread/resume`` then
 ``turn/start``. Each thread gets a ``CodexHandle`` subscribed to its id.
@@ -28,15 +31,24 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from agent_fleet import __version__
-from agent_fleet._codex_binary import find_codex
+from agent_fleet._codex_binary import (
+    check_codex_version,
+    codex_version_async,
+    find_codex,
+    version_from_user_agent,
+)
 from agent_fleet._codex_toml import config_args
 from agent_fleet._process import ChildProcess
 from agent_fleet._provider.sessions import Sessions
-from agent_fleet.codex import _approvals
+from agent_fleet.codex import _approvals, _overload
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._account import LOGIN_COMPLETED, AccountMixin
+from agent_fleet.codex._child import Child, route, stderr_reason, workspace
+from agent_fleet.codex._late import LateUndo
 from agent_fleet.codex._notices import NoticeRouter
+from agent_fleet.codex._records import model_info, session_info
 from agent_fleet.codex._review import ReviewSession
-from agent_fleet.codex._subthreads import SubThreads
+from agent_fleet.codex._subthreads import SubThread, SubThreads
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
 from agent_fleet.codex.options import CodexOptions
@@ -57,7 +69,7 @@ from agent_fleet.errors import (
     RPCError,
     UsageError,
 )
-from agent_fleet.events import Error, Event, RateLimits, System, TokenUsage
+from agent_fleet.events import Event, RateLimits, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Request, StreamTransport
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy, Decision
@@ -71,67 +83,34 @@ logger = logging.getLogger("agent_fleet.codex")
 # same login profile. A user's own `config` wins.
 APP_SERVER_DEFAULTS: dict[str, Any] = {"features.shell_snapshot": False}
 
+#: Server requests of a sub-agent's thread answered as its session's own would be (approvals aside).
+_SESSION_REQUESTS = frozenset({_requests.TOOL_CALL, *_requests.INPUT_METHODS})
 _STDERR_TAIL_BYTES = 64 * 1024
+#: thread/start, thread/resume and thread/fork requests in flight at once (bench/spawn_overload.py).
+_THREAD_STARTS = 32
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
 
-def _route(method: str, params: Any) -> str | None:
-    # v2 messages carry threadId; the legacy approval requests carry conversationId.
-    if type(params) is dict:
-        key = params.get("threadId") or params.get("conversationId")
-        return key if type(key) is str else None
-    return None
-
-
-def _workspace(spec: Spec, options: CodexOptions) -> str:
-    """The approval bridge's containment root: the workspace we asked for, never a cwd codex reports."""
-    return os.path.realpath(os.path.expanduser(os.fspath(spec.cwd or options.cwd or os.getcwd())))
-
-
-def _stderr_reason(tail: str) -> str | None:
-    """codex's own reason for exiting at startup (e.g. a bad ``-c`` value): its ``Error: ...`` block.
-
-    codex prints it (then a backtrace) on stderr and exits 1 before answering ``initialize``;
-    stderr is the only place the reason exists, so it is shown as codex wrote it.
-    """
-    lines = tail.splitlines()
-    starts = [i for i, line in enumerate(lines) if line.startswith("Error: ")]
-    if not starts:
-        return None
-    block = []
-    for line in lines[starts[-1] :]:
-        if not line.strip() or line.startswith("Stack backtrace:"):
-            break
-        block.append(line.strip())
-    return " ".join(block)[len("Error: ") :][:500] or None
-
-
-class _Child:
-    """The running app-server process (with its stderr tail) and its connection."""
-
-    def __init__(self, proc: ChildProcess, conn: Connection) -> None:
-        self.proc = proc
-        self.conn = conn
-
-    def stderr_tail(self) -> str:
-        return self.proc.stderr_tail()
-
-
-class CodexProvider(Provider):
+class CodexProvider(AccountMixin, Provider):
     """The codex app-server provider. ``async with CodexProvider(options) as provider: ...``"""
 
     name = "codex"
 
     def __init__(self, options: CodexOptions | None = None) -> None:
         self.options = options or CodexOptions()
-        self._child: _Child | None = None
+        self._child: Child | None = None
         self._sessions: Sessions[CodexHandle] = Sessions(logger)
         self._start_lock = asyncio.Lock()
+        self._thread_starts = asyncio.Semaphore(_THREAD_STARTS)
         self._restarting: asyncio.Task[None] | None = None
         self._shutting_down = False
         self._closed = False
         self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
         self._subthreads = SubThreads()  # sub-agents' threads: their approvals are their session's
+        self._version_notice: System | None = None  # for the first session (once)
+        self._version_warned = False
+        self._logins: dict[str, asyncio.Future[dict[str, Any]]] = {}  # device-code logins by id
+        self._default_efforts: dict[str | None, str | None] = {}  # model -> its default effort
         self.crashes = 0
 
     # -- properties --------------------------------------------------------------------------------
@@ -162,6 +141,11 @@ class CodexProvider(Provider):
         return self._child.proc.pid if self._child is not None else None
 
     @property
+    def version(self) -> str | None:
+        """The version of the running codex app-server (None before ``start()``)."""
+        return self._child.version if self._child is not None else None
+
+    @property
     def connection(self) -> Connection:
         """The live JSON-RPC connection (for protocol calls agent-fleet does not wrap)."""
         return self._require_child().conn
@@ -176,7 +160,7 @@ class CodexProvider(Provider):
             if self._child is None:
                 self._child = await self._launch()
 
-    async def _launch(self) -> _Child:
+    async def _launch(self) -> Child:
         opts = self.options
         binary = find_codex(opts.codex_bin)
         argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
@@ -193,13 +177,14 @@ class CodexProvider(Provider):
         except OSError as exc:
             raise ProviderUnavailable(f"cannot start {binary}: {exc}", tried=[str(binary)]) from exc
         assert proc.stdout is not None and proc.stdin is not None
-        conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=_route, name="codex-app-server")
-        child = _Child(proc, conn)
+        conn = Connection(StreamTransport(proc.stdout, proc.stdin), route_key=route, name="codex-app-server")
+        conn.set_late_handler(LateUndo(conn, self._sessions.handles))  # undoes work for timed-out requests
+        child = Child(proc, conn)
         conn.set_fallback(on_notification=self._on_global_notification, on_request=self._on_global_request)
         conn.on_close(lambda cause: self._on_close(child, cause))
         conn.start()
         try:
-            await conn.request(
+            init = await conn.request(
                 "initialize",
                 {
                     "clientInfo": {"name": "agent-fleet", "title": "agent-fleet", "version": __version__},
@@ -216,7 +201,7 @@ class CodexProvider(Provider):
             tail = child.stderr_tail().strip()
             exit_code = proc.returncode
             detail = "timed out" if isinstance(exc, TimeoutError) else str(exc)
-            reason = _stderr_reason(tail)
+            reason = stderr_reason(tail)
             message = (
                 f"codex app-server failed to start: {reason}"
                 if reason
@@ -231,7 +216,26 @@ class CodexProvider(Provider):
                 # refused until someone changes something
                 retryable=isinstance(exc, TimeoutError) and not reason,
             ) from exc
+        await self._check_version(child, binary, init)
         return child
+
+    async def _check_version(self, child: Child, binary: os.PathLike[str], init: Any) -> None:
+        """Refuse a codex older than the supported minimum; note once one that is not the pinned one."""
+        version = version_from_user_agent(init.get("userAgent") if isinstance(init, dict) else None)
+        try:
+            if version is None:  # not in the userAgent (never seen from codex): ask the binary
+                version = await codex_version_async(binary)
+            warning = check_codex_version(version, binary=binary)
+        except ProviderUnavailable:
+            await self._kill(child)
+            raise
+        child.version = version
+        if warning is not None and not self._version_warned:
+            self._version_warned = True
+            logger.warning("%s", warning)
+            notice = System(subtype="codex_version", data={"version": version, "message": warning})
+            self._version_notice = notice
+            self._notices.post(notice)
 
     async def shutdown(self) -> None:
         """Stop every handle and end the child and its process group. Idempotent."""
@@ -254,14 +258,14 @@ class CodexProvider(Provider):
             await self._kill(child)
         await self._sessions.close()
 
-    async def _kill(self, child: _Child) -> None:
+    async def _kill(self, child: Child) -> None:
         await child.conn.close(ConnectionClosed("provider shut down"))
         # Closing stdin (above) asks codex to exit; then its whole tree gets TERM, then KILL.
         await child.proc.stop(stdin_grace=2.0)
 
     # -- crash handling ------------------------------------------------------------------------------
 
-    def _on_close(self, child: _Child, cause: BaseException | None) -> None:
+    def _on_close(self, child: Child, cause: BaseException | None) -> None:
         if self._shutting_down or child is not self._child:
             return
         self.crashes += 1
@@ -277,7 +281,7 @@ class CodexProvider(Provider):
         if self.options.restart_on_crash and not self._closed:
             self._restarting = self._spawn_task(self._restart(), "codex-restart")
 
-    async def _reap(self, child: _Child) -> None:
+    async def _reap(self, child: Child) -> None:
         with contextlib.suppress(AgentFleetError):
             await self._kill(child)
 
@@ -286,7 +290,7 @@ class CodexProvider(Provider):
             if self._child is None and not self._closed:
                 self._child = await self._launch()
 
-    async def _ready(self) -> _Child:
+    async def _ready(self) -> Child:
         if self._closed:
             raise UsageError("this CodexProvider was shut down")
         if self._restarting is not None and not self._restarting.done():
@@ -298,7 +302,13 @@ class CodexProvider(Provider):
             await self.start()
         return self._require_child()
 
-    def _require_child(self) -> _Child:
+    async def _connection(self) -> Connection:
+        return (await self._ready()).conn
+
+    def _live_handles(self) -> list[CodexHandle]:
+        return self._sessions.handles()
+
+    def _require_child(self) -> Child:
         if self._child is None:
             raise ConnectionClosed("codex app-server is not running")
         return self._child
@@ -315,9 +325,7 @@ class CodexProvider(Provider):
         plan = plan_spawn(spec, self.options.config)
         policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
         notices = spec_unsupported(plan.untranslated)
-        result = await child.conn.request_with_retry(
-            "thread/start", plan.thread_params, timeout=self.options.rpc_timeout
-        )
+        result = await self._start_thread(child, "thread/start", plan.thread_params)
         return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage())
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
@@ -332,20 +340,14 @@ class CodexProvider(Provider):
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)
         try:
-            result = await child.conn.request_with_retry(
-                "thread/resume", params, timeout=self.options.rpc_timeout
-            )
-        except RPCError as exc:
-            # codex refuses to resume an archived thread (a finished one a fleet let go of to free the
-            # app-server's memory). Unarchiving is the only way back; when it fails too the thread was
-            # not archived and the refusal stands.
+            result = await self._start_thread(child, "thread/resume", params)
+        except RPCError as exc:  # codex refuses to resume an archived thread (one a fleet let go of):
+            # unarchive it first; when that fails too, it was not archived and the refusal stands
             try:
                 await self.unarchive_session(session_id)
             except RPCError:
                 raise exc from None
-            result = await child.conn.request_with_retry(
-                "thread/resume", params, timeout=self.options.rpc_timeout
-            )
+            result = await self._start_thread(child, "thread/resume", params)
         return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
 
     async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
@@ -356,8 +358,15 @@ class CodexProvider(Provider):
         policy = ApprovalPolicy(spec.permission)
         params = {**plan.thread_params, "threadId": session_id}
         params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
-        result = await child.conn.request_with_retry("thread/fork", params, timeout=self.options.rpc_timeout)
+        result = await self._start_thread(child, "thread/fork", params)
         return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
+
+    async def _start_thread(self, child: Child, method: str, params: dict[str, Any]) -> Any:
+        """``thread/start`` / ``resume`` / ``fork``, at most ``_THREAD_STARTS`` in flight: codex starts
+        threads one after another, so with a thousand sent at once the last would wait out their
+        timeout in its queue; waiting here instead, each gets its whole ``rpc_timeout`` in codex."""
+        async with self._thread_starts:
+            return await _overload.request(child.conn, method, params, timeout=self.options.rpc_timeout)
 
     async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
         """Stored threads, newest first (``thread/list``, following pages up to ``limit``)."""
@@ -370,10 +379,10 @@ class CodexProvider(Provider):
                 params["limit"] = limit - len(out)
             if cursor:
                 params["cursor"] = cursor
-            page = await child.conn.request_with_retry(
-                "thread/list", params, timeout=self.options.rpc_timeout
+            page = await _overload.request(
+                child.conn, "thread/list", params, timeout=self.options.rpc_timeout
             )
-            out += [_session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
+            out += [session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
             cursor = page.get("nextCursor")
             if not cursor:
                 break
@@ -382,26 +391,33 @@ class CodexProvider(Provider):
     async def read_session(self, session_id: str) -> SessionInfo:
         """Thread ``session_id`` with its turns in ``raw["turns"]`` (``thread/read``)."""
         child = await self._ready()
-        result = await child.conn.request_with_retry(
-            "thread/read", {"threadId": session_id, "includeTurns": True}, timeout=self.options.rpc_timeout
+        result = await _overload.request(
+            child.conn,
+            "thread/read",
+            {"threadId": session_id, "includeTurns": True},
+            timeout=self.options.rpc_timeout,
         )
         thread = result.get("thread") if isinstance(result, dict) else None
         if not isinstance(thread, dict):
             raise RPCError(-32603, f"thread/read without a thread: {result!r}")
-        return _session_info(thread)
+        return session_info(thread)
 
     async def archive_session(self, session_id: str) -> None:
         """Archive thread ``session_id`` (``thread/archive``): codex unloads it and moves its rollout
         aside, so a finished session no longer holds app-server memory. ``resume()`` brings it back.
         Raises ``RPCError`` when codex has no such (unarchived) thread."""
         child = await self._ready()
-        await child.conn.request("thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout)
+        await _overload.request(
+            child.conn, "thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout
+        )
 
     async def unarchive_session(self, session_id: str) -> None:
         """Bring archived thread ``session_id`` back (``thread/unarchive``). Raises ``RPCError`` when
         it is not archived (``resume()`` unarchives by itself when it has to)."""
         conn = (await self._ready()).conn
-        await conn.request("thread/unarchive", {"threadId": session_id}, timeout=self.options.rpc_timeout)
+        await _overload.request(
+            conn, "thread/unarchive", {"threadId": session_id}, timeout=self.options.rpc_timeout
+        )
 
     @property
     def rate_limits(self) -> RateLimits | None:
@@ -416,7 +432,7 @@ class CodexProvider(Provider):
 
     async def _open(
         self,
-        child: _Child,
+        child: Child,
         result: Any,
         spec: Spec,
         turn_params: dict[str, Any] | None,
@@ -428,12 +444,13 @@ class CodexProvider(Provider):
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str):
             raise RPCError(-32603, f"thread response without a thread id: {result!r}")
-        cwd = _workspace(spec, self.options)
+        cwd = workspace(spec, self.options)
         # Containment: the workspace plus the writable roots this session declares to codex.
         roots = declared_writable_roots(spec.config, self.options.config)
         handle = CodexHandle(
             self, self._sessions, child.conn, thread_id, spec, policy, cwd, roots, baseline=baseline
         )
+        handle.thread_settings(result)
         self._sessions.add(handle)
         # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
         for event in self._notices.adopt(thread_id):
@@ -442,7 +459,11 @@ class CodexProvider(Provider):
         model = result.get("model")
         if isinstance(model, str) and model:
             provider = result.get("modelProvider")
-            handle.notice(System(subtype="session", data={"model": model, "model_provider": provider}))
+            data = {"model": model, "model_provider": provider, "codex_version": child.version}
+            handle.notice(System(subtype="session", data=data))
+        if self._version_notice is not None:  # once: the first session after start
+            handle.notice(self._version_notice)
+            self._version_notice = None
         for notice in notices:
             handle.notice(notice)
         if turn_params is None:
@@ -477,7 +498,19 @@ class CodexProvider(Provider):
 
     async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
         """Every model from ``model/list`` (following ``nextCursor`` pages) as ``ModelInfo``."""
-        return [_model_info(m) for m in await self._model_records(include_hidden)]
+        return [model_info(m) for m in await self._model_records(include_hidden)]
+
+    async def default_effort(self, model: str | None) -> str | None:
+        """The reasoning effort ``model`` uses when none is set (``model/list``; looked up once)."""
+        if model not in self._default_efforts:
+            records = await self._model_records(include_hidden=True)
+            for record in records:
+                effort = record.get("defaultReasoningEffort")
+                self._default_efforts[str(record.get("model") or record.get("id"))] = (
+                    effort if isinstance(effort, str) else None
+                )
+            self._default_efforts.setdefault(model, None)
+        return self._default_efforts[model]
 
     async def _model_records(self, include_hidden: bool) -> list[dict[str, Any]]:
         child = await self._ready()
@@ -487,7 +520,7 @@ class CodexProvider(Provider):
             params: dict[str, Any] = {"includeHidden": include_hidden}
             if cursor:
                 params["cursor"] = cursor
-            page = await child.conn.request_with_retry("model/list", params, timeout=self.options.rpc_timeout)
+            page = await _overload.request(child.conn, "model/list", params, timeout=self.options.rpc_timeout)
             models += [m for m in page.get("data") or [] if isinstance(m, dict)]
             cursor = page.get("nextCursor")
             if not cursor:
@@ -499,8 +532,23 @@ class CodexProvider(Provider):
         return self._sessions.spawn_task(coro, name)
 
     def _on_global_notification(self, msg: Notification) -> None:
-        self._subthreads.observe(msg.method, msg.params)  # sub-agents' turns and items
+        if msg.method == LOGIN_COMPLETED:
+            self._login_completed(msg.params)
+        seen = self._subthreads.observe(msg.method, msg.params)  # a sub-agent's, or no thread's
+        if seen is not None:
+            sub, events = seen
+            owner = self._owner(sub)
+            if owner is not None:  # a sub-agent's events go into its session's stream
+                owner.subagent_events(sub.thread_id, events)
+                return
         self._notices.route(msg.method, msg.params)
+
+    def _owner(self, sub: SubThread) -> CodexHandle | None:
+        """The open session ``sub`` works for (cached on it), or None."""
+        owner: CodexHandle | None = sub.owner
+        if owner is None or owner.closed:
+            owner = sub.owner = self._subthreads.owner(sub.thread_id, self._sessions.handles())
+        return owner
 
     async def _on_global_request(self, msg: Request) -> None:
         child = self._child
@@ -514,6 +562,9 @@ class CodexProvider(Provider):
         elif msg.method == _requests.CURRENT_TIME:
             with contextlib.suppress(AgentFleetError):
                 await child.conn.respond(msg.id, _requests.current_time_response())
+        elif msg.method in _SESSION_REQUESTS and (found := self._request_owner(msg)) is not None:
+            owner, sub = found  # a sub-agent's tool call or question: answered as its session's would be
+            await owner.on_subthread_request(msg, sub)
         else:
             with contextlib.suppress(AgentFleetError):
                 await child.conn.respond_error(
@@ -524,12 +575,12 @@ class CodexProvider(Provider):
         """An approval for a thread without a handle: a sub-agent's is judged by the session it works
         for; any other is declined (the refusal codex offers) and reported on ``notices()``. Never an
         RPC error: an approval left unanswered or errored is not judged."""
-        thread_id = _route(msg.method, msg.params)
-        if thread_id is not None:
-            owner = self._subthreads.owner(thread_id, self._sessions.handles())
-            if owner is not None:
-                await owner.on_subthread_approval(msg, self._subthreads.get(thread_id))
-                return
+        found = self._request_owner(msg)
+        if found is not None:
+            owner, sub = found
+            await owner.on_subthread_approval(msg, sub)
+            return
+        thread_id = route(msg.method, msg.params)
         reason = f"an approval for thread {thread_id!r}, which belongs to no session of this provider"
         decision = _approvals.settle(
             msg.method, msg.params, Decision(action="decline", rule="unknown-thread", reason=reason)
@@ -539,59 +590,11 @@ class CodexProvider(Provider):
         with contextlib.suppress(AgentFleetError):
             await conn.respond(msg.id, _approvals.to_wire(msg.method, msg.params, decision))
 
-    async def _refresh_auth(self, conn: Connection, msg: Request) -> None:
-        """``account/chatgptAuthTokens/refresh``: the ``auth_refresh_handler``'s tokens, else end
-        every live turn with ``auth_failed`` (nothing can run until someone logs in again) and tell
-        every idle session with its next turn (``System(auth_failed)``)."""
-        params = msg.params if isinstance(msg.params, dict) else {}
-        handler = self.options.auth_refresh_handler
-        problem = "no auth_refresh_handler is configured"
-        if handler is not None:
-            try:
-                tokens = await handler(params.get("previousAccountId"))
-                with contextlib.suppress(AgentFleetError):
-                    await conn.respond(msg.id, _requests.auth_tokens_response(tokens))
-                return
-            except Exception as exc:
-                problem = f"the auth_refresh_handler failed: {type(exc).__name__}: {exc}"
-        with contextlib.suppress(AgentFleetError):
-            await conn.respond_error(msg.id, -32603, f"cannot refresh ChatGPT tokens: {problem}")
-        message = (
-            f"codex's ChatGPT authentication must be refreshed ({problem}); "
-            "log in again (codex login) or give CodexOptions.auth_refresh_handler"
-        )
-        for handle in self._sessions.handles():
-            handle.auth_failed(
-                Error(code="auth_failed", message=message, data={"reason": params.get("reason")})
-            )
-
-
-def _model_info(record: dict[str, Any]) -> ModelInfo:
-    effort = record.get("defaultReasoningEffort")
-    return ModelInfo(
-        id=str(record.get("model") or record.get("id")),
-        name=str(record.get("displayName") or ""),
-        description=str(record.get("description") or ""),
-        default_effort=str(effort) if effort else None,
-        is_default=bool(record.get("isDefault")),
-        hidden=bool(record.get("hidden")),
-        raw=record,
-    )
-
-
-def _session_info(thread: dict[str, Any]) -> SessionInfo:
-    def _num(key: str) -> float | None:
-        value = thread.get(key)
-        return float(value) if isinstance(value, int | float) else None
-
-    cwd = thread.get("cwd")
-    return SessionInfo(
-        id=str(thread.get("id")),
-        preview=str(thread.get("preview") or ""),
-        cwd=cwd if isinstance(cwd, str) else None,
-        model=thread.get("model") if isinstance(thread.get("model"), str) else None,
-        created_at=_num("createdAt"),
-        updated_at=_num("updatedAt"),
-        forked_from=thread.get("forkedFromId") if isinstance(thread.get("forkedFromId"), str) else None,
-        raw=thread,
-    )
+    def _request_owner(self, msg: Request) -> tuple[CodexHandle, SubThread] | None:
+        """The session a request of a thread without a handle (a sub-agent's) belongs to."""
+        thread_id = route(msg.method, msg.params)
+        if thread_id is None:
+            return None
+        sub = self._subthreads.get(thread_id)
+        owner = self._owner(sub)
+        return (owner, sub) if owner is not None else None

@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from agent_fleet._codex_binary import codex_version_async, find_codex
+from agent_fleet._codex_binary import check_codex_version, codex_version_async, find_codex
 from agent_fleet._process import ChildProcess
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
@@ -53,7 +53,7 @@ from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventPars
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
-from agent_fleet.events import Error, ErrorCode, Event, Result, ToolResult, ToolUse, is_terminal
+from agent_fleet.events import Error, ErrorCode, Event, Result, System, ToolResult, ToolUse, is_terminal
 from agent_fleet.notices import spec_unsupported
 
 __all__ = ["CAPABILITIES", "CodexExecHandle", "CodexExecProvider"]
@@ -357,6 +357,11 @@ class CodexExecHandle(StreamedHandle[_ExecTurn]):
         """Always raises ``Unsupported``: a ``codex exec`` turn takes no input after its prompt."""
         raise Unsupported("codex exec cannot take input during a turn; use send() after it ends")
 
+    async def interrupt(self) -> None:
+        """Stop the running turn and keep the session: as ``stop()`` (each turn is a process of its own
+        and the thread lives in codex's record), so the next ``send()`` resumes the same thread."""
+        await self.stop()
+
     async def stop(self) -> None:
         """Kill the running turn's process group; its stream ends with ``Error(code="cancelled")``.
 
@@ -396,6 +401,7 @@ class CodexExecProvider(Provider):
         self.kill_grace = kill_grace
         self._binary: Path | None = None
         self._version: str | None = None
+        self._version_notice: System | None = None  # for the first turn (once)
         self._lock = asyncio.Lock()
         self._turns: set[_ExecTurn] = set()
         self._closed = False
@@ -410,14 +416,23 @@ class CodexExecProvider(Provider):
         return self._version
 
     async def start(self) -> None:
-        """Find the binary and check it runs (``codex --version``). Raises ``ProviderUnavailable``."""
+        """Find the binary and check it runs (``codex --version``) and is a supported version (see
+        ``_codex_binary.check_codex_version``; a version other than the pinned one is noted once, in
+        the first turn's stream). Raises ``ProviderUnavailable``."""
         await self._ensure_binary()
 
     async def _ensure_binary(self) -> Path:
         async with self._lock:
             if self._binary is None:
                 path = find_codex(self.options.codex_bin)
-                self._version = await codex_version_async(path)
+                version = await codex_version_async(path)
+                warning = check_codex_version(version, binary=path)  # below the minimum: refused
+                if warning is not None:
+                    logger.warning("%s", warning)
+                    self._version_notice = System(
+                        subtype="codex_version", data={"version": version, "message": warning}
+                    )
+                self._version = version
                 self._binary = path
             return self._binary
 
@@ -488,6 +503,9 @@ class CodexExecProvider(Provider):
             tempdir=tempdir,
             bound=self.options.event_buffer,
         )
+        if self._version_notice is not None:
+            turn.stream.push(self._version_notice)
+            self._version_notice = None
         await turn.start()
         if not turn.done.is_set():
             self._turns.add(turn)

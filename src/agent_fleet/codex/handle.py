@@ -29,8 +29,9 @@ mapper) continues with a new codex turn telling the agent what was declined
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,14 +40,17 @@ from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES
 from agent_fleet._provider.watchdog import IdleWatchdog
+from agent_fleet.codex import _overload
 from agent_fleet.codex._handle_requests import ServerRequests
 from agent_fleet.codex._stdin import StdinHistory
+from agent_fleet.codex._subagents import SubAgents
 from agent_fleet.codex._turn import AppServerTurn
-from agent_fleet.codex.mapping import TurnMapper, token_usage
+from agent_fleet.codex._turn_settings import SessionSettings, TurnSettings
+from agent_fleet.codex.mapping import TurnMapper, goal_event, token_usage
 from agent_fleet.codex.translate import turn_input
-from agent_fleet.contract import Spec, check_text
+from agent_fleet.contract import Sandbox, Spec, check_text
 from agent_fleet.errors import AgentFleetError, UsageError
-from agent_fleet.events import Error, Event, Result, System, TokenUsage
+from agent_fleet.events import Error, Event, Goal, Result, System, TokenUsage
 from agent_fleet.jsonrpc import Connection, Notification, Subscription
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.tools import by_name
@@ -63,7 +67,7 @@ _CONTROL_TIMEOUT = 5.0  # interrupt / unsubscribe during stop: never let a dead 
 _MAX_CONTINUATIONS = 20  # refusals carried as "cancel" in one turn before the turn is left cancelled
 
 
-class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
+class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
     """A live codex thread. Created by ``CodexProvider.spawn`` / ``resume``; see ``Handle``."""
 
     _provider: CodexProvider
@@ -98,9 +102,11 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         self._baseline = baseline
         self._backlog = Backlog()
         self.spawned: set[str] = set()  # sub-agent threads of this session (their approvals are ours)
+        self._sub_usage: dict[str, TokenUsage] = {}  # each sub-agent's latest token totals
         self._idle = TurnMapper(thread_id, spawned=self.spawned)
         self._tools = by_name(spec.tools)
         self._stdin = StdinHistory()
+        self._settings = TurnSettings(SessionSettings(workspace=cwd, writable_roots=writable_roots))
         self._sub: Subscription = connection.subscribe(
             thread_id, on_notification=self._on_notification, on_request=self._on_request
         )
@@ -120,11 +126,52 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         turn = self._turn
         return turn_id in self._old_turn_ids or (turn is not None and turn.turn_id == turn_id)
 
-    async def _follow_up(
-        self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
+    async def send(
+        self,
+        prompt: str,
+        *,
+        images: Sequence[str | Path] = (),
+        output_schema: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_summary: str | None = None,
+        sandbox: Sandbox | None = None,
+        approval_policy: str | None = None,
+        cwd: str | Path | None = None,
     ) -> None:
-        extra = {"outputSchema": dict(output_schema)} if output_schema is not None else None
-        await self.start_turn(turn_input(prompt, images), extra, structured=True if output_schema else None)
+        """Start a follow-up turn; the keyword settings apply to this turn only (the next turn is back
+        to the session's own), checked against the session's walls (``codex._turn_settings``): a
+        sandbox never wider than the session's, an approval policy (``never`` < ``on-request`` <
+        ``untrusted``) never asking less, a cwd inside the workspace. ``reasoning_summary``: ``auto``,
+        ``concise``, ``detailed`` or ``none``. Raises ``UsageError`` (nothing sent) for one that would
+        pass a wall, while a turn runs or after ``stop()``."""
+        if self.running:
+            raise UsageError("send(): the current turn is still running; wait for it or stop() first")
+        check_text(prompt)
+        if self._settings.needs_default_effort(reasoning_effort):  # to restore: the model's default
+            self._settings.with_effort(await self._provider.default_effort(self._settings.session.model))
+        overrides = self._settings.params(
+            model=model,
+            reasoning_effort=reasoning_effort,
+            reasoning_summary=reasoning_summary,
+            sandbox=sandbox,
+            approval_policy=approval_policy,
+            cwd=cwd,
+        )
+        await self._follow_up(prompt, images=tuple(images), output_schema=output_schema, extra=overrides)
+
+    async def _follow_up(
+        self,
+        prompt: str,
+        *,
+        images: tuple[str | Path, ...],
+        output_schema: Mapping[str, Any] | None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        params = dict(extra or {})
+        if output_schema is not None:
+            params["outputSchema"] = dict(output_schema)
+        await self.start_turn(turn_input(prompt, images), params, structured=True if output_schema else None)
 
     async def fork(self) -> CodexHandle:
         """A new thread with a copy of this one's history (``thread/fork``); no turn runs until
@@ -132,6 +179,41 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         if self.running:
             raise UsageError("fork(): wait for the current turn to end first")
         return await self._provider.fork(self._thread_id, self._spec)
+
+    async def rename(self, name: str) -> None:
+        """Name the thread (``thread/name/set``): its title in ``list_sessions()`` and ``read_session``."""
+        check_text(name, "the name")
+        if not name.strip():
+            raise UsageError("rename(): the name is empty")
+        await self._call("thread/name/set", {"threadId": self._thread_id, "name": name})
+
+    async def set_goal(self, objective: str, *, token_budget: int | None = None) -> Goal:
+        """Set the thread's goal (``thread/goal/set``, active); returns it as codex recorded it. Its
+        changes come as ``Goal`` events."""
+        check_text(objective, "the goal")
+        if not objective.strip():
+            raise UsageError("set_goal(): the objective is empty")
+        if token_budget is not None and (isinstance(token_budget, bool) or token_budget < 1):
+            raise UsageError(f"set_goal(): token_budget must be a whole number >= 1, not {token_budget!r}")
+        params: dict[str, Any] = {
+            "threadId": self._thread_id,
+            "objective": objective,
+            "status": "active",
+            "origin": "user",
+        }
+        if token_budget is not None:
+            params["tokenBudget"] = token_budget
+        result = await self._call("thread/goal/set", params)
+        return goal_event(result.get("goal") if isinstance(result, dict) else None)
+
+    async def clear_goal(self) -> None:
+        """Clear the thread's goal (``thread/goal/clear``)."""
+        await self._call("thread/goal/clear", {"threadId": self._thread_id, "origin": "user"})
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        if self._closed:
+            raise UsageError("this session is stopped; use provider.resume() to continue it")
+        return await _overload.request(self._conn, method, params, timeout=self._provider.options.rpc_timeout)
 
     async def compact(self) -> None:
         """Compact the thread's history (``thread/compact/start``) as a turn of its own: read it with
@@ -148,11 +230,28 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         if turn.turn_id is None:
             raise UsageError("inject(): the turn has not started yet")
         check_text(text, "the injected text")
-        await self._conn.request(
+        await _overload.request(
+            self._conn,
             "turn/steer",
             {"threadId": self._thread_id, "expectedTurnId": turn.turn_id, "input": turn_input(text)},
             timeout=self._provider.options.rpc_timeout,
         )
+
+    async def interrupt(self) -> None:
+        """Stop the running turn and keep the session: the stream ends with ``Error(code="cancelled")``
+        at once, codex is asked to interrupt the turn (``turn/interrupt``, awaited), and the next
+        ``send()`` continues the same thread with its history. A no-op when no turn is running."""
+        turn = self._turn
+        if self._closed or turn is None:
+            return
+        error = Error(code="cancelled", message="interrupted by the caller", data={"turn_id": turn.turn_id})
+        if self._finish(turn, error) and turn.turn_id is not None:
+            turn.interrupt = self._host.spawn_task(
+                self._control("turn/interrupt", {"threadId": self._thread_id, "turnId": turn.turn_id}),
+                f"interrupt:{self._thread_id}",
+            )
+        if turn.interrupt is not None:
+            await asyncio.wait([turn.interrupt])
 
     async def stop(self) -> None:
         """Interrupt the running turn, end the commands it left running, unsubscribe, end the stream
@@ -210,12 +309,15 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
             baseline=self._baseline,
             spawned=self.spawned,
         )
+        turn.sub_baseline = self.subagents_total()
         self._turn = turn
         for event in self._backlog.drain():  # what arrived between turns comes first
             turn.stream.push(event)
         try:
-            # Not retried: a duplicate turn/start would run the prompt twice.
-            result = await self._conn.request(method, params, timeout=self._provider.options.rpc_timeout)
+            # Retried only when codex refused it unprocessed (overloaded): a duplicate would run twice.
+            result = await _overload.request(
+                self._conn, method, params, timeout=self._provider.options.rpc_timeout
+            )
         except AgentFleetError as exc:
             self._finish(turn, Error(code="turn_failed", message=f"{method} failed: {exc}"))
             raise
@@ -230,6 +332,19 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
             turn.watchdog = IdleWatchdog(
                 self._spec.idle_timeout, lambda: self._on_idle(turn), busy=turn.active
             )
+
+    def thread_settings(self, result: Any) -> None:
+        """What the thread runs with, from codex's thread/start (resume, fork) response: the session's
+        walls and values for ``send()``'s per-turn settings."""
+        summary = self._spec.config.get("model_reasoning_summary")
+        self._settings = TurnSettings(
+            SessionSettings.from_response(
+                result,
+                workspace=self._cwd,
+                writable_roots=self._roots,
+                summary=summary if isinstance(summary, str) else None,
+            )
+        )
 
     def crashed(self, message: str, data: dict[str, Any]) -> None:
         """The app-server died: end the live turn with ``app_server_crashed`` and close. Sync, idempotent.
@@ -263,7 +378,7 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
 
     async def _control(self, method: str, params: dict[str, Any]) -> None:
         try:
-            await self._conn.request(method, params, timeout=_CONTROL_TIMEOUT)
+            await _overload.request(self._conn, method, params, timeout=_CONTROL_TIMEOUT)
         except AgentFleetError as exc:  # the turn is already ended for the caller; best effort only
             logger.debug("%s for thread %s failed: %s", method, self._thread_id, exc)
 
@@ -363,9 +478,13 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         stream = turn.stream
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
+                if self._sub_usage and type(event) is Result:  # the sub-agents' tokens count too
+                    event = dataclasses.replace(event, usage=self.combined_usage(event.usage, turn))
                 if not self._continue_declined(turn, event):
                     self._finish(turn, event)  # type: ignore[arg-type]
             else:
+                if self._sub_usage and type(event) is TokenUsage:
+                    event = self.combined_usage(event, turn)  # type: ignore[assignment]
                 stream.push(event)
 
     def _emit(self, event: Event) -> None:
@@ -400,8 +519,8 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests):
         )
         params = {"threadId": self._thread_id, "input": turn_input(text)}
         try:
-            result = await self._conn.request(
-                "turn/start", params, timeout=self._provider.options.rpc_timeout
+            result = await _overload.request(
+                self._conn, "turn/start", params, timeout=self._provider.options.rpc_timeout
             )
         except AgentFleetError as exc:
             self._finish(turn, Error(code="turn_failed", message=f"turn/start after a refusal failed: {exc}"))

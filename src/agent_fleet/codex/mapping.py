@@ -15,13 +15,15 @@ from typing import Any, Final
 
 from agent_fleet._provider.fastnew import positional_new
 from agent_fleet._provider.prompt import parse_structured
+from agent_fleet.codex._errors import error_code_for, http_status
+from agent_fleet.codex._shapes import change_drift
 from agent_fleet.events import (
     AssistantMessage,
     Compaction,
     Diff,
     Error,
-    ErrorCode,
     Event,
+    Goal,
     ImageView,
     McpServerStatus,
     Plan,
@@ -47,6 +49,8 @@ __all__ = [
     "OPT_OUT_NOTIFICATIONS",
     "TurnMapper",
     "error_code_for",
+    "goal_event",
+    "http_status",
     "notice_events",
     "rate_limits",
 ]
@@ -69,7 +73,7 @@ IGNORED: Final[frozenset[str]] = frozenset(
         "thread/status/changed",
         "serverRequest/resolved",
         "thread/started",
-        "thread/compacted",  # deprecated duplicate of the contextCompaction item
+        "thread/compacted",  # deprecated duplicate of the contextCompaction item (0.163 sends none)
         *OPT_OUT_NOTIFICATIONS,
     }
 )
@@ -101,100 +105,6 @@ NOTICE_METHODS: Final[frozenset[str]] = frozenset(
 _WARNINGS: Final = frozenset({"warning", "configWarning", "deprecationNotice", "guardianWarning"})
 _DELTA: Final = "item/agentMessage/delta"
 _new_text_delta = positional_new(TextDelta)
-# codexErrorInfo (string variants) -> (code, retryable). Anything else codex adds later: turn_failed.
-_INFO_CODES: Final[dict[str, tuple[ErrorCode, bool]]] = {
-    "unauthorized": ("auth_failed", False),
-    "rateLimitExceeded": ("rate_limited", True),
-    "serverOverloaded": ("server_error", True),
-    "internalServerError": ("server_error", True),
-    "contextWindowExceeded": ("context_window_exceeded", False),
-    "usageLimitExceeded": ("usage_limit_exceeded", False),
-    "sessionBudgetExceeded": ("usage_limit_exceeded", False),
-    "badRequest": ("bad_request", False),
-}
-# The API's own ``error.code`` in an HTTP error body codex forwards without classifying it.
-_API_CODES: Final[dict[str, ErrorCode]] = {
-    "context_length_exceeded": "context_window_exceeded",
-    "insufficient_quota": "usage_limit_exceeded",
-    "model_not_found": "model_not_found",
-    "rate_limit_exceeded": "rate_limited",
-}
-
-
-def _api_error_body(message: Any) -> dict[str, Any] | None:
-    """The API's ``{"error": {...}}`` body when codex forwarded it verbatim as the message.
-
-    codex reports an HTTP 400 as ``codexErrorInfo: "other"`` with the response body as the message;
-    that body is the only structured record of what the API said, so it is parsed (as JSON, never
-    matched as text).
-    """
-    if not isinstance(message, str) or not message.startswith("{"):
-        return None
-    try:
-        body = json.loads(message)
-    except ValueError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    return error if isinstance(error, dict) else None
-
-
-# codexErrorInfo object variants that say the model API could not be reached or its stream broke
-# (codex 0.163's TurnError schema); each carries the HTTP status when there was one.
-_CONNECTION_KINDS: Final = frozenset(
-    {
-        "httpConnectionFailed",
-        "responseStreamConnectionFailed",
-        "responseStreamDisconnected",
-        "responseTooManyFailedAttempts",
-    }
-)
-
-
-def _for_status(status: Any, *, connection: bool) -> tuple[ErrorCode, bool]:
-    if status in (401, 403):
-        return "auth_failed", False
-    if status == 404:
-        return "model_not_found", False
-    if status == 429:
-        return "rate_limited", True
-    if isinstance(status, int) and status >= 500:
-        return "server_error", True
-    if isinstance(status, int) and 400 <= status < 500:
-        return "bad_request", False
-    if connection:  # no status: the API could not be reached, or its stream dropped before completing
-        return "connection_failed", True
-    # A kind this version does not know, without a status to go by: running the turn again is not known
-    # to help (e.g. ``activeTurnNotSteerable``), so it is not retried (fail safe).
-    return "turn_failed", False
-
-
-def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
-    """Classify a codex ``TurnError`` by its structured fields: (code, retryable).
-
-    ``codexErrorInfo`` decides: a string variant by its name, an object variant by the HTTP status it
-    carries, else by its kind (a connection or stream failure is retryable; a kind this version does
-    not know is not: fail safe); for ``"other"`` (codex's catch-all, which covers both a refused
-    request and a dropped stream) the API error body codex forwards as the message decides: present
-    means the API refused the request (HTTP 4xx, never retryable), absent means a transport or
-    stream failure (retryable).
-    """
-    error = error or {}
-    info = error.get("codexErrorInfo")
-    if isinstance(info, str):
-        if info in _INFO_CODES:
-            return _INFO_CODES[info]
-        if info == "other":
-            body = _api_error_body(error.get("message"))
-            if body is None:
-                return "connection_failed", True
-            code = _API_CODES.get(str(body.get("code")), "bad_request")
-            return code, code == "rate_limited"
-        return "turn_failed", False
-    if isinstance(info, dict) and info:
-        kind, detail = next(iter(info.items()))
-        status = detail.get("httpStatusCode") if isinstance(detail, dict) else None
-        return _for_status(status, connection=kind in _CONNECTION_KINDS)
-    return "turn_failed", False
 
 
 def _usage(breakdown: dict[str, Any]) -> TokenUsage:
@@ -276,9 +186,27 @@ def notice_events(method: str, params: dict[str, Any]) -> list[Event] | None:
     return None
 
 
+def goal_event(goal: Any) -> Goal:
+    """A ``Goal`` from codex's ``ThreadGoal`` record."""
+    g = goal if isinstance(goal, dict) else {}
+
+    def _int(key: str) -> int | None:
+        value = g.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    objective, status = g.get("objective"), g.get("status")
+    return Goal(
+        objective=objective if isinstance(objective, str) else None,
+        status=status if isinstance(status, str) else None,
+        token_budget=_int("tokenBudget"),
+        tokens_used=_int("tokensUsed"),
+        time_used_seconds=_int("timeUsedSeconds"),
+    )
+
+
 def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
-    for change in item.get("changes") or []:
+    for index, change in enumerate(item.get("changes") or []):
         if isinstance(change, dict):
             kind = change.get("kind")
             entry = {
@@ -288,6 +216,9 @@ def _changes(item: dict[str, Any]) -> list[dict[str, Any]]:
             }
             if isinstance(kind, dict) and kind.get("move_path"):  # a rename: where the file goes
                 entry["move_path"] = kind["move_path"]
+            drift = change_drift(change, f"changes[{index}]")
+            if drift is not None:  # a field this version does not know: its approval is declined
+                entry["unknown_field"] = drift
             out.append(entry)
     return out
 
@@ -369,6 +300,10 @@ class TurnMapper:
                 return [Diff(diff=diff if isinstance(diff, str) else "", turn_id=p.get("turnId"))]
             case "model/rerouted":
                 return [System(subtype="model_rerouted", data=p)]
+            case "thread/goal/updated":
+                return [goal_event(p.get("goal"))]
+            case "thread/goal/cleared":
+                return [Goal(cleared=True)]
             case "item/mcpToolCall/progress":
                 return [ToolProgress(id=p["itemId"], message=str(p.get("message") or ""))]
             case _ if method in IGNORED:
@@ -545,12 +480,11 @@ class TurnMapper:
         message = error.get("message") or f"turn ended with status {status!r}"
         if error.get("additionalDetails"):
             message += f" ({error['additionalDetails']})"
-        return Error(
-            code=code,
-            message=message,
-            retryable=retryable,
-            data={"turn_id": self.turn_id, "codex_error_info": error.get("codexErrorInfo")},
-        )
+        data = {"turn_id": self.turn_id, "codex_error_info": error.get("codexErrorInfo")}
+        status = http_status(error)
+        if status is not None:
+            data["http_status"] = status
+        return Error(code=code, message=message, retryable=retryable, data=data)
 
 
 def _collab(item: dict[str, Any]) -> SubAgent:

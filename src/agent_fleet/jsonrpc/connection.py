@@ -5,7 +5,10 @@ Theory of operation
 A single reader task pulls bytes from the ``Transport``, feeds the core and dispatches every decoded
 message *synchronously* before reading again:
 
-* ``Response`` / ``ErrorResponse`` resolve the future of the matching ``request()`` call;
+* ``Response`` / ``ErrorResponse`` resolve the future of the matching ``request()`` call; one to a
+  request that was sent but whose caller stopped waiting (a timeout under overload, a cancellation) is
+  *late*: the peer did the work, so it goes to ``on_late_response`` (with the request's method and
+  params) for whoever must undo it, instead of being reported as a protocol error;
 * ``Notification`` / ``Request`` are routed: ``route_key(method, params)`` picks a subscription, else the
   fallback. Each subscription (and the fallback) owns a FIFO queue drained by one worker task, so a slow
   handler delays only its own key, never the reader or another key. Routing decisions are taken when a
@@ -39,6 +42,7 @@ from agent_fleet.errors import (
     TransportError,
     UsageError,
 )
+from agent_fleet.jsonrpc._late import LateAnswers, LateResponseHandler
 from agent_fleet.jsonrpc._routing import DispatchWorker, Subscription
 from agent_fleet.jsonrpc._transport import StreamTransport, Transport
 from agent_fleet.jsonrpc.core import (
@@ -53,6 +57,7 @@ from agent_fleet.jsonrpc.core import (
 
 __all__ = [
     "Connection",
+    "LateResponseHandler",
     "NotificationHandler",
     "RequestHandler",
     "RouteKey",
@@ -120,6 +125,7 @@ class Connection:
         retry_delays: Sequence[float] = (1.0, 2.0, 4.0),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         on_protocol_error: Callable[[ProtocolError], object] | None = None,
+        on_late_response: LateResponseHandler | None = None,
         name: str = "jsonrpc",
     ) -> None:
         self._transport = transport
@@ -129,6 +135,7 @@ class Connection:
         self._sleep = sleep
         self._on_protocol_error = on_protocol_error
         self.name = name
+        self._late = LateAnswers(self._core, name, on_late_response)
 
         self._waiters: dict[int | str, asyncio.Future[Any]] = {}
         self._inbound: set[int | str] = set()  # ids of peer requests not yet answered
@@ -221,8 +228,9 @@ class Connection:
         ``timeout`` (seconds, None = wait forever) covers writing and waiting. Raises ``RPCError`` for an
         error response, ``RequestTimeout`` on timeout, ``ConnectionClosed`` if the connection is or gets
         closed first, ``TransportError`` if the write fails, ``RemoteProtocolError`` for a malformed reply,
-        ``UsageError`` before ``start()``. On timeout, cancellation or any failure the id is forgotten, so
-        nothing leaks and a late response is reported as ``unknown_response_id``.
+        ``UsageError`` before ``start()``. On timeout, cancellation or any failure nothing leaks: the id of
+        a request never written is forgotten; one written may still be answered (the peer was only
+        slow), and that late answer goes to ``on_late_response`` (see the module docstring).
         """
         if self._reader_task is None:
             raise UsageError(f"{self.name}: call start() before request()")
@@ -230,21 +238,38 @@ class Connection:
         rid, data = self._core.encode_request(method, params)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters[rid] = fut
+        self._late.sent(rid, params)
+        written: list[bool] = []
+        answered = False
         try:
             if timeout is None:
-                await self._send(data)
+                await self._send(data, written)
                 self.requests_sent[method] += 1
-                return await fut
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._send(data)
-                    self.requests_sent[method] += 1
-                    return await fut
-            except TimeoutError:
-                raise RequestTimeout(method, timeout) from None
+                result = await fut
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._send(data, written)
+                        self.requests_sent[method] += 1
+                        result = await fut
+                except TimeoutError:
+                    if not fut.done() or fut.cancelled():
+                        raise RequestTimeout(method, timeout) from None
+                    # The answer came as the time ran out (the timer fired before we resumed): it is
+                    # the answer, not a timeout. Under overload this made done work look failed.
+                    result = fut.result()
+            answered = True
+            return result
         finally:
             if self._waiters.pop(rid, None) is not None:
-                self._core.forget(rid)
+                if written and not self._closed:
+                    self._late.expire(rid, params)
+                else:
+                    self._core.forget(rid)
+            elif not answered and fut.done() and not fut.cancelled() and fut.exception() is None:
+                # Answered, but our caller is gone (cancelled): the peer did the work all the same.
+                self._late_answer(Response(rid, fut.result(), method))
+            self._late.done(rid)
             if fut.done() and not fut.cancelled():
                 fut.exception()  # close() may have failed it while we were still sending: mark it seen
 
@@ -308,10 +333,12 @@ class Connection:
             self._inbound.discard(id)
         await self._send(self._core.encode_error(id, code, message, data))
 
-    async def _send(self, data: bytes) -> None:
+    async def _send(self, data: bytes, written: list[bool] | None = None) -> None:
         self._raise_if_closed()
         async with self._write_lock:
             self._raise_if_closed()
+            if written is not None:
+                written.append(True)  # from here on the peer may get it, even if we are cancelled
             try:
                 await self._transport.send(data)
             except TransportError:
@@ -371,6 +398,10 @@ class Connection:
         """Handle messages with no routing key or no subscriber (replaces the previous fallback)."""
         self._fallback = (on_notification, on_request)
 
+    def set_late_handler(self, handler: LateResponseHandler | None) -> None:
+        """Handle the late answers of requests whose caller stopped waiting (replaces the previous)."""
+        self._late.handler = handler
+
     def _unsubscribe(self, sub: Subscription) -> None:
         if self._subs.get(sub.key) is sub:
             del self._subs[sub.key]
@@ -428,6 +459,8 @@ class Connection:
                 fut = self._waiters.pop(msg.id, None)
                 if fut is not None and not fut.done():
                     fut.set_result(msg.result)
+                else:  # (a waiter already cancelled: its caller is gone, the answer is late all the same)
+                    self._late_answer(msg)
             elif type(msg) is Request:
                 self._inbound.add(msg.id)
                 self._route_request(msg)
@@ -480,6 +513,13 @@ class Connection:
         fut = self._waiters.pop(msg.id, None)
         if fut is not None and not fut.done():
             fut.set_exception(RPCError(msg.code, msg.message, msg.data, method=msg.method))
+        else:
+            self._late_answer(msg)
+
+    def _late_answer(self, msg: Response | ErrorResponse) -> None:
+        result = self._late.answer(msg)
+        if inspect.isawaitable(result):
+            self._spawn(_await(result), f"{self.name}:on_late_response")
 
     def _on_bad_input(self, msg: ProtocolError) -> None:
         logger.warning(
@@ -521,6 +561,7 @@ class Connection:
                 fut.set_exception(self._closed_error(f"connection closed before the response to {method}"))
         self._waiters.clear()
         self._core.fail_all()
+        self._late.clear()
         self._inbound.clear()
         for sub in self._subs.values():
             sub._closed = True

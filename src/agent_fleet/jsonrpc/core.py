@@ -5,7 +5,8 @@ Theory of operation
 ``JsonRpcCore`` owns three pieces of state and nothing else:
 
 * the partial-line buffer (bytes after the last newline seen by ``feed``);
-* the pending table ``id -> method`` of requests *we* sent and still expect an answer to;
+* the pending table ``id -> method`` of requests *we* sent and still expect an answer to (and, bounded,
+  the ids of requests sent whose caller stopped waiting: their answer comes *late*, ``expire``);
 * the next request id.
 
 ``feed(data)`` splits the buffer on ``b"\\n"`` and classifies every complete line into one of the
@@ -45,6 +46,8 @@ __all__ = [
 
 _PREVIEW_BYTES: Final = 256
 _INTERNAL_ERROR: Final = -32603
+#: Requests whose caller stopped waiting (``expire``) still recognised when their answer comes late.
+LATE_LIMIT: Final = 4096
 
 
 class Request(msgspec.Struct, frozen=True):
@@ -149,6 +152,7 @@ class JsonRpcCore:
         "_buf",
         "_discarding",
         "_emit_version",
+        "_late",
         "_max_line_bytes",
         "_next_id",
         "_pending",
@@ -165,6 +169,7 @@ class JsonRpcCore:
         self._next_id = 1
         self._pending: dict[int, str] = {}
         self._pending_view = MappingProxyType(self._pending)
+        self._late: dict[int, str] = {}  # id -> method, oldest first, at most LATE_LIMIT
 
     # -- incoming ---------------------------------------------------------------------------------
 
@@ -307,7 +312,10 @@ class JsonRpcCore:
 
     def _pop_pending(self, rid: object) -> str | None:
         # We only allocate int ids, so a string id (even "1") can never name one of our requests.
-        return self._pending.pop(rid, None) if type(rid) is int else None
+        if type(rid) is not int:
+            return None
+        method = self._pending.pop(rid, None)
+        return method if method is not None or not self._late else self._late.pop(rid, None)
 
     def _invalid(self, wire: _Wire, line: bytes, detail: str) -> ProtocolError:
         rid = wire.id
@@ -386,11 +394,28 @@ class JsonRpcCore:
         return self._pending_view
 
     def forget(self, id: int) -> None:
-        """Stop expecting a response to ``id`` (e.g. after a timeout); a late one is then unknown."""
+        """Stop expecting a response to ``id`` (a request never sent); one that comes is then unknown."""
         self._pending.pop(id, None)
+
+    def expire(self, id: int) -> None:
+        """Stop waiting for the response to ``id`` (sent; its caller timed out or was cancelled) but
+        still recognise it if it comes late: it is then decoded as a ``Response`` / ``ErrorResponse``
+        with its method, not an ``unknown_response_id`` (the peer did the work: someone may have to
+        undo it). The last ``LATE_LIMIT`` such ids are kept."""
+        method = self._pending.pop(id, None)
+        if method is None:
+            return
+        self._late[id] = method
+        if len(self._late) > LATE_LIMIT:
+            del self._late[next(iter(self._late))]
+
+    def is_late(self, id: int | str) -> bool:
+        """True while ``id`` was expired and its response has not come."""
+        return id in self._late
 
     def fail_all(self) -> list[int]:
         """Clear the pending table and return the ids that were in it (in send order)."""
         ids = list(self._pending)
         self._pending.clear()
+        self._late.clear()
         return ids

@@ -3,11 +3,13 @@ back from a summary record (``entry_from_summary``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_fleet._provider.fastnew import positional_new
 from agent_fleet.events import TokenUsage
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._summary import build_summary, task_record
@@ -99,13 +101,28 @@ def entries_from_summary(summary: Mapping[str, Any]) -> tuple[BatchEntry, ...]:
     entries = [entry_from_summary(t) for t in summary.get("tasks") or []]
     not_started = summary.get("not_started") or {}
     reason = str(not_started.get("reason") or "not started")
+    # Tens of thousands at a stop: built without the frozen __init__ (3x cheaper, see _fastnew).
+    result_rest, entry_rest = _RESULT_DEFAULTS, _ENTRY_DEFAULTS
     entries += [
-        BatchEntry(
-            result=TaskResult(task_id=str(task_id), status="cancelled", reason=reason), state="queued", runs=0
-        )
+        _new_entry(_new_result(str(task_id), "cancelled", reason, *result_rest), *entry_rest)
         for task_id in not_started.get("task_ids") or []
     ]
     return tuple(entries)
+
+
+def _defaults(cls: type[Any], after: int, **given: Any) -> tuple[Any, ...]:
+    """The defaults of ``cls``'s fields after the first ``after``, in order (``given`` replaces some)."""
+    out = []
+    for f in dataclasses.fields(cls)[after:]:
+        factory: Any = f.default_factory
+        out.append(given.get(f.name, f.default if f.default is not dataclasses.MISSING else factory()))
+    return tuple(out)
+
+
+_new_result = positional_new(TaskResult)
+_new_entry = positional_new(BatchEntry)
+_RESULT_DEFAULTS = _defaults(TaskResult, 3)
+_ENTRY_DEFAULTS = _defaults(BatchEntry, 1, state="queued", runs=0)
 
 
 def entry_from_summary(t: Mapping[str, Any]) -> BatchEntry:

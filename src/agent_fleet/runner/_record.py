@@ -110,6 +110,8 @@ class TaskRecorder:
                         "status": None,
                         "output_tail": "",
                     }
+                    if event.agent is not None:  # a sub-agent's command
+                        command["agent"] = event.agent
                     self.commands.append(command)
                 self.timeline.append(span)
                 self._open_tools[event.id] = (span, command)

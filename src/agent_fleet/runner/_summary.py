@@ -188,6 +188,7 @@ def _task(record: Mapping[str, Any], base: float | None, prices: PriceTable | No
                 else None
             ),
             "output_tail": c.get("output_tail") or "",
+            **({"agent": c["agent"]} if c.get("agent") else {}),
         }
         for c in record.get("commands") or []
     ]

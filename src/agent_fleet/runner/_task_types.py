@@ -13,6 +13,7 @@ from typing import Any, Literal
 from agent_fleet.contract import Spec
 from agent_fleet.errors import UsageError
 from agent_fleet.events import TokenUsage
+from agent_fleet.runner._outage import DEFAULT_MODEL_TIMEOUT
 from agent_fleet.runner.gate import GateConfig, GateResult
 from agent_fleet.runner.review import ReviewResult
 from agent_fleet.runner.transcript import Redactor
@@ -51,6 +52,9 @@ class Task:
     backoff in seconds (doubling, capped at ``retry_max_delay``). When the provider says how long to
     wait (a rate limit's reset), the wait is that long, up to ``retry_hint_max_delay`` seconds, and a
     retry whose wait would end past ``timeout`` is not started (see ``runner._retry``).
+    ``model_timeout`` ends a turn with no model progress for that many seconds (a provider's
+    reconnecting notices do not count; a running command does not either) with a retryable
+    ``connection_failed`` error naming the cause (see ``runner._outage``); None or 0: off.
     """
 
     spec: Spec
@@ -63,6 +67,7 @@ class Task:
     retry_delay: float = 5.0
     retry_max_delay: float = 120.0
     retry_hint_max_delay: float = 900.0
+    model_timeout: float | None = DEFAULT_MODEL_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.max_followups < 0:
@@ -73,6 +78,8 @@ class Task:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise UsageError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
+        if self.model_timeout is not None and not (0 <= self.model_timeout < math.inf):
+            raise UsageError(f"model_timeout must be >= 0 seconds (0: off), not {self.model_timeout!r}")
         if self.timeout is not None and not (0 < self.timeout < math.inf):  # nan fails `<= 0` too
             raise UsageError(f"the task timeout must be a finite number of seconds > 0, not {self.timeout!r}")
         if not self.id:

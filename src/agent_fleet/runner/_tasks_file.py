@@ -17,6 +17,7 @@ Keys (only ``id`` and ``prompt`` are required; every other key overrides the bat
     review        true / false, "P0".."P3" (the threshold), or {"threshold": "P1", "model": "..."}
     timeout       seconds for the whole task (> 0)
     idle_timeout  seconds without an event before a turn is given up (0 = off)
+    model_timeout seconds without model progress before a turn is ended and retried (0 = off)
     max_followups follow-up turns after a failed gate or blocking review (>= 0)
     answers       canned answers for the agent's questions (``Spec.answers``; question id, header or
                   text -> a string or a list of strings), over the batch's own
@@ -77,6 +78,7 @@ KEYS = frozenset(
         "review",
         "timeout",
         "idle_timeout",
+        "model_timeout",
         "max_followups",
         "answers",
     }
@@ -106,6 +108,7 @@ class BatchTask:
     review: ReviewConfig | bool | None = None
     timeout: float | None = None
     idle_timeout: float | None = None
+    model_timeout: float | None = None
     max_followups: int | None = None
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     line: int = 0
@@ -312,6 +315,7 @@ def parse_task(obj: Any, *, line: int, base_dir: Path, where: str) -> BatchTask:
         review=_review(obj, where),
         timeout=_seconds(obj, "timeout", where, zero_ok=False),
         idle_timeout=_seconds(obj, "idle_timeout", where, zero_ok=True),
+        model_timeout=_seconds(obj, "model_timeout", where, zero_ok=True),
         max_followups=max_followups,
         answers=_answers(obj, where),
         line=line,
@@ -368,7 +372,7 @@ def entry_object(task: BatchTask) -> dict[str, Any]:
         obj = {"id": task.id, "prompt": task.prompt}
         for name in (
             "gate_cmd", "gate_timeout", "require_commit", "model", "effort", "sandbox", "provider", "timeout",
-            "idle_timeout", "max_followups",
+            "idle_timeout", "model_timeout", "max_followups",
         ):  # fmt: skip
             if (value := getattr(task, name)) is not None:
                 obj[name] = value
@@ -431,6 +435,7 @@ def build_task(t: BatchTask, template: Task, cwd: Path) -> Task:
         gate=gate,
         review=review,
         timeout=t.timeout if t.timeout is not None else template.timeout,
+        model_timeout=(t.model_timeout or None) if t.model_timeout is not None else template.model_timeout,
         max_followups=t.max_followups if t.max_followups is not None else template.max_followups,
     )
     if t.idle_timeout is not None:

@@ -48,7 +48,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,9 +58,11 @@ from agent_fleet.errors import StorageError, UsageError
 from agent_fleet.events import System
 from agent_fleet.runner import _git, _worktrees
 from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
+from agent_fleet.runner._batch_providers import Providers as _Providers
 from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entries_from_summary
 from agent_fleet.runner._ledger_views import REPORT_FILE, ledger_size, write_records
 from agent_fleet.runner._otel import BatchTelemetry
+from agent_fleet.runner._outage import DEFAULT_OUTAGE_TIMEOUT, ModelOutage
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._tasks_file import (
     BatchTask,
@@ -74,7 +76,6 @@ from agent_fleet.runner._tasks_file import (
 from agent_fleet.runner._types import EventSink, TaskEvent
 from agent_fleet.runner._watch import Watch, planned_model
 from agent_fleet.runner.ledger import Ledger, LedgerRow, holds_batch
-from agent_fleet.runner.providers import check_provider, make_provider, provider_entry
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
 
@@ -95,7 +96,6 @@ __all__ = [
 ]
 
 BRANCH_PREFIX = "agent-fleet/"
-_PROVIDER_SHUTDOWN_LIMIT = 10.0  # seconds; a provider that does not stop by then is left to its own kill
 
 
 @dataclass(slots=True)
@@ -107,6 +107,7 @@ class _State:
     pids: set[int] = field(default_factory=set)
     locks: dict[Path, asyncio.Lock] = field(default_factory=dict)
     raw_deltas: bool = False
+    outage: ModelOutage | None = None
 
     def lock(self, repo: Path) -> asyncio.Lock:
         return self.locks.setdefault(repo, asyncio.Lock())
@@ -115,43 +116,6 @@ class _State:
         """Stop the batch, resumable (the first reason is the one reported)."""
         self.stopped = self.stopped or why
         self.stop.set()
-
-
-class _Providers:
-    """The batch's providers by name: the default one and any a task's ``provider`` asks for."""
-
-    def __init__(self, given: Provider | None, default_name: str, options: Any) -> None:
-        self.default_name = given.name if given is not None else default_name
-        self.options = options
-        self.given = given
-        self.running: dict[str, Provider] = {}
-
-    async def start(self, names: set[str]) -> None:
-        for name in sorted(names):
-            if self.given is not None and name == self.default_name:
-                await self.given.start()
-                self.running[name] = self.given
-                continue
-            options = options_for(name, self.options)
-            check_provider(name, options)
-            provider = make_provider(name, options)
-            self.running[name] = provider
-            await provider.start()
-
-    def get(self, name: str | None) -> Provider:
-        return self.running[name or self.default_name]
-
-    async def shutdown(self) -> None:
-        for provider in self.running.values():
-            if provider is not self.given:
-                with contextlib.suppress(Exception, TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(provider.shutdown()), _PROVIDER_SHUTDOWN_LIMIT)
-
-
-def options_for(name: str, options: Any) -> Any:
-    """``options`` when they are provider ``name``'s options type, else None (its defaults): a task that
-    asks for another provider than the batch's gets that provider's defaults."""
-    return options if isinstance(options, provider_entry(name).options_type) else None
 
 
 async def run_batch(
@@ -177,6 +141,7 @@ async def run_batch(
     meta: Mapping[str, Any] | None = None,
     prices: PriceTable | None = None,
     raw_deltas: bool = False,
+    outage_timeout: float | None = DEFAULT_OUTAGE_TIMEOUT,
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
 
@@ -187,7 +152,9 @@ async def run_batch(
     not hold a batch already, unless ``resume`` (then ``tasks`` is None: the batch's own are run);
     ``meta`` is kept in the new ledger (the CLI keeps its settings there). ``tasks`` may be any
     iterable (a generator reading a file): it is read once, in chunks, and nothing is kept per queued
-    task.
+    task. When every running task lost the model (``Task.model_timeout``), the batch pauses until it
+    answers again, and stops (resumable) once it stayed unreachable for ``outage_timeout`` seconds
+    (None: never; see ``runner._outage``).
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
     ``repo_url``, ``push``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be
@@ -279,6 +246,11 @@ async def run_batch(
     watch = Watch(
         BatchTelemetry(provider=providers.default_name, jobs=jobs, tasks=ledger_size(ledger)), on_event
     )
+    state.outage = ModelOutage(
+        limit=outage_timeout,
+        notify=watch,
+        on_give_up=state.halt,
+    )
 
     def complete(entry: BatchEntry, t: BatchTask) -> BatchEntry:
         done = watch.complete(entry, t, planned, t.provider or providers.default_name)
@@ -299,6 +271,8 @@ async def run_batch(
 
         async def worker() -> None:
             for row in pending:
+                if state.outage is not None and state.outage.paused:
+                    await _unless_stopped(state.outage.open(), state.stop)  # the model is unreachable
                 if state.stop.is_set():
                     return
                 try:
@@ -362,6 +336,13 @@ async def run_batch(
         result = _result(state, time.monotonic() - started, out, started_at, prices)
         watch.telemetry.end(result.to_dict())
     return result
+
+
+async def _unless_stopped(wait: Coroutine[Any, Any, None], stop: asyncio.Event) -> None:
+    waiting = [asyncio.ensure_future(wait), asyncio.ensure_future(stop.wait())]
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    for task in waiting:
+        task.cancel()
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
@@ -557,6 +538,7 @@ async def _run_one(
                     on_event=sink,
                     transcript=writer,
                     stop=state.stop,
+                    outage=state.outage,
                     resume_session=resume_session,
                     start_head=base_head,
                 )

@@ -1,9 +1,10 @@
 """``diagnose``: is this machine ready to run codex tasks? Each check says what is wrong and what to do.
 
-Checks, in order: the codex binary (path and version); the credential source codex will use (its name
-and where it is, never its value; not needed when the config overrides choose a ``model_provider``);
-codex's sandbox (``codex sandbox -- true`` runs, and a write outside the workspace is refused); the
-app-server handshake (spawn + ``initialize``, timed).
+Checks, in order: the codex binary (path, and its version against the supported range); the
+credential source codex will use (its name and where it is, never its value; not needed when the
+config overrides choose a ``model_provider``); codex's sandbox (``codex sandbox -- true`` runs, and a
+write outside the workspace is refused); the app-server handshake (spawn + ``initialize``, timed); the
+account codex reports (``agent-fleet login`` stores one).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_fleet._codex_binary import MINIMUM_CODEX_VERSION, PINNED_CODEX_VERSION, check_codex_version
 from agent_fleet.codex import CodexOptions, CodexProvider, codex_version_async, credential_sources, find_codex
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable
 from agent_fleet.runner.providers import uses_custom_model_provider
@@ -92,6 +94,47 @@ async def _sandbox(binary: Path, options: CodexOptions) -> Check:
     )
 
 
+def _version_check(binary: Path, version: str) -> Check:
+    """The codex binary and its version against the supported range."""
+    try:
+        warning = check_codex_version(version)
+    except ProviderUnavailable:
+        return Check(
+            name="codex",
+            ok=False,
+            detail=f"{binary} is codex {version}, older than the oldest supported, {MINIMUM_CODEX_VERSION}",
+            hint=f"install agent-fleet's bundled codex ({PINNED_CODEX_VERSION}) "
+            "or point CODEX_BIN at a newer one",
+        )
+    tested = f"; not the tested {PINNED_CODEX_VERSION}, supported from {MINIMUM_CODEX_VERSION}"
+    note = tested if warning else ""
+    return Check(name="codex", ok=True, detail=f"{binary} (version {version}{note})")
+
+
+async def _account_check(provider: CodexProvider, options: CodexOptions) -> Check:
+    """The account codex reports (``account/read``): a ChatGPT login, an API key, or none (then the
+    credentials check above says what to do; this one only reports)."""
+    try:
+        account = await provider.account()
+    except AgentFleetError as exc:
+        return Check(
+            name="account", ok=False, detail=f"codex did not say: {exc}", hint="see the app-server check"
+        )
+    if account.kind is not None:
+        return Check(name="account", ok=True, detail=account.describe())
+    if uses_custom_model_provider(options.config) or not account.requires_openai_auth:
+        return Check(name="account", ok=True, detail="none (not needed by the configured model provider)")
+    env = options.child_env()
+    if env.get("OPENAI_API_KEY") or env.get("CODEX_API_KEY"):
+        return Check(name="account", ok=True, detail="none stored; the API key in the environment is used")
+    return Check(
+        name="account",
+        ok=True,
+        detail="none stored (log in: agent-fleet login, or printenv OPENAI_API_KEY | agent-fleet login "
+        "--api-key)",
+    )
+
+
 def _home_check(options: CodexOptions) -> Check | None:
     home = options.child_env().get("CODEX_HOME")
     if home and not Path(home).expanduser().is_dir():
@@ -108,10 +151,10 @@ async def diagnose(options: CodexOptions | None = None) -> list[Check]:
     """Run every check; never raises for what it finds."""
     opts = options or CodexOptions()
     checks: list[Check] = []
+    binary: Path | None = None
     try:
-        binary = find_codex(opts.codex_bin)
-        version = await codex_version_async(binary)
-        checks.append(Check(name="codex", ok=True, detail=f"{binary} (version {version})"))
+        found = find_codex(opts.codex_bin)
+        version = await codex_version_async(found)
     except ProviderUnavailable as exc:
         checks.append(
             Check(
@@ -121,7 +164,10 @@ async def diagnose(options: CodexOptions | None = None) -> list[Check]:
                 hint="reinstall agent-fleet (it bundles codex: pip install agent-fleet) or set CODEX_BIN",
             )
         )
-        binary = None
+    else:
+        checks.append(_version_check(found, version))
+        if checks[-1].ok:
+            binary = found
 
     home = _home_check(opts)
     if home is not None:
@@ -149,10 +195,10 @@ async def diagnose(options: CodexOptions | None = None) -> list[Check]:
 
     if binary is None:
         checks.append(
-            Check(name="sandbox", ok=False, detail="skipped: no codex binary", hint="fix codex first")
+            Check(name="sandbox", ok=False, detail="skipped: no usable codex", hint="fix codex first")
         )
         checks.append(
-            Check(name="app-server", ok=False, detail="skipped: no codex binary", hint="fix codex first")
+            Check(name="app-server", ok=False, detail="skipped: no usable codex", hint="fix codex first")
         )
         return checks
 
@@ -164,6 +210,7 @@ async def diagnose(options: CodexOptions | None = None) -> list[Check]:
         await provider.start()
         elapsed = time.monotonic() - started
         checks.append(Check(name="app-server", ok=True, detail=f"handshake in {elapsed * 1000:.0f} ms"))
+        checks.append(await _account_check(provider, opts))
     except AgentFleetError as exc:
         detail = str(getattr(exc, "message", exc))
         reason = _error_line(getattr(exc, "stderr_tail", "") or "")

@@ -62,9 +62,10 @@ from agent_fleet.events import Error, Result, TextDelta
 from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
-from agent_fleet.runner._pace import pause_before_turn
+from agent_fleet.runner._outage import ModelOutage, ProgressWatch
 from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
-from agent_fleet.runner._retry import retry_backoff, retry_hint, should_retry
+from agent_fleet.runner._retry import should_retry
+from agent_fleet.runner._task_retry import TaskRetries
 from agent_fleet.runner._task_types import ReviewConfig, Task, TaskResult, TaskStatus
 from agent_fleet.runner._types import EventSink, Source, TaskEvent, notice
 from agent_fleet.runner.gate import GateConfig, GateResult, run_gate
@@ -85,8 +86,6 @@ from agent_fleet.runner.review import (
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
-
-_RELEASE_TIMEOUT = 10.0  # seconds for archiving a finished session (best effort)
 
 # One TaskEvent per streamed event: built without the frozen __init__ (see _fastnew).
 _new_task_event = positional_new(TaskEvent)
@@ -126,12 +125,14 @@ async def run_task(
     stop: asyncio.Event | None = None,
     resume_session: str | None = None,
     start_head: str | None = None,
+    outage: ModelOutage | None = None,
 ) -> TaskResult:
     """Run ``task`` to a ``TaskResult`` (see the module docstring).
 
     ``resume_session``: continue that interrupted session instead (see ``runner._resume.open_session``).
     ``start_head``: the commit the task's work is measured from (``require_commit``, the review, the
     diff) when it continues an earlier run: HEAD when the task first started. Default: HEAD now.
+    ``outage``: the batch's ``ModelOutage`` the task reports to (see ``runner._outage``).
 
     With ``provider`` (started or not) the session runs on it and it is left running; otherwise a
     provider called ``provider_name`` is made from ``options`` (the registry entry's options type, e.g.
@@ -153,6 +154,7 @@ async def run_task(
     run = _TaskRun(task, provider, name, options, on_event, writer)
     run.resume_session = resume_session
     run.base_head = start_head
+    run.outage = outage
     try:
         return await run.run(stop)
     finally:
@@ -160,7 +162,7 @@ async def run_task(
             writer.close()
 
 
-class _TaskRun:
+class _TaskRun(TaskRetries):
     def __init__(
         self,
         task: Task,
@@ -195,6 +197,9 @@ class _TaskRun:
         self.base_head: str | None = None  # an earlier run's start (a resumed task's work began there)
         self.deadline: float | None = None  # monotonic: when the task's timeout expires
         self.core: asyncio.Task[None] | None = None
+        self.outage: ModelOutage | None = None
+        self.stopped_for_outage = False  # the silent turn's session was stopped: the retry resumes it
+        self._ending: set[asyncio.Task[bool]] = set()
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -244,6 +249,8 @@ class _TaskRun:
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
         )
+        if self.outage is not None:
+            self.outage.enter(self.task.id)
         core = self.core = asyncio.get_running_loop().create_task(self._core(), name=f"task:{self.task.id}")
         stopper = asyncio.get_running_loop().create_task(stop.wait()) if stop is not None else None
         try:
@@ -271,6 +278,8 @@ class _TaskRun:
         finally:
             if stopper is not None:
                 stopper.cancel()
+            if self.outage is not None:
+                self.outage.leave(self.task.id)
         return self._finished(started)
 
     def _finished(self, started: float) -> TaskResult:
@@ -362,14 +371,6 @@ class _TaskRun:
             case _:
                 self.finish("failed", message, code=error.code)
 
-    async def _pace(self, provider: Provider) -> None:
-        """Wait before a turn while the provider says a rate limit is near (see ``runner._pace``)."""
-        wait = pause_before_turn(provider.rate_limits, time.time())
-        if wait > 0:
-            limits = provider.rate_limits
-            self.note("rate_limited", used=limits.used_percent if limits else None, wait=round(wait, 3))
-            await asyncio.sleep(wait)
-
     async def _session(self, provider: Provider, review_provider: Provider | None) -> None:
         await self._pace(provider)
         handle, self.resume_session = await open_session(
@@ -385,6 +386,9 @@ class _TaskRun:
             while True:
                 terminal = await self._turn(handle)
                 if isinstance(terminal, Error):
+                    if await self._outage_retry(terminal):  # the batch waits the model out: not counted
+                        handle = await self._retry(provider, handle, terminal, prompt, 0, 0.0, None)
+                        continue
                     if not should_retry(terminal, attempt, self.task.retries, session_id=self.session_id):
                         self._turn_error(terminal, "the turn")
                         return
@@ -418,75 +422,37 @@ class _TaskRun:
             if self.error_code != "app_server_crashed":
                 await self._release(provider, self.session_id)
 
-    async def _release(self, provider: Provider, session_id: str | None) -> None:
-        """Let go of a finished session on a shared provider (``Provider.archive_session``), so a
-        long-lived provider (a batch's app-server, a Ray node's, the daemon's) holds memory for its
-        live sessions only; ``provider.resume`` brings an archived session back. Not when the task is
-        stopped (a stop stays quick, and the session is resumed next). Best effort: a provider that
-        cannot archive, or a failure, changes nothing."""
-        if provider is not self.provider or session_id is None or self.status == "cancelled":
-            return
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(provider.archive_session(session_id), _RELEASE_TIMEOUT)
-
-    def _retry_delay(self, provider: Provider, error: Error, attempt: int) -> tuple[float, float | None]:
-        """Seconds to wait before retry ``attempt``, and the provider's hint (see ``runner._retry``)."""
-        task = self.task
-        hint = retry_hint(error, provider.rate_limits, time.time())
-        delay = retry_backoff(
-            attempt,
-            base=task.retry_delay,
-            cap=task.retry_max_delay,
-            hint=hint,
-            hint_cap=task.retry_hint_max_delay,
-        )
-        return delay, hint
-
-    async def _retry(
-        self,
-        provider: Provider,
-        handle: Handle,
-        error: Error,
-        prompt: str,
-        attempt: int,
-        delay: float,
-        hint: float | None,
-    ) -> Handle:
-        """Wait ``delay``, then run ``prompt`` again; returns the handle the retry runs on."""
-        self.note(
-            "retry",
-            attempt=attempt,
-            max_attempts=self.task.retries,
-            delay=round(delay, 3),
-            code=error.code,
-            message=error.message,
-            **({"hint": round(hint, 3)} if hint is not None else {}),
-        )
-        await asyncio.sleep(delay)
-        if error.code == "app_server_crashed":
-            assert self.session_id is not None
-            with contextlib.suppress(Exception):
-                await handle.stop()
-            return await provider.resume(self.session_id, replace(self.task.spec, prompt=prompt))
-        await handle.send(prompt)
-        return handle
-
     async def _turn(self, handle: Handle) -> Result | Error:
         task_id, writer, on_event, clock = self.task.id, self.writer, self.on_event, time.time
-        async for event in handle.events():
-            if type(event) is TextDelta:  # most events of a turn: straight to the sinks (emit's work)
-                task_event = _new_task_event(task_id, "agent", event, clock())
-                try:
-                    if writer is not None:
-                        writer.write(task_event)
-                    if on_event is not None:
-                        on_event(task_event)
-                except StorageError as exc:
-                    self.storage_failed(exc)
-                continue
-            self.event("agent", event)
-            if isinstance(event, Result | Error):
-                return event
+        outage = self.outage
+        watch = ProgressWatch(
+            self.task.model_timeout,
+            lambda: self._end_silent_turn(handle),
+            (lambda: outage.progress(task_id)) if outage is not None else None,
+        )
+        dog = watch.dog
+        try:
+            async for event in handle.events():
+                if type(event) is TextDelta:  # most events of a turn: straight to the sinks (emit's work)
+                    if dog is not None:
+                        dog.seen = True
+                    task_event = _new_task_event(task_id, "agent", event, clock())
+                    try:
+                        if writer is not None:
+                            writer.write(task_event)
+                        if on_event is not None:
+                            on_event(task_event)
+                    except StorageError as exc:
+                        self.storage_failed(exc)
+                    continue
+                watch.feed(event)
+                if isinstance(event, Result | Error):
+                    event = watch.outcome(event)
+                    self.event("agent", event)
+                    return event
+                self.event("agent", event)
+        finally:
+            watch.cancel()
         return Error(code="protocol_error", message="the event stream ended without a terminal event")
 
     async def _check(self, review_provider: Provider | None) -> str | None:

@@ -44,6 +44,8 @@ def event_record(task_event: TaskEvent, redactor: Redactor | None = None) -> dic
         "type": type(event).__name__,
     }
     fields = dataclasses.asdict(event)
+    if "agent" in fields and fields["agent"] is None:  # the session's own event: no sub-agent to name
+        del fields["agent"]
     if redactor is not None:  # the event's fields only: ts, task_id, source and type are the runner's
         fields = redactor.value(fields)
     for key, value in fields.items():

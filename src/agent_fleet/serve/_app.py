@@ -15,22 +15,23 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from agent_fleet import __version__
 from agent_fleet._event_json import spec_from_json
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable, Unsupported, UsageError
-from agent_fleet.runner import Redactor, provider_entry
+from agent_fleet.runner import PROVIDER_NAMES, Redactor, provider_entry
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
-from agent_fleet.serve._dashboard import login_page, render_dashboard
-from agent_fleet.serve._guard import COOKIE, Guard, token_matches
+from agent_fleet.serve._dashboard import login_page, page, render_dashboard
+from agent_fleet.serve._guard import COOKIE, BodyTooLarge, Guard, Hosts, token_matches
 from agent_fleet.serve._openapi import OPENAPI
 from agent_fleet.serve._sessions import NotFound, Sessions
 
@@ -39,6 +40,8 @@ logger = logging.getLogger(__name__)
 Endpoint = Callable[[Request], Awaitable[Response]]
 _ALL_TASKS = 1 << 30
 _DASHBOARD_TASKS = 50  # tasks listed per batch on the page (the counts cover every task)
+_DASHBOARD_SESSIONS = 50  # the most recent sessions on the page (GET /v1/sessions pages through all)
+_DASHBOARD_BATCHES = 20
 
 
 # str.isdigit() takes "²" (int() then fails inside the stream) and SQLite integers stop at 2**63:
@@ -46,10 +49,42 @@ _DASHBOARD_TASKS = 50  # tasks listed per batch on the page (the counts cover ev
 _EVENT_ID = re.compile(r"[0-9]{1,15}")
 
 
+_LIMIT = re.compile(r"[1-9][0-9]{0,2}|1000")
+_NO_BODY: Final[dict[str, Any]] = {}  # what an empty body reads as (checked by identity)
+_FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
+
+
+def _known(query: Any, names: tuple[str, ...]) -> None:
+    """``UsageError`` for a query parameter the route does not take (a typo is not silently ignored)."""
+    unknown = set(query.keys()) - set(names)
+    if unknown:
+        raise UsageError(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
+
+
+def _flag(query: Any, name: str) -> bool:
+    raw = query.get(name)
+    if raw is None:
+        return False
+    if raw not in _FLAGS:
+        raise UsageError(f"{name} must be 1, 0, true or false, not {raw!r}")
+    return _FLAGS[raw]
+
+
 def _event_id(raw: str) -> int:
     if not _EVENT_ID.fullmatch(raw):
         raise UsageError("Last-Event-ID (or ?after) must be a non-negative integer of at most 15 digits")
     return int(raw)
+
+
+def _route(path: str, **handlers: Endpoint) -> Route:
+    """One route per path, whatever its methods: a method it does not take is a 405 whose ``Allow``
+    names every method it does (with one route per method, Starlette named only the first's)."""
+
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return Route(path, dispatch, methods=list(handlers))
 
 
 def _errors(fn: Endpoint, redactor: Redactor) -> Endpoint:
@@ -63,6 +98,8 @@ def _errors(fn: Endpoint, redactor: Redactor) -> Endpoint:
     async def wrapped(request: Request) -> Response:
         try:
             return await fn(request)
+        except BodyTooLarge as exc:
+            return err(413, "too_large", str(exc))
         except NotFound as exc:
             return err(404, "not_found", f"no such id: {exc.args[0] if exc.args else ''}")
         except PermissionError as exc:
@@ -94,6 +131,7 @@ class App:
         redactor: Redactor | None = None,
         max_body: int = 1 << 20,
         secure_cookie: bool = False,
+        hosts: Hosts | None = None,
     ) -> None:
         self.sessions = sessions
         self._token = token
@@ -103,29 +141,28 @@ class App:
         self.batches = batches
         self.provider = provider
         self.max_body = max_body
+        g = self._guarded
         routes = [
-            Route("/healthz", self.healthz),
-            Route("/login", self.login, methods=["GET", "POST"]),
-            Route("/", self._guarded(self.dashboard)),
-            Route("/v1/openapi.json", self.openapi),
-            Route("/v1/info", self.info),
-            Route("/v1/sessions", self._guarded(self.list_sessions), methods=["GET"]),
-            Route("/v1/sessions", self._guarded(self.create_session), methods=["POST"]),
-            Route("/v1/sessions/{sid}", self._guarded(self.get_session)),
-            Route("/v1/sessions/{sid}/events", self._guarded(self.events)),
-            Route("/v1/sessions/{sid}/turns", self._guarded(self.turn), methods=["POST"]),
-            Route("/v1/sessions/{sid}/inject", self._guarded(self.inject), methods=["POST"]),
-            Route("/v1/sessions/{sid}/stop", self._guarded(self.stop), methods=["POST"]),
-            Route("/v1/approvals", self._guarded(self.list_approvals)),
-            Route("/v1/approvals/{aid}", self._guarded(self.decide), methods=["POST"]),
-            Route("/v1/batches", self._guarded(self.list_batches), methods=["GET"]),
-            Route("/v1/batches", self._guarded(self.create_batch), methods=["POST"]),
-            Route("/v1/batches/{bid}", self._guarded(self.get_batch)),
-            Route("/v1/batches/{bid}/report", self._guarded(self.batch_report)),
-            Route("/v1/batches/{bid}/resume", self._guarded(self.resume_batch), methods=["POST"]),
+            _route("/healthz", GET=self.healthz),
+            _route("/login", GET=g(self.login), POST=g(self.login)),
+            _route("/", GET=g(self.dashboard)),
+            _route("/v1/openapi.json", GET=self.openapi),
+            _route("/v1/info", GET=self.info),
+            _route("/v1/sessions", GET=g(self.list_sessions), POST=g(self.create_session)),
+            _route("/v1/sessions/{sid}", GET=g(self.get_session)),
+            _route("/v1/sessions/{sid}/events", GET=g(self.events)),
+            _route("/v1/sessions/{sid}/turns", POST=g(self.turn)),
+            _route("/v1/sessions/{sid}/inject", POST=g(self.inject)),
+            _route("/v1/sessions/{sid}/stop", POST=g(self.stop)),
+            _route("/v1/approvals", GET=g(self.list_approvals)),
+            _route("/v1/approvals/{aid}", POST=g(self.decide)),
+            _route("/v1/batches", GET=g(self.list_batches), POST=g(self.create_batch)),
+            _route("/v1/batches/{bid}", GET=g(self.get_batch)),
+            _route("/v1/batches/{bid}/report", GET=g(self.batch_report)),
+            _route("/v1/batches/{bid}/resume", POST=g(self.resume_batch)),
         ]
         self.starlette = Starlette(routes=routes)
-        self.asgi = Guard(self.starlette, token=token, max_body=max_body)
+        self.asgi = Guard(self.starlette, token=token, max_body=max_body, hosts=hosts)
 
     def _guarded(self, fn: Endpoint) -> Endpoint:
         return _errors(fn, self.redactor)
@@ -135,17 +172,31 @@ class App:
         async for chunk in request.stream():
             body += chunk
             if len(body) > self.max_body:
-                raise UsageError(f"request body over {self.max_body} bytes")
+                raise BodyTooLarge(f"request body over {self.max_body} bytes")
         if not body:
-            return {}
+            return _NO_BODY
         try:
             return json.loads(body)
         except ValueError as exc:
             raise UsageError(f"the body is not JSON: {exc}") from exc
 
-    async def _field(self, request: Request, name: str) -> str:
+    async def _object(
+        self, request: Request, keys: tuple[str, ...], *, optional: bool = False
+    ) -> dict[str, Any]:
+        """The body as a JSON object with only ``keys`` (an empty body: ``{}`` when ``optional``)."""
         data = await self._json(request)
-        value = data.get(name) if isinstance(data, dict) else None
+        if data is _NO_BODY and optional:
+            return {}
+        if not isinstance(data, dict):
+            raise UsageError(f"the body must be a JSON object (keys: {', '.join(keys)})")
+        unknown = set(data) - set(keys)
+        if unknown:
+            raise UsageError(f"unknown key(s) in the body: {', '.join(sorted(map(str, unknown)))}")
+        return data
+
+    @staticmethod
+    def _text(data: dict[str, Any], name: str) -> str:
+        value = data.get(name)
         if not isinstance(value, str) or not value.strip():
             raise UsageError(f"the body must be a JSON object with a non-empty string {name!r}")
         return value
@@ -157,12 +208,15 @@ class App:
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
-            return HTMLResponse(login_page())
-        form = await request.form(max_files=0, max_fields=2)
+            return page(login_page(), kind="login")
+        try:
+            form = await request.form(max_files=0, max_fields=2)
+        except HTTPException as exc:  # too many fields, a multipart body: the form is one token
+            raise UsageError(f"the sign-in form takes one field, token ({exc.detail})") from None
         token = form.get("token")
         if not isinstance(token, str) or not token_matches(token, self._token):
             # Checked here, not only on later requests: a cookie is never set from a wrong value.
-            return HTMLResponse(login_page(error="wrong token"), status_code=401)
+            return page(login_page(error="wrong token"), status_code=401, kind="login")
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
             COOKIE, token.strip(), httponly=True, samesite="strict", secure=self.secure_cookie
@@ -186,37 +240,49 @@ class App:
     # -- sessions --------------------------------------------------------------------------------------
 
     async def create_session(self, request: Request) -> Response:
+        query = request.query_params
+        _known(query, ("provider", "resume"))
+        provider = query.get("provider", self.provider)
+        if provider not in PROVIDER_NAMES:
+            raise UsageError(f"provider must be one of {', '.join(PROVIDER_NAMES)}, not {provider!r}")
+        resume = query.get("resume") or None
         spec = spec_from_json(await self._json(request))
-        provider = request.query_params.get("provider", self.provider)
-        resume = request.query_params.get("resume") or None
         session, cursor = await self.sessions.create(spec, provider, resume=resume)
         return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
 
     async def list_sessions(self, request: Request) -> Response:
-        return JSONResponse({"sessions": self.sessions.rows()})
+        query = request.query_params
+        _known(query, ("limit", "before", "state"))
+        raw_limit = query.get("limit", "100")
+        if not _LIMIT.fullmatch(raw_limit):
+            raise UsageError("limit must be a whole number from 1 to 1000")
+        states = tuple(s for value in query.getlist("state") for s in value.split(","))
+        before = query.get("before") or None
+        rows, cursor = self.sessions.rows(limit=int(raw_limit), before=before, states=states)
+        return JSONResponse({"sessions": rows, "next": cursor})
 
     async def get_session(self, request: Request) -> Response:
         return JSONResponse(self.sessions.describe(request.path_params["sid"]))
 
     async def events(self, request: Request) -> Response:
         sid = request.path_params["sid"]
-        after = _event_id(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
-        follow = request.query_params.get("follow") in ("1", "true")
-        self.sessions.describe(sid)  # 404 before the stream starts
+        query = request.query_params
+        _known(query, ("after", "follow"))
+        after = _event_id(request.headers.get("last-event-id") or query.get("after") or "0")
+        follow = _flag(query, "follow")
+        batches = self.sessions.stream(sid, after, follow=follow)  # NotFound (404) before the stream starts
 
         async def content() -> AsyncIterator[bytes]:
             # Everything already recorded goes out in one write (records are single-line JSON).
-            async for batch in self.sessions.stream(sid, after, follow=follow):
-                yield "".join(f"id: {seq}\nevent: event\ndata: {text}\n\n" for seq, text in batch).encode()
+            async for batch in batches:
+                yield b"".join(b"id: %d\nevent: event\ndata: %s\n\n" % (seq, record) for seq, record in batch)
 
         return EventSourceResponse(content(), ping=15)
 
     async def turn(self, request: Request) -> Response:
         sid = request.path_params["sid"]
-        data = await self._json(request)
-        prompt = data.get("prompt") if isinstance(data, dict) else None
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise UsageError("the body must be a JSON object with a non-empty string 'prompt'")
+        data = await self._object(request, ("prompt", "images", "output_schema"))
+        prompt = self._text(data, "prompt")
         images = data.get("images") or []
         if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
             raise UsageError("'images' must be a list of paths or URLs (strings)")
@@ -227,7 +293,8 @@ class App:
         return JSONResponse({"session_id": sid, "last_event_id": cursor})
 
     async def inject(self, request: Request) -> Response:
-        await self.sessions.inject(request.path_params["sid"], await self._field(request, "text"))
+        text = self._text(await self._object(request, ("text",)), "text")
+        await self.sessions.inject(request.path_params["sid"], text)
         return JSONResponse({"ok": True})
 
     async def stop(self, request: Request) -> Response:
@@ -241,14 +308,14 @@ class App:
 
     async def decide(self, request: Request) -> Response:
         aid = request.path_params["aid"]
-        data = await self._json(request)
-        decision = data.get("decision") if isinstance(data, dict) else None
-        if not isinstance(decision, str):
-            raise UsageError('the body must be {"decision": "allow_once" | "allow_for_session" | ...}')
-        try:
-            self.approvals.decide(
-                aid, decision, data.get("reason") if isinstance(data.get("reason"), str) else None
+        data = await self._object(request, ("decision", "reason"))
+        decision, reason = data.get("decision"), data.get("reason")
+        if not isinstance(decision, str) or not isinstance(reason, str | None):
+            raise UsageError(
+                'the body must be {"decision": "allow_once" | "allow_for_session" | ..., "reason"?}'
             )
+        try:
+            self.approvals.decide(aid, decision, reason)
         except KeyError:
             raise NotFound(aid) from None
         return JSONResponse({"ok": True})
@@ -256,13 +323,14 @@ class App:
     # -- batches ---------------------------------------------------------------------------------------
 
     async def create_batch(self, request: Request) -> Response:
-        data = await self._json(request)
+        keys = ("tasks", "spec", "jobs", "gate_cmd", "max_followups", "provider")
+        data = await self._object(request, keys)
         batch_id = await self.batches.create(data, default_provider=self.provider)
         return JSONResponse({"batch_id": batch_id}, status_code=201)
 
     async def resume_batch(self, request: Request) -> Response:
         batch_id = request.path_params["bid"]
-        await self.batches.resume(batch_id, await self._json(request))
+        await self.batches.resume(batch_id, await self._object(request, ("rerun",), optional=True))
         return JSONResponse({"batch_id": batch_id, "state": "running"})
 
     async def list_batches(self, request: Request) -> Response:
@@ -272,15 +340,18 @@ class App:
         return JSONResponse(self.batches.describe(request.path_params["bid"], tasks=_ALL_TASKS))
 
     async def batch_report(self, request: Request) -> Response:
-        return HTMLResponse(self.batches.report(request.path_params["bid"]))
+        return page(self.batches.report(request.path_params["bid"]))
 
     # -- dashboard -------------------------------------------------------------------------------------
 
     async def dashboard(self, request: Request) -> Response:
-        return HTMLResponse(
+        sessions, _ = self.sessions.rows(limit=_DASHBOARD_SESSIONS)
+        return page(
             render_dashboard(
-                sessions=self.sessions.rows(),
-                batches=self.batches.rows(tasks=_DASHBOARD_TASKS),
+                sessions=sessions,
+                total_sessions=self.sessions.count(),
+                batches=self.batches.rows(tasks=_DASHBOARD_TASKS, limit=_DASHBOARD_BATCHES),
                 approvals=self.approvals.pending(),
-            )
+            ),
+            kind="dashboard",
         )

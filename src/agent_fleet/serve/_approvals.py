@@ -6,6 +6,12 @@ its own turn. Only a ``default-ask`` decline is parked; every other decision is 
 built-in decline never reaches the handler, and an allow needs nobody). A parked request waits until
 ``decide`` or its timeout, which declines it with rule ``approval-timeout``. ``pending()`` shows the
 requests redacted: a command may carry a credential.
+
+The session that asked is told, in its own event stream: ``System(subtype="approval_pending")`` when
+its request is parked (what waits, its approval id, where to decide: the dashboard and the API path,
+the deadline) and ``System(subtype="approval_decided")`` when it is decided or times out, so a client
+(``run --server``, ``batch --server``) shows what waits instead of going quiet. (The provider gives the
+handler the session's emitter: ``agent_fleet._provider.refine.HANDLER_EMIT``.)
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from agent_fleet._provider.refine import HANDLER_EMIT
 from agent_fleet._redact import Redactor
 from agent_fleet.errors import UsageError
+from agent_fleet.events import System
 from agent_fleet.policy import ApprovalRequest, Decision
 
 ASK_RULE: Final = "default-ask"
@@ -59,6 +67,7 @@ class ApprovalQueue:
         self._ids = itertools.count(1)
         self.parked = 0  # how many requests were ever parked
         self.changed = asyncio.Event()  # set (and replaced) whenever the queue changes
+        self.url: str | None = None  # the daemon's, for "where to decide" (set when it listens)
 
     def pending(self) -> list[dict[str, Any]]:
         return [p.to_dict(self._redactor) for p in self._pending.values()]
@@ -83,18 +92,38 @@ class ApprovalQueue:
         )
         self._pending[approval_id] = pending
         self._bump()
+        emit = HANDLER_EMIT.get()
+        if emit is not None:
+            shown = pending.to_dict(self._redactor)
+            where = {
+                "decide": f"POST /v1/approvals/{approval_id}",
+                "dashboard": f"{self.url}/" if self.url else None,
+            }
+            emit(System(subtype="approval_pending", data={**shown, **where, "rule": decision.rule}))
+        decided: Decision | None = None
         try:
             async with asyncio.timeout(self.timeout):
-                return await asyncio.shield(future)
+                decided = await asyncio.shield(future)
+                return decided
         except TimeoutError:
-            return Decision(
+            decided = Decision(
                 action="decline",
                 rule="approval-timeout",
                 reason=f"nobody decided within {self.timeout:g}s",
             )
+            return decided
         finally:
             self._pending.pop(approval_id, None)
             self._bump()
+            if emit is not None:
+                outcome = decided.action if decided is not None else "cancel"
+                rule = decided.rule if decided is not None else None
+                emit(
+                    System(
+                        subtype="approval_decided",
+                        data={"approval_id": approval_id, "decision": outcome, "rule": rule},
+                    )
+                )
 
     def decide(self, approval_id: str, answer: str, reason: str | None = None) -> None:
         """Answer a pending request. ``KeyError`` when it is not pending; ``UsageError`` for a bad answer."""

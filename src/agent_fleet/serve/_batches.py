@@ -37,12 +37,13 @@ from agent_fleet._event_json import spec_from_json
 from agent_fleet._redact import Redactor
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import BatchResult, GateConfig, Task, run_batch
+from agent_fleet.runner import PROVIDER_NAMES, BatchResult, GateConfig, Task, run_batch
 from agent_fleet.runner._admit import task_of
 from agent_fleet.runner._tasks_file import BatchTask, build_task, parse_tasks
 from agent_fleet.runner.ledger import Ledger
 from agent_fleet.serve._floor import Floor, FlooredProvider
 from agent_fleet.serve._sessions import NotFound, Sessions
+from agent_fleet.serve._state import private_tree
 from agent_fleet.serve._store import Store
 
 logger = logging.getLogger(__name__)
@@ -74,9 +75,9 @@ class _Settings:
         max_followups = data.get("max_followups", 2)
         if not isinstance(max_followups, int) or isinstance(max_followups, bool) or max_followups < 0:
             raise UsageError("'max_followups' must be a non-negative integer")
-        provider = data.get("provider") or default_provider
-        if not isinstance(provider, str):
-            raise UsageError("'provider' must be a string")
+        provider = data.get("provider", default_provider)
+        if provider not in PROVIDER_NAMES:
+            raise UsageError(f"'provider' must be one of {', '.join(PROVIDER_NAMES)}")
         return cls(
             spec=dict(spec), jobs=jobs, gate_cmd=gate_cmd, max_followups=max_followups, provider=provider
         )
@@ -125,6 +126,8 @@ class Batches:
         batch_id = f"b{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self._store.add_batch(batch_id, settings.provider, len(tasks))
         out = self.root / batch_id
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        out.mkdir(mode=0o700)  # the runner's files go in here (made private again when it ends)
         meta = {"serve": settings.to_json()}
         self._start(
             batch_id,
@@ -194,11 +197,13 @@ class Batches:
     def _template(self, settings: _Settings) -> tuple[Task, Path]:
         """The template task (its spec floored: ``Refused`` is a 403) and the batch's directory."""
         spec = spec_from_json({"prompt": _TEMPLATE_PROMPT, **settings.spec})
-        spec = self._floor.spec(spec)
-        cwd = Path(self._sessions.check_cwd(spec.cwd))
+        floored = self._floor.spec(spec, where="spec")  # every field; Refused is a 403
+        cwd = Path(str(floored.cwd))
+        # The template keeps the client's permission: each task's is narrowed from the daemon's when
+        # its session starts (FlooredProvider), after its tasks-file line is applied.
         template = Task(
             id="batch",
-            spec=replace(spec, cwd=str(cwd)),
+            spec=replace(spec, cwd=str(cwd), images=floored.images, temp_dir=floored.temp_dir),
             gate=GateConfig(command=settings.gate_cmd),
             max_followups=settings.max_followups,
         )
@@ -217,18 +222,12 @@ class Batches:
                     f"{where}: provider {t.provider!r} is not the batch's ({provider}); "
                     f'submit the task in a batch with "provider": "{t.provider}"'
                 )
-            task_cwd = Path(self._sessions.check_cwd(t.cwd)) if t.cwd is not None else cwd
+            task_cwd = Path(self._floor.cwd(t.cwd)) if t.cwd is not None else cwd
             task = build_task(t, template, task_cwd)
-            self._floor.check_trust(
-                sandbox=task.spec.sandbox,
-                config=task.spec.config,
-                mcp_servers=task.spec.mcp_servers,
-                env=t.env,
-                where=where,
-            )
+            floored = self._floor.spec(task.spec, where=where)  # every field, as the session gets it
             command = task.gate.command
             if command is not None:
-                permission = self._floor.permission_for(task.spec.permission)
+                permission = floored.permission
                 key = (command, str(task_cwd), permission)
                 if key not in judged:
                     self._floor.check_gate(command, cwd=str(task_cwd), permission=permission, where=where)
@@ -256,6 +255,10 @@ class Batches:
                 self._set(batch_id, "failed", self._redactor.text(reason))
         finally:
             self.running.pop(batch_id, None)
+            # The runner writes transcripts, summary.json and report.html with the process's umask:
+            # inside a 0700 directory nobody else reaches them, and they are made 0600 besides.
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(private_tree, self.root / batch_id)
 
     def _set(self, batch_id: str, state: str, reason: str | None) -> None:
         with contextlib.suppress(sqlite3.ProgrammingError):  # a batch that outlived the drain's wait
@@ -325,8 +328,10 @@ class Batches:
         redacted: dict[str, Any] = self._redactor.value(out)
         return redacted
 
-    def rows(self, *, tasks: int | None = None) -> list[dict[str, Any]]:
-        return [self.describe(row["batch_id"], tasks=tasks, summary=False) for row in self._store.batches()]
+    def rows(self, *, tasks: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """The batches, newest first (at most ``limit``), with up to ``tasks`` of each one's tasks."""
+        listed = self._store.batches()[:limit] if limit is not None else self._store.batches()
+        return [self.describe(row["batch_id"], tasks=tasks, summary=False) for row in listed]
 
     def report(self, batch_id: str) -> str:
         self._row(batch_id)

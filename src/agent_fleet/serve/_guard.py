@@ -1,24 +1,35 @@
-"""The daemon's gate: the bearer token and the request size limit, as one pure ASGI middleware.
+"""The daemon's gate: the Host header, the bearer token, the request size limit and the security headers
+of every response, as one pure ASGI middleware.
 
-Every path but ``/healthz`` needs ``Authorization: Bearer <token>`` (or, for the dashboard in a
-browser, the ``agent_fleet_token`` cookie set by ``POST /login``; a state-changing request carried by
-the cookie alone must also send ``X-Agent-Fleet: 1``, which a cross-site form cannot). Tokens are
-compared in constant time (``hmac.compare_digest``). A request body over ``max_body`` bytes is refused
-with 413 when it declares its length; a streamed body is bounded where the app reads it.
+A request whose ``Host`` is not a name the daemon serves is refused with 400 before anything else (DNS
+rebinding: a page of ``evil.example`` that resolves to 127.0.0.1 must not reach the API): the daemon
+serves the loopback names (``localhost``, 127.0.0.0/8, ``::1``), the address it listens on, any IP
+address when it listens on all of them (a literal address cannot be rebound), and the names given with
+``--allowed-host`` (a proxy's). Every path but ``/healthz`` and ``/login`` then needs
+``Authorization: Bearer <token>`` (or, for the dashboard in a browser, the ``agent_fleet_token`` cookie
+set by ``POST /login``; a state-changing request carried by the cookie alone must also send
+``X-Agent-Fleet: 1``, which a cross-site form cannot). Tokens are compared in constant time
+(``hmac.compare_digest``). A request body over ``max_body`` bytes is refused with 413, whether it declares
+its length or is sent in chunks (counted as it is read). Every response says ``X-Frame-Options: DENY``,
+``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``, and carries a
+``Content-Security-Policy`` with ``frame-ancestors 'none'`` (pages set their own, which allows only
+their own inline scripts and styles, by hash).
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import os
 import secrets
 import stat
+from collections.abc import Awaitable, Callable, Sequence
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent_fleet.errors import UsageError
 
@@ -86,13 +97,64 @@ def _error(status: int, code: str, message: str) -> tuple[dict[str, Any], bytes]
     return start, body
 
 
+class BodyTooLarge(UsageError):
+    """A request body over the daemon's ``--max-body`` (HTTP 413)."""
+
+
+_LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.", "ip6-localhost"})
+_WILDCARDS: Final = frozenset({"0.0.0.0", "::", ""})
+#: Headers every response gets (a page's own Content-Security-Policy is kept).
+_SECURITY_HEADERS: Final = (
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+)
+_DEFAULT_CSP: Final = b"default-src 'none'; frame-ancestors 'none'"
+
+
+class Hosts:
+    """The ``Host`` names a daemon listening on ``bind`` serves (see the module docstring)."""
+
+    def __init__(self, bind: str, extra: Sequence[str] = ()) -> None:
+        self.bind = bind.strip("[]").lower()
+        self.names = frozenset(name.strip().lower().rstrip(".") for name in extra if name.strip())
+
+    @staticmethod
+    def _name(header: str) -> str:
+        header = header.strip().lower()
+        if header.startswith("["):  # [::1]:8765
+            return header[1 : header.find("]")] if "]" in header else ""
+        name, colon, port = header.rpartition(":")
+        return name if colon and port.isdigit() and ":" not in name else header
+
+    def allows(self, header: bytes | None) -> bool:
+        if header is None:
+            return False
+        try:
+            name = self._name(header.decode("ascii")).rstrip(".")
+        except UnicodeDecodeError:
+            return False
+        if not name:
+            return False
+        if name in _LOOPBACK_NAMES or name in self.names or name == self.bind.rstrip("."):
+            return True
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return address.is_loopback or self.bind in _WILDCARDS
+
+
 class Guard:
     """ASGI middleware (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, *, token: str, max_body: int = 1 << 20) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str, max_body: int = 1 << 20, hosts: Hosts | None = None
+    ) -> None:
         self.app = app
         self._token = token.encode()
         self.max_body = max_body
+        self.hosts = hosts if hosts is not None else Hosts("127.0.0.1")
 
     def _authorised(self, scope: Scope) -> bool:
         headers = dict(scope.get("headers") or [])
@@ -118,17 +180,53 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["path"] not in OPEN_PATHS and not self._authorised(scope):
-            await self._reply(send, *_error(401, "unauthorized", "missing or wrong bearer token"))
-            return
+        started = False
+
+        async def secured(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                headers = list(message.get("headers") or [])
+                names = {name.lower() for name, _ in headers}
+                headers += [(k, v) for k, v in _SECURITY_HEADERS if k not in names]
+                if b"content-security-policy" not in names:
+                    headers.append((b"content-security-policy", _DEFAULT_CSP))
+                message = {**message, "headers": headers}
+            await send(message)
+
         headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
-            await self._reply(send, *_error(413, "too_large", f"request body over {self.max_body} bytes"))
+        if not self.hosts.allows(headers.get(b"host")):
+            shown = (headers.get(b"host") or b"").decode("latin-1")[:100]
+            message = f"Host {shown!r} is not a name this daemon serves (see --allowed-host)"
+            await self._reply(secured, *_error(400, "bad_host", message))
             return
-        await self.app(scope, receive, send)  # a streamed body is bounded where it is read
+        if scope["path"] not in OPEN_PATHS and not self._authorised(scope):
+            await self._reply(secured, *_error(401, "unauthorized", "missing or wrong bearer token"))
+            return
+        declared = headers.get(b"content-length")
+        too_large = _error(413, "too_large", f"request body over {self.max_body} bytes")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
+            await self._reply(secured, *too_large)
+            return
+        read = 0
+
+        async def bounded() -> Message:
+            nonlocal read
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > self.max_body:
+                    raise BodyTooLarge(f"request body over {self.max_body} bytes")
+            return message
+
+        try:
+            await self.app(scope, bounded, secured)
+        except BodyTooLarge:  # a chunked body, found too large where a route reads it
+            if started:
+                raise
+            await self._reply(secured, *too_large)
 
     @staticmethod
-    async def _reply(send: Send, start: dict[str, Any], body: bytes) -> None:
+    async def _reply(send: Callable[[Message], Awaitable[None]], start: dict[str, Any], body: bytes) -> None:
         await send(start)
         await send({"type": "http.response.body", "body": body})

@@ -1,20 +1,59 @@
 """The OpenAPI 3.1 description served at ``/v1/openapi.json`` (kept beside the routes; a test checks that
-every route is described)."""
+every route is described, and CI runs schemathesis against it with every check on).
+
+The schemas are as strict as the server: what they allow, the server takes (or refuses for a reason a
+schema cannot say: a ``cwd`` outside the allowed roots is a 403, a regular expression that does not
+compile a 400), and what they forbid, the server refuses with 400.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from agent_fleet.runner import PROVIDER_NAMES
+from agent_fleet.runner._tasks_file import KEYS as TASK_KEYS
+from agent_fleet.runner.review import PRIORITY_NAMES
+
 _ERRORS: Final = {
     "400": "bad request",
     "401": "missing or wrong bearer token",
-    "403": "a cwd outside the allowed roots, or refused by the daemon's floor (its policy and trust)",
+    "403": "a path outside the allowed roots, or refused by the daemon's floor (its policy and trust)",
     "404": "unknown id",
     "409": "not supported by the provider",
     "413": "body too large",
     "502": "the provider failed",
     "503": "the provider is unavailable",
 }
+_ERROR_BODY: Final = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+
+_TEXT: Final = {"type": "string", "minLength": 1, "pattern": r"\S"}  # not blank
+_STRINGS: Final = {"type": "array", "items": {"type": "string"}}
+_PATH: Final = {"type": "string", "pattern": "^[^\\u0000]*$"}  # no NUL: a path
+_PATHS: Final = {"type": "array", "items": _PATH}
+_REGEXES: Final = {"type": "array", "items": {"type": "string", "format": "regex"}}
+_SECONDS: Final = {"type": "number", "exclusiveMinimum": 0}
+_PATTERN: Final = {"type": "string", "format": "regex", "minLength": 1}
+_ENV: Final = {
+    "type": "object",
+    "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+    "additionalProperties": {"type": "string", "pattern": "^[^\\u0000]*$"},
+}
+_ANSWERS: Final = {
+    "type": "object",
+    "additionalProperties": {"oneOf": [{"type": "string"}, _STRINGS]},
+}
+_SANDBOX: Final = {"enum": ["read-only", "workspace-write", "danger-full-access"]}
+_HTML: Final = {"description": "a page", "content": {"text/html": {"schema": {"type": "string"}}}}
 
 
 def _op(
@@ -23,37 +62,107 @@ def _op(
     body: str | None = None,
     ok: str = "200",
     params: tuple[str, ...] = (),
+    query: tuple[dict[str, Any], ...] = (),
     errors: tuple[str, ...] = (),
     answer: str | None = None,
+    optional_body: bool = False,
 ) -> dict[str, Any]:
     """An operation; every one may answer 400 and 401, ``errors`` lists the others it may."""
     success: dict[str, Any] = {"description": "success"}
     if answer is not None:
         success["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{answer}"}}}
     op: dict[str, Any] = {"summary": summary, "responses": {ok: success}}
-    op["responses"].update({code: {"description": _ERRORS[code]} for code in ("400", "401", *errors)})
+    json_error = {"content": {"application/json": {"schema": _ERROR_BODY}}}
+    op["responses"].update(
+        {code: {"description": _ERRORS[code], **json_error} for code in ("400", "401", *errors)}
+    )
     if body is not None:
         op["requestBody"] = {
-            "required": True,
+            "required": not optional_body,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
         }
-    if params:
-        op["parameters"] = [
-            {"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params
-        ]
+    parameters = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]
+    parameters += [{"in": "query", **q} for q in query]
+    if parameters:
+        op["parameters"] = parameters
     return op
 
 
+_EVENT_ID: Final = {"type": "string", "pattern": "^[0-9]{1,15}$"}
 _EVENTS = _op(
-    "Server-sent events of the session, one per agent-fleet event", params=("sid",), errors=("404",)
+    "Server-sent events of the session, one per agent-fleet event",
+    params=("sid",),
+    query=(
+        {"name": "after", "schema": _EVENT_ID, "description": "as Last-Event-ID"},
+        {
+            "name": "follow",
+            "schema": {"enum": ["0", "1", "true", "false"]},
+            "description": "past Result/Error",
+        },
+    ),
+    errors=("404",),
 )
-_EVENT_ID = {"type": "string", "pattern": "^[0-9]{1,15}$"}
-_EVENTS["parameters"] += [
-    {"name": "Last-Event-ID", "in": "header", "schema": _EVENT_ID, "description": "resume after"},
-    {"name": "after", "in": "query", "schema": _EVENT_ID, "description": "as Last-Event-ID"},
-    {"name": "follow", "in": "query", "schema": {"type": "integer"}, "description": "1: past Result/Error"},
-]
+_EVENTS["parameters"].append(
+    {"name": "Last-Event-ID", "in": "header", "schema": _EVENT_ID, "description": "resume after"}
+)
 _EVENTS["responses"]["200"] = {"description": "text/event-stream", "content": {"text/event-stream": {}}}
+
+_PERMISSION: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "allow_patterns": _REGEXES,
+        "disallow_patterns": _REGEXES,
+        "default": {"enum": ["allow", "deny", "ask"]},
+        "rule_packs": _PATHS,
+        "allowed_hosts": _STRINGS,
+        "mcp_tools": _STRINGS,
+        "tool_allow_patterns": _REGEXES,
+        "tool_disallow_patterns": _REGEXES,
+        "profile": {"enum": ["default", "strict"]},
+        "escalation_patterns": _REGEXES,
+        "narrowed_by": {"$ref": "#/components/schemas/PermissionConfig"},
+    },
+    "additionalProperties": False,
+    "description": "A floor applies: the daemon's own is never weakened (docs/api.md).",
+}
+
+_TASK_LINE_FIELDS: Final[dict[str, Any]] = {
+    "id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"},
+    "prompt": _TEXT,
+    "cwd": _PATH,
+    "gate_cmd": {"type": "string"},
+    "gate_timeout": _SECONDS,
+    "require_commit": {"type": "boolean"},
+    "model": _TEXT,
+    "effort": _TEXT,
+    "sandbox": _SANDBOX,
+    "allow": {"oneOf": [_PATTERN, {"type": "array", "items": _PATTERN}]},
+    "deny": {"oneOf": [_PATTERN, {"type": "array", "items": _PATTERN}]},
+    "env": _ENV,
+    "provider": {"enum": list(PROVIDER_NAMES)},
+    "review": {
+        "oneOf": [
+            {"type": "boolean"},
+            {"enum": list(PRIORITY_NAMES)},
+            {
+                "type": "object",
+                "properties": {"threshold": {"enum": list(PRIORITY_NAMES)}, "model": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        ]
+    },
+    "timeout": _SECONDS,
+    "idle_timeout": {"type": "number", "minimum": 0},
+    "max_followups": {"type": "integer", "minimum": 0},
+    "answers": _ANSWERS,
+}
+# A key the runner takes that is not described above (a newer one) is still allowed, as anything.
+_TASK_LINE: Final = {
+    "type": "object",
+    "required": ["id", "prompt"],
+    "properties": {key: _TASK_LINE_FIELDS.get(key, {}) for key in sorted(TASK_KEYS)},
+    "additionalProperties": False,
+}
 
 OPENAPI: Final[dict[str, Any]] = {
     "openapi": "3.1.0",
@@ -65,47 +174,46 @@ OPENAPI: Final[dict[str, Any]] = {
                 "type": "object",
                 "required": ["prompt"],
                 "properties": {
-                    "prompt": {"type": "string"},
-                    "cwd": {"type": "string"},
+                    "prompt": _TEXT,
+                    "cwd": _PATH,
                     "model": {"type": "string"},
                     "base_instructions": {"type": "string"},
                     "developer_instructions": {"type": "string"},
                     "reasoning_effort": {"type": "string"},
-                    "sandbox": {"enum": ["read-only", "workspace-write", "danger-full-access"]},
+                    "sandbox": _SANDBOX,
                     "mode": {"enum": ["build", "plan", "chat"]},
                     "permission": {"$ref": "#/components/schemas/PermissionConfig"},
-                    "mcp_servers": {"type": "object"},
+                    "mcp_servers": {"type": "object", "additionalProperties": {"type": "object"}},
                     "output_schema": {"type": "object"},
-                    "images": {"type": "array", "items": {"type": "string"}},
+                    "images": _PATHS,
                     "config": {"type": "object"},
-                    "timeout": {"type": "number"},
-                    "idle_timeout": {"type": "number"},
-                    "answers": {"type": "object"},
+                    "timeout": _SECONDS,
+                    "idle_timeout": {"type": "number", "minimum": 0},
+                    "answers": _ANSWERS,
+                    "env": _ENV,
+                    "max_turns": {"type": "integer", "minimum": 1},
+                    "max_cost_usd": _SECONDS,
+                    "temp_dir": _PATH,
                 },
                 "additionalProperties": False,
             },
-            "PermissionConfig": {
-                "type": "object",
-                "properties": {
-                    "allow_patterns": {"type": "array", "items": {"type": "string"}},
-                    "disallow_patterns": {"type": "array", "items": {"type": "string"}},
-                    "default": {"enum": ["allow", "deny", "ask"]},
-                    "rule_packs": {"type": "array", "items": {"type": "string"}},
-                    "allowed_hosts": {"type": "array", "items": {"type": "string"}},
-                    "mcp_tools": {"type": "array", "items": {"type": "string"}},
-                    "tool_allow_patterns": {"type": "array", "items": {"type": "string"}},
-                    "tool_disallow_patterns": {"type": "array", "items": {"type": "string"}},
-                    "profile": {"enum": ["default", "strict"]},
-                },
-                "additionalProperties": False,
-                "description": "A floor applies: the daemon's own is never weakened (docs/api.md).",
+            "BatchSpec": {
+                "description": "A batch's template Spec: its prompt is optional",
+                "allOf": [{"$ref": "#/components/schemas/Spec"}],
             },
+            "PermissionConfig": _PERMISSION,
             "Prompt": {
                 "type": "object",
                 "required": ["prompt"],
-                "properties": {"prompt": {"type": "string"}},
+                "properties": {"prompt": _TEXT, "images": _PATHS, "output_schema": {"type": "object"}},
+                "additionalProperties": False,
             },
-            "Text": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+            "Text": {
+                "type": "object",
+                "required": ["text"],
+                "properties": {"text": _TEXT},
+                "additionalProperties": False,
+            },
             "Decision": {
                 "type": "object",
                 "required": ["decision"],
@@ -113,13 +221,16 @@ OPENAPI: Final[dict[str, Any]] = {
                     "decision": {"enum": ["allow_once", "allow_for_session", "decline", "cancel"]},
                     "reason": {"type": "string"},
                 },
+                "additionalProperties": False,
             },
             "Resume": {
                 "type": "object",
                 "properties": {
                     "rerun": {"enum": ["failed"], "description": "also run the failed tasks again"}
                 },
+                "additionalProperties": False,
             },
+            "TaskLine": _TASK_LINE,
             "Turn": {
                 "type": "object",
                 "properties": {
@@ -140,12 +251,23 @@ OPENAPI: Final[dict[str, Any]] = {
                     "session_id": {"type": "string"},
                     "provider": {"type": "string"},
                     "state": {"enum": ["running", "idle", "stopped", "failed", "interrupted"]},
-                    "spec": {"type": "object", "description": "the spec it runs with (redacted)"},
+                    "spec": {"type": "object", "description": "the client's spec, as sent (redacted)"},
+                    "floor": {"type": ["object", "null"], "description": "the daemon's permission"},
                     "turns": {"type": "integer"},
                     "usage": {"type": ["object", "null"]},
                     "step": {"type": "string"},
+                    "clients": {"type": "integer", "description": "readers of its events (loaded only)"},
+                    "archived": {"type": "boolean"},
                     "last_event_id": {"type": "integer"},
                     "history": {"type": "array", "items": {"$ref": "#/components/schemas/Turn"}},
+                },
+            },
+            "SessionPage": {
+                "type": "object",
+                "required": ["sessions", "next"],
+                "properties": {
+                    "sessions": {"type": "array", "items": {"$ref": "#/components/schemas/Session"}},
+                    "next": {"type": ["string", "null"], "description": "?before= for the next page"},
                 },
             },
             "BatchState": {
@@ -167,13 +289,22 @@ OPENAPI: Final[dict[str, Any]] = {
                 "type": "object",
                 "required": ["tasks"],
                 "properties": {
-                    "tasks": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
-                    "spec": {"type": "object"},
+                    "tasks": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {"$ref": "#/components/schemas/TaskLine"},
+                        "description": "the tasks file's lines (or its text: one JSON object a line)",
+                    },
+                    "spec": {
+                        "type": ["object", "null"],
+                        "description": "the template Spec, its prompt optional",
+                    },
                     "jobs": {"type": "integer", "minimum": 1, "maximum": 64},
-                    "gate_cmd": {"type": "string"},
+                    "gate_cmd": {"oneOf": [_TEXT, {"type": "null"}]},
                     "max_followups": {"type": "integer", "minimum": 0},
-                    "provider": {"type": "string"},
+                    "provider": {"enum": list(PROVIDER_NAMES)},
                 },
+                "additionalProperties": False,
             },
         },
     },
@@ -183,11 +314,35 @@ OPENAPI: Final[dict[str, Any]] = {
         "/v1/openapi.json": {"get": _op("This document")},
         "/v1/info": {"get": _op("Version and default provider")},
         "/v1/sessions": {
-            "get": _op("Every session (live and recorded)"),
+            "get": _op(
+                "A page of sessions, newest first",
+                query=(
+                    {"name": "limit", "schema": {"type": "string", "pattern": "^([1-9][0-9]{0,2}|1000)$"}},
+                    {"name": "before", "schema": {"type": "string"}, "description": "next of the last page"},
+                    {
+                        "name": "state",
+                        "schema": {
+                            "type": "string",
+                            "pattern": "^(running|idle|stopped|failed|interrupted)"
+                            "(,(running|idle|stopped|failed|interrupted))*$",
+                        },
+                    },
+                ),
+                answer="SessionPage",
+                errors=("404",),
+            ),
             "post": _op(
-                "Start a session (query: provider, resume)",
+                "Start a session (or continue one: resume)",
                 body="Spec",
                 ok="201",
+                query=(
+                    {"name": "provider", "schema": {"enum": list(PROVIDER_NAMES)}},
+                    {
+                        "name": "resume",
+                        "schema": {"type": "string"},
+                        "description": "the session to continue",
+                    },
+                ),
                 errors=("403", "404", "413", "502", "503"),
             ),
         },
@@ -202,21 +357,25 @@ OPENAPI: Final[dict[str, Any]] = {
         "/v1/sessions/{sid}/events": {"get": _EVENTS},
         "/v1/sessions/{sid}/turns": {
             "post": _op(
-                "Start a follow-up turn (a session not loaded is resumed)",
+                "Start a follow-up turn (a stopped, failed or unloaded session is resumed)",
                 body="Prompt",
                 params=("sid",),
-                errors=("403", "404", "502", "503"),
+                errors=("403", "404", "413", "502", "503"),
             )
         },
         "/v1/sessions/{sid}/inject": {
-            "post": _op("Steer the running turn", body="Text", params=("sid",), errors=("404", "409"))
+            "post": _op(
+                "Steer the running turn", body="Text", params=("sid",), errors=("404", "409", "413", "502")
+            )
         },
         "/v1/sessions/{sid}/stop": {
-            "post": _op("Interrupt the running turn", params=("sid",), errors=("404",))
+            "post": _op(
+                "Stop the running turn; the session can be continued", params=("sid",), errors=("404", "502")
+            )
         },
         "/v1/approvals": {"get": _op("Pending deferred approvals (redacted)")},
         "/v1/approvals/{aid}": {
-            "post": _op("Decide a pending approval", body="Decision", params=("aid",), errors=("404",))
+            "post": _op("Decide a pending approval", body="Decision", params=("aid",), errors=("404", "413"))
         },
         "/v1/batches": {
             "get": _op("Every batch"),
@@ -231,22 +390,48 @@ OPENAPI: Final[dict[str, Any]] = {
             )
         },
         "/v1/batches/{bid}/report": {
-            "get": _op("The batch's report page (HTML)", params=("bid",), errors=("404",))
+            "get": {
+                **_op("The batch's report page", params=("bid",), errors=("404",)),
+                "responses": {**_op("", errors=("404",))["responses"], "200": _HTML},
+            }
         },
         "/v1/batches/{bid}/resume": {
             "post": _op(
                 "Continue a batch that is not running, with the template and settings in its ledger",
                 body="Resume",
+                optional_body=True,
                 params=("bid",),
-                errors=("403", "404", "502", "503"),
+                errors=("403", "404", "413", "502", "503"),
             )
         },
-        "/": {"get": _op("The dashboard (HTML)")},
+        "/": {"get": {**_op("The dashboard"), "responses": {**_op("")["responses"], "200": _HTML}}},
         "/login": {
-            "get": {**_op("The dashboard's sign-in form (HTML)"), "security": []},
-            "post": {
-                **_op("Check the token (form field token) and set the dashboard's cookie"),
+            "get": {
+                "summary": "The dashboard's sign-in form",
                 "security": [],
+                "responses": {"200": _HTML, "400": _op("")["responses"]["400"]},
+            },
+            "post": {
+                "summary": "Check the token (form field token) and set the dashboard's cookie",
+                "security": [],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"token": {"type": "string"}},
+                                "additionalProperties": False,
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "303": {"description": "signed in: to the dashboard, with the cookie"},
+                    "400": _op("")["responses"]["400"],
+                    "401": {**_HTML, "description": "wrong token: the form again"},
+                    "413": _op("", errors=("413",))["responses"]["413"],
+                },
             },
         },
     },

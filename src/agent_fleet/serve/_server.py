@@ -17,23 +17,26 @@ import ipaddress
 import os
 import signal
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Self
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from agent_fleet.contract import PermissionConfig
+from agent_fleet.contract import PermissionConfig, Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import Redactor
 from agent_fleet.serve._app import App
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
 from agent_fleet.serve._floor import Floor
-from agent_fleet.serve._guard import load_or_create_token
+from agent_fleet.serve._guard import Hosts, load_or_create_token
 from agent_fleet.serve._sessions import Sessions
+from agent_fleet.serve._state import open_state_dir
 from agent_fleet.serve._store import Store
 
 
@@ -56,7 +59,11 @@ class ServeConfig:
     """How the daemon runs. ``options`` maps provider names to their options objects (the registry's
     options types); the daemon adds its approval handler and restart-on-crash to each. ``permission``
     is a floor for every session (a client may add restrictions, never remove them); ``trust_clients``
-    lets clients ask for what escapes the sandbox and the policy (see ``serve._floor``)."""
+    lets clients ask for what escapes the sandbox and the policy (see ``serve._floor``).
+    ``allowed_hosts``: ``Host`` header names served besides the loopback names and ``host`` (a reverse
+    proxy's public name); any other is refused (DNS rebinding). ``head_timeout``: seconds a connection
+    has to send a whole request head (slowloris). ``orphan_timeout``: seconds a running session may go
+    without any client reading its events before its turn is stopped (None: never)."""
 
     host: str = "127.0.0.1"
     port: int = 0
@@ -70,6 +77,9 @@ class ServeConfig:
     max_body: int = 1 << 20
     trust_clients: bool = False
     max_live_sessions: int = 256
+    allowed_hosts: Sequence[str] = ()
+    head_timeout: float = 10.0
+    orphan_timeout: float | None = 300.0
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and self.token_file is None:
@@ -79,8 +89,54 @@ class ServeConfig:
             )
         if not 0 <= self.port <= 65535:
             raise UsageError(f"--port must be 0..65535, not {self.port}")
+        if not 0 < self.head_timeout < 3600:
+            raise UsageError(f"head_timeout must be 0 < seconds < 3600, not {self.head_timeout}")
+        if self.orphan_timeout is not None and not self.orphan_timeout > 0:
+            raise UsageError(f"orphan_timeout must be > 0 seconds (or None), not {self.orphan_timeout}")
         if self.max_live_sessions < 1:
             raise UsageError(f"max_live_sessions must be >= 1, not {self.max_live_sessions}")
+
+
+def _head_timed(timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, except that a request head must be read whole within ``timeout`` seconds
+    of the connection opening or of the request's first byte: a client trickling header bytes
+    (slowloris) is cut off. uvicorn's own keep-alive timer restarts with every byte received, so it
+    does not bound this; once the head is in, the timer is off (a response may stream for hours), and
+    between requests the keep-alive timer alone decides."""
+
+    class HeadTimedH11(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(timeout, self._head_timed_out)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is None and self.conn.their_state is h11.IDLE:
+                self._arm()  # the first byte of the next request on a kept-alive connection
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:  # the head is in
+                self._disarm()
+
+    return HeadTimedH11
 
 
 class _Server(uvicorn.Server):
@@ -98,21 +154,34 @@ class _Server(uvicorn.Server):
 
 
 class Daemon:
-    """The running daemon (see the module docstring)."""
+    """The running daemon (see the module docstring). ``providers``: makes a provider of a kind from
+    its options (default: the runner's registry, ``make_provider``), e.g. a test double."""
 
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(
+        self, config: ServeConfig, *, providers: Callable[[str, Any], Provider] | None = None
+    ) -> None:
         self.config = config
+        self._make_provider = providers
         state = config.state_dir
-        # Sessions, prompts and transcripts live here: nobody else on the machine may read them.
+        # Sessions, prompts and transcripts live here: nobody else on the machine may read them, and one
+        # daemon at a time (a second one would take the first's running sessions for interrupted).
+        self._lock, warnings = open_state_dir(state)
         try:
-            state.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not os.access(state, os.W_OK | os.X_OK):
-                raise PermissionError(f"{state} is not writable")
-        except OSError as exc:
-            raise UsageError(
-                f"cannot use the state directory {str(state)!r}: {exc.strerror or exc} (see --state-dir)"
-            ) from exc
-        self.token, self.token_path, self.warnings = load_or_create_token(config.token_file, state)
+            self._build(config, warnings)
+        except BaseException:
+            self._lock.close()
+            raise
+
+    def _build(self, config: ServeConfig, warnings: list[str]) -> None:
+        state = config.state_dir
+        self.token, self.token_path, token_warnings = load_or_create_token(config.token_file, state)
+        self.warnings = [*warnings, *token_warnings]
+        if not is_loopback(config.host):
+            self.warnings.append(
+                f"serving plain HTTP on the network ({config.host}): the token and every answer cross it "
+                "in the clear; put the daemon behind a reverse proxy that terminates TLS "
+                "(see docs/how-to/proxy.md)"
+            )
         self.redactor = Redactor(extra=(self.token,))
         self.store = Store(state / "sessions.sqlite3", redactor=self.redactor)
         self.approvals = ApprovalQueue(timeout=config.approval_timeout, redactor=self.redactor)
@@ -128,6 +197,8 @@ class Daemon:
             redactor=self.redactor,
             floor=self.floor,
             max_live=config.max_live_sessions,
+            orphan_timeout=config.orphan_timeout,
+            **({"providers": self._make_provider} if self._make_provider is not None else {}),
         )
         self.batches = Batches(
             root=state / "batches",
@@ -145,6 +216,7 @@ class Daemon:
             provider=config.provider,
             max_body=config.max_body,
             secure_cookie=not is_loopback(config.host),
+            hosts=Hosts(config.host, config.allowed_hosts),
         )
         self.closing = False
         self._closed = asyncio.Event()
@@ -166,7 +238,10 @@ class Daemon:
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only when the listening
+        # socket says TCP, and without it every answer after the first on a keep-alive connection waited
+        # for the client's delayed ACK (a 13-event turn: 90 ms instead of 4).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.config.host, self.config.port))
@@ -178,6 +253,7 @@ class Daemon:
         sock.listen(512)
         sock.setblocking(False)
         self._socket = sock
+        self.approvals.url = self.url
         uv_config = uvicorn.Config(
             self.app.asgi,
             lifespan="off",
@@ -186,6 +262,10 @@ class Daemon:
             timeout_graceful_shutdown=5,
             limit_concurrency=None,
             h11_max_incomplete_event_size=64 * 1024,
+            http=_head_timed(self.config.head_timeout),
+            # Longer than clients keep idle connections (httpx: 5 s): the client lets go first, so it
+            # never sends a request on a connection the daemon is closing (a ReadError).
+            timeout_keep_alive=30,
         )
         self._server = _Server(uv_config, self)
         self._serve_task = asyncio.create_task(self._server.serve(sockets=[sock]), name="uvicorn")
@@ -215,6 +295,7 @@ class Daemon:
         if self._socket is not None:
             self._socket.close()
         self.store.close()
+        self._lock.close()
         self._closed.set()
 
     async def wait(self) -> None:

@@ -2,46 +2,62 @@
 
 Theory of operation: ``Sessions.create`` spawns a session on the provider of its kind (starting that
 provider the first time; codex restarts its app-server child on a crash) and starts a *pump*, a task
-reading the turn's events into the session's record list and the store. Every record gets the next
-sequence number of its session (the SSE ``id``), so a reader resumes exactly after the last one it saw.
-Readers wait on ``LiveSession.changed``, which is set and replaced at every append. A follow-up turn
-(``send``) starts a new pump. Each turn is also a row of the store's ``turns`` (prompt, status, final
-text, error, usage: the session's ``history``).
+reading the turn's events. Events are buffered and published once per turn of the event loop
+(``_records``: text deltas of one message coalesced, each record encoded once) into the session's
+record list and the store; every record gets the next sequence number of its session (the SSE ``id``),
+so a reader resumes exactly after the last one it saw. Readers wait on ``LiveSession.changed``, which
+is set and replaced at every publication. A follow-up turn (``send``) starts a new pump. Each turn is
+also a row of the store's ``turns`` (prompt, status, final text, error, usage: the session's
+``history``).
+
+Stopping (``stop``) interrupts the turn and keeps the session (``Handle.interrupt``) where the provider
+can; where it cannot, or after a turn that failed (the app-server crashed under it), the handle is let
+go and the next turn (``send``, or ``create(resume=...)``) resumes the session on the provider. So a
+session whose turn is not running can always be continued.
 
 Memory: at most ``max_live`` finished sessions stay loaded (their handle, their last turn's records);
-beyond that the least recently finished are evicted: their handle is stopped (the provider forgets
-the thread) and everything about them is read from the store. A follow-up turn on a session that is
-not loaded (evicted, or recorded by an earlier run of the daemon) resumes it through
-``provider.resume`` with its stored (redacted) spec. Session states::
+beyond that the least recently finished are evicted: their handle is stopped and their thread archived
+on the provider (``Provider.archive_session``: it leaves the provider's memory, which an unsubscribe
+alone did not), and everything about them is read from the store. A follow-up turn on a session that
+is not loaded (evicted, or recorded by an earlier run of the daemon) brings its thread back
+(``unarchive_session``) and resumes it through ``provider.resume`` with its stored spec.
+
+Clients: a running session with no reader of its event stream for ``orphan_timeout`` seconds (its
+client went away) is stopped as ``stop`` does (so it can be continued); ``None`` keeps it running.
+Session states::
 
     running --Result--> idle --send--> running
-    running --Error(cancelled)--> stopped     running --other Error--> failed
-    (daemon crashed while running) -> interrupted       (any) --drain--> stopped
+    running --Error(cancelled)--> stopped --send--> running
+    running --other Error--> failed --send--> running      (resumed on the provider)
+    (daemon crashed while running) -> interrupted --send--> running
+    (any) --drain--> stopped
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from agent_fleet._event_json import spec_from_json, spec_to_json
+from agent_fleet._event_json import permission_to_json, spec_from_json, spec_to_json
 from agent_fleet.contract import Handle, Provider, Spec
-from agent_fleet.errors import ConnectionClosed, UsageError
-from agent_fleet.events import Error, Event, Result, TokenUsage, ToolUse
-from agent_fleet.runner import Redactor, TaskEvent, event_record, make_provider
+from agent_fleet.errors import ConnectionClosed, Unsupported, UsageError
+from agent_fleet.events import Error, Event, Result, TextDelta, TokenUsage, ToolUse
+from agent_fleet.runner import Redactor, make_provider
 from agent_fleet.serve._floor import Floor
-from agent_fleet.serve._store import Store
+from agent_fleet.serve._records import DeltaBuffer, RecordEncoder, is_terminal
+from agent_fleet.serve._store import MAX_PAGE, Store
+from agent_fleet.serve._stream import Batch, read_stream
 
 logger = logging.getLogger(__name__)
 _FLUSH_EVERY = 0.05  # seconds between writes of queued event records (terminal events write at once)
+STATES: Final = ("running", "idle", "stopped", "failed", "interrupted")
 
 
 class NotFound(LookupError):
@@ -53,7 +69,7 @@ class LiveSession:
     id: str
     provider: str
     handle: Handle
-    records: list[tuple[str, bool]] = field(default_factory=list)  # (JSON, terminal); seq i + 1 + base
+    records: list[tuple[bytes, bool]] = field(default_factory=list)  # (JSON, terminal); seq i + 1 + base
     base: int = 0
     state: str = "running"
     turns: int = 1
@@ -62,17 +78,17 @@ class LiveSession:
     pump: asyncio.Task[None] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     ended: float = 0.0  # when its last turn ended (monotonic): the least recent is evicted first
+    continuable: bool = True  # the handle can take the next turn (else it is resumed on the provider)
+    interrupted: bool = False  # this turn was stopped with Handle.interrupt (the session kept)
+    readers: int = 0  # event streams open on it
+    alone: asyncio.TimerHandle | None = None  # the orphan timer while it runs with no reader
+    stopping: asyncio.Future[None] | None = None  # a stop() still letting go of the thread
+    buffer: DeltaBuffer = field(default_factory=DeltaBuffer)
+    publishing: asyncio.Handle | None = None
 
     @property
     def last_seq(self) -> int:
         return self.base + len(self.records)
-
-
-def _terminal(record: Mapping[str, Any]) -> bool:
-    return record.get("type") in ("Result", "Error")
-
-
-Batch = list[tuple[int, str]]  # (seq, the record as JSON text)
 
 
 class Sessions:
@@ -88,19 +104,24 @@ class Sessions:
         redactor: Redactor,
         floor: Floor | None = None,
         max_live: int = 256,
+        orphan_timeout: float | None = 300.0,
+        providers: Callable[[str, Any], Provider] = make_provider,
     ) -> None:
         self.store = store
+        self._make_provider = providers
         self._options = dict(options)
         self._handler = approval_handler
         self.allow_roots = tuple(Path(os.path.realpath(root)) for root in allow_roots)
         self._redactor = redactor
+        self._records = RecordEncoder(redactor)
         self.floor = floor if floor is not None else Floor(allow_roots=self.allow_roots)
         self._providers: dict[str, Provider] = {}
         self._provider_lock = asyncio.Lock()
         self.live: dict[str, LiveSession] = {}
         self.max_live = max_live
+        self.orphan_timeout = orphan_timeout
         self._opening: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # one resume of a session at once
-        self._releasing: dict[str, asyncio.Task[None]] = {}  # evicted handles being stopped
+        self._releasing: dict[str, asyncio.Task[None]] = {}  # let-go handles being stopped (and archived)
         self.draining = False
         self._flush_handle: asyncio.TimerHandle | None = None
 
@@ -125,7 +146,7 @@ class Sessions:
         async with self._provider_lock:
             provider = self._providers.get(name)
             if provider is None:
-                provider = make_provider(name, self._provider_options(name))
+                provider = self._make_provider(name, self._provider_options(name))
                 await provider.start()
                 self._providers[name] = provider
             return provider
@@ -136,64 +157,62 @@ class Sessions:
     # -- sessions ----------------------------------------------------------------------------------
 
     def check_cwd(self, cwd: str | os.PathLike[str] | None) -> str:
-        """``cwd`` resolved (the first allowed root when None); ``UsageError`` when outside them all."""
-        path = Path(os.path.realpath(cwd if cwd is not None else self.allow_roots[0]))
-        if not any(path == root or path.is_relative_to(root) for root in self.allow_roots):
-            raise PermissionError(f"cwd {str(path)!r} is outside the daemon's --allow-root directories")
-        if not path.is_dir():
-            raise UsageError(f"cwd {str(path)!r} is not a directory")
-        return str(path)
+        """``cwd`` resolved (the first allowed root when None); ``Refused`` when outside them all."""
+        return self.floor.cwd(cwd)
 
     def check_images(self, images: Sequence[str | os.PathLike[str]]) -> tuple[str, ...]:
-        """``images`` as given: URLs, or files under an allowed root (``PermissionError`` otherwise: a
-        client may not have the agent look at a file of the daemon's machine it could not work in)."""
-        out: list[str] = []
-        for image in images:
-            text = str(image)
-            if not text.startswith(("http://", "https://", "data:")):
-                path = Path(os.path.realpath(text))
-                if not any(path == root or path.is_relative_to(root) for root in self.allow_roots):
-                    raise PermissionError(
-                        f"image {str(path)!r} is outside the daemon's --allow-root directories"
-                    )
-            out.append(text)
-        return tuple(out)
+        """``images`` as given: URLs, or files under an allowed root (``Refused`` otherwise)."""
+        return self.floor.images(images)
 
-    def _prepare(self, spec: Spec) -> Spec:
+    def _prepare(self, spec: Spec) -> tuple[Spec, Spec]:
+        """The spec the session runs with (every field checked by the floor: ``Refused`` is a 403) and
+        the one to store: the client's as sent, its paths resolved (the daemon's floor stays apart)."""
         if self.draining:
             raise UsageError("the daemon is shutting down")
-        spec = self.floor.spec(spec)  # the daemon's permission as a floor; Refused (403) first
-        self.check_images(spec.images)
-        return dataclasses.replace(spec, cwd=self.check_cwd(spec.cwd))
+        run = self.floor.spec(spec)
+        return run, dataclasses.replace(spec, cwd=run.cwd, images=run.images, temp_dir=run.temp_dir)
 
     async def create(
         self, spec: Spec, provider_name: str, resume: str | None = None
     ) -> tuple[LiveSession, int]:
         """Start a session (or resume ``resume``); returns it and the event id its new turn follows."""
-        spec = self._prepare(spec)
+        spec, stored = self._prepare(spec)
         if resume is None:
-            return await self._open(spec, provider_name, None)
+            return await self._open(spec, stored, provider_name, None)
         lock, users = self._opening.setdefault(resume, (asyncio.Lock(), [0]))
         users[0] += 1
         try:
             async with lock:  # two follow-ups racing must not resume the thread twice
-                if resume in self.live:  # still loaded here: a follow-up turn
-                    session = self.live[resume]
-                    cursor = await self.send(
-                        resume, spec.prompt, images=spec.images, output_schema=spec.output_schema
-                    )
+                session = self.live.get(resume)
+                if session is not None and (session.state == "running" or session.continuable):
+                    cursor = await self._next_turn(session, spec.prompt, spec.images, spec.output_schema)
                     return session, cursor
+                if session is not None:  # stopped for good, or failed: let go, then resume
+                    self._let_go(session)
                 releasing = self._releasing.get(resume)
-                if releasing is not None:  # evicted a moment ago: the provider must forget it first
+                if releasing is not None:  # the provider must forget the thread first
                     await asyncio.wait([releasing])
-                return await self._open(spec, provider_name, resume)
+                return await self._open(spec, stored, provider_name, resume)
         finally:
             users[0] -= 1
             if not users[0]:
                 del self._opening[resume]
 
-    async def _open(self, spec: Spec, provider_name: str, resume: str | None) -> tuple[LiveSession, int]:
+    async def _open(
+        self, spec: Spec, stored: Spec, provider_name: str, resume: str | None
+    ) -> tuple[LiveSession, int]:
         provider = await self.provider(provider_name)
+        row = self.store.session(resume) if resume is not None else None
+        if resume is not None and (row is None or row["archived"]):
+            # Archived when it was evicted (or unknown here: maybe archived by another client).
+            try:
+                await provider.unarchive_session(resume)
+            except Unsupported:
+                pass
+            except Exception as exc:  # not archived after all (or never ours): the resume says
+                logger.info("session %s: unarchive failed (%s); resuming", resume, type(exc).__name__)
+            if row is not None:
+                self.store.update(resume, archived=0)
         try:
             handle = await (provider.resume(resume, spec) if resume is not None else provider.spawn(spec))
         except ConnectionClosed:
@@ -209,11 +228,15 @@ class Sessions:
         if row is not None:
             self.store.update(sid, state="running", turns=turns)
         else:
-            self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(spec)))
+            self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(stored)))
         self.store.add_turn(sid, turns, self._redactor.text(spec.prompt), base)
         self.live[sid] = session
-        session.pump = asyncio.create_task(self._pump(session), name=f"pump:{sid}")
+        self._start_pump(session)
         return session, base
+
+    def _start_pump(self, session: LiveSession) -> None:
+        session.pump = asyncio.create_task(self._pump(session), name=f"pump:{session.id}")
+        self.watch_alone(session)
 
     def get(self, session_id: str) -> LiveSession:
         session = self.live.get(session_id)
@@ -229,61 +252,103 @@ class Sessions:
         images: Sequence[str | os.PathLike[str]] = (),
         output_schema: Mapping[str, Any] | None = None,
     ) -> int:
-        """A follow-up turn; returns the event id its events follow. A session that is not loaded is
-        resumed with its stored spec (see the module docstring)."""
+        """A follow-up turn; returns the event id its events follow. A session whose handle cannot take
+        it (not loaded, stopped for good, failed) is resumed with its stored spec (module docstring)."""
         if self.draining:
             raise UsageError("the daemon is shutting down")
         session = self.live.get(session_id)
-        if session is None:
-            row = self.store.session(session_id)
-            if row is None:
-                raise NotFound(session_id)
-            stored = {k: v for k, v in row["spec"].items() if k not in ("images", "output_schema")}
-            spec = spec_from_json({**stored, "prompt": prompt})
-            spec = dataclasses.replace(spec, images=tuple(map(str, images)), output_schema=output_schema)
-            _, cursor = await self.create(spec, row["provider"], resume=session_id)
-            return cursor
+        if session is not None and (session.state == "running" or session.continuable):
+            return await self._next_turn(session, prompt, images, output_schema)
+        row = self.store.session(session_id)
+        if row is None:
+            raise NotFound(session_id)
+        stored = {k: v for k, v in row["spec"].items() if k not in ("images", "output_schema")}
+        spec = spec_from_json({**stored, "prompt": prompt})
+        spec = dataclasses.replace(spec, images=tuple(map(str, images)), output_schema=output_schema)
+        _, cursor = await self.create(spec, row["provider"], resume=session_id)
+        return cursor
+
+    async def _next_turn(
+        self,
+        session: LiveSession,
+        prompt: str,
+        images: Sequence[str | os.PathLike[str]],
+        output_schema: Mapping[str, Any] | None,
+    ) -> int:
         if session.state == "running":
             raise UsageError("the session's turn is still running; wait for it or stop it first")
         await session.handle.send(prompt, images=self.check_images(images), output_schema=output_schema)
         # Earlier turns are in the store (flushed at their terminal event): memory holds one turn.
         self.store.flush()
         session.base, session.records = session.last_seq, []
-        session.state = "running"
+        session.state, session.interrupted = "running", False
         session.turns += 1
         self.store.update(session.id, state="running", turns=session.turns)
         self.store.add_turn(session.id, session.turns, self._redactor.text(prompt), session.base)
-        session.pump = asyncio.create_task(self._pump(session), name=f"pump:{session.id}")
+        self._start_pump(session)
         return session.base
 
     async def stop(self, session_id: str) -> None:
-        """Interrupt the running turn (nothing to do for a session that is not loaded: none runs)."""
-        session = self.live.get(session_id)
-        if session is not None:
-            await session.handle.stop()
-        elif self.store.session(session_id) is None:
-            raise NotFound(session_id)
-
-    async def inject(self, session_id: str, text: str) -> None:
+        """Stop the running turn and keep the session (see the module docstring); nothing to do for a
+        session whose turn is not running."""
         session = self.live.get(session_id)
         if session is None:
             if self.store.session(session_id) is None:
                 raise NotFound(session_id)
+            return
+        if session.state != "running":
+            return
+        try:
+            await session.handle.interrupt()
+            session.interrupted = True
+        except Unsupported:  # the provider can only end the whole session: resumed on the next turn
+            # Kept: the turn's stream ends before stop() has let go of the thread, and a resume must
+            # wait for that (see _release).
+            session.stopping = asyncio.ensure_future(session.handle.stop())
+            await asyncio.shield(session.stopping)
+
+    async def inject(self, session_id: str, text: str) -> None:
+        session = self.live.get(session_id)
+        if session is None or session.state != "running":
+            if session is None and self.store.session(session_id) is None:
+                raise NotFound(session_id)
             raise UsageError("inject(): no turn is running")
         await session.handle.inject(text)
 
+    # -- records -----------------------------------------------------------------------------------
+
     def _append(self, session: LiveSession, event: Event) -> None:
-        record = event_record(TaskEvent(task_id=session.id, source="agent", event=event), self._redactor)
-        text = json.dumps(record)
-        session.records.append((text, isinstance(event, Result | Error)))
-        self.store.append(session.id, session.last_seq, text)
-        if isinstance(event, ToolUse):
-            session.step = f"{event.name}"
-        if isinstance(event, TokenUsage):
-            session.usage = dataclasses.asdict(event)
-        if isinstance(event, Result) and event.usage is not None:
-            session.usage = dataclasses.asdict(event.usage)
-        if isinstance(event, Result | Error):
+        session.buffer.add(event)
+        if is_terminal(event):
+            self._publish(session)  # at once: the turn's state follows it
+        elif session.publishing is None:
+            session.publishing = asyncio.get_running_loop().call_soon(self._publish, session)
+
+    def _publish(self, session: LiveSession) -> None:
+        """The buffered events as records (see the module docstring), then wake the readers."""
+        if session.publishing is not None:
+            session.publishing.cancel()
+            session.publishing = None
+        terminal = False
+        records, sid, encode, append = session.records, session.id, self._records.encode, self.store.append
+        for event, at, deltas in session.buffer.take():
+            record = encode(sid, event, at, deltas=deltas)
+            kind = type(event)
+            if kind is TextDelta:  # the hot path: nothing else to note
+                records.append((record, False))
+                append(sid, session.base + len(records), record)
+                continue
+            ends = kind is Result or kind is Error
+            terminal = terminal or ends
+            records.append((record, ends))
+            append(sid, session.base + len(records), record)
+            if isinstance(event, ToolUse):
+                session.step = event.name
+            elif isinstance(event, TokenUsage):
+                session.usage = dataclasses.asdict(event)
+            elif isinstance(event, Result) and event.usage is not None:
+                session.usage = dataclasses.asdict(event.usage)
+        if terminal:
             self.store.flush()
         elif self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_later(_FLUSH_EVERY, self._flush)
@@ -299,7 +364,7 @@ class Sessions:
         try:
             async for event in session.handle.events():
                 self._append(session, event)
-                if isinstance(event, Result | Error):
+                if is_terminal(event):
                     terminal = event
         except Exception as exc:  # the provider broke its contract: record it, never lose the session
             logger.warning("session %s: event stream failed: %s", session.id, type(exc).__name__)
@@ -311,9 +376,14 @@ class Sessions:
                 session.state = "idle"
             case Error(code="cancelled"):
                 session.state = "stopped"
+                session.continuable = session.interrupted
             case _:
                 session.state = "failed"
+                session.continuable = False  # e.g. its app-server crashed: resumed on the next turn
         session.step = ""
+        if session.alone is not None:
+            session.alone.cancel()
+            session.alone = None
         self.store.update(session.id, state=session.state, usage=session.usage, step="")
         self._end_turn(session, terminal)
         session.ended = time.monotonic()
@@ -335,6 +405,8 @@ class Sessions:
         )
         self.store.end_turn(session.id, session.turns, status=status, text=text, error=error, usage=usage)
 
+    # -- letting go ----------------------------------------------------------------------------------
+
     def _evict(self) -> None:
         """Unload the least recently finished sessions beyond ``max_live`` (see the module docstring)."""
         finished = [s for s in self.live.values() if s.state != "running"]
@@ -342,19 +414,57 @@ class Sessions:
         if extra <= 0 or self.draining:
             return
         for session in sorted(finished, key=lambda s: s.ended)[:extra]:
-            del self.live[session.id]
-            session.changed.set()  # a reader still on it reads the store from now on
-            release = asyncio.create_task(self._release(session), name=f"release:{session.id}")
-            self._releasing[session.id] = release
+            self._let_go(session, archive=True)
 
-    async def _release(self, session: LiveSession) -> None:
+    def _let_go(self, session: LiveSession, *, archive: bool = False) -> None:
+        """Unload ``session``: its handle stopped (and its thread archived) in the background."""
+        del self.live[session.id]
+        session.changed.set()  # a reader still on it reads the store from now on
+        release = asyncio.create_task(self._release(session, archive), name=f"release:{session.id}")
+        self._releasing[session.id] = release
+
+    async def _release(self, session: LiveSession, archive: bool) -> None:
         # No turn runs: stop() only makes the provider forget the thread (a resume reopens it).
         try:
+            if session.stopping is not None:
+                await session.stopping
             await session.handle.stop()
+            if archive:
+                provider = self._providers.get(session.provider)
+                if provider is not None:
+                    await provider.archive_session(session.id)
+                    self.store.update(session.id, archived=1)
+        except Unsupported:
+            pass
         except Exception as exc:
             logger.warning("session %s: release failed: %s", session.id, type(exc).__name__)
         finally:
             self._releasing.pop(session.id, None)
+
+    # -- clients -------------------------------------------------------------------------------------
+
+    def watch_alone(self, session: LiveSession) -> None:
+        """(Re)start the orphan timer of a running session that has no reader."""
+        if session.alone is not None:
+            session.alone.cancel()
+            session.alone = None
+        if self.orphan_timeout is None or session.readers or session.state != "running":
+            return
+        session.alone = asyncio.get_running_loop().call_later(
+            self.orphan_timeout, lambda: asyncio.ensure_future(self._orphaned(session))
+        )
+
+    async def _orphaned(self, session: LiveSession) -> None:
+        session.alone = None
+        if session.readers or session.state != "running" or self.live.get(session.id) is not session:
+            return
+        logger.warning("session %s: no client for %ss; stopping its turn", session.id, self.orphan_timeout)
+        try:
+            await self.stop(session.id)
+        except Exception as exc:
+            logger.warning("session %s: stop failed: %s", session.id, type(exc).__name__)
+
+    # -- reading -------------------------------------------------------------------------------------
 
     def describe(self, session_id: str) -> dict[str, Any]:
         row = self.store.session(session_id)
@@ -362,67 +472,49 @@ class Sessions:
             raise NotFound(session_id)
         live = self.live.get(session_id)
         if live is not None:
-            row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
+            self._live_row(row, live)
             row["last_event_id"] = live.last_seq
         else:
             row["last_event_id"] = self.store.last_seq(session_id)
         row["history"] = self.store.turns(session_id)
+        # The client's spec and the daemon's floor are kept apart: the session runs with both.
+        floor = self.floor.permission
+        row["floor"] = self._redactor.value(permission_to_json(floor)) if floor is not None else None
         return row
 
-    def rows(self) -> list[dict[str, Any]]:
-        rows = self.store.sessions()
+    @staticmethod
+    def _live_row(row: dict[str, Any], live: LiveSession) -> None:
+        row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
+        row["clients"] = live.readers
+
+    def rows(
+        self, *, limit: int = 100, before: str | None = None, states: tuple[str, ...] = ()
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of sessions, newest first, and the cursor of the next page (None: the last page)."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise UsageError(f"limit must be 1..{MAX_PAGE}, not {limit}")
+        if unknown := set(states) - set(STATES):
+            raise UsageError(f"state must be among {', '.join(STATES)}, not {', '.join(sorted(unknown))}")
+        if before is not None and self.store.session(before) is None:
+            raise NotFound(f"{before} (before: the cursor is the session id a page ends with)")
+        rows = self.store.sessions(limit=limit + 1, before=before, states=states)
+        more = len(rows) > limit
+        rows = rows[:limit]
         for row in rows:
             live = self.live.get(row["session_id"])
             if live is not None:
-                row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
-        return rows
+                self._live_row(row, live)
+        return rows, rows[-1]["session_id"] if more else None
 
-    async def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
+    def count(self, states: tuple[str, ...] = ()) -> int:
+        return self.store.count(states)
+
+    def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
         """Batches of ``(seq, JSON)`` after ``after`` (each batch what was there when it was read), until
-        a terminal record (or for ever with ``follow``)."""
-        live = self.live.get(session_id)
-        if live is None and self.store.session(session_id) is None:
+        a terminal record (or for ever with ``follow``); see ``_stream``. ``NotFound`` at once."""
+        if session_id not in self.live and self.store.session(session_id) is None:
             raise NotFound(session_id)
-        cursor = after
-        while True:
-            # Looked up again each time: the session may have been evicted (then it is all in the
-            # store) or resumed (a new record list) while this reader waited.
-            live = self.live.get(session_id)
-            # Events before the session's turn in memory are in the store (earlier turns, or turns
-            # recorded before this daemon loaded the session).
-            upto = live.base if live is not None else None
-            batch: Batch = []
-            if upto is None or cursor < upto:
-                for seq, record in self.store.events(session_id, cursor):
-                    if upto is not None and seq > upto:
-                        break
-                    batch.append((seq, json.dumps(record)))
-                    if _terminal(record) and not follow:
-                        yield batch
-                        return
-                cursor = upto if upto is not None else cursor
-            if live is None:
-                if batch:
-                    yield batch
-                return
-            changed = live.changed
-            if cursor < live.base:  # a turn was sent meanwhile: read the store again
-                if batch:
-                    yield batch
-                continue
-            while cursor < live.last_seq:
-                text, terminal = live.records[cursor - live.base]
-                cursor += 1
-                batch.append((cursor, text))
-                if terminal and not follow:
-                    yield batch
-                    return
-            if batch:
-                yield batch
-                continue
-            if self.draining and live.state != "running":
-                return
-            await changed.wait()
+        return read_stream(self, session_id, after, follow=follow)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -438,9 +530,16 @@ class Sessions:
         pumps = [s.pump for s in self.live.values() if s.pump is not None]
         if pumps:
             await asyncio.wait(pumps, timeout=10)
+        if self._releasing:
+            await asyncio.wait(list(self._releasing.values()), timeout=10)
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
+        for session in self.live.values():
+            if session.buffer.items:
+                self._publish(session)
+            if session.alone is not None:
+                session.alone.cancel()
         self.store.flush()
         for session in self.live.values():  # wake readers so they end
             session.changed.set()

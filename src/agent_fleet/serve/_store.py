@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agent_fleet._redact import Redactor
 
@@ -64,7 +64,12 @@ CREATE TABLE IF NOT EXISTS events (
     record TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
 );
+CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created DESC, id DESC);
 """
+# Columns added after the first release, with their definitions (added to an older store when it opens).
+_ADDED: Final = {"sessions": {"archived": "INTEGER NOT NULL DEFAULT 0"}}
+#: The most sessions one page lists (``GET /v1/sessions?limit``).
+MAX_PAGE: Final = 1000
 
 
 class Store:
@@ -81,7 +86,12 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
-        self._pending: list[tuple[str, int, str]] = []
+        for table, columns in _ADDED.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for name, definition in columns.items():
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+        self._pending: list[tuple[str, int, bytes]] = []
         now = time.time()
         self.interrupted = self._db.execute(
             "UPDATE sessions SET state = 'interrupted', updated = ? WHERE state IN ('running', 'starting')",
@@ -105,7 +115,7 @@ class Store:
         )
 
     def update(self, session_id: str, **fields: Any) -> None:
-        """Set ``state``, ``turns``, ``usage`` (a dict) or ``step`` of a session."""
+        """Set ``state``, ``turns``, ``usage`` (a dict), ``step`` or ``archived`` of a session."""
         fields = self._redact.value(fields)
         if "usage" in fields:
             fields["usage"] = json.dumps(fields["usage"])
@@ -115,10 +125,10 @@ class Store:
             (*fields.values(), time.time(), session_id),
         )
 
-    def append(self, session_id: str, seq: int, record: str) -> None:
-        """Queue an event record (JSON text); ``flush()`` writes the queue in one transaction (the
+    def append(self, session_id: str, seq: int, record: bytes) -> None:
+        """Queue an event record (UTF-8 JSON); ``flush()`` writes the queue in one transaction (the
         caller flushes at each terminal event and a few times a second: a crash loses at most that)."""
-        self._pending.append((session_id, seq, record))
+        self._pending.append((session_id, seq, record))  # kept as UTF-8 bytes (read back as bytes)
 
     def flush(self) -> None:
         if not self._pending:
@@ -128,14 +138,15 @@ class Store:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT INTO events (session_id, seq, record) VALUES (?, ?, ?)", rows)
 
-    def events(self, session_id: str, after: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+    def events(self, session_id: str, after: int = 0) -> Iterator[tuple[int, bytes]]:
+        """``(seq, record)`` of the session's events after ``after``, records as stored (JSON)."""
         self.flush()
         rows = self._db.execute(
             "SELECT seq, record FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
             (session_id, after),
         )
         for seq, record in rows.fetchall():
-            yield seq, json.loads(record)
+            yield seq, record.encode() if isinstance(record, str) else bytes(record)
 
     def last_seq(self, session_id: str) -> int:
         self.flush()
@@ -146,8 +157,32 @@ class Store:
         rows = self._select("WHERE id = ?", (session_id,))
         return rows[0] if rows else None
 
-    def sessions(self) -> list[dict[str, Any]]:
-        return self._select("ORDER BY created DESC", ())
+    def sessions(
+        self, *, limit: int | None = None, before: str | None = None, states: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
+        """Sessions, newest first: at most ``limit``, those created before session ``before`` (a cursor:
+        the last one of the previous page), in one of ``states`` when given."""
+        where: list[str] = []
+        args: list[Any] = []
+        if before is not None:
+            where.append("(created, id) < (SELECT created, id FROM sessions WHERE id = ?)")
+            args.append(before)
+        if states:
+            where.append(f"state IN ({', '.join('?' for _ in states)})")
+            args.extend(states)
+        tail = (f"WHERE {' AND '.join(where)} " if where else "") + "ORDER BY created DESC, id DESC"
+        if limit is not None:
+            tail += " LIMIT ?"
+            args.append(limit)
+        return self._select(tail, tuple(args))
+
+    def count(self, states: tuple[str, ...] = ()) -> int:
+        if not states:
+            return int(self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+        marks = ", ".join("?" for _ in states)
+        return int(
+            self._db.execute(f"SELECT COUNT(*) FROM sessions WHERE state IN ({marks})", states).fetchone()[0]
+        )
 
     # -- turns -------------------------------------------------------------------------------------------
 
@@ -239,11 +274,12 @@ class Store:
 
     def _select(self, tail: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
         cursor = self._db.execute(
-            "SELECT id, provider, state, spec, created, updated, turns, usage, step FROM sessions " + tail,
+            "SELECT id, provider, state, spec, created, updated, turns, usage, step, archived FROM sessions "
+            + tail,
             args,
         )
         out = []
-        for sid, provider, state, spec, created, updated, turns, usage, step in cursor.fetchall():
+        for sid, provider, state, spec, created, updated, turns, usage, step, archived in cursor.fetchall():
             out.append(
                 {
                     "session_id": sid,
@@ -255,6 +291,7 @@ class Store:
                     "turns": turns,
                     "usage": json.loads(usage) if usage else None,
                     "step": step,
+                    "archived": bool(archived),
                 }
             )
         return out

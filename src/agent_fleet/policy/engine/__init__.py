@@ -48,6 +48,10 @@ the default). ``unknown`` is always declined (``unknown-request``), as is a tool
 name -> ``tool-deny``; when ``tool_allow_patterns`` are given and none matches -> ``tool-not-allowed``;
 otherwise allowed whatever ``default`` says (the caller wrote and passed the tool).
 
+A configuration with ``narrowed_by`` is judged twice, by itself and by that one (each with its own
+patterns: they are never combined by text), and the stricter decision wins (``_stricter``); the daemon
+runs a client's configuration this way under its own.
+
 A ``None`` configuration is the built-in rules plus default ``allow``. ``ApprovalPolicy`` compiles its
 patterns once, in the constructor (a bad pattern raises ``UsageError``, a ``ValueError``, naming it),
 holds no mutable state, and is safe to use from many threads at once.
@@ -88,6 +92,9 @@ MAX_COMMAND_CHARS = 256 * 1024
 #: Commands up to this size are judged on the event loop by ``evaluate_async`` (see bench/policy_eval.py).
 INLINE_CHARS = 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+#: The declines an ``approval_handler`` may still turn into an accept (``_provider.refine`` uses the same
+#: set): the strict profile's "not proven harmless" and ``default="ask"``'s "nobody decided".
+REFINABLE_RULES: frozenset[str] = frozenset({STRICT_RULE, "default-ask"})
 
 #: Every rule id a decline can carry, with what it means.
 RULES: dict[str, str] = {
@@ -145,6 +152,7 @@ class ApprovalPolicy:
         "_disallow",
         "_hosts",
         "_mcp_tools",
+        "_narrower",
         "_packs",
         "_strict",
         "_tool_allow",
@@ -166,6 +174,8 @@ class ApprovalPolicy:
         self._strict = config is not None and config.profile == "strict"
         self._hosts = config.allowed_hosts if config else ()
         self._mcp_tools = config.mcp_tools if config else ()
+        narrower = config.narrowed_by if config else None
+        self._narrower = ApprovalPolicy(narrower) if narrower is not None else None
 
     @property
     def config(self) -> PermissionConfig | None:
@@ -177,9 +187,12 @@ class ApprovalPolicy:
     def evaluate(self, request: ApprovalRequest) -> Decision:
         """The decision for ``request``. Never raises: anything unexpected declines (``policy-error``)."""
         try:
-            return self._evaluate(request)
+            decision = self._evaluate(request)
         except Exception as exc:  # fail closed on our own bugs, never crash the session
-            return _decline("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}")
+            decision = _decline("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}")
+        if self._narrower is None:
+            return decision
+        return _stricter(decision, self._narrower.evaluate(request))
 
     async def evaluate_async(self, request: ApprovalRequest) -> Decision:
         """``evaluate`` without stalling the event loop: large commands are judged in a worker thread."""
@@ -285,6 +298,22 @@ class ApprovalPolicy:
                     return _decline("not-allowed", f"{unit[0]!r} matches no allowed pattern")
             return _allow("every command matches an allowed pattern")
         return self._by_default("command")
+
+
+def _rank(decision: Decision) -> int:
+    if decision.action == "allow_for_session":
+        return 0
+    if decision.action == "allow_once":
+        return 1
+    if decision.action == "decline" and decision.rule in REFINABLE_RULES:
+        return 2  # a person may still accept it
+    return 3  # final
+
+
+def _stricter(outer: Decision, inner: Decision) -> Decision:
+    """The stricter of two configurations' decisions on one request (``outer``'s when they rank the
+    same): a final decline over one a handler may turn, over ``allow_once``, over ``allow_for_session``."""
+    return inner if _rank(inner) > _rank(outer) else outer
 
 
 def _elsewhere(script: ParsedScript) -> tuple[str, str] | None:
