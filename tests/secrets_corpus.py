@@ -107,8 +107,16 @@ SECRETS: dict[str, tuple[str, str]] = {
     "telegram": ('bot = telebot.TeleBot("' + _TELEGRAM + '")', _TELEGRAM),
     "mailgun": ("curl -s --user 'api:" + _MAILGUN + "' https://api.mailgun.net/v3/x/messages", _MAILGUN),
     "age": ("# created: 2026-11-23\n" + _AGE, _AGE),
+    # A token in a command line shown inside a quoted string: its quotes come escaped.
+    "heroku_escaped": ('bash -lc "echo \\"' + _HEROKU + '\\" > key.txt"', _HEROKU),
+    "vault_escaped": ('bash -lc "vault login \\"' + _VAULT + '\\""', _VAULT),
     # A private key whose BEGIN line was cut off (the start of a long output was dropped).
     "pem_body": ("…" + _PEM_LINES[20:] + "\n-----END RSA PRIVATE KEY-----\nok", _PEM_LINES[20:60]),
+    # ... and the same in a diff (a task's final diff adds the key file, its head cut off).
+    "pem_body_diff": (
+        "@@ -0,0 +1,5 @@\n+…" + _PEM_LINES[20:].replace("\n", "\n+") + "\n+-----END RSA PRIVATE KEY-----",
+        _PEM_LINES[70:120],
+    ),
 }
 
 LOOKALIKES: list[str] = [

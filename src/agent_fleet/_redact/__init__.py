@@ -115,7 +115,7 @@ _CONTEXT: Final = 256  # released text kept to give the next release its context
 _RELEASE_AT: Final = 512  # held text without a newline is released at whitespace past this size
 _HOLD_MAX: Final = 64 * 1024  # ... and whole past this one (a very long line without whitespace)
 _PEM_BEGIN: Final = "-----BEGIN"
-_BASE64_LINE: Final = re.compile(r"[A-Za-z0-9+/=]{16,}\r?")
+_BASE64_LINE: Final = re.compile(r"[ +-]{0,3}[A-Za-z0-9+/=]{16,}\r?")  # (a diff's line too)
 _BASE64_TAIL: Final = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{16,}\r?$")
 
 

@@ -30,7 +30,7 @@ from typing import Any, Final
 from agent_fleet._redact._re2 import Re2Error, for_search, speed_up, translate
 from agent_fleet._redact._rules import RULES_FILE, Allowlist, Rule
 
-__all__ = ["generate", "main"]
+__all__ = ["escaped_quotes_end", "generate", "main"]
 
 HERE: Final = Path(__file__).resolve().parent
 GITLEAKS_FILE: Final = "gitleaks.toml"
@@ -58,7 +58,7 @@ def generate(gitleaks_text: str, local_text: str, *, version: str) -> str:
         # A rule for files of one kind (``path``) runs on every text: a transcript does not say which
         # file a line came from, and a secret of that shape is a secret wherever it is printed.
         try:
-            regex, prefix = speed_up(translate(obj["regex"]))
+            regex, prefix = speed_up(translate(escaped_quotes_end(obj["regex"])))
             allowlists = [_allowlist(a, translated=True) for a in obj.get("allowlists", ())]
         except Re2Error as exc:
             raise Re2Error(f"gitleaks rule {obj['id']!r}: {exc}") from exc
@@ -109,6 +109,18 @@ def generate(gitleaks_text: str, local_text: str, *, version: str) -> str:
         "rules": rules,
     }
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+#: gitleaks' end of a token: a quote, a backquote, a space, ``;``, an escaped newline or the end.
+_TOKEN_END: Final = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+#: ... and, in a transcript, an escaped quote or backslash too: a command line shown inside a quoted
+#: string (``bash -lc "... KEY=\"HRKU-AA...\" ..."``) escapes the quotes around a token.
+_TOKEN_END_ESCAPED: Final = r"""(?:[\x60'"\s;]|\\[nr"'\x60\\]|$)"""
+
+
+def escaped_quotes_end(pattern: str) -> str:
+    """``pattern`` (a gitleaks rule) with its token end (``_TOKEN_END``) also ending at an escaped quote."""
+    return pattern.replace(_TOKEN_END, _TOKEN_END_ESCAPED)
 
 
 def _allowlist(obj: Mapping[str, Any], *, translated: bool) -> Allowlist:
