@@ -52,6 +52,19 @@ def _program(args: Any) -> str:
     return os.path.realpath(path)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The fleet's state directory (batch records, boxes, the daemon's state) of every test, and of every
+    process a test starts (Ray nodes included), is a temporary one: never the user's own."""
+    saved = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = saved
+
+
 @pytest.fixture(autouse=True)
 def _no_real_binary_outside_e2e(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.node.get_closest_marker("e2e") is not None:

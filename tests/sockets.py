@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .procs import descendants
 
-__all__ = ["Listener", "descendants", "listening"]
+__all__ = ["Connection", "Listener", "connections", "descendants", "listening"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +47,41 @@ def _program(pid: int) -> str:
         return "?"
 
 
-def listening(pids: Iterable[int]) -> list[Listener]:
-    """TCP sockets in LISTEN state and bound UDP sockets held by ``pids``."""
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """A TCP connection (or one being made) held by ``pid``, to ``host``:``port``."""
+
+    pid: int
+    program: str
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        return Listener(self.pid, self.program, "tcp", self.host, self.port).loopback
+
+
+def connections(pids: Iterable[int]) -> list[Connection]:
+    """TCP sockets of ``pids`` that are connected or connecting (not listening), by remote address."""
+    inodes = _socket_inodes(pids)
+    found = []
+    for proto in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/net/{proto}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            remote, state, inode = fields[2], fields[3], fields[9]
+            if inode in inodes and state != "0A":
+                host, port = _address(remote)
+                if port:
+                    found.append(Connection(inodes[inode], _program(inodes[inode]), host, port))
+    return found
+
+
+def _socket_inodes(pids: Iterable[int]) -> dict[str, int]:
     inodes: dict[str, int] = {}
     for pid in pids:
         try:
@@ -62,6 +95,12 @@ def listening(pids: Iterable[int]) -> list[Listener]:
                 continue
             if link.startswith("socket:["):
                 inodes[link[8:-1]] = pid
+    return inodes
+
+
+def listening(pids: Iterable[int]) -> list[Listener]:
+    """TCP sockets in LISTEN state and bound UDP sockets held by ``pids``."""
+    inodes = _socket_inodes(pids)
     found = []
     for proto in ("tcp", "tcp6", "udp", "udp6"):
         try:

@@ -36,6 +36,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "(data: kind, questions or message, action, source; never the answers)"
         ),
         "input_handler_failed": "the input_handler raised or returned no InputAnswer; the default answered",
+        "no_os_sandbox": (
+            "the session runs without an OS sandbox (danger-full-access, or a sandbox that cannot start "
+            "where the caller allowed that): the approval policy is the only guard (data: provider, reason)"
+        ),
         # -- codex (app-server and exec) -----------------------------------------------------------------
         "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
         "stream_retry": (
@@ -45,13 +49,16 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "warning": "a codex warning or deprecation notice (data: method and its params)",
         "session": (
             "the session's thread started or resumed (data: model, model_provider actually used, "
-            "codex_version)"
+            "codex_version, sandbox; sandbox danger-full-access: nothing confines the agent, the approval "
+            "policy is the only guard)"
         ),
         "model_rerouted": "codex answered with another model than the one asked for (data: its params)",
         "error_item": "codex exec reported an error item inside a turn that went on (data: message)",
         "codex_refused": (
             "codex itself refused a command: its sandbox stopped it (kind sandbox: item_id, command, "
-            "message) or it rejected an escalation (kind escalation: message)"
+            "message), it rejected an escalation (kind escalation: message), or the session's box stopped "
+            "codex re-running a command outside the sandbox without an accepted escalation (kind "
+            "unsandboxed_run: command)"
         ),
         # -- agent-fleet serve ----------------------------------------------------------------------------
         "approval_pending": (
@@ -98,7 +105,9 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "claude_system": "another Claude Code system message, passed through (data: subtype, data)",
         # -- the task runner -----------------------------------------------------------------------------
         "runner.started": (
-            "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced)"
+            "a task started (data: prompt, cwd, provider, model, max_followups, approvals_enforced, "
+            "sandbox, os_sandbox; danger-full-access or os_sandbox null: the approval policy is the "
+            "only guard)"
         ),
         "runner.session": (
             "the task's session exists, new or resumed (data: session_id, resumed, start_head: the commit "
@@ -123,9 +132,21 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "answers (data: cause, tasks, limit: seconds before the batch stops)"
         ),
         "runner.batch_resumed": "the model answers again: the paused batch goes on (data: cause)",
-        "runner.placed": "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt)",
-        "runner.worktree": "Ray: the attempt's worktree on its node (data: path, branch, node_id)",
-        "runner.attempt_failed": "Ray: an attempt was lost with its node or actor (data: reason, retry)",
+        "runner.placed": (
+            "Ray: a task attempt was placed on a node (data: node_id, hostname, actor, attempt, epoch)"
+        ),
+        "runner.worktree": (
+            "Ray: the attempt's worktree on its node (data: path, branch, attempt_branch, node_id)"
+        ),
+        "runner.attempt_failed": (
+            "Ray: an attempt was lost with its node or actor, or abandoned when its node was given up "
+            "(data: attempt, epoch, node_id, hostname, reason, retry)"
+        ),
+        "runner.node_excluded": (
+            "Ray, about the batch (task_id empty): no more work goes to a node: its provider did not "
+            "start or failed, it was fenced or not heard from, or --exclude-node named it "
+            "(data: node_id, hostname, where, reason, running: the tasks whose attempts were abandoned)"
+        ),
         "runner.push": (
             "Ray --push: the task's branch was pushed or refused (data: branch, commit, pushed, error)"
         ),

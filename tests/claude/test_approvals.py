@@ -154,3 +154,48 @@ def test_home_paths_inside_the_workspace_are_fine(tmp_path: Path) -> None:
     assert _decide_home("Glob", {"pattern": "~/ws/**/*.py"}, ws, home) == ("allow_for_session", None)
     # a file in the workspace literally named "~x" is only that
     assert _decide_home("Read", {"file_path": "~x"}, ws, home) == ("allow_for_session", None)
+
+
+# -- leaving the sandbox (issue 27) ------------------------------------------------------------------------
+
+
+def _escalation(
+    command: str, flag: object, *, sandboxed: bool, **config: object
+) -> tuple[bool, str, str | None]:
+    policy = ApprovalPolicy(PermissionConfig(**config) if config else None)  # type: ignore[arg-type]
+    request, decision = asyncio.run(
+        _approvals.decide(
+            policy,
+            "Bash",
+            {"command": command, "dangerouslyDisableSandbox": flag},
+            cwd="/w",
+            sandboxed=sandboxed,
+        )
+    )
+    return request.escalated, decision.action, decision.rule
+
+
+def test_asking_to_leave_the_sandbox_is_an_escalation_that_needs_proof() -> None:
+    assert _escalation("make install", True, sandboxed=True) == (True, "decline", "escalation-unproven")
+    assert _escalation("git add -A && git commit -m x", True, sandboxed=True) == (True, "allow_once", None)
+    assert _escalation("make install", True, sandboxed=True, escalation_patterns=(r"^make install$",)) == (
+        True,
+        "allow_once",
+        None,
+    )
+    # the same command inside the sandbox, or in a session without one: the default decides
+    assert _escalation("make install", False, sandboxed=True) == (False, "allow_for_session", None)
+    assert _escalation("make install", True, sandboxed=False) == (False, "allow_for_session", None)
+    # a flag that is not a boolean is not judged on what it might mean
+    assert _escalation("ls", "yes", sandboxed=True) == (False, "decline", "malformed-request")
+
+
+def test_an_escalation_is_described_and_shown_as_one() -> None:
+    request = _approvals.to_request(
+        "Bash", {"command": "ls", "dangerouslyDisableSandbox": True}, cwd="/w", sandboxed=True
+    )
+    assert _approvals.describe(request, "Bash") == {"kind": "command", "command": "ls", "escalated": True}
+    assert _approvals.tool_input("Bash", {"command": "ls", "dangerouslyDisableSandbox": True}) == {
+        "command": "ls",
+        "escalated": True,
+    }

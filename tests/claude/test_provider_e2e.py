@@ -59,6 +59,19 @@ def _one_terminal(events: list[Event]) -> Result | Error:
     return terminals[0]
 
 
+def _running(needle: str) -> list[int]:
+    """Pids of processes whose command line mentions ``needle``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 def _cli_children() -> list[int]:
     """Pids of this process's children running the Claude Code CLI."""
     me = str(os.getpid())
@@ -108,8 +121,11 @@ async def test_text_turn_maps_to_events(
     assert result.usage is not None and result.usage.input_tokens == 35 and result.usage.output_tokens == 7
     init = [e for e in events if isinstance(e, System) and e.subtype == "init"]
     assert init and init[0].data["session_id"] == handle.session_id
-    unsupported = [e for e in events if isinstance(e, System) and e.subtype == "spec_unsupported"]
-    assert [e.data["field"] for e in unsupported] == ["sandbox"]
+    # Spec.sandbox is carried (Claude Code's own sandbox), so nothing is reported as unsupported
+    notices = [
+        e for e in events if isinstance(e, System) and e.subtype in ("spec_unsupported", "no_os_sandbox")
+    ]
+    assert notices == []
     request = anthropic_server.agent_requests[0]
     assert request.stream and "say hello" in request.user_texts()
     assert "Bash" in request.tool_names
@@ -468,3 +484,82 @@ async def test_an_unread_handle_coalesces_its_deltas_and_a_read_one_is_not_held_
     assert len(events) < 50 + 20, "the queue stayed near its bound"
     assert isinstance(_one_terminal(probed), Result) and _one_terminal(probed).text == "probe reply"
     assert not [e for e in probed if isinstance(e, System) and e.subtype == "events_coalesced"]
+
+
+async def test_interrupt_stops_the_turn_and_send_continues_the_session(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    marker = workspace / "finished.txt"
+    # a script (Claude Code refuses a bare long `sleep` itself), interrupted while it runs
+    started = workspace / "started"
+    os.mkfifo(started)  # the script says it runs by writing to it; the test waits for that
+    script = workspace / "slow.sh"
+    script.write_text(f"#!/bin/sh\necho started > '{started}'\nsleep 60\ntouch '{marker}'\n")
+    anthropic_server.enqueue(AnthropicReply.bash(f"sh {script}"), AnthropicReply.text("after the interrupt"))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="first question", cwd=workspace))
+        seen: list[Event] = []
+        async for event in handle.events():
+            seen.append(event)
+            if isinstance(event, ToolUse) and event.name == "shell":
+                await asyncio.wait_for(asyncio.to_thread(started.read_text), 30)  # the command runs
+                await handle.interrupt()
+        error = _one_terminal(seen)
+        assert isinstance(error, Error) and error.code == "cancelled" and not error.retryable
+        await handle.interrupt()  # no turn running: a no-op
+        await handle.send("second question")
+        result = await handle.wait()
+        assert result.session_id == handle.session_id
+        assert len(_cli_children()) == 1  # the same CLI process goes on
+        assert not _running(str(script))  # the command was killed with the turn
+    assert result.text == "after the interrupt"
+    _, second = anthropic_server.agent_requests  # the interrupted turn asked the model nothing more
+    assert second.contains("first question") and second.last_user_text.startswith("second question")
+    assert not marker.exists()
+
+
+async def test_max_turns_bounds_each_turn_s_model_round_trips(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    anthropic_server.enqueue(
+        AnthropicReply.bash("echo one"),
+        AnthropicReply.bash("echo two"),
+        AnthropicReply.bash("echo never"),  # a third round trip: over the limit, never asked for
+    )
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="go", cwd=workspace, max_turns=2))
+        events = await _collect(handle)
+        error = _one_terminal(events)
+        assert isinstance(error, Error) and error.code == "turn_failed" and not error.retryable
+        assert error.data["subtype"] == "error_max_turns"
+        assert len(anthropic_server.agent_requests) == 2
+        assert [e.output.strip() for e in events if isinstance(e, ToolResult) and not e.synthetic] == [
+            "one",
+            "two",
+        ]
+        # the limit is per turn: the next one has its own two round trips
+        anthropic_server.enqueue(AnthropicReply.text("fresh count"))
+        await handle.send("again")
+        result = await handle.wait()
+    assert result.text == "fresh count"
+
+
+async def test_max_cost_usd_bounds_what_the_session_spends(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    # Each scripted request costs about $0.0003; Claude Code checks the budget between requests.
+    anthropic_server.enqueue(*[AnthropicReply.bash(f"echo step-{i}") for i in range(8)])
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="go", cwd=workspace, max_cost_usd=0.0005))
+        events = await _collect(handle)
+        error = _one_terminal(events)
+        assert isinstance(error, Error) and error.code == "turn_failed" and not error.retryable
+        assert error.data["subtype"] == "error_max_budget_usd"
+        ran = [e for e in events if isinstance(e, ToolResult) and not e.synthetic]
+        assert 1 <= len(ran) < 8
+        # the budget is the session's (its CLI's): a follow-up turn finds it spent
+        requests = len(anthropic_server.agent_requests)
+        await handle.send("more")
+        follow_up = _one_terminal(await _collect(handle))
+    assert isinstance(follow_up, Error) and follow_up.data["subtype"] == "error_max_budget_usd"
+    assert len(anthropic_server.agent_requests) == requests

@@ -27,6 +27,37 @@ def test_rows_count_while_running_then_show_the_task_result() -> None:
     assert (row.status, row.command_count, row.tokens, row.followups) == ("succeeded", 3, 50, 1)
 
 
+def test_the_header_says_when_the_policy_is_the_only_guard() -> None:
+    from agent_fleet.cli import describe
+
+    def started(**data: object) -> str | None:
+        event = System(subtype="runner.started", data={"provider": "codex", **data})
+        return describe(TaskEvent(task_id="t", source="runner", event=event))
+
+    line = started(approvals_enforced=True, sandbox="danger-full-access")
+    assert line is not None and "sandbox: OFF" in line and "the approval policy is the only guard" in line
+    assert started(approvals_enforced=True, sandbox="workspace-write") is None
+    both = started(approvals_enforced=False, sandbox="danger-full-access")
+    assert both is not None and "NOT enforced" in both and "sandbox: OFF" in both
+    # a provider whose OS sandbox cannot start here (Claude with sandbox_optional)
+    none = started(approvals_enforced=True, sandbox="workspace-write", os_sandbox=None)
+    assert none is not None and "no OS sandbox for the codex provider" in none and "only guard" in none
+    assert started(approvals_enforced=True, sandbox="workspace-write", os_sandbox="bwrap") is None
+    refused = System(subtype="codex_refused", data={"kind": "unsandboxed_run", "command": "./escape.sh"})
+    assert describe(TaskEvent(task_id="t", source="agent", event=refused)) == (
+        "refused to re-run outside the sandbox: ./escape.sh"
+    )
+
+
+def test_a_session_without_os_sandbox_gets_a_line() -> None:
+    from agent_fleet.cli import describe
+
+    event = System(subtype="no_os_sandbox", data={"provider": "claude", "reason": "no bwrap"})
+    assert describe(TaskEvent(task_id="t", source="agent", event=event)) == (
+        "no OS sandbox (no bwrap): the approval policy is the only guard"
+    )
+
+
 def test_retries_get_a_line() -> None:
     from agent_fleet.cli import describe
 

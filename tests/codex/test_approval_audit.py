@@ -57,8 +57,8 @@ async def test_additional_permissions_the_policy_grants_accept_once(tmp_path: Pa
     inside = {"fileSystem": {"write": [str(tmp_path / "ws" / "build")]}}
     network = {"network": {"enabled": True}}
     scenario = [
-        _with_permissions("make", inside, _NO_DECLINE),
-        _with_permissions("make", network, _NO_DECLINE),
+        _with_permissions("bash -lc make", inside, _NO_DECLINE),
+        _with_permissions("bash -lc make", network, _NO_DECLINE),
         _with_permissions("git reset --hard", inside, _NO_DECLINE),
     ]
     events, answers = await _run(tmp_path, scenario)
@@ -131,7 +131,7 @@ async def test_a_handler_accepting_default_ask_gets_the_policys_grant(tmp_path: 
     asked = {"network": {"enabled": True}, "fileSystem": {"write": [str(ws / "out"), "/etc"]}}
     scenario = [
         {"method": "item/permissions/requestApproval", "params": {"itemId": "p", "permissions": asked}},
-        _with_permissions("make", {"fileSystem": {"write": [str(ws / "out")]}}, _NO_DECLINE),
+        _with_permissions("bash -lc make", {"fileSystem": {"write": [str(ws / "out")]}}, _NO_DECLINE),
     ]
     _, answers = await _run_app(
         tmp_path,
@@ -246,7 +246,7 @@ async def test_declared_writable_roots_count_as_the_workspace(tmp_path: Path) ->
         *change("a", cache),
         *change("b", shared),
         *change("c", other),
-        {"method": _CMD, "params": {"itemId": "d", "command": "ls", "cwd": str(cache)}},
+        {"method": _CMD, "params": {"itemId": "d", "command": "bash -lc ls", "cwd": str(cache)}},
     ]
     spec = Spec(prompt="p", cwd=ws, config={"sandbox_workspace_write": {"writable_roots": [str(cache)]}})
     options_config = {"sandbox_workspace_write.writable_roots": [str(shared)]}

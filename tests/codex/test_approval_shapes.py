@@ -216,7 +216,7 @@ async def test_a_foreign_cwd_is_declined_and_never_becomes_the_root(tmp_path: Pa
     scenario = [
         {"method": _CMD, "params": {"itemId": "c", "command": "chmod -R 777 /opt/app", "cwd": "/opt/app"}},
         {"method": "execCommandApproval", "params": {"callId": "x", "command": ["ls"], "cwd": "/"}},
-        {"method": _CMD, "params": {"itemId": "d", "command": "ls", "cwd": str(inside)}},
+        {"method": _CMD, "params": {"itemId": "d", "command": "bash -lc ls", "cwd": str(inside)}},
     ]
     events, answers = await _run(tmp_path, scenario)
     assert answers[0] == {"decision": "decline"}

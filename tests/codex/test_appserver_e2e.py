@@ -241,6 +241,26 @@ async def test_restart_on_crash_then_resume_continues_the_thread(
     assert "remember token-77" in scripted_model.requests[-1].user_texts()
 
 
+async def test_a_spawn_right_after_a_crash_runs_on_the_restarted_child(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
+) -> None:
+    # kill -9 of the app-server between two sessions: the next spawn writes to the dead child before the
+    # provider has read its end of file (the blocking sleep keeps the loop from seeing it first). It used
+    # to fail with "write failed: ConnectionResetError"; the daemon answered 502 (1 run in 6 under load).
+    scripted_model.responder = lambda request: Reply.text("here")
+    options = replace(codex_options, restart_on_crash=True)
+    async with CodexProvider(options) as provider:
+        await (await provider.spawn(Spec(prompt="first", cwd=workspace))).wait()
+        for round in range(3):
+            pid = provider.pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.3)  # noqa: ASYNC251 - on purpose: the provider must not notice before the spawn
+            handle = await provider.spawn(Spec(prompt=f"after crash {round}", cwd=workspace))
+            assert (await handle.wait()).text == "here"
+            assert provider.pid not in (None, pid)
+
+
 async def test_slow_consumers_do_not_delay_other_requests(
     codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path
 ) -> None:

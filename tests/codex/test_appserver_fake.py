@@ -64,7 +64,7 @@ async def test_command_approvals_accept_and_decline_with_audit(tmp_path: Path) -
 
 
 async def test_default_deny_and_allow_patterns(tmp_path: Path) -> None:
-    scenario = [_cmd("pytest -q"), _cmd("make deploy")]
+    scenario = [_cmd("/bin/bash -lc 'pytest -q'"), _cmd("/bin/bash -lc 'make deploy'")]
     permission = PermissionConfig(allow_patterns=(r"^pytest\b",), default="deny")
     _, answers = await _run(
         _options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=permission)
@@ -91,7 +91,7 @@ async def test_file_change_paths_come_from_the_started_item(tmp_path: Path) -> N
 async def test_legacy_exec_approval_routed_by_conversation_id(tmp_path: Path) -> None:
     scenario = [
         {"method": "execCommandApproval", "params": {"callId": "x", "command": ["sudo", "rm", "-rf", "/"]}},
-        {"method": "execCommandApproval", "params": {"callId": "y", "command": ["ls"]}},
+        {"method": "execCommandApproval", "params": {"callId": "y", "command": ["/bin/bash", "-lc", "ls"]}},
     ]
     _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path))
     assert answers[0]["result"]["decision"]["denied"]["rejection"]
@@ -141,12 +141,12 @@ async def test_strict_profile_sends_unproven_commands_to_the_handler(tmp_path: P
         seen.append((str(request.command), decision.rule))
         return Decision(action="allow_once")
 
-    scenario = [_cmd("git status"), _cmd("./scripts/release.sh"), _cmd("rm -rf /")]
+    scenario = [_cmd("bash -lc 'git status'"), _cmd("bash -lc ./scripts/release.sh"), _cmd("rm -rf /")]
     strict = PermissionConfig(profile="strict")
     options = _options(tmp_path, scenario, approval_handler=handler)
     _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path, permission=strict))
     assert [a["result"]["decision"] for a in answers] == ["accept", "accept", "decline"]
-    assert seen == [("git status", None), ("./scripts/release.sh", "strict-unproven")]
+    assert seen == [("bash -lc 'git status'", None), ("bash -lc ./scripts/release.sh", "strict-unproven")]
     _, answers = await _run(_options(tmp_path, scenario), Spec(prompt="p", cwd=tmp_path, permission=strict))
     assert [a["result"]["decision"] for a in answers] == ["acceptForSession", "decline", "decline"]
 
@@ -166,11 +166,11 @@ async def test_slow_approval_handler_does_not_block_other_threads(tmp_path: Path
     release = asyncio.Event()
 
     async def handler(request: ApprovalRequest, decision: Decision) -> Decision:
-        if request.command == "slow":
+        if request.command == "bash -lc slow":
             await release.wait()  # a human parks this one
         return decision
 
-    options = _options(tmp_path, [_cmd("${CMD}")], approval_handler=handler)
+    options = _options(tmp_path, [_cmd("bash -lc ${CMD}")], approval_handler=handler)
     async with CodexProvider(options) as provider:
         slow = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
         fast = await provider.spawn(Spec(prompt="p", cwd=tmp_path))
@@ -233,8 +233,10 @@ async def test_unsupported_spec_fields_are_reported(tmp_path: Path, monkeypatch:
     # Today's app-server carries every Spec field; a field it cannot must still reach the caller.
     from agent_fleet.codex import appserver
 
-    def plan_with_a_gap(spec: Spec, base_config: Mapping[str, Any] | None = None) -> SpawnPlan:
-        plan = plan_spawn(spec, base_config)
+    def plan_with_a_gap(
+        spec: Spec, base_config: Mapping[str, Any] | None = None, box: Any = None
+    ) -> SpawnPlan:
+        plan = plan_spawn(spec, base_config, box)
         return dataclasses.replace(plan, untranslated=(Untranslated("future_field", "not supported"),))
 
     monkeypatch.setattr(appserver, "plan_spawn", plan_with_a_gap)
@@ -379,7 +381,7 @@ async def test_a_human_deciding_an_approval_is_not_idle(tmp_path: Path) -> None:
         await asyncio.sleep(1.2)  # four idle limits: someone thinking it over
         return decision
 
-    options = _options(tmp_path, [_cmd("make build")], approval_handler=handler)
+    options = _options(tmp_path, [_cmd("bash -lc 'make build'")], approval_handler=handler)
     _, answers = await _run(options, Spec(prompt="p", cwd=tmp_path, idle_timeout=0.3))
     assert answers[0]["result"] == {"decision": "acceptForSession"}
 

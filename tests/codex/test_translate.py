@@ -32,9 +32,10 @@ CASES: dict[str, tuple[Any, str]] = {
     "tools": ((len,), "thread.dynamicTools"),
     "answers": ({"Database": "sqlite"}, "local"),
     "env": ({"CI": "1"}, "thread.config"),
+    "temp_dir": ("/tmp/box", "local"),  # the session's box (codex._box)
 }
 # Fields the app-server provider does not carry yet: reported, never dropped silently.
-UNTRANSLATED: dict[str, Any] = {"max_turns": 3, "max_cost_usd": 1.0, "temp_dir": "/tmp/box"}
+UNTRANSLATED: dict[str, Any] = {"max_turns": 3, "max_cost_usd": 1.0}
 
 
 def test_every_spec_field_has_a_case() -> None:

@@ -3,6 +3,9 @@
 A sandbox is a scratch directory with ``bin/`` (a recording fake per program name, symlinks to a few
 harmless real tools, shell wrappers that stay restricted), ``home/`` and ``work/``. ``replay`` runs a
 command in ``bash -r`` there (as ``nobody`` when we are root) and returns the argvs the fakes recorded.
+``plain`` writes a recorded argv with the scratch directories shown as ``~`` and the workspace,
+``unseen`` lists what bash ran that the policy's parse did not report, and ``needs_data`` tells an entry
+whose danger rides on data a fake cannot give (so its plain argvs alone do not carry it).
 """
 
 from __future__ import annotations
@@ -10,12 +13,16 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
+
+from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command
+from agent_fleet.policy.bash._unwrap import expand_braces
 
 SEP = "\x1f"
 END = "\x1e"  # records end here, not at a newline: arguments may hold newlines
@@ -92,3 +99,82 @@ def matches(
     if "$" in head or "`" in head or "XXXXXXXXXX" in head or re.search(r"[*?\[]", head):
         return any(matches(rest, ran[i:], more, same) for i in range(len(ran) + 1))
     return bool(ran) and same(head, ran[0]) and matches(rest, ran[1:], more, same)
+
+
+def plain(argv: tuple[str, ...], home: str, work: str, workspace: str) -> tuple[str, ...]:
+    """What bash ran, with the scratch home and work directories written as ``~`` and the workspace."""
+    out: list[str] = []
+    for arg in argv:
+        for prefix, shown in ((home, "~"), (work, workspace)):
+            if arg == prefix or arg.startswith(prefix + "/"):
+                arg = shown + arg[len(prefix) :]
+        out.append(arg)
+    return tuple(out)
+
+
+def _same(parsed: str, ran: str, workspace: str) -> bool:
+    if parsed == ran:
+        return True
+    for form in (parsed, parsed.replace("~/", workspace.rsplit("/", 1)[0] + "/")):
+        if ran.startswith("/") and os.path.normpath(os.path.join(workspace, form)) == ran:
+            return True
+    return ran == os.path.normpath(parsed) or (parsed.startswith("~") and ran.startswith("~"))
+
+
+def _parsed(command: str) -> set[tuple[tuple[str, ...], bool]]:
+    found: set[tuple[tuple[str, ...], bool]] = set()
+    for cmd in parse_command(command):
+        more = "xargs" in cmd.wrappers
+        found.add((cmd.argv, more))
+        found.add((cmd.written, more))  # a wrapper that is a fake here (`uv run`) records its own argv
+        expanded: list[str] = []
+        for word in cmd.argv:
+            expanded.extend(expand_braces(word) if "{" in word and "," in word else [word])
+        found.add((tuple(expanded), more))
+    return found
+
+
+#: Rules that decline because what would run cannot be seen: the parse is not expected to show it.
+UNSEEN_BY_DESIGN = frozenset({"decoder-to-shell", "download-to-shell", "opaque-code", "dynamic-command"})
+
+
+def unseen(command: str, ran: list[tuple[str, ...]], workspace: str) -> list[str]:
+    """Argvs bash ran that the policy's parse did not report."""
+    try:
+        parsed = _parsed(command)
+    except UnparsableCommand:
+        return []  # declined as unparsable: nothing it runs is accepted
+    if evaluate_command(command, cwd=workspace).rule in UNSEEN_BY_DESIGN:
+        return []
+    ran = [tuple(w for w in argv if w != "-") for argv in ran]  # the parse drops a `-` before `<<EOF`
+    parsed = {(tuple(w for w in p if w != "-"), more) for p, more in parsed}
+    return [
+        shlex.join(a)
+        for a in ran
+        if not any(matches(p, a, more, lambda x, y: _same(x, y, workspace)) for p, more in parsed)
+    ]
+
+
+#: Builtins (and programs) whose output is data: the environment, variables.
+DATA_BUILTINS = frozenset({"declare", "typeset", "export", "set", "compgen", "alias", "read"})
+DATA_BUILTINS |= {"env", "printenv"}
+
+
+def needs_data(command: str, fakes: Collection[str]) -> bool:
+    """Does the danger ride on data a fake cannot give (a download piped into a shell, a secret read
+    into a request, an environment variable)? Then the plain argvs alone do not carry it."""
+    try:
+        commands = parse_command(command)
+    except UnparsableCommand:
+        return True
+    if re.search(r"\b(export|declare|typeset)\s+(-\w+\s+)*\w+=", command) or re.search(r"\w=\$\(", command):
+        return True  # an environment variable, or a variable holding what a (fake) program printed
+    sources = set(fakes) | DATA_BUILTINS
+    return any(
+        set(cmd.feeders) & sources
+        or set(cmd.substituted) & sources
+        or (cmd.substituted and cmd.program in ("curl", "wget", "nc", "ncat", "socat", "ssh", "scp"))
+        or cmd.env
+        or cmd.program in DATA_BUILTINS
+        for cmd in commands
+    )

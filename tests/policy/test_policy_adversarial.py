@@ -345,7 +345,7 @@ def test_strict_accepts_provably_harmless_commands(command: str) -> None:
 def test_strict_declines_the_rest(command: str) -> None:
     decision = evaluate_command(command, config=STRICT, cwd=WORKSPACE)
     assert decision.action == "decline"
-    assert decision.rule in (STRICT_RULE, "privilege-escalation")
+    assert decision.rule in (STRICT_RULE, "privilege-escalation", "write-outside-workspace")
 
 
 def test_strict_keeps_builtin_rules_first() -> None:

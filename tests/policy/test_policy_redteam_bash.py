@@ -21,7 +21,6 @@ on the real machine.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -30,10 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command
-from agent_fleet.policy.bash._unwrap import expand_braces
+from agent_fleet.policy import evaluate_command
 
-from ._replay import make_sandbox, matches, replay
+from ._replay import make_sandbox, needs_data, plain, replay, unseen
 from .redteam import DANGEROUS, EVERYDAY, HOLDOUT, WORKSPACE
 
 _NAMES = """
@@ -88,81 +86,6 @@ def sandbox() -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _plain(argv: tuple[str, ...], home: str, work: str) -> tuple[str, ...]:
-    """What bash ran, with the scratch home and work directories written as ``~`` and the workspace."""
-    out: list[str] = []
-    for arg in argv:
-        for prefix, shown in ((home, "~"), (work, WORKSPACE)):
-            if arg == prefix or arg.startswith(prefix + "/"):
-                arg = shown + arg[len(prefix) :]
-        out.append(arg)
-    return tuple(out)
-
-
-def _same(parsed: str, ran: str) -> bool:
-    if parsed == ran:
-        return True
-    for form in (parsed, parsed.replace("~/", WORKSPACE.rsplit("/", 1)[0] + "/")):
-        if ran.startswith("/") and os.path.normpath(os.path.join(WORKSPACE, form)) == ran:
-            return True
-    return ran == os.path.normpath(parsed) or (parsed.startswith("~") and ran.startswith("~"))
-
-
-def _parsed(command: str) -> set[tuple[tuple[str, ...], bool]]:
-    found: set[tuple[tuple[str, ...], bool]] = set()
-    for cmd in parse_command(command):
-        more = "xargs" in cmd.wrappers
-        found.add((cmd.argv, more))
-        found.add((cmd.written, more))  # a wrapper that is a fake here (`uv run`) records its own argv
-        expanded: list[str] = []
-        for word in cmd.argv:
-            expanded.extend(expand_braces(word) if "{" in word and "," in word else [word])
-        found.add((tuple(expanded), more))
-    return found
-
-
-#: Rules that decline because what would run cannot be seen: the parse is not expected to show it.
-UNSEEN_BY_DESIGN = frozenset({"decoder-to-shell", "download-to-shell", "opaque-code", "dynamic-command"})
-
-
-def _check(command: str, ran: list[tuple[str, ...]]) -> list[str]:
-    """Argvs bash ran that the policy's parse did not report."""
-    try:
-        parsed = _parsed(command)
-    except UnparsableCommand:
-        return []  # declined as unparsable: nothing it runs is accepted
-    if evaluate_command(command, cwd=WORKSPACE).rule in UNSEEN_BY_DESIGN:
-        return []
-    ran = [tuple(w for w in argv if w != "-") for argv in ran]  # the parse drops a `-` before `<<EOF`
-    parsed = {(tuple(w for w in p if w != "-"), more) for p, more in parsed}
-    return [shlex.join(a) for a in ran if not any(matches(p, a, more, _same) for p, more in parsed)]
-
-
-#: Builtins (and programs) whose output is data: the environment, variables.
-_DATA_BUILTINS = frozenset({"declare", "typeset", "export", "set", "compgen", "alias", "read"})
-_DATA_BUILTINS |= {"env", "printenv"}
-
-
-def _needs_data(command: str) -> bool:
-    """Does the danger ride on data a fake cannot give (a download piped into a shell, a secret read
-    into a request, an environment variable)? Then the plain argvs alone do not carry it."""
-    try:
-        commands = parse_command(command)
-    except UnparsableCommand:
-        return True
-    if re.search(r"\b(export|declare|typeset)\s+(-\w+\s+)*\w+=", command) or re.search(r"\w=\$\(", command):
-        return True  # an environment variable, or a variable holding what a (fake) program printed
-    sources = set(FAKES) | _DATA_BUILTINS
-    return any(
-        set(cmd.feeders) & sources
-        or set(cmd.substituted) & sources
-        or (cmd.substituted and cmd.program in ("curl", "wget", "nc", "ncat", "socat", "ssh", "scp"))
-        or cmd.env
-        or cmd.program in _DATA_BUILTINS
-        for cmd in commands
-    )
-
-
 def test_enough_entries_are_replayed() -> None:
     dangerous = [c for cs in DANGEROUS.values() for c in cs if _replayable(c)]
     assert len(dangerous) >= 250
@@ -171,41 +94,41 @@ def test_enough_entries_are_replayed() -> None:
 
 def test_dangerous_entries_run_what_the_policy_sees(sandbox: Path) -> None:
     home, work = str(sandbox / "home"), str(sandbox / "work")
-    unseen: list[str] = []
+    missed: list[str] = []
     plain_passed: list[str] = []
     judged = 0
     every = [*DANGEROUS.values(), *HOLDOUT.values()]
     for i, command in enumerate(c for cs in every for c in cs if _replayable(c)):
-        ran = [_plain(argv, home, work) for argv in replay(command, sandbox, f"d{i}")]
+        ran = [plain(argv, home, work, WORKSPACE) for argv in replay(command, sandbox, f"d{i}")]
         if not ran:
             continue
-        unseen += [f"{command!r}: bash ran {a}" for a in _check(command, ran)]
+        missed += [f"{command!r}: bash ran {a}" for a in unseen(command, ran, WORKSPACE)]
         if ">" in command or re.search(r"(^|[\s;&|])\./", command) or "<<" in command:
             continue  # restricted bash refused the part that does the harm
-        if _needs_data(command):
+        if needs_data(command, FAKES):
             continue
         judged += 1
-        plain = "; ".join(shlex.join(argv) for argv in ran)
-        if evaluate_command(plain, cwd=WORKSPACE).action != "decline":
-            plain_passed.append(f"{command!r} ran {plain!r}")
-    assert not unseen, "\n".join(unseen)
+        script = "; ".join(shlex.join(argv) for argv in ran)
+        if evaluate_command(script, cwd=WORKSPACE).action != "decline":
+            plain_passed.append(f"{command!r} ran {script!r}")
+    assert not missed, "\n".join(missed)
     assert not plain_passed, "\n".join(plain_passed)
     assert judged >= 200
 
 
 def test_everyday_entries_run_only_harmless_commands(sandbox: Path) -> None:
     home, work = str(sandbox / "home"), str(sandbox / "work")
-    unseen: list[str] = []
+    missed: list[str] = []
     declined: list[str] = []
     replayed = 0
     for i, command in enumerate(c for c in EVERYDAY if _replayable(c)):
-        ran = [_plain(argv, home, work) for argv in replay(command, sandbox, f"e{i}")]
+        ran = [plain(argv, home, work, WORKSPACE) for argv in replay(command, sandbox, f"e{i}")]
         replayed += bool(ran)
-        unseen += [f"{command!r}: bash ran {a}" for a in _check(command, ran)]
+        missed += [f"{command!r}: bash ran {a}" for a in unseen(command, ran, WORKSPACE)]
         for argv in ran:
             decision = evaluate_command(shlex.join(argv), cwd=WORKSPACE)
             if decision.action != "allow_for_session":
                 declined.append(f"{command!r} ran {shlex.join(argv)!r}: {decision.rule}")
-    assert not unseen, "\n".join(unseen)
+    assert not missed, "\n".join(missed)
     assert not declined, "\n".join(declined)
     assert replayed >= 120

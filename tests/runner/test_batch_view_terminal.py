@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
+from agent_fleet.runner._admit import shared_tree_warning
 from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
 
 from .scripted import ScriptedAgent, run
@@ -150,9 +151,16 @@ def test_the_live_view_fits_a_real_terminal(
             "elapsed",
         ):
             assert part in text, (part, lines)
-        assert lines[0].startswith("running "), "the header is the first line: nothing scrolled off"
+        # What the command printed before the view (where the record goes; the warning that the tasks
+        # share a tree) may show above it; the header is the view's first line: nothing scrolled off.
+        header = next(i for i, line in enumerate(lines) if line.startswith("running "))
+        start = " ".join(
+            ["record:", str(out.resolve()), "warning:", shared_tree_warning(tmp_path.resolve(), TOTAL)]
+        )
+        assert all(line.strip() in start for line in lines[:header]), lines
         assert len(lines) <= height
-        assert all(cell_len(line) <= width for line in lines), "a line wrapped: " + max(lines, key=cell_len)
+        view = lines[header:]
+        assert all(cell_len(line) <= width for line in view), "a line wrapped: " + max(view, key=cell_len)
         assert not re.search(r"\d…", text), "a number was cut"
         # running and failed tasks pinned, each row on one line with its status
         rows = {line.split()[0]: line for line in lines if re.match(r"(run|bad)-\d+ ", line)}

@@ -35,6 +35,7 @@ def invoke(*args: str, input: str | None = None) -> Result:
         (["run", "x", "--max-followups", "-1"], "Invalid value for '--max-followups'"),
         (["run", "x", "--allow", "("], "invalid regular expression '('"),
         (["run", "x", "--deny", "[unclosed"], "invalid regular expression '[unclosed'"),
+        (["run", "x", "--allow-escalation", "(x"], "invalid regular expression '(x'"),
         (["run", "x", "--cwd", "/definitely/not/here"], "does not exist"),
         (["run", "x", "-c", "novalue"], "expected key=value"),
         (["run", "x", "--answer", "no-equals-sign"], "expected QUESTION=ANSWER"),
@@ -51,6 +52,29 @@ def test_usage_errors_exit_2(args: list[str], message: str) -> None:
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_allow_escalation_becomes_the_escalation_patterns(tmp_path: Path) -> None:
+    from agent_fleet.cli._options import pop_common
+
+    kwargs = {
+        "provider": "codex", "model": None, "effort": None, "sandbox": None, "mode": "build", "allow": (),
+        "deny": (), "default_approval": "allow", "allow_host": (), "allow_mcp": (),
+        "allow_escalation": (r"^\./deploy\.sh$", "^make install$"), "config": (), "gate_cmd": None,
+        "require_commit": False, "max_followups": 0, "timeout": None, "retries": 0, "retry_delay": 1.0,
+        "idle_timeout": 0.0, "json_output": False, "review": False, "review_threshold": "P1",
+    }  # fmt: skip
+    task = pop_common(kwargs).template("p", tmp_path, "t")
+    assert task.spec.permission is not None
+    assert task.spec.permission.escalation_patterns == (r"^\./deploy\.sh$", "^make install$")
+    assert task.spec.permission.default == "allow"
+
+
+@pytest.mark.e2e
+def test_doctor_says_the_policy_is_the_only_guard_without_a_sandbox(cli_env: list[str]) -> None:
+    result = invoke("doctor", *cli_env, "--sandbox", "danger-full-access")
+    assert result.exit_code == 0, result.output
+    assert "sandbox: OFF (danger-full-access)" in result.stdout and "the only guard" in result.stdout
 
 
 def test_answers_become_the_providers_canned_answers() -> None:

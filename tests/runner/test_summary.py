@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from agent_fleet.errors import UsageError
-from agent_fleet.events import Error, Result, System, TokenUsage, ToolResult, ToolUse
+from agent_fleet.events import Diff, Error, Result, System, TokenUsage, ToolResult, ToolUse
 from agent_fleet.runner import GateCheck, GateResult, TaskEvent, TaskResult, _git
 from agent_fleet.runner._pricing import PriceTable, load_prices
 from agent_fleet.runner._record import OUTPUT_TAIL, TaskRecorder, command_text
@@ -270,3 +270,79 @@ async def test_final_diff_has_commits_edits_and_new_files(tmp_path: Path) -> Non
     assert "Binary file (3 bytes)" in diff
     assert git(repo, "status", "--porcelain").count("??") == 2, "the index is untouched"
     assert len(await _git.final_diff(repo, start, limit=20)) <= 20 + len("\n... (cut)")
+
+
+async def test_changed_files_lists_commits_edits_and_new_files_from_the_top(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    start = git(repo, "rev-parse", "HEAD")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "committed.txt").write_text("one\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    (repo / "README.md").write_text("edited\n")
+    (repo / "sub" / "new.txt").write_text("fresh\n")
+    names = await _git.changed_files(repo / "sub", start)  # asked from a subdirectory: from the top
+    assert sorted(names) == ["README.md", "sub/committed.txt", "sub/new.txt"]
+
+
+def _patch(item: str, *paths: str, move: str | None = None) -> ToolUse:
+    changes = [{"path": p, "kind": "add", "diff": "+x"} for p in paths]
+    if move is not None:
+        changes[0].update(kind="update", move_path=move)
+    return ToolUse(id=item, name="apply_patch", input={"changes": changes})
+
+
+def test_files_changed_are_what_the_session_did_and_each_turn_keeps_its_diff() -> None:
+    recorder = TaskRecorder(task_id="t", root="/work/repo")
+    turn1 = "diff --git a/one.txt b/one.txt\n+1\n"
+    turn2 = "diff --git a/two.txt b/two.txt\n+2\n"
+    _feed(
+        recorder,
+        [
+            (0.0, "runner", _runner("started", prompt="p", provider="codex")),
+            (
+                1.0,
+                "agent",
+                _patch("p1", "/work/repo/one.txt", "/work/repo/old.txt", move="/work/repo/new.txt"),
+            ),
+            (1.1, "agent", ToolResult(id="p1", status="completed")),
+            (1.2, "agent", _patch("p2", "/work/repo/refused.txt")),
+            (1.3, "agent", ToolResult(id="p2", status="declined", is_error=True)),
+            (1.4, "agent", _patch("p3", "/elsewhere/x.txt")),
+            (1.5, "agent", ToolResult(id="p3", status="completed")),
+            (1.6, "agent", Diff(diff="diff --git a/one.txt b/one.txt\n", turn_id="T1")),
+            (1.7, "agent", Diff(diff=turn1, turn_id="T1")),  # replaces the turn's earlier snapshot
+            (2.0, "agent", Result(session_id="s")),
+            (3.0, "agent", ToolUse(id="e1", name="Write", input={"file_path": "/work/repo/sub/w.txt"})),
+            (3.1, "agent", ToolResult(id="e1")),
+            (3.2, "agent", ToolUse(id="e2", name="Edit", input={"file_path": "/work/repo/failed.txt"})),
+            (3.3, "agent", ToolResult(id="e2", is_error=True)),
+            (3.4, "agent", Diff(diff=turn2, turn_id="T2")),
+            (3.5, "review", _patch("r1", "/work/repo/review.txt")),  # a review session's: not the task's
+            (3.6, "review", ToolResult(id="r1", status="completed")),
+            (4.0, "agent", Result(session_id="s")),
+        ],
+    )
+    record = recorder.record()
+    assert record["files_changed"] == [
+        "one.txt",
+        "new.txt",  # one.txt renamed: both ends
+        "old.txt",
+        "/elsewhere/x.txt",
+        "sub/w.txt",
+        "two.txt",
+    ]
+    assert record["diff"] == turn1 + "\n" + turn2, "every turn's last snapshot, in order"
+    assert record["shared_tree"] is False
+    recorder.observe(
+        TaskEvent(task_id="t", source="runner", event=_runner("shared_tree", tree="/w", tasks=3))
+    )
+    assert recorder.record()["shared_tree"] is True
+    summary = build_summary(
+        [task_record(TaskResult(task_id="t", status="succeeded", reason="done"), recorded=recorder.record())],
+        started_at=T0,
+        finished_at=T0 + 5,
+        duration=5.0,
+    )
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["tasks"][0]["files_changed"][0] == "one.txt" and summary["tasks"][0]["shared_tree"] is True

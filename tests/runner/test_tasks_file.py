@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -203,3 +204,14 @@ def test_text_that_is_not_utf8_is_refused_with_its_line(tmp_path: Path, entry: s
         list(iter_tasks(path))
     message = str(info.value)
     assert message.startswith("tasks.jsonl line 2: ") and what in message and "not valid text" in message
+
+
+def test_an_entrys_patterns_keep_the_templates_other_permission_settings(tmp_path: Path) -> None:
+    (t,) = parse_tasks(json.dumps({"id": "a", "prompt": "p", "allow": ["^git "]}), base_dir=tmp_path)
+    template = _template()
+    base = PermissionConfig(
+        disallow_patterns=("rm",), allowed_hosts=("pypi.org",), escalation_patterns=(r"^\./deploy\.sh$",)
+    )
+    template = dataclasses.replace(template, spec=dataclasses.replace(template.spec, permission=base))
+    permission = build_task(t, template, tmp_path).spec.permission
+    assert permission == dataclasses.replace(base, allow_patterns=("^git ",))

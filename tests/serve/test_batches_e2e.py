@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,14 @@ import pytest
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.serve import Daemon
-from agent_fleet.testing import RecordedRequest, Reply, ScriptedModelServer, exec_command
+from agent_fleet.testing import (
+    CustomToolCall,
+    FunctionCall,
+    RecordedRequest,
+    Reply,
+    ScriptedModelServer,
+    exec_command,
+)
 
 from .conftest import MakeDaemon, client
 
@@ -134,3 +143,67 @@ async def test_a_batch_that_fails_after_its_201_keeps_its_reason_redacted(
     assert "[REDACTED]" in done["reason"]
     for text in (json.dumps(done), json.dumps(listed), page):
         assert secret not in text
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def _writes_and_commits(request: RecordedRequest) -> Reply:
+    """A responder: each task writes ``<its prompt>.txt`` by apply_patch, commits it, then answers."""
+    name = next(
+        t.get("text", "").split()[-1]
+        for item in request.input
+        if item.get("type") == "message" and item.get("role") == "user"
+        for t in item.get("content") or []
+        if isinstance(t, dict) and t.get("text", "").startswith("write ")
+    )
+    outputs = sum(
+        1 for item in request.input if item.get("type") in ("function_call_output", "custom_tool_call_output")
+    )
+    if outputs == 0:
+        patch = f"*** Begin Patch\n*** Add File: {name}.txt\n+work of {name}\n*** End Patch\n"
+        return Reply(items=(CustomToolCall(name="apply_patch", input=patch),))
+    if outputs == 1:
+        commit = {"cmd": f"git add -A && git commit -q -m {name}", "login": False}
+        commit |= {"sandbox_permissions": "require_escalated", "justification": "commit the work"}
+        return Reply(items=(FunctionCall(name="exec_command", arguments=commit),))
+    return Reply.text("done")
+
+
+async def test_a_daemon_batch_with_worktrees_keeps_its_boxes_in_the_daemons_state_dir(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+    tmp_path: Path,
+) -> None:
+    repo = workspace / "repo"
+    repo.mkdir()
+    for args in (
+        ["init", "-q"],
+        ["config", "user.name", "agent-fleet tests"],
+        ["config", "user.email", "tests@agent-fleet.invalid"],
+        ["commit", "-q", "--allow-empty", "-m", "start"],
+    ):
+        await asyncio.to_thread(_git, repo, *args)
+    scripted_model.responder = _writes_and_commits
+    daemon = await make_daemon(options=codex_serve_options)
+    state = tmp_path / "state"
+    async with client(daemon) as http:
+        tasks = [{"id": n, "prompt": f"write {n}", "require_commit": True} for n in ("one", "two")]
+        spec = {"cwd": str(repo), "sandbox": "workspace-write", "env": {}}
+        body = {"tasks": tasks, "spec": spec, "jobs": 2, "worktrees": True}
+        response = await http.post("/v1/batches", json=body)
+        assert response.status_code == 201, response.text
+        done = await _finished(daemon, http, response.json()["batch_id"])
+    assert done["state"] == "succeeded", done
+    for task in done["summary"]["tasks"]:
+        worktree = Path(task["worktree"]["path"])
+        assert worktree.parent.parent.parent == state / "boxes", "the daemon's own box, not /tmp"
+        assert task["worktree"]["kept"] is False and task["branch"] == f"agent-fleet/{task['task_id']}"
+        assert task["files_changed"] == [f"{task['task_id']}.txt"] and task["shared_tree"] is False
+        shown = await asyncio.to_thread(_git, repo, "show", "--name-only", "--format=", task["branch"])
+        assert shown.split() == [f"{task['task_id']}.txt"]
+    assert not any((state / "boxes").iterdir()), "each box is removed with its batch"
+    assert stat.S_IMODE((state / "boxes").stat().st_mode) == 0o700

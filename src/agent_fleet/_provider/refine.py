@@ -19,7 +19,8 @@ __all__ = ["HANDLER_EMIT", "REFINABLE_DECLINES", "for_handler", "refine"]
 HANDLER_EMIT: ContextVar[Callable[[Event], None] | None] = ContextVar("approval_handler_emit", default=None)
 
 #: The declines an ``approval_handler`` may still turn into an accept: the strict profile's "not proven
-#: harmless" and ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
+#: harmless", an escalation's "runs outside the sandbox, not proven harmless" and
+#: ``PermissionConfig(default="ask")``'s "nobody decided". Every other decline is final.
 #: (Defined with the engine, which needs the same set to pick the stricter of two decisions.)
 REFINABLE_DECLINES: Final = REFINABLE_RULES
 

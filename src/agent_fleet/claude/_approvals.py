@@ -4,7 +4,11 @@ Claude Code asks ``can_use_tool(tool_name, input, context)``; ``decide`` builds 
 ``ApprovalRequest`` and decides it, and never raises (a malformed input is a ``malformed-request``
 decline, a failure of the policy a ``policy-error`` one):
 
-- ``Bash`` -> ``command`` (``input["command"]``, shell text parsed by the engine);
+- ``Bash`` -> ``command`` (``input["command"]``, shell text parsed by the engine); with
+  ``dangerouslyDisableSandbox: true`` in a session whose commands run in Claude Code's sandbox, the
+  command asks to run outside it: the request is ``escalated``, accepted only on proof (a command the
+  policy proves harmless, ``PermissionConfig.escalation_patterns``, or an ``approval_handler``), never
+  by the default;
 - ``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit`` -> ``file_change`` with the file path;
 - ``Read``, ``NotebookRead``, ``Grep``, ``Glob``, ``LS`` -> ``read`` of the file or the directory
   searched (``path``; the working directory when absent; the fixed prefix of an absolute, ``~`` or
@@ -84,6 +88,9 @@ SUBAGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 #: ``StructuredOutput`` is how the CLI returns the ``Spec.output_schema`` answer.
 INTERNAL_TOOLS: Final = frozenset({"StructuredOutput"})
 
+#: The ``Bash`` input that asks to run the command outside Claude Code's sandbox.
+UNSANDBOXED: Final = "dangerouslyDisableSandbox"
+
 _GLOB_CHAR = re.compile(r"[*?\[{]")
 
 
@@ -139,10 +146,12 @@ def to_request(
     cwd: str | None,
     writable_roots: Sequence[str] = (),
     home: str | None = None,
+    sandboxed: bool = False,
 ) -> ApprovalRequest:
-    """The engine's request for one tool call; ``home`` is the CLI's home directory (default: ours).
-    Raises ``MalformedInput`` for an input the tool does not define (``decide`` turns that into a
-    decline)."""
+    """The engine's request for one tool call; ``home`` is the CLI's home directory (default: ours);
+    ``sandboxed``: the session's commands run in Claude Code's sandbox, so one asking to leave it is an
+    escalation. Raises ``MalformedInput`` for an input the tool does not define (``decide`` turns that
+    into a decline)."""
     if not isinstance(tool_input, Mapping):
         raise MalformedInput(f"{tool_name}: the input is {type(tool_input).__name__}, not an object")
     roots = tuple(writable_roots)
@@ -152,7 +161,16 @@ def to_request(
         return ApprovalRequest(kind="tool", tool=own, cwd=cwd, writable_roots=roots)
     if tool_name == "Bash":
         command = _text(tool_input, "command", tool_name)
-        return ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots)
+        unsandboxed = tool_input.get(UNSANDBOXED, False)
+        if not isinstance(unsandboxed, bool):
+            raise MalformedInput(f"Bash: {UNSANDBOXED!r} must be true or false")
+        return ApprovalRequest(
+            kind="command",
+            command=command,
+            cwd=cwd,
+            writable_roots=roots,
+            escalated=sandboxed and unsandboxed,
+        )
     key = FILE_TOOLS.get(tool_name)
     if key is not None:
         path = tool_input.get(key) if isinstance(tool_input.get(key), str) else tool_input.get("file_path")
@@ -218,10 +236,13 @@ async def decide(
     cwd: str | None,
     writable_roots: Sequence[str] = (),
     home: str | None = None,
+    sandboxed: bool = False,
 ) -> tuple[ApprovalRequest, Decision]:
     """The request and the policy's decision for one tool call. Never raises: fails closed."""
     try:
-        request = to_request(tool_name, tool_input, cwd=cwd, writable_roots=writable_roots, home=home)
+        request = to_request(
+            tool_name, tool_input, cwd=cwd, writable_roots=writable_roots, home=home, sandboxed=sandboxed
+        )
     except MalformedInput as exc:
         request = ApprovalRequest(kind="unknown", tool=tool_name, cwd=cwd)
         return request, Decision(action="decline", rule="malformed-request", reason=str(exc))
@@ -262,6 +283,8 @@ def describe(request: ApprovalRequest, tool_name: str) -> dict[str, Any]:
         about["paths"] = list(request.paths)
     if request.kind == "network":
         about["host"] = request.host
+    if request.escalated:
+        about["escalated"] = True  # it would run outside the sandbox
     if tool_name != "Bash":
         about["tool"] = tool_name
     return about
@@ -283,7 +306,11 @@ def _mcp_name(name: str) -> str | None:
 
 
 def tool_input(name: str, value: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``ToolUse.input`` for a Claude tool call (``shell`` carries only ``{"command": ...}``)."""
+    """The ``ToolUse.input`` for a Claude tool call (``shell`` carries only ``{"command": ...}``, and
+    ``"escalated": True`` when it asks to run outside the sandbox)."""
     if name == "Bash":
-        return {"command": value.get("command")}
+        shown = {"command": value.get("command")}
+        if value.get(UNSANDBOXED) is True:
+            shown["escalated"] = True
+        return shown
     return dict(value)

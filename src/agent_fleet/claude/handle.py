@@ -13,21 +13,23 @@ Session states::
 
 Turn states (one ``_ClaudeTurn`` at a time)::
 
-    RUNNING ──ResultMessage | timeout | stop() | CLI exit──> FINISHED
+    RUNNING ──ResultMessage | timeout | interrupt() | stop() | CLI exit──> FINISHED
 
 Every way a turn can end calls ``EventStream.finish``: the first wins, the rest are no-ops, so the
-reader, the turn timer, ``stop()`` and CLI-exit handling can race in any order.
+reader, the turn timer, ``interrupt()``, ``stop()`` and CLI-exit handling can race in any order.
 
 The CLI has no turn ids on its messages, so a turn that ends locally while the CLI still works on
-it (timeout -> interrupt) leaves a ``ResultMessage`` *owed*: until it arrives every message is
-dropped, and ``send()`` waits for it before writing the next prompt. An ``inject()`` the CLI takes
-in after the turn's result (too late to steer it) makes the CLI run one more turn of its own; that
-turn is owed and dropped too, and the running turn says so with ``System(subtype="inject_late")``.
+it (timeout or ``interrupt()`` -> the CLI's interrupt) leaves a ``ResultMessage`` *owed*: until it
+arrives every message is dropped, and ``send()`` waits for it before writing the next prompt. An
+``inject()`` the CLI takes in after the turn's result (too late to steer it) makes the CLI run one
+more turn of its own; that turn is owed and dropped too, and the running turn says so with
+``System(subtype="inject_late")``.
 
 Approvals: a ``PreToolUse`` hook answers "ask" for every tool, so the CLI consults ``can_use_tool``
 for every call (without it Claude Code runs read-only commands such as ``echo`` unasked); the
-``ApprovalPolicy`` decides there, and the decision is reported with synthetic events exactly like
-the codex provider's. A declined call is answered with a deny carrying the reason, so Claude sees
+``ApprovalPolicy`` decides there (a command asking to leave the sandbox as an escalation), an
+``approval_handler`` refines what it may see, and the decision is reported with synthetic events
+exactly like the codex provider's. A declined call is answered with a deny carrying the reason, so Claude sees
 it as the tool's result and continues the turn (``cancel`` also interrupts the turn).
 """
 
@@ -68,10 +70,12 @@ from claude_agent_sdk.types import Message
 from agent_fleet._provider.asking import answer_input
 from agent_fleet._provider.audit import approval_events
 from agent_fleet._provider.handle import StreamedHandle
+from agent_fleet._provider.refine import refine
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream  # the same one-reader, one-terminal stream
 from agent_fleet._provider.watchdog import IdleWatchdog
-from agent_fleet.claude import _approvals, _questions, _tools
+from agent_fleet.claude import _approvals, _hooks, _questions, _sandbox, _tools
+from agent_fleet.claude._sandbox import SessionTemp
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan, user_content
 from agent_fleet.contract import Spec, check_text
@@ -140,13 +144,19 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         spec: Spec,
         policy: ApprovalPolicy,
         plan: ClaudePlan,
+        temp: SessionTemp | None = None,
     ) -> None:
         self._provider = provider  # read for its options only
         self._host = host
         self._session_id = session_id
         self._spec = spec
         self._policy = policy
+        self._plan = plan
         self._cwd = plan.cwd
+        # The session's box besides its workspace: its temporary directories, removed with the session
+        # when they were made for it.
+        self._temp = temp
+        self._roots: tuple[str, ...] = temp.roots if temp is not None else ()
         # The CLI's home directory (where its tools take "~"): the one its environment names.
         self._home = (provider.options.env or {}).get("HOME") or os.path.expanduser("~")
         self._turn: _ClaudeTurn | None = None
@@ -155,6 +165,7 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         self._drained = asyncio.Event()
         self._drained.set()
         self._declined: set[str] = set()
+        self._pending: list[System] = []
         self._approvals = itertools.count(1)
         self._total_tokens = 0
         self._stderr: deque[str] = deque(maxlen=_STDERR_LINES)
@@ -169,7 +180,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         options = ClaudeAgentOptions(
             **sdk_options,
             can_use_tool=self._can_use_tool,
-            hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[self._ask_hook])]},
+            hooks=_hooks.merged(
+                [HookMatcher(matcher=None, hooks=[self._ask_hook])], provider.options.hooks or {}
+            ),
             stderr=self._stderr.append,
         )
         self._client = ClaudeSDKClient(options)
@@ -196,6 +209,17 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             raise Unsupported("Claude takes an output schema per session (Spec.output_schema), not per turn")
         await self.start_turn(user_content(prompt, images) if images else prompt)
 
+    async def fork(self) -> ClaudeHandle:
+        """A new session with a copy of this one's history (Claude Code's ``--fork-session``, in a CLI
+        of its own); no turn runs until ``send()``. The fork has this session's ``Spec`` (settings,
+        approval policy, sandbox) and its own temporary directory. Raises ``UsageError`` while a turn
+        runs (the copy would miss its end) or after ``stop()``."""
+        if self._closed:
+            raise UsageError("fork(): this session is stopped")
+        if self.running or self._owed:
+            raise UsageError("fork(): wait for the current turn to end first")
+        return await self._provider.fork(self._session_id, self._spec)
+
     async def inject(self, text: str) -> None:
         """Steer the running turn: the CLI shows ``text`` to Claude mid-turn (next model request).
 
@@ -208,6 +232,18 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         message_uuid = str(uuid.uuid4())
         turn.injected.append(message_uuid)
         await self._write(_user_message(text, message_uuid))
+
+    async def interrupt(self) -> None:
+        """Stop the running turn but keep the session: its stream ends with ``Error(code="cancelled")``
+        at once, the CLI is told to interrupt (its running command is killed), and the next ``send()``
+        continues the same session in the same CLI, once the CLI has closed the interrupted turn. A
+        no-op when no turn is running."""
+        turn = self._turn
+        if self._closed or turn is None or turn.stream.done or self._owed:
+            return
+        if self._finish(turn, Error(code="cancelled", message="interrupted by the caller")):
+            self._owe()  # the interrupted turn's ResultMessage still comes: it is not the next turn's
+            await self._interrupt()
 
     async def stop(self) -> None:
         """Interrupt the running turn, end its stream with ``Error(code="cancelled")``, end the CLI.
@@ -243,6 +279,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
                 ],
             ) from exc
         except ResultError as exc:
+            reason = _sandbox.refused(str(exc)) if self._plan.no_os_sandbox is None else None
+            if reason is not None:
+                raise _sandbox.SandboxRefused(reason, self.stderr_tail()) from exc
             raise TransportError(
                 f"the Claude Code CLI refused the session: {exc}",
                 exit_code=exc.exit_code,
@@ -278,6 +317,9 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         )
         turn = _ClaudeTurn(mapper, self._provider.options.event_buffer)
         self._turn = turn
+        for notice in self._pending:
+            turn.stream.push(notice)
+        self._pending.clear()
         try:
             await self._write(_user_message(content, str(uuid.uuid4())))
         except TransportError as exc:
@@ -296,6 +338,10 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         turn = self._turn
         if turn is not None:
             turn.stream.push(event)
+
+    def notice_next_turn(self, notices: list[System]) -> None:
+        """Notices for the next turn's stream (a fork has no turn until ``send()``)."""
+        self._pending.extend(notices)
 
     # -- internals ---------------------------------------------------------------------------------------
 
@@ -340,6 +386,10 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
+        if self._temp is not None and self._closed:
+            # The CLI is gone: nothing writes there any more. Off the loop: removing a tree can take
+            # tens of milliseconds on a loaded machine, and every other session waits meanwhile.
+            await asyncio.to_thread(self._temp.remove)
 
     def _on_timeout(self, turn: _ClaudeTurn) -> None:
         turn.timer = None
@@ -469,8 +519,26 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         if tool_name == _questions.ASK_USER:
             return await self._ask_user(tool_input)
         request, decision = await _approvals.decide(
-            self._policy, tool_name, tool_input, cwd=self._cwd, home=self._home
+            self._policy,
+            tool_name,
+            tool_input,
+            cwd=self._cwd,
+            writable_roots=self._roots,
+            home=self._home,
+            sandboxed=self._plan.no_os_sandbox is None,
         )
+        if self._plan.sandbox == "read-only" and request.kind == "file_change" and decision.accepted:
+            # The file tools run in the CLI, outside the OS sandbox that keeps commands read-only.
+            decision = Decision(
+                action="decline",
+                rule="path-escape",
+                reason="the session is read-only (Spec.sandbox): its file tools may not write",
+            )
+        handler = self._provider.options.approval_handler
+        if handler is not None and self._live_turn() is not None:
+            decision = await refine(
+                handler, request, decision, self.emit, lambda r: _approvals.describe(r, tool_name)
+            )
         turn = self._live_turn()
         if turn is None:
             decision = Decision(action="decline", reason="the turn is no longer running", rule="turn-ended")

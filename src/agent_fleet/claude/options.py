@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_fleet._provider.stream import DEFAULT_EVENT_BUFFER
 from agent_fleet.errors import UsageError
 
 if TYPE_CHECKING:
+    from agent_fleet.policy import ApprovalRequest, Decision
     from agent_fleet.user_input import InputHandler
 
 __all__ = ["SETTING_SOURCES", "ClaudeOptions"]
+
+ApprovalHandler = Callable[["ApprovalRequest", "Decision"], Awaitable["Decision"]]
 
 SETTING_SOURCES = ("user", "project", "local")
 
@@ -39,6 +42,21 @@ class ClaudeOptions:
     - ``input_handler``: async ``(InputRequest) -> InputAnswer`` for Claude's ``AskUserQuestion``
       (``agent_fleet.user_input``); without one, ``canned_answers`` (question header or text ->
       answer) answer what they can and the rest is declined with a message for the model.
+    - ``approval_handler``: async ``(request, decision) -> Decision`` refining the policy's decision,
+      as ``CodexOptions.approval_handler`` does: it sees the accepts and the declines that ask for
+      someone (``strict-unproven``, ``escalation-unproven``, ``default-ask``), which it may accept;
+      other declines are final.
+    - ``hooks``: the caller's own Claude Code hooks, ``{event: [claude_agent_sdk.HookMatcher, ...]}``
+      as ``ClaudeAgentOptions.hooks`` takes them. They run after agent-fleet's own ``PreToolUse`` hook
+      and may refuse, add context or rewrite a tool's input (which is then judged), never accept: a
+      ``PreToolUse`` "allow", a ``PermissionRequest`` allow, session permission rules and any field not
+      known to be harmless are dropped from their answers (``claude._hooks``).
+    - ``sandbox_optional``: every session runs its commands in Claude Code's own OS sandbox (see
+      ``Spec.sandbox``; on Linux it needs bubblewrap and socat), and where that sandbox cannot start
+      the session fails with ``ProviderUnavailable``. ``True`` runs such a session without it instead:
+      the approval policy is then the only guard, and the session says so
+      (``System(subtype="no_os_sandbox")``, and ``Capabilities.os_sandbox`` is None). Only for
+      machines you accept that on.
     """
 
     cli_path: str | os.PathLike[str] | None = None
@@ -47,8 +65,11 @@ class ClaudeOptions:
     extra_args: Mapping[str, str | None] | None = None
     setting_sources: tuple[str, ...] = ()
     input_handler: InputHandler | None = None
+    approval_handler: ApprovalHandler | None = None
+    hooks: Mapping[str, Sequence[Any]] | None = None
     canned_answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     event_buffer: int | None = DEFAULT_EVENT_BUFFER
+    sandbox_optional: bool = False
 
     def __post_init__(self) -> None:
         if self.event_buffer is not None and (
@@ -64,6 +85,8 @@ class ClaudeOptions:
                 f"ClaudeOptions.setting_sources: unknown {bad_sources!r}; "
                 f"choose from {', '.join(SETTING_SOURCES)}"
             )
+        if self.hooks is not None and not isinstance(self.hooks, Mapping):
+            raise UsageError("ClaudeOptions.hooks maps hook event names to lists of HookMatcher")
         if self.env is not None:
             bad = [k for k, v in self.env.items() if not isinstance(k, str) or not isinstance(v, str)]
             if bad:

@@ -14,25 +14,40 @@ is a ``ClaudeSDKClient`` owned by a ``ClaudeHandle``; ``shutdown()`` stops them 
 Every tool call is decided by ``ApprovalPolicy(spec.permission)`` (see ``handle``); the CLI runs in
 permission mode ``default`` with no pre-allowed tools.
 
+The wall behind the policy is Claude Code's own OS sandbox (``_sandbox``), on unless
+``Spec.sandbox="danger-full-access"``. Before a CLI starts, ``_open`` checks that the sandbox can start
+(bubblewrap and socat on the CLI's ``PATH`` on Linux); where it cannot -- there, or when the CLI
+itself refuses (``failIfUnavailable``) -- the session fails with ``ProviderUnavailable``, unless
+``ClaudeOptions.sandbox_optional`` allows running without it: then it runs so and says so
+(``System(subtype="no_os_sandbox")``). Each session gets its temporary directory (``Spec.temp_dir``,
+else a private one removed with the session).
+
+Beyond spawn and resume: ``Handle.interrupt()`` (stop a turn, keep the session and its CLI),
+``Handle.fork()`` (``fork`` here: Claude Code's ``--fork-session`` into a new session id),
+``list_sessions()`` (``claude-agent-sdk``'s listing, under the CLIs' ``CLAUDE_CONFIG_DIR``); the
+caller's own hooks (``ClaudeOptions.hooks``) run after ours and cannot accept (``_hooks``).
+
 ``Spec`` fields not honoured (reported per session as ``System(subtype="spec_unsupported")``):
-``sandbox`` (Claude Code's OS sandbox is not configured; the policy still gates every call) and
-``reasoning_effort`` values Claude Code does not know. See ``translate`` for where every field goes.
+``reasoning_effort`` values Claude Code does not know, ``allowed_hosts`` entries its sandbox cannot
+express. See ``translate`` for where every field goes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from typing import TYPE_CHECKING
 
 from agent_fleet._provider.sessions import Sessions
+from agent_fleet.claude import _sandbox
 from agent_fleet.claude._sdk import require_sdk
 from agent_fleet.claude.options import ClaudeOptions
-from agent_fleet.claude.translate import plan_session
-from agent_fleet.contract import Capabilities, Provider, Spec
-from agent_fleet.errors import UsageError
-from agent_fleet.events import RateLimits
+from agent_fleet.claude.translate import SANDBOX_DEFAULT, ClaudePlan, plan_session
+from agent_fleet.contract import Capabilities, Provider, SessionInfo, Spec
+from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
+from agent_fleet.events import RateLimits, System
 from agent_fleet.notices import spec_unsupported
 from agent_fleet.policy import ApprovalPolicy
 
@@ -78,7 +93,19 @@ class ClaudeProvider(Provider):
             emits_subagent_events=True,  # subagents' tool calls and results are reported
             tool_permission_format="claude-can-use-tool",
             supports_python_tools=True,  # an in-process MCP server (claude._tools)
+            os_sandbox=None if self._sandbox_problem() else _sandbox.OS_SANDBOX,
         )
+
+    def _cli_env(self, spec: Spec | None = None) -> dict[str, str]:
+        """The environment a session's CLI runs with (its ``PATH`` decides what the sandbox finds)."""
+        return {**os.environ, **(self.options.env or {}), **(spec.env if spec is not None else {})}
+
+    def _sandbox_problem(self, spec: Spec | None = None) -> str | None:
+        """Why sessions of this provider run without Claude Code's sandbox: it cannot start here and
+        ``sandbox_optional`` allows that (else such a session fails to start), or None."""
+        if not self.options.sandbox_optional:
+            return None
+        return _sandbox.missing(self._cli_env(spec))
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -102,6 +129,19 @@ class ClaudeProvider(Provider):
 
     # -- sessions ----------------------------------------------------------------------------------------
 
+    async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
+        """Claude Code's stored sessions (every working directory's) under the CLIs'
+        ``CLAUDE_CONFIG_DIR``, newest first. Claude Code archives nothing: ``archived=True`` raises
+        ``Unsupported``. Raises ``ProviderUnavailable`` when the listing fails."""
+        if archived:
+            raise Unsupported("Claude Code does not archive sessions")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise UsageError(f"list_sessions(): limit must be a whole number >= 1, not {limit!r}")
+        require_sdk()
+        from agent_fleet.claude._sessions import list_sessions
+
+        return await list_sessions(self._cli_env(), limit)
+
     async def spawn(self, spec: Spec) -> ClaudeHandle:
         """Start a session and its first turn. Raises ``ProviderUnavailable`` (SDK or CLI missing,
         CLI failing to start), ``TransportError`` (the CLI refused), ``UsageError`` (bad spec)."""
@@ -117,22 +157,87 @@ class ClaudeProvider(Provider):
             raise UsageError(f"session {session_id} already has a live handle; stop() it first")
         return await self._open(spec, session_id, resume=True)
 
-    async def _open(self, spec: Spec, session_id: str, *, resume: bool) -> ClaudeHandle:
+    async def fork(self, session_id: str, spec: Spec) -> ClaudeHandle:
+        """A new session that starts with a copy of session ``session_id``'s history (Claude Code's
+        ``--fork-session``); no turn runs until ``send()``. Use the same ``spec.cwd`` and
+        ``CLAUDE_CONFIG_DIR`` as the session forked. ``Handle.fork()`` calls this."""
+        return await self._open(spec, str(uuid.uuid4()), resume=False, fork_of=session_id)
+
+    async def _open(
+        self, spec: Spec, session_id: str, *, resume: bool, fork_of: str | None = None
+    ) -> ClaudeHandle:
         if self._closed:
             raise UsageError("this ClaudeProvider was shut down")
         require_sdk()
         from agent_fleet.claude.handle import ClaudeHandle  # imports the SDK
 
         policy = ApprovalPolicy(spec.permission)  # bad user regex: UsageError before any process starts
-        plan = plan_session(spec, self.options, session_id=session_id, resume=resume)
-        handle = ClaudeHandle(self, self._sessions, session_id, spec, policy, plan)
-        await handle.connect()
+        unavailable: str | None = None
+        if (spec.sandbox or SANDBOX_DEFAULT) != "danger-full-access":
+            unavailable = _sandbox.missing(self._cli_env(spec))
+            if unavailable is not None and not self.options.sandbox_optional:
+                raise ProviderUnavailable(_no_sandbox_message(unavailable), tried=["Claude Code's sandbox"])
+        temp = _sandbox.session_temp(spec.temp_dir)
+        try:
+            plan = plan_session(
+                spec,
+                self.options,
+                session_id=session_id,
+                resume=resume,
+                temp=temp,
+                sandbox_unavailable=unavailable,
+                fork_of=fork_of,
+            )
+            handle = ClaudeHandle(self, self._sessions, session_id, spec, policy, plan, temp)
+            try:
+                await handle.connect()
+            except _sandbox.SandboxRefused as exc:
+                if not self.options.sandbox_optional:
+                    raise ProviderUnavailable(
+                        _no_sandbox_message(exc.reason),
+                        tried=["Claude Code's sandbox"],
+                        stderr_tail=exc.stderr,
+                    ) from exc
+                plan = plan_session(
+                    spec,
+                    self.options,
+                    session_id=session_id,
+                    resume=resume,
+                    temp=temp,
+                    sandbox_unavailable=exc.reason,
+                    fork_of=fork_of,
+                )
+                handle = ClaudeHandle(self, self._sessions, session_id, spec, policy, plan, temp)
+                await handle.connect()
+        except BaseException:
+            temp.remove()
+            raise
         self._sessions.add(handle)
+        if fork_of is not None:
+            handle.notice_next_turn(_notices(plan))  # no turn yet: the first send() gets them
+            return handle
         try:
             await handle.start_turn(plan.content)
         except BaseException:
             await handle.stop()
             raise
-        for notice in spec_unsupported(plan.untranslated):
+        for notice in _notices(plan):
             handle.emit(notice)
         return handle
+
+
+def _no_sandbox_message(reason: str) -> str:
+    return (
+        f"{reason}. The Claude provider runs Claude Code's commands in its OS sandbox and does not start "
+        "a session without it; install what it needs, or run without an OS sandbox -- "
+        "ClaudeOptions(sandbox_optional=True) where it cannot start, or Spec.sandbox='danger-full-access' "
+        "(--sandbox danger-full-access) -- and the approval policy is the only guard"
+    )
+
+
+def _notices(plan: ClaudePlan) -> list[System]:
+    notices = spec_unsupported(plan.untranslated)
+    if plan.no_os_sandbox is not None:
+        reason = plan.no_os_sandbox
+        notices.insert(0, System(subtype="no_os_sandbox", data={"provider": "claude", "reason": reason}))
+    return notices

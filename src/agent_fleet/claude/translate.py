@@ -18,11 +18,17 @@ Where the fields go:
 - ``mcp_servers`` -> ``mcp_servers`` (Claude Code's format: ``{"type": "stdio", "command", "args"}``,
   ``{"type": "http"|"sse", "url"}``);
 - ``output_schema`` -> ``output_format={"type": "json_schema", "schema": ...}``;
-- ``config`` -> ``settings`` (inline Claude Code settings JSON, the highest user-controlled layer);
+- ``config`` -> ``settings`` (inline Claude Code settings JSON, the highest user-controlled layer); a
+  ``sandbox`` key there is a ``UsageError``: the sandbox is ``Spec.sandbox``'s;
+- ``sandbox`` -> the settings' ``sandbox`` section (``claude._sandbox``): Claude Code's own OS sandbox,
+  ``workspace-write`` when unset, its network from ``permission.allowed_hosts``;
+- ``temp_dir`` -> the CLI's ``CLAUDE_CODE_TMPDIR`` and ``TMPDIR`` and a writable root of the sandbox
+  (the provider makes a private one when it is None);
+- ``max_turns`` -> ``max_turns`` (``--max-turns``: model round trips per turn); ``max_cost_usd`` ->
+  ``max_budget_usd`` (``--max-budget-usd``: Claude Code counts it for the whole CLI process, i.e. from
+  ``spawn``/``resume`` on, across turns);
 - ``permission``, ``timeout``, ``idle_timeout`` -> local (approval bridge, turn timers);
-- ``tools`` -> local: an in-process MCP server named ``agent_fleet`` (``claude._tools``);
-- ``sandbox`` -> not translated: agent-fleet does not configure Claude Code's OS sandbox; every tool
-  call still goes through the approval policy.
+- ``tools`` -> local: an in-process MCP server named ``agent_fleet`` (``claude._tools``).
 
 ``ClaudeOptions.setting_sources`` -> ``setting_sources`` (default ``[]``: the CLI loads no user,
 project or local settings file, so no repository hook, permission rule or MCP server applies).
@@ -39,6 +45,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent_fleet._provider.prompt import apply_mode
+from agent_fleet.claude import _sandbox
+from agent_fleet.claude._sandbox import SessionTemp
 from agent_fleet.claude.options import ClaudeOptions
 from agent_fleet.contract import Spec, Untranslated
 from agent_fleet.errors import UsageError
@@ -48,6 +56,8 @@ __all__ = ["ClaudePlan", "Untranslated", "plan_session", "user_content"]
 #: Makes the CLI consult ``can_use_tool`` for whatever its rules would prompt for; a PreToolUse hook
 #: answering "ask" (see ``handle``) turns every other tool call into a prompt too.
 PERMISSION_MODE: Final = "default"
+#: ``Spec.sandbox`` when it is unset: a Claude session always has a workspace (its working directory).
+SANDBOX_DEFAULT: Final = "workspace-write"
 #: The in-process MCP server that serves ``Spec.tools`` (``claude._tools``); Claude names its tools
 #: ``mcp__agent_fleet__<name>``.
 TOOLS_SERVER: Final = "agent_fleet"
@@ -59,13 +69,18 @@ EFFORT_ALIASES: Final = {"minimal": "low", "none": "low"}
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaudePlan:
     """``options``: ``ClaudeAgentOptions`` keyword arguments (callbacks are added by the handle);
-    ``content``: the first user message's content; ``cwd``: the resolved working directory."""
+    ``content``: the first user message's content; ``cwd``: the resolved working directory;
+    ``sandbox``: the ``Spec.sandbox`` in force; ``no_os_sandbox``: why the session runs without Claude
+    Code's sandbox (``danger-full-access``, or a sandbox that cannot start where the caller allowed
+    that), None when it runs inside it."""
 
     options: dict[str, Any]
     content: str | list[dict[str, Any]]
     cwd: str
     local: tuple[str, ...] = ()
     untranslated: tuple[Untranslated, ...] = ()
+    sandbox: str = SANDBOX_DEFAULT
+    no_os_sandbox: str | None = None
 
 
 def _image_block(image: str | os.PathLike[str]) -> dict[str, Any]:
@@ -104,8 +119,23 @@ def _system_prompt(base: str | None, developer: str | None) -> str | dict[str, A
     return preset
 
 
-def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume: bool) -> ClaudePlan:
-    """Translate ``spec`` for a new session with id ``session_id``, or the resumption of one."""
+def plan_session(
+    spec: Spec,
+    options: ClaudeOptions,
+    *,
+    session_id: str,
+    resume: bool,
+    temp: SessionTemp | None = None,
+    sandbox_unavailable: str | None = None,
+    fork_of: str | None = None,
+) -> ClaudePlan:
+    """Translate ``spec`` for a new session with id ``session_id``, or the resumption of one, or (with
+    ``fork_of``) a new session ``session_id`` that starts with a copy of session ``fork_of``'s history
+    (``--resume fork_of --fork-session --session-id session_id``).
+
+    ``temp``: the session's temporary directories (``claude._sandbox.session_temp``; the provider makes
+    them); ``sandbox_unavailable``: why Claude Code's sandbox cannot start here, passed only where the
+    caller allowed running without it (``ClaudeOptions.sandbox_optional``)."""
     cwd = str(Path(spec.cwd if spec.cwd is not None else os.getcwd()).expanduser().resolve())
     opts: dict[str, Any] = {
         "cwd": cwd,
@@ -115,20 +145,30 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
         # a repository's .claude/settings.json could otherwise run hooks outside the approval policy.
         "setting_sources": list(options.setting_sources),
     }
-    if resume:
+    if fork_of is not None:
+        opts.update(resume=fork_of, fork_session=True, session_id=session_id)
+    elif resume:
         opts["resume"] = session_id
     else:
         opts["session_id"] = session_id
     if options.cli_path is not None:
         opts["cli_path"] = os.fspath(options.cli_path)
-    if options.env or spec.env:
+    env = {**(options.env or {}), **spec.env}
+    if temp is not None:
+        # The CLI keeps its own temporary files there and gives its sandboxed commands a directory of
+        # its own inside it as TMPDIR; unsandboxed children (hooks, MCP servers) get it as TMPDIR.
+        env.update(CLAUDE_CODE_TMPDIR=temp.cli, TMPDIR=temp.cli)
+    if env:
         # The CLI process's environment, which Claude Code's tools (Bash) inherit: the session's own
-        # variables over the provider's.
-        opts["env"] = {**(options.env or {}), **spec.env}
+        # variables over the provider's, the session's temporary directory over both.
+        opts["env"] = env
     if options.extra_args:
         opts["extra_args"] = dict(options.extra_args)
     local: list[str] = []
     untranslated: list[Untranslated] = []
+    settings: dict[str, Any] = {}
+    sandbox = spec.sandbox or SANDBOX_DEFAULT
+    no_os_sandbox: str | None = None
 
     for f in fields(Spec):
         name = f.name
@@ -152,12 +192,25 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
                             Untranslated(name, f"Claude Code knows efforts {sorted(EFFORTS)}, not {value!r}")
                         )
             case "sandbox":
-                if value is not None:
+                if sandbox == "danger-full-access":
+                    no_os_sandbox = "Spec.sandbox is danger-full-access"
+                elif sandbox_unavailable is not None:
+                    no_os_sandbox = sandbox_unavailable
+                hosts = spec.permission.allowed_hosts if spec.permission is not None else ()
+                section, left_out = _sandbox.settings(
+                    "danger-full-access" if no_os_sandbox else sandbox,
+                    cwd=cwd,
+                    temp_dirs=temp.roots if temp is not None else (),
+                    allowed_hosts=hosts,
+                )
+                settings["sandbox"] = section
+                if left_out and not no_os_sandbox:
                     untranslated.append(
                         Untranslated(
-                            name,
-                            "the Claude provider does not configure Claude Code's OS sandbox; "
-                            "every tool call is still decided by the approval policy",
+                            "permission.allowed_hosts",
+                            f"Claude Code's sandbox cannot express {', '.join(map(repr, left_out))} (only a "
+                            "host, '*', or '*.' before a domain, with an optional port): sandboxed commands "
+                            "cannot reach those hosts",
                         )
                     )
             case "permission" | "timeout" | "idle_timeout":
@@ -179,18 +232,34 @@ def plan_session(spec: Spec, options: ClaudeOptions, *, session_id: str, resume:
                 if value is not None:
                     opts["output_format"] = {"type": "json_schema", "schema": dict(value)}
             case "config":
-                if value:
-                    opts["settings"] = json.dumps(dict(value))
+                if "sandbox" in value:
+                    raise UsageError(
+                        "Spec.config: Claude Code's 'sandbox' settings come from Spec.sandbox and "
+                        "PermissionConfig.allowed_hosts; remove the 'sandbox' key"
+                    )
+                settings = {**dict(value), **settings}
             case "env":
                 pass  # the CLI process's environment, above
-            case "max_turns" | "max_cost_usd" | "temp_dir":
-                if value is not None:  # not wired yet on this provider
-                    untranslated.append(Untranslated(name, "not yet supported by the Claude provider"))
+            case "max_turns":
+                if value is not None:
+                    opts["max_turns"] = value
+            case "max_cost_usd":
+                if value is not None:
+                    opts["max_budget_usd"] = value
+            case "temp_dir":
+                local.append(name)  # made by the provider when None; the CLI's environment, above
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the Claude provider"))
 
+    opts["settings"] = json.dumps(settings)
     opts["system_prompt"] = _system_prompt(spec.base_instructions, spec.developer_instructions)
     content = user_content(apply_mode(spec.prompt, spec.mode), tuple(spec.images))
     return ClaudePlan(
-        options=opts, content=content, cwd=cwd, local=tuple(local), untranslated=tuple(untranslated)
+        options=opts,
+        content=content,
+        cwd=cwd,
+        local=tuple(local),
+        untranslated=tuple(untranslated),
+        sandbox=sandbox,
+        no_os_sandbox=no_os_sandbox,
     )

@@ -6,13 +6,21 @@ Every command builds library objects from its flags, calls one library function 
 ``agent-fleet --version`` names agent-fleet's version and the codex binary's, with the supported range.
 
 Exit codes: 0 success; 1 the task failed (gate never passed, turn failed, stopped); 2 usage error (bad
-flag, missing directory, bad regular expression, bad tasks file); 3 the provider is unavailable or the
-credential is missing or refused. ``batch`` also: 75 the batch stopped before its end for a reason that
-may pass (the model stayed unreachable, the provider process died, a disk is full; the last line says
-which): its record is true and ``agent-fleet batch --resume OUT`` continues it; 130 stopped by Ctrl-C,
-143 by SIGTERM, 129 by SIGHUP (128 + the signal: the first stops cleanly, a second leaves by force
-within two seconds). Every failure prints one line saying what to do, never a traceback (set
-``AGENT_FLEET_DEBUG=1`` to get one for an internal error).
+flag, missing directory, bad regular expression, bad tasks file, a batch's ``--out`` inside a git working
+tree the agents work in that git does not ignore); 3 the provider is unavailable or the credential is
+missing or refused. ``batch`` also: 75 the batch stopped before its end for a reason that may pass (the
+model stayed unreachable, the provider process died, a disk is full; the last line says which): its
+record is true and ``agent-fleet batch --resume OUT`` continues it; 130 stopped by Ctrl-C, 143 by
+SIGTERM, 129 by SIGHUP (128 + the signal: the first stops cleanly, a second leaves by force within two
+seconds).
+
+``batch`` keeps its record outside the repositories the agents work in: without ``--out``, in a new
+directory under ``$XDG_STATE_HOME/agent-fleet/batches`` (else ``~/.local/state/agent-fleet/batches``),
+printed at the start (``record: PATH``) and as the last line; its tasks' worktrees and temporary
+directories are in the fleet's private state directory too (``docs/concepts/box.md``).
+
+Every failure prints one line saying what to do, never a traceback (set ``AGENT_FLEET_DEBUG=1`` to get
+one for an internal error).
 """
 
 from agent_fleet.cli import _account, _serve  # noqa: F401 - register `login`, `logout`, `serve`

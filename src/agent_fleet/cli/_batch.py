@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from click.core import ParameterSource
 
 from agent_fleet.cli._options import Common, pop_common
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._box import default_record_dir
 from agent_fleet.runner._ledger_views import record_forced_stop
 from agent_fleet.runner.batch import BatchTask, iter_tasks
 from agent_fleet.runner.ledger import Ledger
@@ -29,7 +29,7 @@ __all__ = ["BatchSettings", "force_stop", "settings_for"]
 
 #: every other flag of the batch command is recorded with the batch
 _NOT_RECORDED = frozenset({"config", "json_output", "out_dir"})
-_TUPLES = frozenset({"allow", "deny"})
+_TUPLES = frozenset({"allow", "deny", "exclude_nodes"})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -48,6 +48,8 @@ class BatchSettings:
     ray_address: str | None
     repo_url: str | None
     push: bool = False
+    exclude_nodes: tuple[str, ...] = ()
+    fence_timeout: float | None = None
     resume: bool = False
     rerun_failed: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
@@ -133,7 +135,8 @@ def settings_for(
         total, providers = _scan(tasks_file)
         tasks = iter_tasks(tasks_file)
         meta = {"cli": _recorded(kwargs), "tasks_file": str(tasks_file.resolve())}
-        out = kwargs.get("out_dir") or Path(f"agent-fleet-batch-{time.strftime('%Y%m%d-%H%M%S')}")
+        # The record's default place is the fleet's state directory: never a tree the agents commit.
+        out = kwargs.get("out_dir") or default_record_dir()
     kwargs.pop("out_dir", None)
     common = pop_common(kwargs)
     cwd: Path | None = kwargs["cwd"]
@@ -144,6 +147,8 @@ def settings_for(
         raise UsageError("--ray-address and --repo-url need --backend ray")
     if kwargs["push"] and (backend != "ray" or kwargs["repo_url"] is None):
         raise UsageError("--push needs --backend ray and --repo-url (it pushes to that repository)")
+    if backend != "ray" and (kwargs["exclude_nodes"] or kwargs["fence_timeout"] is not None):
+        raise UsageError("--exclude-node and --fence-timeout need --backend ray")
     return BatchSettings(
         tasks=tasks,
         total=total,
@@ -157,6 +162,8 @@ def settings_for(
         ray_address=kwargs["ray_address"],
         repo_url=kwargs["repo_url"],
         push=bool(kwargs["push"]),
+        exclude_nodes=tuple(kwargs["exclude_nodes"]),
+        fence_timeout=kwargs["fence_timeout"],
         resume=resume_dir is not None,
         rerun_failed=rerun == "failed",
         meta=meta,

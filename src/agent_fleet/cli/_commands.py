@@ -36,7 +36,7 @@ from agent_fleet.cli._options import (
 )
 from agent_fleet.cli._view import Progress, consoles, result_line, summary_table
 from agent_fleet.codex import CodexOptions
-from agent_fleet.contract import ModelInfo
+from agent_fleet.contract import SANDBOXES, ModelInfo
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import (
     PROVIDER_NAMES,
@@ -172,7 +172,9 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Ledger (batch.db), transcripts and summary.json. Must not hold a batch already.",
+    help="The batch's record: ledger (batch.db), transcripts, summary.json, report.html. Must not hold a "
+    "batch already, nor lie in a git working tree the agents work in unless git ignores it "
+    "(default: a new directory under $XDG_STATE_HOME/agent-fleet/batches).",
 )
 @click.option(
     "--resume",
@@ -213,6 +215,20 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="With --repo-url: push each task's branch agent-fleet/<id> to that repository (never forced).",
 )
 @click.option(
+    "--exclude-node",
+    "exclude_nodes",
+    multiple=True,
+    metavar="NODE",
+    help="Ray: leave this node out (node id or a prefix of it, host name or address; repeatable).",
+)
+@click.option(
+    "--fence-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    metavar="SECONDS",
+    help="Ray: a node cut off from its raylet or the GCS stops by itself within this bound, and no "
+    "work goes to a node not heard from within it [default: 10].",
+)
+@click.option(
     "--prices",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Price table (TOML or JSON, per model): adds a cost to the summary and the report.",
@@ -239,11 +255,12 @@ def batch_command(
 ) -> None:
     """Run every task of TASKS.jsonl on one shared provider (or one per Ray node), JOBS at a time.
 
-    The batch's record is a ledger in --out, written as each task's state changes; a stopped batch
-    continues with `--resume OUT`. Ctrl-C (or SIGTERM, SIGHUP) stops starting tasks and interrupts
-    running turns (exit 130; 143 for SIGTERM, 129 for SIGHUP); a second one leaves within two seconds.
-    A batch that stopped for a reason that may pass (the model unreachable, the provider process died,
-    a full disk) exits 75. The record stays true either way.
+    The batch's record is a ledger in --out (default: a new directory under
+    $XDG_STATE_HOME/agent-fleet/batches, printed at the start and as the last line), written as each
+    task's state changes; a stopped batch continues with `--resume OUT`. Ctrl-C (or SIGTERM, SIGHUP)
+    stops starting tasks and interrupts running turns (exit 130; 143 for SIGTERM, 129 for SIGHUP); a
+    second one leaves within two seconds. A batch that stopped for a reason that may pass (the model
+    unreachable, the provider process died, a full disk) exits 75. The record stays true either way.
     """
     with handled():
         settings: BatchSettings = settings_for(
@@ -264,11 +281,19 @@ def batch_command(
         progress = Progress(progress_console, json_output=common.json_output, batch=True)
         progress.expect(settings.total, settings.done)
         interrupts = Interrupts(on_force=lambda: force_stop(settings.out))
+        record = settings.out.expanduser().absolute()
+        progress_console.print(f"record: {record}", highlight=False, soft_wrap=True)
 
         def on_result(entry: BatchEntry) -> None:
             if not progress.live_mode:
                 style, line = result_line(entry.result)
                 progress_console.print(Text(f"[{entry.result.task_id}] {line}", style=style))
+
+        warnings: list[Text] = []
+
+        def warn(text: str) -> None:
+            warnings.append(Text(f"warning: {text}", style="yellow"))
+            progress_console.print(warnings[-1], highlight=False, soft_wrap=True)
 
         async def go(stop: asyncio.Event) -> BatchResult:
             with progress:
@@ -289,11 +314,14 @@ def batch_command(
                     ray_address=settings.ray_address,
                     repo_url=settings.repo_url,
                     push=settings.push,
+                    exclude_nodes=settings.exclude_nodes,
+                    fence_timeout=settings.fence_timeout,
                     resume=settings.resume,
                     rerun_failed=settings.rerun_failed,
                     meta=settings.meta,
                     prices=price_table,
                     raw_deltas=raw_deltas,
+                    on_warning=warn,
                     outage_timeout=outage_timeout or None,
                 )
 
@@ -307,20 +335,26 @@ def batch_command(
                 export.shutdown()
         progress.summary(result.to_dict())
         console.print(summary_table(result, console.width))
+        if progress.live_mode:  # the live view scrolled them away
+            for line in warnings:
+                console.print(line, highlight=False, soft_wrap=True)
         console.print(f"summary: {result.summary_path or 'not written (the ledger is the record)'}")
         if result.report_path is not None:
             console.print(f"report: {result.report_path}")
         stopped = Redactor().text(result.stopped) if result.stopped else None
         if stopped:
             console.print(Text(f"batch stopped: {stopped}", style="red"))
-            if not result.fatal:
-                console.print(f"continue it with: agent-fleet batch --resume {settings.out}")
+            states = (result.summary or {}).get("states") or {}
+            unfinished = any(states.get(k) for k in ("queued", "running", "interrupted"))
+            if not result.fatal or unfinished:  # (fatal: once the cause is fixed, e.g. a Ray node back)
+                console.print(f"continue it with: agent-fleet batch --resume {record}")
+        console.print(f"record: {record}", highlight=False, soft_wrap=True)
         if interrupts.presses:
             die(interrupts.exit_code)
         if result.fatal:
             die(EXIT_UNAVAILABLE)
         if stopped:  # stopped for a reason that may pass: the last line says why and what to do
-            die(EXIT_STOPPED, f"{stopped}; stopped, resumable: agent-fleet batch --resume {settings.out}")
+            die(EXIT_STOPPED, f"{stopped}; stopped, resumable: agent-fleet batch --resume {record}")
         die(EXIT_OK if result.ok else EXIT_FAILED)
 
 
@@ -421,7 +455,12 @@ def models_command(provider: str, config: tuple[str, ...], include_hidden: bool,
 
 @cli.command("doctor")
 @click.option("-c", "config", multiple=True, metavar="KEY=VALUE", help="Codex config override (repeatable).")
-def doctor_command(config: tuple[str, ...]) -> None:
+@click.option(
+    "--sandbox",
+    type=click.Choice(SANDBOXES),
+    help="The sandbox your runs use (danger-full-access: reports that the policy is the only guard).",
+)
+def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
     """Check the codex binary, credentials, sandbox and app-server."""
     from agent_fleet.runner.doctor import diagnose
 
@@ -429,7 +468,7 @@ def doctor_command(config: tuple[str, ...]) -> None:
         options = CodexOptions(config=parse_config_overrides(config))
 
         async def go(stop: asyncio.Event) -> Any:
-            return await diagnose(options)
+            return await diagnose(options, sandbox=sandbox)
 
         console = Console(highlight=False, soft_wrap=True)
         checks = run_async(go, console)

@@ -31,6 +31,7 @@ from agent_fleet.runner.providers import check_permission_enforced
 
 __all__ = [
     "ALLOW",
+    "ALLOW_ESCALATION",
     "ALLOW_HOST",
     "ALLOW_MCP",
     "DENY",
@@ -85,8 +86,9 @@ def permission_config(
     default: str,
     hosts: Sequence[str] = (),
     mcp: Sequence[str] = (),
+    escalation: Sequence[str] = (),
 ) -> PermissionConfig | None:
-    if not allow and not deny and default == "allow" and not hosts and not mcp:
+    if not allow and not deny and default == "allow" and not hosts and not mcp and not escalation:
         return None
     config = PermissionConfig(
         allow_patterns=tuple(allow),
@@ -94,6 +96,7 @@ def permission_config(
         default="deny" if default == "deny" else "ask" if default == "ask" else "allow",
         allowed_hosts=tuple(hosts),
         mcp_tools=tuple(mcp),
+        escalation_patterns=tuple(escalation),
     )
     ApprovalPolicy(config)  # a bad regular expression is a UsageError naming it
     return config
@@ -127,6 +130,7 @@ class Common:
     review: bool
     review_threshold: str
     server: str | None = None
+    allow_escalation: tuple[str, ...] = ()
 
     def remote(self) -> Any:
         """A ``RemoteProvider`` for ``--server`` (token from ``AGENT_FLEET_TOKEN``), or None."""
@@ -155,7 +159,12 @@ class Common:
             sandbox=self.sandbox,  # type: ignore[arg-type]  # validated by click.Choice
             mode=self.mode,  # type: ignore[arg-type]
             permission=permission_config(
-                self.allow, self.deny, self.default_approval, self.allow_host, self.allow_mcp
+                self.allow,
+                self.deny,
+                self.default_approval,
+                self.allow_host,
+                self.allow_mcp,
+                self.allow_escalation,
             ),
             idle_timeout=self.idle_timeout or None,
         )
@@ -187,6 +196,13 @@ ALLOW_HOST = click.option(
     multiple=True,
     metavar="PATTERN",
     help="Host the agent may reach (fnmatch, e.g. '*.pypi.org'; repeatable). Default: no network.",
+)
+ALLOW_ESCALATION = click.option(
+    "--allow-escalation",
+    multiple=True,
+    metavar="REGEX",
+    help="A command that may run outside the sandbox when the agent asks (repeatable; every command it "
+    "runs must match one). Default: only what is proven harmless (read-only, git to record its work).",
 )
 ALLOW_MCP = click.option(
     "--allow-mcp",
@@ -227,6 +243,7 @@ def common_options(fn: _F) -> _F:
         ),
         ALLOW_HOST,
         ALLOW_MCP,
+        ALLOW_ESCALATION,
         click.option(
             "-c",
             "config",

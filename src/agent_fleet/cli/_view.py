@@ -127,13 +127,34 @@ def _describe(task_event: TaskEvent) -> str | None:
             return (
                 f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
             )
+        case System(subtype="codex_refused", data=data) if data.get("kind") == "unsandboxed_run":
+            return f"{prefix}refused to re-run outside the sandbox: {command_text(data.get('command'))}"
         case System(subtype="codex_refused", data=data):
             return f"{prefix}codex refused ({data.get('kind')}): {first_line(str(data.get('message')))}"
-        case System(subtype="runner.started", data=data) if data.get("approvals_enforced") is False:
-            return (
-                f"approvals: NOT enforced by the {data.get('provider')} provider "
-                "(it never asks; only its sandbox guards this run)"
-            )
+        case System(subtype="no_os_sandbox", data=data):
+            return f"{prefix}no OS sandbox ({data.get('reason')}): the approval policy is the only guard"
+        case System(subtype="runner.started", data=data) if (
+            data.get("approvals_enforced") is False
+            or data.get("sandbox") == "danger-full-access"
+            or ("os_sandbox" in data and data["os_sandbox"] is None)
+        ):
+            lines = []
+            if data.get("approvals_enforced") is False:
+                lines.append(
+                    f"approvals: NOT enforced by the {data.get('provider')} provider "
+                    "(it never asks; only its sandbox guards this run)"
+                )
+            if data.get("sandbox") == "danger-full-access":
+                lines.append(
+                    "sandbox: OFF (danger-full-access): nothing confines the agent's commands; "
+                    "the approval policy is the only guard"
+                )
+            elif "os_sandbox" in data and data["os_sandbox"] is None:
+                lines.append(
+                    f"sandbox: no OS sandbox for the {data.get('provider')} provider here: nothing "
+                    "confines the agent's commands; the approval policy is the only guard"
+                )
+            return "\n".join(lines)
         case System(subtype="runner.review_started", data=data):
             target = data.get("target") or {}
             what = target.get("sha") or target.get("base") or target.get("type")
@@ -164,6 +185,10 @@ def _describe(task_event: TaskEvent) -> str | None:
             return f"push of {data.get('branch')} refused: {first_line(str(data.get('error')))}"
         case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
             return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
+        case System(subtype="runner.node_excluded", data=data):  # --backend ray: a batch-level notice
+            running = data.get("running") or []
+            moved = f"; its running tasks go elsewhere: {', '.join(map(str, running))}" if running else ""
+            return f"{data.get('where')} excluded: {first_line(str(data.get('reason')))}{moved}"
     return None
 
 
@@ -229,6 +254,7 @@ class Progress:
         self._folded_tokens = 0
         self._folded_failed = 0  # this run's failures no longer kept as rows
         self._declined: collections.deque[str] = collections.deque(maxlen=8)
+        self._want_live = False
 
     def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
         """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
@@ -236,17 +262,23 @@ class Progress:
         self.done = dict(done or {})
 
     def __enter__(self) -> Progress:
-        if self.live_mode:
-            self.live = Live(
-                console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False
-            )
-            self.live.start()
+        # The live view starts with the first event: what is printed before (the batch's warnings) stays
+        # above it, in the scrollback, instead of being drawn over.
+        self._want_live = self.live_mode
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._want_live = False
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+    def _start_live(self) -> None:
+        self._want_live = False
+        self.live = Live(
+            console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False
+        )
+        self.live.start()
 
     def row(self, task_id: str) -> _Row:
         if task_id not in self.rows:
@@ -254,11 +286,18 @@ class Progress:
         return self.rows[task_id]
 
     def on_event(self, task_event: TaskEvent) -> None:
+        if self._want_live:
+            self._start_live()
         if self.json_output:
             for streamed in self.deltas.events(task_event):  # deltas held back, redacted as a whole
                 record = event_record(streamed, self.redactor)
                 self.out.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             self.out.flush()
+        if not task_event.task_id:  # a notice about the batch, not a task (a Ray node excluded)
+            said = describe(task_event)
+            if said is not None and not self.json_output:
+                self.console.print(Text(self.redactor.text(said), style="yellow"), highlight=False)
+            return
         row = self.row(task_event.task_id)
         event = task_event.event
         line = describe(task_event)

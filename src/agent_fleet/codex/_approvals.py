@@ -4,7 +4,14 @@
 raises (a bridge or policy failure is a decline with rule ``policy-error``). ``settle`` fits a decision
 to what codex offered, ``to_wire`` writes the reply. What is judged, method by method:
 
-- ``item/commandExecution/requestApproval`` (and legacy ``execCommandApproval``): the ``command``;
+- ``item/commandExecution/requestApproval`` (and legacy ``execCommandApproval``): the ``command``,
+  marked ``escalated`` (accepted only on proof, never by the default) when accepting it lets it run
+  outside the sandbox of a sandboxed session: codex 0.163 says so only by a ``reason`` (the agent's
+  justification for ``sandbox_permissions: "require_escalated"``, or its own "retry without sandbox";
+  ``additionalPermissions`` widen the sandbox and are judged as a permission request, below); a
+  command that does not run through the box's tripwire (another
+  shell than bash) may be re-run unsandboxed, so it counts as one too, as does input for a process
+  that runs outside the sandbox. An accepted escalation gets a one-use grant from the box (``_box``);
   with a ``networkApprovalContext`` (the sandbox blocked a connection; ``command`` may be null) the
   host, port and protocol against ``allowed_hosts``; with ``kind: "writeStdin"`` the input by what
   reads it (``_stdin``: a shell's input as a command, an interpreter's as inline code; the process is
@@ -40,11 +47,12 @@ Wire formats of the policy's words (``allow_once``, ``allow_for_session``, ``dec
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from agent_fleet._provider.refine import REFINABLE_DECLINES
+from agent_fleet.codex._box import Box
 from agent_fleet.codex._mcp_approval import ELICITATION, approval_kind, tool_requests
 from agent_fleet.codex._mcp_approval import TOOL_CALL as MCP_TOOL_CALL
 from agent_fleet.codex._mcp_approval import wire as mcp_wire
@@ -87,12 +95,15 @@ class _Unknown(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
-    """What the bridge knows of the session: its workspace (the containment root), declared writable
-    roots, the current turn's items (file changes and commands by item id), and the input each running
-    process accepted so far (by item id)."""
+    """What the bridge knows of the session: its workspace (the containment root), its other writable
+    roots (the box's temporary directory and declared roots), the current turn's items (file changes and
+    commands by item id), the input each running process accepted so far (by item id), its ``box``
+    (None: not sandboxed, nothing is an escalation) and the commands accepted to run outside it."""
 
     workspace: str
     writable_roots: tuple[str, ...] = ()
+    box: Box | None = None
+    escalated_items: Collection[str] = frozenset()
     file_changes: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
     commands: Mapping[str, Any] = field(default_factory=dict)
     mcp_calls: Mapping[str, tuple[str, str, Any]] = field(default_factory=dict)
@@ -103,8 +114,9 @@ class Session:
 class Judged:
     """The engine's request and decision; ``grant`` is the permissions a permission request may get
     (``None`` for other methods); ``notices`` go to the event stream before the decision; ``once``: an
-    accept is for this request only (a command asking for more rights, input to a process); ``stdin``:
-    (item id, input) to add to that process's history once the input is accepted."""
+    accept is for this request only (a command asking for more rights or to leave the sandbox, input
+    to a process); ``stdin``: (item id, input) to add to that process's history once the input is
+    accepted; ``escalation``: the command to grant one run outside the sandbox when it is accepted."""
 
     request: ApprovalRequest
     decision: Decision
@@ -112,6 +124,7 @@ class Judged:
     notices: tuple[System, ...] = ()
     once: bool = False
     stdin: tuple[str, str] | None = None
+    escalation: Any = None
 
 
 def _decline(rule: str, reason: str) -> Decision:
@@ -201,6 +214,16 @@ def _network(params: Mapping[str, Any], cwd: str, roots: tuple[str, ...]) -> App
     )
 
 
+def _escalates(params: Mapping[str, Any], command: Any, session: Session) -> bool:
+    """Accepting this command lets it run outside the sandbox of a sandboxed session (see the module
+    docstring); where it cannot be told, it does."""
+    box = session.box
+    if box is None or not box.sandboxed:
+        return False
+    reason = params.get("reason")
+    return (isinstance(reason, str) and bool(reason.strip())) or not box.covers(command)
+
+
 def _request(
     method: str, params: Mapping[str, Any], session: Session
 ) -> tuple[ApprovalRequest, Decision | None]:
@@ -222,7 +245,12 @@ def _request(
                 command = _command(target)
             elif kind not in (None, "command"):
                 raise _Malformed(f"unknown command approval kind {kind!r}")
-            return ApprovalRequest(kind="command", command=command, cwd=cwd, writable_roots=roots), foreign
+            # input for a process is judged as what reads it (``_judge_stdin``), not as a new command
+            escalated = kind != "writeStdin" and _escalates(params, command, session)
+            request = ApprovalRequest(
+                kind="command", command=command, cwd=cwd, writable_roots=roots, escalated=escalated
+            )
+            return request, foreign
         case "item/fileChange/requestApproval":
             changes = _change_paths(session.file_changes.get(str(params.get("itemId")), ()))
             return _file_change(changes, params, cwd, roots, foreign)
@@ -323,9 +351,21 @@ async def judge(policy: ApprovalPolicy, method: str, params: Any, session: Sessi
         return Judged(request=fallback, decision=decision, notices=notices)
     if request.kind == "unknown":
         decision = _decline("unknown-request", f"agent-fleet does not know the approval method {method}")
+    escalation = None
+    if request.escalated:
+        once = True  # one run outside the sandbox, never cached for the session
+        escalation = params.get("command")
     if once and decision.action == "allow_for_session":
         decision = replace(decision, action="allow_once")
-    return Judged(request=request, decision=decision, grant=grant, notices=notices, once=once, stdin=stdin)
+    return Judged(
+        request=request,
+        decision=decision,
+        grant=grant,
+        notices=notices,
+        once=once,
+        stdin=stdin,
+        escalation=escalation,
+    )
 
 
 async def _judge_stdin(
@@ -345,6 +385,8 @@ async def _judge_stdin(
     )
     if isinstance(found, Decision):
         return found, None
+    if item in session.escalated_items:  # the process runs outside the sandbox: so does its input
+        found = [replace(request, escalated=True) for request in found]
     for request in found:
         verdict = await policy.evaluate_async(request)
         if not verdict.accepted:
@@ -474,6 +516,8 @@ def describe(request: ApprovalRequest) -> dict[str, Any]:
     about: dict[str, Any] = {"kind": request.kind}
     if request.command is not None:
         about["command"] = request.command if isinstance(request.command, str) else list(request.command)
+    if request.escalated:
+        about["escalated"] = True
     if request.paths:
         about["paths"] = list(request.paths)
     if request.kind == "network":

@@ -14,7 +14,9 @@ the child's cwd and the sandbox goes in as ``-c sandbox_mode=...``)::
         [--output-schema FILE] [--image=PATH ...] <thread_id> -
 
 The prompt always goes on stdin (``-``), never on the command line. ``-c`` values merge, later winning:
-``options.config``, then what the spec's fields translate to, then ``spec.config``. Base instructions
+``options.config``, then what the spec's fields translate to, then ``spec.config``; the session's box
+(``_box``: its writable roots, ``/tmp`` and codex's ``TMPDIR`` excluded, ``TMPDIR`` for the agent's
+commands) goes over them. An unset ``Spec.sandbox`` is ``workspace-write``. Base instructions
 go in a file named by ``model_instructions_file`` (codex has no ``base_instructions`` config key; it
 reports that key as ignored); the caller writes that file and the output-schema file.
 """
@@ -23,12 +25,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from agent_fleet._codex_toml import config_args
 from agent_fleet._provider.prompt import apply_mode
+from agent_fleet.codex._box import SANDBOX_DEFAULT, Box
 from agent_fleet.codex.options import CodexOptions
 from agent_fleet.codex.translate import ENV_SET_KEY, env_set
 from agent_fleet.contract import Spec, Untranslated
@@ -70,12 +74,14 @@ def build_command(
     schema_file: str | None = None,
     instructions_file: str | None = None,
     images: bool = True,
+    box: Box | None = None,
 ) -> ExecCommand:
     """The command for one turn of ``spec``.
 
     ``prompt`` overrides ``spec.prompt`` (follow-ups); ``session_id`` makes it an ``exec resume``.
     ``schema_file`` / ``instructions_file`` are paths the caller wrote ``spec.output_schema`` /
     ``spec.base_instructions`` to. ``images=False`` leaves the spec's images out (follow-ups).
+    ``box``: the session's box (made by the caller, who removes it).
     Raises ``UsageError`` for values that cannot be expressed (bad MCP server name, bad config value).
     """
     if spec.output_schema is not None and schema_file is None:
@@ -117,11 +123,11 @@ def build_command(
                 if value is not None:
                     derived["model_reasoning_effort"] = value
             case "sandbox":
-                if value is not None:
-                    if resume:
-                        derived["sandbox_mode"] = value
-                    else:
-                        flags += ["--sandbox", value]
+                mode = value or SANDBOX_DEFAULT
+                if resume:
+                    derived["sandbox_mode"] = mode
+                else:
+                    flags += ["--sandbox", mode]
             case "permission":
                 if value is not None:
                     untranslated.append(
@@ -160,7 +166,9 @@ def build_command(
                             "codex exec cannot call back into Python; use the codex app-server provider",
                         )
                     )
-            case "max_turns" | "max_cost_usd" | "temp_dir":
+            case "temp_dir":
+                pass  # the session's box (``box``)
+            case "max_turns" | "max_cost_usd":
                 if value is not None:  # not wired yet on this provider
                     untranslated.append(Untranslated(name, "not yet supported by the codex exec provider"))
             case _:  # a new Spec field must be placed deliberately
@@ -176,8 +184,11 @@ def build_command(
         flags += ["--output-schema", schema_file]
 
     merged = {**options.config, **derived, **spec.config}
-    if spec.env:
-        merged[ENV_SET_KEY] = env_set(spec.env, options.config, spec.config)
+    env: Mapping[str, str] = spec.env
+    if box is not None and not options.dangerously_bypass_approvals_and_sandbox:
+        merged, env = box.thread_config(merged, env)
+    if env:
+        merged[ENV_SET_KEY] = env_set(env, options.config, spec.config)
     head = ["exec", "resume", "--json"] if resume else ["exec", "--json"]
     tail = [session_id, "-"] if session_id is not None else ["-"]
     argv = [os.fspath(binary), *head, *config_args(merged), *flags, *tail]

@@ -21,6 +21,7 @@ from agent_fleet._provider.refine import for_handler, refine
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet.codex import _approvals
 from agent_fleet.codex import _server_requests as _requests
+from agent_fleet.codex._box import Box
 from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._subagents import tagged
 from agent_fleet.codex._subthreads import SubThread
@@ -55,6 +56,8 @@ class ServerRequests:
     _turn: AppServerTurn | None
     _tools: dict[str, Tool]
     _stdin: StdinHistory
+    _box: Box | None
+    _escalated: set[str]  # item ids of commands accepted to run outside the sandbox
 
     def _emit(self, event: Event) -> None:
         raise NotImplementedError
@@ -97,6 +100,8 @@ class ServerRequests:
             commands=mapper.commands if mapper is not None else {},
             mcp_calls=mapper.mcp_calls if mapper is not None else {},
             stdin_history=sub.stdin if sub is not None else self._stdin,
+            box=self._box,
+            escalated_items=self._escalated,
         )
         judged = await _approvals.judge(self._policy, msg.method, msg.params, session)
         emit = self._emit if sub is None else self._sub_emit(sub)
@@ -202,6 +207,11 @@ class ServerRequests:
         if judged.stdin is not None and decision.accepted:
             # what the process has been given: the context of what follows
             (sub.stdin if sub is not None else self._stdin).record(*judged.stdin)
+        if judged.request.escalated and decision.accepted:
+            # one run outside the sandbox for exactly this command (the box's tripwire checks it)
+            if self._box is not None and judged.escalation is not None:
+                self._box.grant(judged.escalation)
+            self._escalated.add(str(params.get("itemId")))
         try:
             await self._conn.respond(msg.id, _approvals.to_wire(msg.method, params, decision, judged.grant))
         except AgentFleetError as exc:

@@ -27,6 +27,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
@@ -43,11 +45,12 @@ from agent_fleet._provider.sessions import Sessions
 from agent_fleet.codex import _approvals, _overload
 from agent_fleet.codex import _server_requests as _requests
 from agent_fleet.codex._account import LOGIN_COMPLETED, AccountMixin
+from agent_fleet.codex._box import OS_SANDBOX, Box, session_box
 from agent_fleet.codex._child import Child, route, stderr_reason, workspace
 from agent_fleet.codex._late import LateUndo
 from agent_fleet.codex._notices import NoticeRouter
-from agent_fleet.codex._records import model_info, session_info
 from agent_fleet.codex._review import ReviewSession
+from agent_fleet.codex._stored import StoredMixin
 from agent_fleet.codex._subthreads import SubThread, SubThreads
 from agent_fleet.codex.handle import CodexHandle
 from agent_fleet.codex.mapping import OPT_OUT_NOTIFICATIONS
@@ -55,11 +58,9 @@ from agent_fleet.codex.options import CodexOptions
 from agent_fleet.codex.translate import declared_writable_roots, plan_spawn
 from agent_fleet.contract import (
     Capabilities,
-    ModelInfo,
     Provider,
     ReviewResult,
     ReviewTarget,
-    SessionInfo,
     Spec,
 )
 from agent_fleet.errors import (
@@ -67,6 +68,7 @@ from agent_fleet.errors import (
     ConnectionClosed,
     ProviderUnavailable,
     RPCError,
+    TransportError,
     UsageError,
 )
 from agent_fleet.events import Event, RateLimits, System, TokenUsage
@@ -91,7 +93,7 @@ _THREAD_STARTS = 32
 _STDOUT_LIMIT = 64 * 1024 * 1024
 
 
-class CodexProvider(AccountMixin, Provider):
+class CodexProvider(AccountMixin, StoredMixin, Provider):
     """The codex app-server provider. ``async with CodexProvider(options) as provider: ...``"""
 
     name = "codex"
@@ -107,6 +109,7 @@ class CodexProvider(AccountMixin, Provider):
         self._closed = False
         self._notices = NoticeRouter(self._sessions.handles)  # what no handle subscribed to
         self._subthreads = SubThreads()  # sub-agents' threads: their approvals are their session's
+        self._private_tmp: str | None = None  # the child's TMPDIR (removed at shutdown)
         self._version_notice: System | None = None  # for the first session (once)
         self._version_warned = False
         self._logins: dict[str, asyncio.Future[dict[str, Any]]] = {}  # device-code logins by id
@@ -128,6 +131,7 @@ class CodexProvider(AccountMixin, Provider):
             tool_permission_format="codex-approval",
             supports_review=True,
             supports_python_tools=True,  # dynamicTools + item/tool/call
+            os_sandbox=OS_SANDBOX,
         )
 
     @property
@@ -164,11 +168,17 @@ class CodexProvider(AccountMixin, Provider):
         opts = self.options
         binary = find_codex(opts.codex_bin)
         argv = [os.fspath(binary), *opts.args, *config_args({**APP_SERVER_DEFAULTS, **opts.config})]
+        env = opts.child_env()
+        if "TMPDIR" not in opts.env:
+            # private; and codex's bubblewrap helper is made even with CODEX_HOME under the shared one
+            if self._private_tmp is None:
+                self._private_tmp = tempfile.mkdtemp(prefix="agent-fleet-codex-")
+            env["TMPDIR"] = self._private_tmp
         try:
             # Under the reaper: a crash, a shutdown or our own death ends every command codex started.
             proc = await ChildProcess.start(
                 argv,
-                env=opts.child_env(),
+                env=env,
                 cwd=opts.cwd,
                 tail_bytes=_STDERR_TAIL_BYTES,
                 limit=_STDOUT_LIMIT,
@@ -257,6 +267,9 @@ class CodexProvider(AccountMixin, Provider):
         if child is not None:
             await self._kill(child)
         await self._sessions.close()
+        if self._private_tmp is not None:
+            await asyncio.to_thread(shutil.rmtree, self._private_tmp, ignore_errors=True)
+            self._private_tmp = None
 
     async def _kill(self, child: Child) -> None:
         await child.conn.close(ConnectionClosed("provider shut down"))
@@ -321,103 +334,80 @@ class CodexProvider(AccountMixin, Provider):
         Raises ``ValueError`` for a bad permission pattern (before any wire traffic), ``RPCError``,
         ``ConnectionClosed`` or ``ProviderUnavailable``.
         """
-        child = await self._ready()
-        plan = plan_spawn(spec, self.options.config)
-        policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
-        notices = spec_unsupported(plan.untranslated)
-        result = await self._start_thread(child, "thread/start", plan.thread_params)
-        return await self._open(child, result, spec, plan.turn_params, policy, notices, TokenUsage())
+        return await self._thread("thread/start", spec, None, turn=True, baseline=TokenUsage())
 
     async def resume(self, session_id: str, spec: Spec) -> CodexHandle:
         """Resume thread ``session_id`` (history kept) and start a turn with ``spec.prompt``."""
         if session_id in self._sessions:
             raise UsageError(f"thread {session_id} already has a live handle; stop() it first")
-        child = await self._ready()
-        plan = plan_spawn(spec, self.options.config)
-        policy = ApprovalPolicy(spec.permission)
-        notices = spec_unsupported(plan.untranslated)
-        # thread/resume takes no dynamicTools: codex keeps the thread's own from its start.
-        params = {**plan.thread_params, "threadId": session_id}
-        params.pop("dynamicTools", None)
-        try:
-            result = await self._start_thread(child, "thread/resume", params)
-        except RPCError as exc:  # codex refuses to resume an archived thread (one a fleet let go of):
-            # unarchive it first; when that fails too, it was not archived and the refusal stands
-            try:
-                await self.unarchive_session(session_id)
-            except RPCError:
-                raise exc from None
-            result = await self._start_thread(child, "thread/resume", params)
-        return await self._open(child, result, spec, plan.turn_params, policy, notices, None)
+        return await self._thread("thread/resume", spec, session_id, turn=True, baseline=None)
 
     async def fork(self, session_id: str, spec: Spec) -> CodexHandle:
         """A new thread with a copy of thread ``session_id``'s history (``thread/fork``) and ``spec``'s
         settings; no turn runs until ``send()`` (``spec.prompt`` is not sent)."""
-        child = await self._ready()
-        plan = plan_spawn(spec, self.options.config)
-        policy = ApprovalPolicy(spec.permission)
-        params = {**plan.thread_params, "threadId": session_id}
-        params.pop("dynamicTools", None)  # thread/fork takes none: the fork keeps the thread's own
-        result = await self._start_thread(child, "thread/fork", params)
-        return await self._open(child, result, spec, None, policy, spec_unsupported(plan.untranslated), None)
+        return await self._thread("thread/fork", spec, session_id, turn=False, baseline=None)
 
-    async def _start_thread(self, child: Child, method: str, params: dict[str, Any]) -> Any:
-        """``thread/start`` / ``resume`` / ``fork``, at most ``_THREAD_STARTS`` in flight: codex starts
-        threads one after another, so with a thousand sent at once the last would wait out their
-        timeout in its queue; waiting here instead, each gets its whole ``rpc_timeout`` in codex."""
+    async def _thread(
+        self, method: str, spec: Spec, session_id: str | None, *, turn: bool, baseline: TokenUsage | None
+    ) -> CodexHandle:
+        """``method`` for a session of ``spec`` in a box of its own (removed if anything fails)."""
+        await self._ready()  # a closed provider raises before a box is made
+        policy = ApprovalPolicy(spec.permission)  # bad user regex: ValueError before any wire traffic
+        box = session_box(
+            workspace(spec, self.options), spec, declared_writable_roots(spec.config, self.options.config)
+        )
+        try:
+            plan = plan_spawn(spec, self.options.config, box)
+            params = dict(plan.thread_params)
+            if session_id is not None:  # resume and fork take no dynamicTools: the thread keeps its own
+                params["threadId"] = session_id
+                params.pop("dynamicTools", None)
+            child, result = await self._start_thread(method, params, session_id)
+            notices = spec_unsupported(plan.untranslated)
+            turn_params = plan.turn_params if turn else None
+            return await self._open(child, result, spec, turn_params, policy, notices, baseline, box)
+        except BaseException:
+            box.close()
+            raise
+
+    async def _start_thread(
+        self, method: str, params: dict[str, Any], session_id: str | None
+    ) -> tuple[Child, Any]:
+        """``thread/start`` / ``resume`` / ``fork`` and the child it ran on, at most ``_THREAD_STARTS`` in
+        flight: codex starts threads one after another, so with a thousand sent at once the last would
+        wait out their timeout in its queue; waiting here instead, each gets its whole ``rpc_timeout``.
+
+        A child that dies under the request (killed between two sessions: the write meets its dead pipe
+        before the reader sees its end) took whatever it started with it; with ``restart_on_crash`` the
+        request is sent once more to the restarted child instead of failing the session."""
         async with self._thread_starts:
-            return await _overload.request(child.conn, method, params, timeout=self.options.rpc_timeout)
+            child = await self._ready()
+            try:
+                return child, await self._request_start(child, method, params, session_id)
+            except TransportError:
+                if not self.options.restart_on_crash or self._closed or not await _closes_soon(child):
+                    raise
+            child = await self._ready()
+            return child, await self._request_start(child, method, params, session_id)
 
-    async def list_sessions(self, *, limit: int | None = None, archived: bool = False) -> list[SessionInfo]:
-        """Stored threads, newest first (``thread/list``, following pages up to ``limit``)."""
-        child = await self._ready()
-        out: list[SessionInfo] = []
-        cursor: str | None = None
-        while limit is None or len(out) < limit:
-            params: dict[str, Any] = {"archived": archived}
-            if limit is not None:
-                params["limit"] = limit - len(out)
-            if cursor:
-                params["cursor"] = cursor
-            page = await _overload.request(
-                child.conn, "thread/list", params, timeout=self.options.rpc_timeout
-            )
-            out += [session_info(t) for t in page.get("data") or [] if isinstance(t, dict)]
-            cursor = page.get("nextCursor")
-            if not cursor:
-                break
-        return out if limit is None else out[:limit]
-
-    async def read_session(self, session_id: str) -> SessionInfo:
-        """Thread ``session_id`` with its turns in ``raw["turns"]`` (``thread/read``)."""
-        child = await self._ready()
-        result = await _overload.request(
-            child.conn,
-            "thread/read",
-            {"threadId": session_id, "includeTurns": True},
-            timeout=self.options.rpc_timeout,
-        )
-        thread = result.get("thread") if isinstance(result, dict) else None
-        if not isinstance(thread, dict):
-            raise RPCError(-32603, f"thread/read without a thread: {result!r}")
-        return session_info(thread)
-
-    async def archive_session(self, session_id: str) -> None:
-        """Archive thread ``session_id`` (``thread/archive``): codex unloads it and moves its rollout
-        aside, so a finished session no longer holds app-server memory. ``resume()`` brings it back.
-        Raises ``RPCError`` when codex has no such (unarchived) thread."""
-        child = await self._ready()
-        await _overload.request(
-            child.conn, "thread/archive", {"threadId": session_id}, timeout=self.options.rpc_timeout
-        )
-
-    async def unarchive_session(self, session_id: str) -> None:
-        """Bring archived thread ``session_id`` back (``thread/unarchive``). Raises ``RPCError`` when
-        it is not archived (``resume()`` unarchives by itself when it has to)."""
-        conn = (await self._ready()).conn
-        await _overload.request(
-            conn, "thread/unarchive", {"threadId": session_id}, timeout=self.options.rpc_timeout
-        )
+    async def _request_start(
+        self, child: Child, method: str, params: dict[str, Any], session_id: str | None
+    ) -> Any:
+        timeout = self.options.rpc_timeout
+        try:
+            return await _overload.request(child.conn, method, params, timeout=timeout)
+        except RPCError as exc:
+            if method != "thread/resume" or session_id is None:
+                raise
+            # codex refuses to resume an archived thread (a finished one a fleet let go of to free the
+            # app-server's memory). Unarchiving is the only way back; when it fails too the thread was
+            # not archived and the refusal stands.
+            unarchive = {"threadId": session_id}
+            try:
+                await _overload.request(child.conn, "thread/unarchive", unarchive, timeout=timeout)
+            except RPCError:
+                raise exc from None
+            return await _overload.request(child.conn, method, params, timeout=timeout)
 
     @property
     def rate_limits(self) -> RateLimits | None:
@@ -439,17 +429,17 @@ class CodexProvider(AccountMixin, Provider):
         policy: ApprovalPolicy,
         notices: list[System],
         baseline: TokenUsage | None,
+        box: Box,
     ) -> CodexHandle:
         thread = result.get("thread") if isinstance(result, dict) else None
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str):
             raise RPCError(-32603, f"thread response without a thread id: {result!r}")
-        cwd = workspace(spec, self.options)
-        # Containment: the workspace plus the writable roots this session declares to codex.
-        roots = declared_writable_roots(spec.config, self.options.config)
+        # Containment: the box -- the workspace, its temporary directory and the declared roots.
         handle = CodexHandle(
-            self, self._sessions, child.conn, thread_id, spec, policy, cwd, roots, baseline=baseline
-        )
+            self, self._sessions, child.conn, thread_id, spec, policy, box.workspace, box.roots,
+            baseline=baseline, box=box,
+        )  # fmt: skip
         handle.thread_settings(result)
         self._sessions.add(handle)
         # Notices codex sent for this thread before the handle subscribed (MCP start-up, ...).
@@ -460,7 +450,7 @@ class CodexProvider(AccountMixin, Provider):
         if isinstance(model, str) and model:
             provider = result.get("modelProvider")
             data = {"model": model, "model_provider": provider, "codex_version": child.version}
-            handle.notice(System(subtype="session", data=data))
+            handle.notice(System(subtype="session", data={**data, "sandbox": box.sandbox}))
         if self._version_notice is not None:  # once: the first session after start
             handle.notice(self._version_notice)
             self._version_notice = None
@@ -495,36 +485,6 @@ class CodexProvider(AccountMixin, Provider):
             on_event=on_event,
         )
         return await session.run(target)
-
-    async def list_models(self, *, include_hidden: bool = False) -> list[ModelInfo]:
-        """Every model from ``model/list`` (following ``nextCursor`` pages) as ``ModelInfo``."""
-        return [model_info(m) for m in await self._model_records(include_hidden)]
-
-    async def default_effort(self, model: str | None) -> str | None:
-        """The reasoning effort ``model`` uses when none is set (``model/list``; looked up once)."""
-        if model not in self._default_efforts:
-            records = await self._model_records(include_hidden=True)
-            for record in records:
-                effort = record.get("defaultReasoningEffort")
-                self._default_efforts[str(record.get("model") or record.get("id"))] = (
-                    effort if isinstance(effort, str) else None
-                )
-            self._default_efforts.setdefault(model, None)
-        return self._default_efforts[model]
-
-    async def _model_records(self, include_hidden: bool) -> list[dict[str, Any]]:
-        child = await self._ready()
-        models: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            params: dict[str, Any] = {"includeHidden": include_hidden}
-            if cursor:
-                params["cursor"] = cursor
-            page = await _overload.request(child.conn, "model/list", params, timeout=self.options.rpc_timeout)
-            models += [m for m in page.get("data") or [] if isinstance(m, dict)]
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return models
 
     # -- plumbing ------------------------------------------------------------------------------------
 
@@ -598,3 +558,16 @@ class CodexProvider(AccountMixin, Provider):
         sub = self._subthreads.get(thread_id)
         owner = self._owner(sub)
         return (owner, sub) if owner is not None else None
+
+
+async def _closes_soon(child: Child, within: float = 5.0) -> bool:
+    """Whether ``child``'s connection closes within ``within`` seconds (a failed write to a child that
+    is gone comes just before its end of file; one to a live child means something else broke)."""
+    closed = asyncio.Event()
+    child.conn.on_close(lambda _cause: closed.set())
+    try:
+        async with asyncio.timeout(within):
+            await closed.wait()
+    except TimeoutError:
+        return False
+    return True

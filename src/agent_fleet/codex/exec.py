@@ -48,9 +48,11 @@ from agent_fleet._process import ChildProcess
 from agent_fleet._provider.handle import StreamedHandle
 from agent_fleet._provider.stream import EventStream
 from agent_fleet._provider.watchdog import IdleWatchdog
-from agent_fleet.codex._exec_argv import ExecCommand, build_command
+from agent_fleet.codex._box import OS_SANDBOX, Box, session_box
+from agent_fleet.codex._exec_argv import ExecCommand, build_command, resolve_cwd
 from agent_fleet.codex._exec_events import DEFAULT_MAX_LINE_BYTES, ExecEventParser, StderrRefusals
 from agent_fleet.codex.options import CodexOptions
+from agent_fleet.codex.translate import declared_writable_roots
 from agent_fleet.contract import Capabilities, Provider, Spec
 from agent_fleet.errors import ProviderUnavailable, Unsupported, UsageError
 from agent_fleet.events import Error, ErrorCode, Event, Result, System, ToolResult, ToolUse, is_terminal
@@ -70,6 +72,7 @@ CAPABILITIES: Final = Capabilities(
     emits_subagent_events=True,  # collab_tool_call items -> SubAgent
     tool_permission_format="codex-sandbox",
     enforces_approvals=False,  # codex exec never asks: Spec.permission cannot be enforced
+    os_sandbox=OS_SANDBOX + "; nothing runs unsandboxed (approval policy never)",
 )
 
 _READ_CHUNK: Final = 64 * 1024
@@ -404,6 +407,7 @@ class CodexExecProvider(Provider):
         self._version_notice: System | None = None  # for the first turn (once)
         self._lock = asyncio.Lock()
         self._turns: set[_ExecTurn] = set()
+        self._boxes: list[Box] = []  # one per session: removed at shutdown
         self._closed = False
 
     @property
@@ -441,18 +445,37 @@ class CodexExecProvider(Provider):
 
         Raises ``ProviderUnavailable`` (no usable binary) or ``UsageError`` (bad spec, shut down).
         """
-        turn = await self._start_turn(spec, prompt=None, session_id=None, images=True)
+        launch = self._launcher(spec)
+        turn = await launch(spec, prompt=None, session_id=None, images=True)
         try:
             await turn.session_known.wait()
         except asyncio.CancelledError:
             turn.abort("cancelled", "spawn() was cancelled")
             raise
-        return CodexExecHandle(self._start_turn, spec, None, turn)
+        return CodexExecHandle(launch, spec, None, turn)
 
     async def resume(self, session_id: str, spec: Spec) -> CodexExecHandle:
         """Continue thread ``session_id`` (recorded under the same ``CODEX_HOME``) with ``spec.prompt``."""
-        turn = await self._start_turn(spec, prompt=None, session_id=session_id, images=True)
-        return CodexExecHandle(self._start_turn, spec, session_id, turn)
+        launch = self._launcher(spec)
+        turn = await launch(spec, prompt=None, session_id=session_id, images=True)
+        return CodexExecHandle(launch, spec, session_id, turn)
+
+    def _launcher(self, spec: Spec) -> _TurnLauncher:
+        """The session's turn launcher, bound to its box (``_box``; no tripwire: nothing here ever runs
+        outside the sandbox, codex exec's approval policy is ``never``)."""
+        if self._closed:
+            raise UsageError("the provider is shut down")
+        workspace = resolve_cwd(spec, self.options) or os.getcwd()
+        declared = declared_writable_roots(spec.config, self.options.config)
+        box = session_box(workspace, spec, declared, tripwire=False)
+        self._boxes.append(box)
+
+        async def launch(
+            spec: Spec, *, prompt: str | None, session_id: str | None, images: bool
+        ) -> _ExecTurn:
+            return await self._start_turn(spec, prompt=prompt, session_id=session_id, images=images, box=box)
+
+        return launch
 
     async def shutdown(self) -> None:
         """Kill every running turn and wait for the processes to go. Idempotent."""
@@ -461,9 +484,12 @@ class CodexExecProvider(Provider):
         for turn in turns:
             turn.abort("cancelled", "the provider was shut down")
         await asyncio.gather(*(t.wait_done() for t in turns))
+        boxes, self._boxes = self._boxes, []
+        for box in boxes:
+            box.close()
 
     async def _start_turn(
-        self, spec: Spec, *, prompt: str | None, session_id: str | None, images: bool
+        self, spec: Spec, *, prompt: str | None, session_id: str | None, images: bool, box: Box | None = None
     ) -> _ExecTurn:
         """Start a turn of ``spec`` (a ``_TurnLauncher``); its handle makes it current."""
         if self._closed:
@@ -480,6 +506,7 @@ class CodexExecProvider(Provider):
                 schema_file=schema_file,
                 instructions_file=instructions_file,
                 images=images,
+                box=box,
             )
         except BaseException:
             if tempdir is not None:

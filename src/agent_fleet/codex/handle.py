@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import TERMINAL_TYPES
 from agent_fleet._provider.watchdog import IdleWatchdog
 from agent_fleet.codex import _overload
+from agent_fleet.codex._box import Box
 from agent_fleet.codex._handle_requests import ServerRequests
 from agent_fleet.codex._stdin import StdinHistory
 from agent_fleet.codex._subagents import SubAgents
@@ -84,8 +85,11 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
         writable_roots: tuple[str, ...] = (),
         *,
         baseline: TokenUsage | None = None,
+        box: Box | None = None,
     ) -> None:
         self._provider = provider  # read for its options only
+        self._box = box  # the session's writable world and its tripwire; removed with the session
+        self._escalated: set[str] = set()
         self._host = host
         self._conn = connection
         self._thread_id = thread_id
@@ -270,6 +274,9 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
         await self._control("thread/backgroundTerminals/clean", {"threadId": self._thread_id})
         await self._control("thread/unsubscribe", {"threadId": self._thread_id})
         self._detach()
+        closing = self._close_box()
+        if closing is not None:
+            await closing
 
     # -- provider-facing -----------------------------------------------------------------------------
 
@@ -359,12 +366,22 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
             error = Error(code="app_server_crashed", message=message, retryable=retryable, data=data)
             self._finish(self._turn, error)
         self._detach()
+        closing = self._close_box()
+        if closing is not None:  # a background task of the provider's (shutdown waits for them)
+            self._host.spawn_task(closing, f"box:{self._thread_id}")
 
     # -- internals ---------------------------------------------------------------------------------------
 
     def _detach(self) -> None:
         self._sub.close()
         self._host.forget(self)
+
+    def _close_box(self) -> Coroutine[Any, Any, None] | None:
+        """Removing the session's box, to run in a worker thread (a directory tree takes tens of
+        milliseconds to remove on a loaded machine: never on the event loop, where it would hold every
+        other session)."""
+        box, self._box = self._box, None
+        return asyncio.to_thread(box.close) if box is not None else None
 
     def _finish(self, turn: AppServerTurn, event: Result | Error) -> bool:
         if not turn.stream.finish(event):
@@ -476,6 +493,10 @@ class CodexHandle(StreamedHandle[AppServerTurn], ServerRequests, SubAgents):
                 return
         turn.seen = True  # for the idle watchdog: one store, no branch
         stream = turn.stream
+        if msg.method == "item/completed" and self._box is not None:
+            for script in self._box.refused():  # the tripwire stopped an unsandboxed run
+                data = {"kind": "unsandboxed_run", "command": script[:2000]}
+                stream.push(System(subtype="codex_refused", data=data))
         for event in turn.mapper.feed(msg.method, params):
             if type(event) in TERMINAL_TYPES:
                 if self._sub_usage and type(event) is Result:  # the sub-agents' tokens count too

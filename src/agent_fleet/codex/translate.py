@@ -2,7 +2,10 @@
 
 ``plan_spawn(spec)`` decides, for every ``Spec`` field, where it goes: the ``thread/start`` params, the
 ``turn/start`` params, the MCP config edits, handled locally by the provider (approval bridge, turn
-timer), or not translated (with a reason). A table test pins that every field lands somewhere.
+timer, the session's box), or not translated (with a reason). A table test pins that every field lands
+somewhere. An unset ``Spec.sandbox`` is ``workspace-write`` (a codex session always has a workspace);
+the box (``_box``: writable roots, ``/tmp`` excluded, ``TMPDIR``, the tripwire) goes into the thread's
+config when the provider passes one.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_fleet._provider.prompt import apply_mode
+from agent_fleet.codex._box import SANDBOX_DEFAULT
 from agent_fleet.contract import Spec, Untranslated
 
 if TYPE_CHECKING:
+    from agent_fleet.codex._box import Box
     from agent_fleet.tools import Tool
 
 __all__ = [
@@ -32,7 +37,8 @@ __all__ = [
 ]
 
 # Every thread asks before running anything codex does not itself know to be harmless, so the approval
-# bridge sees every such command. The sandbox stays whatever the spec asked for.
+# bridge sees every such command. The unsandboxed retry this policy brings is stopped by the box's
+# tripwire (``_box``).
 APPROVAL_POLICY = "untrusted"
 
 
@@ -145,10 +151,10 @@ def dynamic_tool(tool: Tool) -> dict[str, Any]:
     }
 
 
-def plan_spawn(spec: Spec, base_config: Mapping[str, Any] | None = None) -> SpawnPlan:
+def plan_spawn(spec: Spec, base_config: Mapping[str, Any] | None = None, box: Box | None = None) -> SpawnPlan:
     """Translate ``spec`` into app-server requests. Pure: no I/O beyond path normalisation.
     ``base_config``: the provider's own config (``CodexOptions.config``), whose variables ``Spec.env``
-    adds to."""
+    adds to. ``box``: the session's box, whose sandbox settings and variables join the thread's config."""
     thread: dict[str, Any] = {"approvalPolicy": APPROVAL_POLICY}
     turn: dict[str, Any] = {}
     local: list[str] = []
@@ -176,8 +182,7 @@ def plan_spawn(spec: Spec, base_config: Mapping[str, Any] | None = None) -> Spaw
                 if value is not None:
                     turn["effort"] = value
             case "sandbox":
-                if value is not None:
-                    thread["sandbox"] = value
+                thread["sandbox"] = value or SANDBOX_DEFAULT
             case "permission" | "timeout" | "idle_timeout":
                 local.append(name)  # approval bridge / turn timer
             case "answers":
@@ -193,13 +198,16 @@ def plan_spawn(spec: Spec, base_config: Mapping[str, Any] | None = None) -> Spaw
             case "tools":
                 if value:  # experimental; answered by the handle on item/tool/call
                     thread["dynamicTools"] = [dynamic_tool(tool) for tool in value]
-            case "max_turns" | "max_cost_usd" | "temp_dir":
+            case "temp_dir":
+                local.append(name)  # the session's box (``_box``)
+            case "max_turns" | "max_cost_usd":
                 if value is not None:  # not wired yet on this provider
                     untranslated.append(Untranslated(name, "not yet supported by the codex app-server"))
             case _:  # a new Spec field must be placed deliberately
                 untranslated.append(Untranslated(name, "not supported by the codex app-server provider"))
 
-    config = _thread_config(spec.config, spec.mcp_servers, spec.env, base_config or {})
+    own, env = box.thread_config(spec.config, spec.env) if box is not None else (dict(spec.config), spec.env)
+    config = _thread_config(own, spec.mcp_servers, env, base_config or {})
     if config:
         thread["config"] = config
     turn["input"] = turn_input(apply_mode(spec.prompt, spec.mode), list(spec.images))

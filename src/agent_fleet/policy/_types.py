@@ -42,6 +42,9 @@ class ApprovalRequest:
     web search). ``network``: a ``permissions`` request asks for network access (to any host).
     ``tool``: a ``tool`` request's name: a caller-defined tool (``Spec.tools``), ``mcp:server/tool``, or
     ``builtin:Name`` (the agent's own session tools). Path-likes are stored as ``str``.
+    ``escalated``: accepting the request lets something run or write outside the OS sandbox (a
+    command asked to run unsandboxed, or one the provider cannot keep inside it): such a request is
+    accepted only on proof (see ``agent_fleet.policy.engine``), never by ``default="allow"``.
     Raises ``ValueError`` for an unknown ``kind``.
     """
 
@@ -55,6 +58,7 @@ class ApprovalRequest:
     protocol: str | None = None
     network: bool = False
     tool: str | None = None
+    escalated: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import _git
+from agent_fleet.runner import _box, _git
 from agent_fleet.runner._tasks_file import (
     BatchTask,
     entry_object,
@@ -22,7 +23,19 @@ from agent_fleet.runner._tasks_file import (
 from agent_fleet.runner.ledger import LEDGER_FILE, Ledger, LedgerRow
 from agent_fleet.runner.providers import provider_entry
 
-__all__ = ["Locator", "Where", "admit", "make_out", "task_of"]
+__all__ = [
+    "Locator",
+    "Where",
+    "admit",
+    "admit_ray",
+    "make_out",
+    "ray_trees",
+    "shared_tree_warning",
+    "task_of",
+    "warn",
+]
+
+logger = logging.getLogger("agent_fleet.runner.batch")
 
 
 @dataclass(slots=True)
@@ -31,6 +44,11 @@ class Where:
 
     cwd: Path
     repo: Path | None
+
+    @property
+    def tree(self) -> Path:
+        """The working tree the task works in: its repository's top level, else its directory."""
+        return self.repo if self.repo is not None else self.cwd
 
 
 def _cwd_key(t: BatchTask) -> str | None:
@@ -47,11 +65,25 @@ class Locator:
         self.worktrees = worktrees
         self.template_needs_commit = template_needs_commit
         self.where: dict[str | None, Where] = {}
+        #: tasks admitted per working tree (a repository's top level, else the directory): one count
+        #: per distinct tree, nothing per task
+        self.tasks_per_tree: dict[Path, int] = {}
         self._heads: dict[Path, asyncio.Future[str | None]] = {}
         self._limit = asyncio.Semaphore(8)
 
     def get(self, t: BatchTask) -> Where:
         return self.where[_cwd_key(t)]
+
+    def trees(self) -> set[Path]:
+        """Every working tree a task admitted so far works in (see ``Where.tree``)."""
+        return set(self.tasks_per_tree)
+
+    def shared(self) -> dict[Path, int]:
+        """The working trees more than one admitted task works in, with their number of tasks (none
+        with worktrees: each task then has its own)."""
+        if self.worktrees:
+            return {}
+        return {tree: n for tree, n in self.tasks_per_tree.items() if n > 1}
 
     async def admit(self, chunk: Sequence[BatchTask]) -> None:
         new: dict[str | None, BatchTask] = {}
@@ -64,6 +96,8 @@ class Locator:
         for t in chunk:
             needs_commit = t.require_commit if t.require_commit is not None else self.template_needs_commit
             here = self.get(t)
+            tree = here.tree
+            self.tasks_per_tree[tree] = self.tasks_per_tree.get(tree, 0) + 1
             if here.repo is None and (self.worktrees or needs_commit):
                 raise UsageError(
                     f"task {t.id!r} (line {t.line}): {str(here.cwd)!r} is not in a git repository"
@@ -161,3 +195,55 @@ def _readable(ledger: Ledger, out: Path, rerun_failed: bool) -> Iterator[BatchTa
 
 def task_of(row: LedgerRow, out: Path) -> BatchTask:
     return parse_task(row.spec, line=row.line, base_dir=out, where=f"{out / LEDGER_FILE}: task {row.id}")
+
+
+def shared_tree_warning(tree: Path | str, count: int) -> str:
+    """The warning for ``count`` tasks sharing the working tree ``tree``."""
+    return (
+        f"{count} tasks share the working tree {tree} (no worktrees): they see and change each other's "
+        "files, and each task's files changed are only what its own session reported "
+        "(--worktrees gives each task its own tree)"
+    )
+
+
+def warn(on_warning: Callable[[str], None] | None, text: str) -> None:
+    """``on_warning(text)``, or a logged warning without it."""
+    if on_warning is not None:
+        on_warning(text)
+    else:
+        logger.warning("%s", text)
+
+
+async def ray_trees(tasks: Sequence[BatchTask], default: Path) -> tuple[dict[Path, list[str]], set[Path]]:
+    """The tasks of a Ray batch by the working tree they work in (a repository's top level, else their
+    directory), as far as this machine sees them, and which of those trees are repositories."""
+    tops: dict[Path, Path | None] = {}
+    trees: dict[Path, list[str]] = {}
+    for t in tasks:
+        where = (t.cwd or default).expanduser().absolute()
+        if where not in tops:
+            tops[where] = await _git.toplevel(where) if where.is_dir() else None
+        trees.setdefault(tops[where] or where, []).append(t.id)
+    return trees, {top for top in tops.values() if top is not None}
+
+
+async def admit_ray(
+    tasks: Sequence[BatchTask],
+    default: Path,
+    out: Path,
+    resume: bool,
+    worktrees: bool,
+    on_warning: Callable[[str], None] | None,
+) -> set[str]:
+    """What the driver checks of a Ray batch in a path the nodes share: a new batch's record is not in a
+    task's repository (``UsageError``), and tasks sharing a tree without worktrees are warned about.
+    Returns the ids of those tasks."""
+    trees, repos = await ray_trees(tasks, default)
+    if not resume:
+        await _box.check_record_place(out, repos)
+    shared: set[str] = set()
+    for tree, ids in trees.items():
+        if len(ids) > 1 and not worktrees:  # one tree for many
+            shared.update(ids)
+            warn(on_warning, shared_tree_warning(tree, len(ids)))
+    return shared

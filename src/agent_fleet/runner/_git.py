@@ -8,7 +8,16 @@ from pathlib import Path
 
 from agent_fleet.errors import AgentFleetError
 
-__all__ = ["GitError", "commits_since", "final_diff", "git", "head", "is_dirty", "toplevel"]
+__all__ = [
+    "GitError",
+    "changed_files",
+    "commits_since",
+    "final_diff",
+    "git",
+    "head",
+    "is_dirty",
+    "toplevel",
+]
 
 _GIT_TIMEOUT = 60.0
 
@@ -99,6 +108,15 @@ async def final_diff(cwd: str | os.PathLike[str], base: str, *, limit: int = 200
         parts.append(f"... and {len(names) - _UNTRACKED_LIMIT} more untracked files")
     text = "\n".join(p for p in parts if p)
     return text if len(text) <= limit else text[:limit] + "\n... (cut)"
+
+
+async def changed_files(cwd: str | os.PathLike[str], base: str, *, limit: int = 1000) -> list[str]:
+    """The files changed since commit ``base`` (as ``final_diff`` sees them: commits, edits, untracked
+    files), relative to the repository's top level; at most ``limit``. Raises ``GitError``."""
+    names = (await git(cwd, "diff", "--name-only", "-z", "--no-renames", base)).split("\0")
+    untracked = await git(cwd, "ls-files", "--others", "--exclude-standard", "--full-name", "-z")
+    out: dict[str, None] = dict.fromkeys(n for n in [*names, *untracked.split("\0")] if n)
+    return list(out)[:limit]
 
 
 def _new_file(root: Path, name: str) -> str:

@@ -40,10 +40,13 @@ __all__ = [
     "EARLIER_BUNDLES",
     "NodeRepos",
     "PushOutcome",
+    "branch_tip",
     "earlier_bundle",
     "flock",
     "has_commit",
     "keep_bundle",
+    "publish_branch",
+    "repo_lock",
 ]
 
 EARLIER_BUNDLES = "earlier-bundles"
@@ -86,11 +89,9 @@ class NodeRepos:
     @contextlib.asynccontextmanager
     async def _repo_lock(self, repo: Path) -> AsyncIterator[None]:
         """Serialise worktree changes in ``repo``: among this actor's tasks, then across processes and
-        nodes (an ``flock`` on a file in the git directory)."""
-        async with self._lock(str(repo)):
-            common = Path(await _git.git(repo, "rev-parse", "--git-common-dir"))
-            async with flock((common if common.is_absolute() else repo / common) / "agent-fleet.lock"):
-                yield
+        nodes (``repo_lock``)."""
+        async with self._lock(str(repo)), repo_lock(repo):
+            yield
 
     async def clone(self, url: str, start: str | None) -> Path:
         """This node's clone of ``url`` for this batch (bare, the start commit's branch only; made once,
@@ -115,6 +116,34 @@ class NodeRepos:
                 await _git.git(target, "fetch", "--quiet", url, start, time_limit=_NETWORK_LIMIT)
             self._clones[url] = target
             return target
+
+    async def add_attempt_worktree(
+        self, repo: Path, worktree: Path, branch: str, attempt_branch: str, *, start: str, reuse: bool
+    ) -> str | None:
+        """Shared-path mode: ``worktree`` on the attempt's own branch ``attempt_branch``, made from the
+        task's ``branch`` as it is (``reuse``: a resumed task, when the branch exists) or from ``start``;
+        the task's branch itself is only ever moved by the driver, once it accepted the attempt
+        (``publish_branch``). A new task whose branch exists already is refused (``GitError``), as on a
+        local batch. A worktree left at that path by a dead actor on this node is removed first.
+        Returns the commit of the task's branch the attempt starts from (None: it starts from
+        ``start``, the task's branch does not exist)."""
+        async with self._repo_lock(repo):
+            exists = await has_commit(repo, f"refs/heads/{branch}")
+            if exists and not reuse:
+                raise _git.GitError(
+                    ("worktree", "add"), 128, f"fatal: a branch named '{branch}' already exists"
+                )
+            base = await _git.git(repo, "rev-parse", f"refs/heads/{branch}") if exists else None
+            if await asyncio.to_thread(worktree.exists):
+                with contextlib.suppress(_git.GitError):
+                    await _git.git(repo, "worktree", "remove", "--force", str(worktree))
+                await asyncio.to_thread(shutil.rmtree, worktree, True)
+            await _git.git(repo, "worktree", "prune")
+            await asyncio.to_thread(worktree.parent.mkdir, parents=True, exist_ok=True)
+            await _git.git(
+                repo, "worktree", "add", "--quiet", "-B", attempt_branch, str(worktree), base or start
+            )
+            return base
 
     async def add_worktree(
         self,
@@ -155,14 +184,15 @@ class NodeRepos:
             flag = "-B" if reset else "-b"
             await _git.git(repo, "worktree", "add", "--quiet", flag, branch, str(worktree), start or "HEAD")
 
-    async def _fetch_bundle(self, repo: Path, branch: str, data: bytes) -> None:
-        """``branch`` in ``repo`` set to the bundle's (forced: the bundle is the task's own record; what
-        this clone had under that name, e.g. a dead attempt's commits, is not)."""
+    async def _fetch_bundle(self, repo: Path, branch: str, data: bytes, *, into: str | None = None) -> None:
+        """``branch`` in ``repo`` (or the ref ``into``) set to the bundle's (forced: the bundle is the
+        task's own record; what this clone had under that name, e.g. a dead attempt's commits, is not)."""
         path = self.root / "bundles" / f"in-{uuid.uuid4().hex}.bundle"
         await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
         await asyncio.to_thread(path.write_bytes, data)
+        target = into or f"refs/heads/{branch}"
         try:
-            await _git.git(repo, "fetch", "--quiet", str(path), f"+refs/heads/{branch}:refs/heads/{branch}")
+            await _git.git(repo, "fetch", "--quiet", str(path), f"+refs/heads/{branch}:{target}")
         finally:
             await asyncio.to_thread(path.unlink, True)
 
@@ -193,6 +223,33 @@ class NodeRepos:
         except (_git.GitError, OSError):
             self.kept.add(str(repo))  # the commits stay in this node's clone: keep it
             return None
+
+    async def push_tip(
+        self, url: str, branch: str, start: str, tip: str, bundle: bytes | None
+    ) -> PushOutcome:
+        """Push commit ``tip`` to ``url``'s ``branch``, never forced, from this node's clone of ``url``
+        (made if needed); the commits come from ``bundle`` when the clone lacks them (another node ran
+        the attempt). Pushing a tip the remote already has is a no-op that succeeds, so the push of an
+        accepted attempt can be tried again on another node. A failure is returned, not raised."""
+        ref = f"refs/heads/{branch}"
+        incoming = f"refs/agent-fleet/incoming/{uuid.uuid4().hex}"
+        try:
+            repo = await self.clone(url, start)
+            if not await has_commit(repo, tip):
+                if bundle is None:
+                    raise _git.GitError(("push",), 1, f"error: commit {tip} is not on this node")
+                await self._fetch_bundle(repo, branch, bundle, into=incoming)
+        except _git.GitError as exc:
+            return PushOutcome(branch=branch, commit=tip, pushed=False, error=self.redactor.text(str(exc)))
+        try:
+            await _git.git(repo, "push", "--quiet", url, f"{tip}:{ref}", time_limit=_NETWORK_LIMIT)
+        except _git.GitError as exc:
+            error = self.redactor.text(_push_error(exc))
+            return PushOutcome(branch=branch, commit=tip, pushed=False, error=error)
+        finally:
+            with contextlib.suppress(_git.GitError):
+                await _git.git(repo, "update-ref", "-d", incoming)
+        return PushOutcome(branch=branch, commit=tip, pushed=True)
 
     async def push(self, repo: Path, url: str, branch: str, start: str) -> PushOutcome | None:
         """Push ``branch`` to the same branch of ``url``, never forced. None when it has no commit after
@@ -226,12 +283,47 @@ async def _ahead(repo: Path, branch: str, start: str) -> bool:
     return int(await _git.git(repo, "rev-list", "--count", f"{start}..refs/heads/{branch}") or 0) > 0
 
 
+async def branch_tip(repo: Path, branch: str) -> str | None:
+    """The commit ``branch`` points at in ``repo`` (None: no such branch, or git failed)."""
+    try:
+        return await _git.git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}") or None
+    except _git.GitError:
+        return None
+
+
 async def has_commit(repo: Path, sha: str) -> bool:
     try:
         await _git.git(repo, "cat-file", "-e", f"{sha}^{{commit}}")
     except _git.GitError:
         return False
     return True
+
+
+@contextlib.asynccontextmanager
+async def repo_lock(repo: Path) -> AsyncIterator[None]:
+    """Serialise changes to ``repo``'s worktrees and agent-fleet's branches across processes and nodes:
+    an ``flock`` on a file in its git directory (the shared filesystem must support ``flock``)."""
+    common = Path(await _git.git(repo, "rev-parse", "--git-common-dir"))
+    async with flock((common if common.is_absolute() else repo / common) / "agent-fleet.lock"):
+        yield
+
+
+_ZERO = "0" * 40
+
+
+async def publish_branch(
+    repo: Path, branch: str, tip: str, *, base: str | None, attempt_branch: str | None
+) -> None:
+    """The driver accepted an attempt (shared-path mode): set the task's ``branch`` in ``repo`` to the
+    attempt's ``tip``, only if it still is where the attempt started (``base``; None: it must not exist
+    yet), then delete the attempt's own branch (None: it is kept, a kept worktree has it checked out).
+    Raises ``GitError`` when the branch moved meanwhile (it is then left as it is)."""
+    async with repo_lock(repo):
+        if await branch_tip(repo, branch) != tip:  # (equal: published already, nothing moves)
+            await _git.git(repo, "update-ref", f"refs/heads/{branch}", tip, base or _ZERO)
+        if attempt_branch is not None:
+            with contextlib.suppress(_git.GitError):
+                await _git.git(repo, "update-ref", "-d", f"refs/heads/{attempt_branch}", tip)
 
 
 @contextlib.asynccontextmanager

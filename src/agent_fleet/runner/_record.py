@@ -4,19 +4,28 @@ The recorder sees the same ``TaskEvent`` stream as the transcript (agent, review
 order) and keeps what a summary and a report need without re-reading the transcript: the commands with
 their exit codes and output tails, declined approvals with the rule that declined them, the model the
 session really used, turns / tool calls / approvals / gate runs as intervals on a wall clock, the
-follow-up prompts and the turn's last diff snapshot. ``record()`` returns it as a JSON-ready dict; the
-summary (``_summary.build_summary``) joins it with the task's ``TaskResult``.
+follow-up prompts, each turn's last diff snapshot and the files the session reported changing.
+``record()`` returns it as a JSON-ready dict; the summary (``_summary.build_summary``) joins it with the
+task's ``TaskResult``.
+
+Files changed (``files_changed``) come from what the session itself did: its file-change items (codex's
+``apply_patch``, Claude Code's ``Edit``/``Write``/``MultiEdit``/``NotebookEdit``) that completed, and the
+files its diff snapshots name; the batch adds git's view of the task's own tree (``add_files``), never
+that of a tree other tasks share (``shared_tree``). Paths inside ``root`` (the task's working tree) are
+relative to it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agent_fleet.events import Error, Result, System, ToolResult, ToolUse
-from agent_fleet.runner._lean import diff_of
+from agent_fleet.events import Diff, Error, Result, System, ToolResult, ToolUse
 from agent_fleet.runner._types import TaskEvent
 
 __all__ = ["OUTPUT_TAIL", "TaskRecorder", "command_text", "tail"]
@@ -25,6 +34,16 @@ __all__ = ["OUTPUT_TAIL", "TaskRecorder", "command_text", "tail"]
 OUTPUT_TAIL: Final = 4000
 #: Characters of the final diff kept in a record.
 DIFF_LIMIT: Final = 200_000
+#: Files changed kept in a record.
+FILES_LIMIT: Final = 1000
+#: Tools whose ``ToolUse.input`` names the one file they write (Claude Code's), and the key naming it.
+_FILE_TOOLS: Final = {
+    "Edit": "file_path",
+    "Write": "file_path",
+    "MultiEdit": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+_DIFF_FILE = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.MULTILINE)
 
 
 def tail(text: str, limit: int = OUTPUT_TAIL) -> str:
@@ -83,6 +102,13 @@ class TaskRecorder:
     errors: list[dict[str, Any]] = field(default_factory=list)
     diff: str | None = None
     timeline: list[_Span] = field(default_factory=list)
+    #: the task's working tree (paths inside it are recorded relative to it)
+    root: str | None = None
+    #: the task shares its working tree with other tasks (its files are then only its session's)
+    shared_tree: bool = False
+    files: dict[str, None] = field(default_factory=dict)
+    _turn_diffs: dict[str | None, str] = field(default_factory=dict, init=False, repr=False)
+    _pending_files: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
     _open_tools: dict[str, tuple[_Span, dict[str, Any] | None]] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -99,6 +125,9 @@ class TaskRecorder:
         match event:
             case ToolUse(synthetic=False):
                 span = _Span(kind="tool", name=event.name, start=at)
+                paths = _written_paths(event.name, event.input)
+                if paths:
+                    self._pending_files[event.id] = paths
                 command = None
                 if event.name == "shell":
                     command = {
@@ -121,6 +150,9 @@ class TaskRecorder:
                 self.timeline.append(span)
                 self._open_tools[event.id] = (span, None)
             case ToolResult():
+                written = self._pending_files.pop(event.id, None)
+                if written and not event.is_error and event.status not in ("declined", "failed"):
+                    self.add_files(written)
                 opened = self._open_tools.pop(event.id, None)
                 if opened is None:
                     return
@@ -158,10 +190,12 @@ class TaskRecorder:
             case Error():
                 self.errors.append({"code": event.code, "message": event.message, "at": at})
                 self._turn_close(at, event.code)
-            case _:
-                diff = diff_of(task_event)
-                if diff is not None:
-                    self.diff = diff if len(diff) <= DIFF_LIMIT else diff[:DIFF_LIMIT] + "\n… (cut)\n"
+            case Diff(turn_id=turn_id):  # each turn's last snapshot is what that turn changed
+                self._turn_diffs[turn_id] = event.diff
+                self._turn_diffs[turn_id] = self._turn_diffs.pop(turn_id)  # (latest turn last)
+                self.add_files(m.group(2) for m in _DIFF_FILE.finditer(event.diff))
+                diff = "\n".join(self._turn_diffs.values())
+                self.diff = diff if len(diff) <= DIFF_LIMIT else diff[:DIFF_LIMIT] + "\n… (cut)\n"
 
     def _runner(self, event: Any, at: float) -> None:
         if not isinstance(event, System):
@@ -193,12 +227,32 @@ class TaskRecorder:
                     if span.kind == "review" and span.end is None:
                         span.end, span.status = at, f"{len(data.get('findings') or [])} finding(s)"
                         break
+            case "runner.shared_tree":
+                self.shared_tree = True
+            case "runner.worktree":  # Ray: the attempt's worktree on its node
+                path = data.get("path")
+                if isinstance(path, str):
+                    self.root = path
             case "runner.finished":
                 self.finished_at = at
                 self._turn_close(at, "stopped")
                 for span in self.timeline:
                     if span.end is None:
                         span.end, span.status = at, span.status or "unfinished"
+
+    def add_files(self, paths: Iterable[str]) -> None:
+        """Record files the task changed (absolute, or relative to ``root``)."""
+        for path in paths:
+            if len(self.files) >= FILES_LIMIT:
+                return
+            self.files.setdefault(self._relative(path), None)
+
+    def _relative(self, path: str) -> str:
+        root = self.root
+        if root is None or not os.path.isabs(path):
+            return path
+        rel = os.path.relpath(path, root)
+        return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
 
     def _turn_open(self, at: float) -> None:
         if self._turn is None:
@@ -228,8 +282,26 @@ class TaskRecorder:
             "gates": [dict(g) for g in self.gates],
             "errors": [dict(e) for e in self.errors],
             "diff": self.diff,
+            "files_changed": list(self.files),
+            "shared_tree": self.shared_tree,
             "timeline": [s.to_dict() for s in self.timeline],
         }
+
+
+def _written_paths(name: str, data: dict[str, Any]) -> list[str]:
+    """The files a file-change tool use writes: codex's ``apply_patch`` changes (a rename's both ends),
+    a Claude Code edit tool's one file."""
+    out: list[str] = []
+    if name == "apply_patch":
+        for change in data.get("changes") or ():
+            if isinstance(change, dict):
+                ends = (change.get("path"), change.get("move_path"))
+                out.extend(p for p in ends if isinstance(p, str) and p)
+    elif name in _FILE_TOOLS:
+        path = data.get(_FILE_TOOLS[name])
+        if isinstance(path, str) and path:
+            out.append(path)
+    return out
 
 
 def _about(data: dict[str, Any]) -> str:

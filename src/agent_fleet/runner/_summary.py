@@ -122,6 +122,8 @@ def task_record(
         "start_head": result.start_head,
         "end_head": result.end_head,
         "diff": rec.get("diff"),
+        "files_changed": list(rec.get("files_changed") or []),
+        "shared_tree": bool(rec.get("shared_tree")),
         "transcript": transcript,
         "retries": retries,
         "resumed_from": resumed_from,

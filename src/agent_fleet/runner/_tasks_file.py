@@ -398,15 +398,16 @@ def build_task(t: BatchTask, template: Task, cwd: Path) -> Task:
     base = template.spec
     permission = base.permission
     if t.allow is not None or t.deny is not None:
-        default = permission.default if permission is not None else "allow"
-        permission = PermissionConfig(
+        # the entry's patterns replace the template's; its other settings (hosts, MCP tools, escalation
+        # patterns, profile, rule packs) stay
+        permission = replace(
+            permission or PermissionConfig(),
             allow_patterns=t.allow
             if t.allow is not None
             else (permission.allow_patterns if permission else ()),
             disallow_patterns=(
                 t.deny if t.deny is not None else (permission.disallow_patterns if permission else ())
             ),
-            default=default,
         )
     spec = replace(
         t.spec(base, str(cwd)),

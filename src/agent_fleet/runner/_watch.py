@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_fleet.events import TextDelta
+from agent_fleet.runner._ledger_views import REPORT_FILE, write_records
 from agent_fleet.runner._otel import BatchTelemetry
+from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._record import TaskRecorder
 from agent_fleet.runner._types import EventSink, TaskEvent
+from agent_fleet.runner.ledger import Ledger
 from agent_fleet.runner.providers import default_model
 from agent_fleet.runner.task import Task
 
 if TYPE_CHECKING:
     from agent_fleet.runner.batch import BatchEntry, BatchTask
+    from agent_fleet.runner.ray_backend import RayBatchResult
 
-__all__ = ["Watch", "planned_model"]
+__all__ = ["Watch", "complete_ray", "planned_model"]
 
 _E = TypeVar("_E", bound="BatchEntry")
 
@@ -35,16 +40,20 @@ class Watch:
         self.on_event = on_event
         self.recorders: dict[str, TaskRecorder] = {}
         self.spans: dict[str, Callable[[TaskEvent], None]] = {}
+        #: tasks that share their working tree with others (their records say so)
+        self.shared: set[str] = set()
 
     def recorder(self, task_id: str) -> TaskRecorder:
         recorder = self.recorders.get(task_id)
         if recorder is None:
-            recorder = self.recorders[task_id] = TaskRecorder(task_id=task_id)
+            recorder = self.recorders[task_id] = TaskRecorder(
+                task_id=task_id, shared_tree=task_id in self.shared
+            )
             self.spans[task_id] = self.telemetry.task(task_id)
         return recorder
 
     def __call__(self, task_event: TaskEvent) -> None:
-        if type(task_event.event) is not TextDelta:
+        if task_event.task_id and type(task_event.event) is not TextDelta:  # (no id: a batch's notice)
             self.recorder(task_event.task_id).observe(task_event)
             self.spans[task_event.task_id](task_event)
         if self.on_event is not None:
@@ -68,3 +77,29 @@ class Watch:
             provider=provider,
             retries=attempts - 1 if isinstance(attempts, int) and attempts > 0 else entry.retries,
         )
+
+
+def complete_ray(
+    result: RayBatchResult, watch: Watch, out: Path, started_at: float, prices: PriceTable | None
+) -> RayBatchResult:
+    """A Ray batch's ``summary.json`` and ``report.html`` written from its ledger, with the batch's
+    start time and prices (each entry was completed with what was recorded for it, and stored so, as
+    its task ended: ``run_batch_ray(complete=...)``)."""
+    ledger = Ledger.open(out)
+    try:
+        extra = {k: v for k, v in result.to_dict().items() if k in ("backend", "batch_id", "nodes")}
+        path, summary = write_records(
+            ledger,
+            started_at=started_at,
+            duration=result.duration,
+            stopped=result.stopped,
+            fatal=result.fatal,
+            provider_pids=result.provider_pids,
+            prices=prices,
+            extra=extra,
+        )
+    finally:
+        ledger.close()
+    done = replace(result, prices=prices, report_path=out / REPORT_FILE, summary=summary, summary_path=path)
+    watch.telemetry.end(summary)
+    return done

@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,8 +55,17 @@ from typing import TYPE_CHECKING, Any
 from agent_fleet.contract import Provider
 from agent_fleet.errors import StorageError, UsageError
 from agent_fleet.events import System
-from agent_fleet.runner import _git, _worktrees
-from agent_fleet.runner._admit import Locator, Where, admit, make_out, task_of
+from agent_fleet.runner import _box, _git, _worktrees
+from agent_fleet.runner._admit import (
+    Locator,
+    Where,
+    admit,
+    admit_ray,
+    make_out,
+    shared_tree_warning,
+    task_of,
+    warn,
+)
 from agent_fleet.runner._batch_providers import Providers as _Providers
 from agent_fleet.runner._batch_types import BatchEntry, BatchResult, entries_from_summary
 from agent_fleet.runner._ledger_views import REPORT_FILE, ledger_size, write_records
@@ -73,14 +81,14 @@ from agent_fleet.runner._tasks_file import (
     parse_tasks,
     task_id_problem,
 )
-from agent_fleet.runner._types import EventSink, TaskEvent
-from agent_fleet.runner._watch import Watch, planned_model
+from agent_fleet.runner._types import EventSink, TaskEvent, notice
+from agent_fleet.runner._watch import Watch, complete_ray, planned_model
 from agent_fleet.runner.ledger import Ledger, LedgerRow, holds_batch
 from agent_fleet.runner.task import Task, TaskResult, run_task
 from agent_fleet.runner.transcript import TranscriptWriter
 
 if TYPE_CHECKING:
-    from agent_fleet.runner.ray_backend import RayBatchResult
+    from agent_fleet.runner.ray_backend import RayBatchEntry
 
 __all__ = [
     "BRANCH_PREFIX",
@@ -136,11 +144,15 @@ async def run_batch(
     ray_address: str | None = None,
     repo_url: str | None = None,
     push: bool = False,
+    exclude_nodes: Sequence[str] = (),
+    fence_timeout: float | None = None,
     resume: bool = False,
     rerun_failed: bool = False,
     meta: Mapping[str, Any] | None = None,
     prices: PriceTable | None = None,
     raw_deltas: bool = False,
+    box_dir: str | os.PathLike[str] | None = None,
+    on_warning: Callable[[str], None] | None = None,
     outage_timeout: float | None = DEFAULT_OUTAGE_TIMEOUT,
 ) -> BatchResult:
     """Run ``tasks`` (see the module docstring). ``template`` gives every setting a line does not.
@@ -157,11 +169,17 @@ async def run_batch(
     (None: never; see ``runner._outage``).
 
     ``backend="ray"`` runs the tasks on a Ray cluster instead (``jobs`` per node; ``ray_address``,
-    ``repo_url``, ``push``: see ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be
-    given).
+    ``repo_url``, ``push``, ``exclude_nodes``, ``fence_timeout``: see
+    ``agent_fleet.runner.ray_backend.run_batch_ray``; ``provider`` cannot be given).
+
+    ``box_dir``: where the batch's box is made (its worktrees and the tasks' temporary directories;
+    default ``<state>/boxes``, see ``agent_fleet.runner._box``). ``on_warning(text)`` is called before
+    any task starts for what the caller should know (tasks sharing a working tree without
+    ``worktrees``); without it the warning is logged.
 
     Raises ``UsageError`` up front for a task id that is not a safe file name and branch name (see
-    ``task_id_problem``) or is used twice.
+    ``task_id_problem``) or is used twice, and for a new batch whose ``out_dir`` is inside a git
+    working tree a task works in (unless git ignores it: the agents' commits would take the record).
     """
     out = Path(out_dir)
     if rerun_failed and not resume:
@@ -183,7 +201,20 @@ async def run_batch(
         assert tasks is not None
         task_list = list(tasks)
         watch = Watch(BatchTelemetry(provider=provider_name, jobs=jobs, tasks=len(task_list)), on_event)
+        if repo_url is None:  # tasks in a path the nodes share
+            default = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
+            watch.shared = await admit_ray(task_list, default, out, resume, worktrees, on_warning)
         started_at = time.time()
+        planned = planned_model(template, provider_name, options)
+        by_id = {t.id: t for t in task_list}
+
+        def complete_entry(entry: RayBatchEntry) -> RayBatchEntry:
+            # As each task ends, so the ledger holds its whole record even if the driver dies later.
+            return watch.complete(entry, by_id[entry.result.task_id], planned, provider_name)
+
+        ray_extra: dict[str, Any] = {}
+        if fence_timeout is not None:
+            ray_extra["fence_timeout"] = fence_timeout
         ray_result = await run_batch_ray(
             task_list,
             template=template,
@@ -199,23 +230,29 @@ async def run_batch(
             ray_address=ray_address,
             repo_url=repo_url,
             push=push,
+            exclude_nodes=exclude_nodes,
             meta=meta,
             resume_from=resumed,
+            complete=complete_entry,
+            **ray_extra,
         )
-        return _complete_ray(
-            ray_result, task_list, watch, template, provider_name, options, out, started_at, prices
-        )
+        return complete_ray(ray_result, watch, out, started_at, prices)
     if backend != "local":
         raise UsageError(f"unknown batch backend {backend!r}: choose local or ray")
-    if ray_address is not None or repo_url is not None or push:
-        raise UsageError("ray_address, repo_url and push need backend='ray'")
+    if ray_address is not None or repo_url is not None or push or exclude_nodes or fence_timeout is not None:
+        raise UsageError("ray_address, repo_url, push, exclude_nodes and fence_timeout need backend='ray'")
     if jobs < 1:
         raise UsageError(f"-j/--jobs must be >= 1, not {jobs}")
     default_cwd = Path(cwd) if cwd is not None else Path(template.spec.cwd or os.getcwd())
     locator = Locator(default_cwd, worktrees=worktrees, template_needs_commit=template.gate.require_commit)
+    if not resume and default_cwd.is_dir():  # before anything is written
+        top = await _git.toplevel(default_cwd)
+        if top is not None:
+            await _box.check_record_place(out, [top])
     created = make_out(out)
     ledger = Ledger.open(out) if resume else Ledger.create(out, [], meta=meta)
     providers = _Providers(provider, provider_name, options)
+    box: _box.Box | None = None
     try:
         asked = await admit(
             tasks if not resume else None,
@@ -227,8 +264,15 @@ async def run_batch(
             and not (provider is not None and provider.capabilities.supports_review),
             rerun_failed=rerun_failed,
         )
+        repos = {w.repo for w in locator.where.values() if w.repo is not None}
+        if not resume:
+            await _box.check_record_place(out, repos)
+        box = _box.open_batch_box(ledger, out, box_dir)
+        _box.check_outside(box.root, repos, "the batch's box")
         await providers.start({name or providers.default_name for name in asked})
     except BaseException:
+        if box is not None:
+            box.close()
         await providers.shutdown()
         if resume:
             ledger.close()
@@ -257,7 +301,9 @@ async def run_batch(
         watch.forget(t.id)  # the record is in the ledger: nothing is kept per finished task
         return done
 
-    wt_root = Path(tempfile.mkdtemp(prefix="agent-fleet-worktrees-")) if worktrees else None
+    shared = locator.shared()
+    for tree, count in sorted(shared.items()):
+        warn(on_warning, shared_tree_warning(tree, count))
     watcher: asyncio.Task[None] | None = None
     try:
         if resume:
@@ -292,7 +338,7 @@ async def run_batch(
                         template,
                         providers,
                         locator.get(t),
-                        wt_root,
+                        _box.BatchBox(box, worktrees, shared),
                         out,
                         state,
                         watch,
@@ -330,9 +376,7 @@ async def run_batch(
         if watcher is not None:
             watcher.cancel()
         await providers.shutdown()
-        if wt_root is not None:
-            with contextlib.suppress(OSError):
-                wt_root.rmdir()  # only when every worktree was removed
+        box.close()  # what is empty: a kept worktree keeps its box
         result = _result(state, time.monotonic() - started, out, started_at, prices)
         watch.telemetry.end(result.to_dict())
     return result
@@ -395,57 +439,6 @@ def _result(
     )
 
 
-def _complete_ray(
-    result: RayBatchResult,
-    tasks: Sequence[BatchTask],
-    watch: Watch,
-    template: Task,
-    provider_name: str,
-    options: Any,
-    out: Path,
-    started_at: float,
-    prices: PriceTable | None,
-) -> RayBatchResult:
-    """A Ray batch's entries completed with what the driver recorded; their records replaced in the
-    ledger, then ``summary.json`` and ``report.html`` written from it."""
-    planned = planned_model(template, provider_name, options)
-    by_id = {t.id: t for t in tasks}
-    entries = tuple(
-        watch.complete(e, by_id[e.result.task_id], planned, provider_name)
-        if e.result.task_id in watch.recorders
-        else e
-        for e in result.entries
-    )
-    ledger = Ledger.open(out)
-    try:
-        for e in entries:
-            if e.result.task_id in watch.recorders:
-                ledger.replace_record(e.result.task_id, {**e.to_dict()})
-        extra = {k: v for k, v in result.to_dict().items() if k in ("backend", "batch_id", "nodes")}
-        path, summary = write_records(
-            ledger,
-            started_at=started_at,
-            duration=result.duration,
-            stopped=result.stopped,
-            fatal=result.fatal,
-            provider_pids=result.provider_pids,
-            prices=prices,
-            extra=extra,
-        )
-    finally:
-        ledger.close()
-    done = replace(
-        result,
-        entries=entries,
-        prices=prices,
-        report_path=out / REPORT_FILE,
-        summary=summary,
-        summary_path=path,
-    )
-    watch.telemetry.end(summary)
-    return done
-
-
 def _refused(
     t: BatchTask,
     reason: str,
@@ -468,7 +461,7 @@ async def _run_one(
     template: Task,
     providers: _Providers,
     here: Where,
-    wt_root: Path | None,
+    boxed: _box.BatchBox,
     out: Path,
     state: _State,
     watch: Watch,
@@ -481,14 +474,14 @@ async def _run_one(
     worktree: Path | None = None
     run_cwd = here.cwd
     repo = here.repo
-    if wt_root is not None and repo is not None:
+    if boxed.worktrees and repo is not None:
         branch = row.branch or BRANCH_PREFIX + t.id
         previous = row.worktree_kept or row.worktree
         try:
             worktree = await _worktrees.prepare(
                 repo,
                 branch,
-                wt_root / t.id,
+                boxed.box.worktree(t.id),
                 previous=Path(previous) if previous else None,
                 reuse=row.runs > 0,
                 lock=state.lock(repo),
@@ -508,8 +501,11 @@ async def _run_one(
     build_error: str | None = None
     try:
         task = build_task(t, template, run_cwd)
+        if task.spec.temp_dir is None:  # the task's own temporary directory, in its box
+            task = replace(task, spec=replace(task.spec, temp_dir=str(boxed.box.temp_dir(t.id))))
     except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails
         build_error = f"line {t.line}: the task's settings cannot run: {exc}"
+    sharers = 0 if worktree is not None else boxed.shared.get(here.tree, 0)
     resume_session = row.session_id if row.resumable and not row.fresh else None
     base_head = row.base_head if row.resumable and not row.fresh else None  # where its first run began
 
@@ -525,10 +521,15 @@ async def _run_one(
         watch(task_event)
 
     recorder = watch.recorder(t.id)
+    recorder.root = str(worktree if worktree is not None else here.tree)
     kept: Path | None = None
     result: TaskResult | None = None
     try:
         with TranscriptWriter(transcript, raw_deltas=state.raw_deltas) as writer:
+            if sharers:  # its files changed are then only what its session reported
+                shared_notice = notice(t.id, "shared_tree", tree=str(here.tree), tasks=sharers)
+                writer.write(shared_notice)
+                sink(shared_notice)
             try:
                 if task is None:
                     raise UsageError(build_error)
@@ -545,10 +546,12 @@ async def _run_one(
             except UsageError as exc:  # this task's settings cannot run (e.g. a review its provider lacks)
                 reason = build_error or f"line {t.line}: {exc}"
                 result = TaskResult(task_id=t.id, status="failed", reason=reason, error_code="usage_error")
-        if result.start_head is not None:
-            # The task's final diff (every turn's changes), read before its worktree is removed.
+        if result.start_head is not None and not sharers:
+            # The task's final diff (every turn's changes), read before its worktree is removed. In a
+            # tree other tasks share, git's view mixes their work: the session's own diffs stay.
             with contextlib.suppress(_git.GitError):
                 recorder.diff = await _git.final_diff(run_cwd, result.start_head)
+                recorder.add_files(await _git.changed_files(run_cwd, result.start_head))
     finally:
         cancelled_again = False
         if worktree is not None and repo is not None:
@@ -577,6 +580,10 @@ async def _run_one(
             attempts=0,  # each was counted as it started (sink)
             worktree_kept=str(kept) if kept is not None else None,
         )
+        try:  # its temporary directory goes with it (off the loop: it may be big)
+            await asyncio.shield(asyncio.to_thread(boxed.box.drop_temp, t.id))
+        except asyncio.CancelledError:
+            cancelled_again = True  # (the removal goes on in its thread)
         if cancelled_again:
             raise asyncio.CancelledError
     return entry

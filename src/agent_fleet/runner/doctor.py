@@ -3,8 +3,9 @@
 Checks, in order: the codex binary (path, and its version against the supported range); the
 credential source codex will use (its name and where it is, never its value; not needed when the
 config overrides choose a ``model_provider``); codex's sandbox (``codex sandbox -- true`` runs, and a
-write outside the workspace is refused); the app-server handshake (spawn + ``initialize``, timed); the
-account codex reports (``agent-fleet login`` stores one).
+write outside the workspace is refused; for ``sandbox="danger-full-access"`` it says that nothing is
+sandboxed and the approval policy is then the only guard); the app-server handshake (spawn +
+``initialize``, timed); the account codex reports (``agent-fleet login`` stores one).
 """
 
 from __future__ import annotations
@@ -90,8 +91,19 @@ async def _sandbox(binary: Path, options: CodexOptions) -> Check:
                 hint="the sandbox does not enforce write restrictions here; do not rely on it",
             )
     return Check(
-        name="sandbox", ok=True, detail="commands run sandboxed; a write outside the workspace is refused"
+        name="sandbox",
+        ok=True,
+        detail="commands run sandboxed; a write outside the workspace is refused (under --sandbox "
+        "danger-full-access nothing is sandboxed: the approval policy is then the only guard)",
     )
+
+
+_UNSANDBOXED = Check(
+    name="sandbox",
+    ok=True,
+    detail="OFF (danger-full-access): nothing confines the agent's commands; the approval policy is the "
+    "only guard (use it only in a disposable environment)",
+)
 
 
 def _version_check(binary: Path, version: str) -> Check:
@@ -147,8 +159,10 @@ def _home_check(options: CodexOptions) -> Check | None:
     return None
 
 
-async def diagnose(options: CodexOptions | None = None) -> list[Check]:
-    """Run every check; never raises for what it finds."""
+async def diagnose(options: CodexOptions | None = None, *, sandbox: str | None = None) -> list[Check]:
+    """Run every check; never raises for what it finds. ``sandbox``: the mode the runs will use
+    (``danger-full-access``, or ``sandbox_mode`` in the config overrides, reports that nothing is
+    sandboxed instead of testing the sandbox)."""
     opts = options or CodexOptions()
     checks: list[Check] = []
     binary: Path | None = None
@@ -202,7 +216,8 @@ async def diagnose(options: CodexOptions | None = None) -> list[Check]:
         )
         return checks
 
-    checks.append(await _sandbox(binary, opts))
+    unsandboxed = "danger-full-access" in (sandbox, opts.config.get("sandbox_mode"))
+    checks.append(_UNSANDBOXED if unsandboxed else await _sandbox(binary, opts))
 
     started = time.monotonic()
     provider = CodexProvider(opts)

@@ -451,6 +451,12 @@ class Ledger:
         )
 
     @_writes
+    def annotate(self, task_id: str, what: str, detail: Mapping[str, Any]) -> None:
+        """Add to the task's history without a transition (redacted): e.g. an attempt a backend
+        abandoned, with what it did."""
+        self._history(task_id, time.time(), what, self.redactor.value(dict(detail)))
+
+    @_writes
     def replace_record(self, task_id: str, record: Mapping[str, Any]) -> None:
         """Replace the record of a task's last run (completed after the fact, e.g. on Ray), without a
         transition."""

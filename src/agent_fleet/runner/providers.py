@@ -32,6 +32,7 @@ __all__ = [
     "check_permission_enforced",
     "check_provider",
     "make_provider",
+    "os_sandbox",
     "provider_entry",
     "provider_state_dir",
     "register",
@@ -193,6 +194,17 @@ def approvals_enforced(name: str, provider: Provider | None = None) -> bool | No
     except AgentFleetError:
         return None
     return caps.enforces_approvals
+
+
+def os_sandbox(name: str, provider: Provider | None = None) -> dict[str, str | None]:
+    """``{"os_sandbox": ...}``: what confines ``provider``'s (else the entry ``name``'s) commands
+    (``Capabilities.os_sandbox``, None when nothing does: the approval policy is the only guard), or
+    ``{}`` when unknown."""
+    try:
+        caps = provider.capabilities if provider is not None else provider_entry(name).capabilities()
+    except AgentFleetError:
+        return {}
+    return {"os_sandbox": caps.os_sandbox}
 
 
 def _env_note(options: ClaudeOptions) -> str:

@@ -74,6 +74,7 @@ from agent_fleet.runner.providers import (
     check_permission_enforced,
     check_provider,
     make_provider,
+    os_sandbox,
     provider_entry,
 )
 from agent_fleet.runner.review import (
@@ -248,6 +249,8 @@ class _TaskRun(TaskRetries):
             model=spec.model,
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
+            sandbox=spec.sandbox or "workspace-write",
+            **os_sandbox(self.provider_name, self.provider),
         )
         if self.outage is not None:
             self.outage.enter(self.task.id)

@@ -1,11 +1,15 @@
 """Batches run by the daemon: ``runner.run_batch`` on the daemon's shared provider, one directory each.
 
 ``POST /v1/batches`` takes ``{"tasks": <the tasks file's text, or a list of its line objects>,
-"spec": <the template Spec, its prompt optional>, "jobs": 4, "gate_cmd", "max_followups", "provider"}``.
+"spec": <the template Spec, its prompt optional>, "jobs": 4, "gate_cmd", "max_followups", "provider",
+"worktrees": false}``.
 Before the 201, the template and every task line are checked against the daemon's floor
 (``serve._floor``: 403) and the provider is started (503). The batch then runs in the background in
 ``<state dir>/batches/<id>``: its ledger (``batch.db``), transcripts, ``summary.json`` and
-``report.html``, the same files as ``agent-fleet batch --out``.
+``report.html``, the same files as ``agent-fleet batch --out``. Its box (each task's temporary
+directory, and with ``"worktrees": true`` each task's git worktree on branch ``agent-fleet/<id>``) is
+``<state dir>/boxes/<id>-*``: the daemon's own, private directory, so it need not be under an
+``--allow-root`` (the tasks' repositories must be).
 
 Where things are kept: the tasks and their states are in the batch's ledger, which also keeps the
 template and settings (meta key ``serve``) so that ``resume`` runs the same batch; what the daemon did
@@ -60,6 +64,7 @@ class _Settings:
     gate_cmd: str | None
     max_followups: int
     provider: str
+    worktrees: bool = False
 
     @classmethod
     def parse(cls, data: dict[str, Any], default_provider: str) -> _Settings:
@@ -78,8 +83,16 @@ class _Settings:
         provider = data.get("provider", default_provider)
         if provider not in PROVIDER_NAMES:
             raise UsageError(f"'provider' must be one of {', '.join(PROVIDER_NAMES)}")
+        worktrees = data.get("worktrees", False)
+        if not isinstance(worktrees, bool):
+            raise UsageError("'worktrees' must be true or false")
         return cls(
-            spec=dict(spec), jobs=jobs, gate_cmd=gate_cmd, max_followups=max_followups, provider=provider
+            spec=dict(spec),
+            jobs=jobs,
+            gate_cmd=gate_cmd,
+            max_followups=max_followups,
+            provider=provider,
+            worktrees=worktrees,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -89,6 +102,7 @@ class _Settings:
             "gate_cmd": self.gate_cmd,
             "max_followups": self.max_followups,
             "provider": self.provider,
+            "worktrees": self.worktrees,
         }
 
 
@@ -99,6 +113,7 @@ class Batches:
         self, *, root: Path, sessions: Sessions, store: Store, floor: Floor, redactor: Redactor
     ) -> None:
         self.root = root
+        self.box_root = root.parent / "boxes"  # the tasks' boxes: the daemon's own directory
         self._sessions = sessions
         self._store = store
         self._floor = floor
@@ -136,9 +151,11 @@ class Batches:
                 template=template,
                 out_dir=out,
                 jobs=settings.jobs,
+                worktrees=settings.worktrees,
                 provider=provider,
                 cwd=cwd,
                 meta=meta,
+                box_dir=self.box_root,
             ),
         )
         return batch_id
@@ -179,8 +196,10 @@ class Batches:
                 template=template,
                 out_dir=out,
                 jobs=settings.jobs,
+                worktrees=settings.worktrees,
                 provider=provider,
                 cwd=cwd,
+                box_dir=self.box_root,
                 resume=True,
                 rerun_failed=rerun == "failed",
             ),

@@ -303,6 +303,11 @@ OPENAPI: Final[dict[str, Any]] = {
                     "gate_cmd": {"oneOf": [_TEXT, {"type": "null"}]},
                     "max_followups": {"type": "integer", "minimum": 0},
                     "provider": {"enum": list(PROVIDER_NAMES)},
+                    "worktrees": {
+                        "type": "boolean",
+                        "description": "each task in its own git worktree on branch agent-fleet/<id>, in "
+                        "the daemon's <state dir>/boxes",
+                    },
                 },
                 "additionalProperties": False,
             },

@@ -103,7 +103,7 @@ def test_mcp_servers_and_untranslated_fields() -> None:
 
 def test_options_cwd_is_the_fallback(tmp_path: Path) -> None:
     cmd = build_command("codex", Spec(prompt="p"), CodexOptions(cwd=tmp_path))
-    assert cmd.argv[-3:] == ["-C", str(tmp_path), "-"]
+    assert cmd.argv[-5:] == ["-C", str(tmp_path), "--sandbox", "workspace-write", "-"]
     assert build_command("codex", Spec(prompt="p"), CodexOptions()).cwd is None
 
 
@@ -142,3 +142,34 @@ def test_env_is_set_for_the_commands_over_the_configs_own_variables() -> None:
     assert not any(
         "shell_environment_policy.set" in a for a in build_command("codex", Spec(prompt="p"), options).argv
     )
+
+
+def test_the_box_goes_into_the_sandbox_settings(tmp_path: Path) -> None:
+    from agent_fleet._codex_toml import config_args
+    from agent_fleet.codex._box import make_box
+
+    box = make_box(str(tmp_path), None, tmp_path / "t", (), tripwire=False)
+    try:
+        assert box.control is None  # codex exec never runs anything unsandboxed: no tripwire
+        cmd = build_command("codex", Spec(prompt="p", cwd=tmp_path, env={"CI": "1"}), CodexOptions(), box=box)
+        table = (
+            '{writable_roots = ["'
+            + str(tmp_path / "t")
+            + '"], exclude_slash_tmp = true, exclude_tmpdir_env_var = true}'
+        )
+        assert f"sandbox_workspace_write={table}" in cmd.argv
+        assert (
+            config_args({"shell_environment_policy.set": {"CI": "1", "TMPDIR": str(tmp_path / "t")}})[1]
+            in cmd.argv
+        )
+        assert cmd.argv[cmd.argv.index("--sandbox") + 1] == "workspace-write"
+        resumed = build_command("codex", Spec(prompt="p"), CodexOptions(), session_id="t-1", box=box)
+        assert 'sandbox_mode="workspace-write"' in resumed.argv
+        assert "temp_dir" not in [u.field for u in cmd.untranslated]
+        bypass = CodexOptions(dangerously_bypass_approvals_and_sandbox=True)
+        assert not any(
+            "sandbox_workspace_write" in a
+            for a in build_command("codex", Spec(prompt="p"), bypass, box=box).argv
+        )
+    finally:
+        box.close()

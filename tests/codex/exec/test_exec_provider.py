@@ -403,8 +403,9 @@ async def test_follow_up_takes_images_and_an_output_schema(fake_codex: FakeCodex
         await handle.send("second", images=[image], output_schema={"type": "object"})
         await handle.wait()
     argv = json.loads((tmp_path / "fake-codex-record.json").read_text())["argv"]
-    assert argv[:4] == ["exec", "resume", "--json", f"--image={image}"]
-    assert argv[4] == "--output-schema" and argv[6:] == ["fake-thread-1", "-"]
+    flags = argv[argv.index(f"--image={image}") :]  # after the -c settings (the box's among them)
+    assert argv[:3] == ["exec", "resume", "--json"] and "-c" not in flags
+    assert flags[1] == "--output-schema" and flags[3:] == ["fake-thread-1", "-"]
 
 
 async def test_an_unread_handle_is_bounded_like_every_other_and_loses_nothing(

@@ -8,7 +8,7 @@ import pytest
 
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.policy import ApprovalPolicy, ApprovalRequest
-from agent_fleet.policy.packs._hosts import HostList, host_of, is_loopback, own_forge_hosts
+from agent_fleet.policy._hosts import HostList, host_of, is_loopback, own_forge_hosts
 
 
 def _decide(command: str, cwd: str, config: PermissionConfig | None = None) -> tuple[str, str | None]:

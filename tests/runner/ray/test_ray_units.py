@@ -79,12 +79,19 @@ def test_cli_ray_flags_need_the_ray_backend(tmp_path: Path) -> None:
     for flags in (["--push"], ["--push", "--backend", "ray"]):
         result = CliRunner().invoke(cli, ["batch", str(tasks), *flags])
         assert result.exit_code == 2 and "--push needs --backend ray and --repo-url" in result.output
+    for flags in (["--exclude-node", "gpu-1"], ["--fence-timeout", "5"]):
+        result = CliRunner().invoke(cli, ["batch", str(tasks), *flags])
+        assert result.exit_code == 2 and "need --backend ray" in result.output, result.output
+    result = CliRunner().invoke(cli, ["batch", str(tasks), "--backend", "ray", "--fence-timeout", "0"])
+    assert result.exit_code == 2 and "--fence-timeout" in result.output
 
 
 async def test_push_and_per_task_providers_are_checked_before_any_work(repo: Path, tmp_path: Path) -> None:
     tasks = [BatchTask(id="a", prompt="p")]
-    with pytest.raises(UsageError, match="push need backend='ray'"):
+    with pytest.raises(UsageError, match="push, exclude_nodes and fence_timeout need backend='ray'"):
         await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", push=True)
+    with pytest.raises(UsageError, match="need backend='ray'"):
+        await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", exclude_nodes=["n"])
     with pytest.raises(UsageError, match="--push needs --repo-url"):
         await run_batch(tasks, template=_template(repo), out_dir=tmp_path / "o", backend="ray", push=True)
     # Every node runs the batch's one provider: a task asking for another is refused, not run on it.
@@ -129,6 +136,12 @@ def test_cli_passes_push_to_the_batch_and_records_it_for_resume(
     assert result.exit_code == 2 and "stop here" in result.output
     assert seen["push"] is True and seen["repo_url"] == url
     assert seen["meta"]["cli"]["push"] is True  # `--resume OUT` pushes too
+    result = CliRunner().invoke(
+        cli, [*args, "--exclude-node", "gpu-1", "--exclude-node", "10.0.0.2", "--fence-timeout", "4.5"]
+    )
+    assert result.exit_code == 2 and "stop here" in result.output
+    assert seen["exclude_nodes"] == ("gpu-1", "10.0.0.2") and seen["fence_timeout"] == 4.5
+    assert seen["meta"]["cli"]["exclude_nodes"] == ["gpu-1", "10.0.0.2"]  # and a resume keeps them
 
 
 def test_a_later_bundle_never_overwrites_an_earlier_one(tmp_path: Path) -> None:
@@ -156,3 +169,37 @@ def test_events_are_redacted_on_the_node_with_its_environment() -> None:
     )
     system = System(subtype="x", data={"api_key": "abcdef", "note": ["node-secret-123"]})
     assert redact_event(system, redactor).data == {"api_key": "[REDACTED]", "note": ["[REDACTED]"]}
+
+
+def test_a_node_excluded_is_a_batch_notice_the_live_view_prints_without_a_task_row() -> None:
+    import io
+
+    from rich.console import Console
+
+    from agent_fleet.cli._view import Progress, describe
+    from agent_fleet.runner._types import notice
+
+    excluded = notice(
+        "",
+        "node_excluded",
+        node_id="aaaaaaaa1111",
+        hostname="gpu-1",
+        where="Ray node gpu-1 (aaaaaaaa1111)",
+        reason="its provider failed: codex app-server exited\nstderr tail ...",
+        running=["t1", "t2"],
+    )
+    said = describe(excluded)
+    assert said == (
+        "Ray node gpu-1 (aaaaaaaa1111) excluded: its provider failed: codex app-server exited; "
+        "its running tasks go elsewhere: t1, t2"
+    )
+    buffer = io.StringIO()
+    progress = Progress(Console(file=buffer, width=200), json_output=False, batch=True)
+    progress.on_event(excluded)
+    assert progress.rows == {}
+    assert said in buffer.getvalue()
+    stream = io.StringIO()
+    as_json = Progress(Console(file=io.StringIO()), json_output=True, batch=True, out=stream)
+    as_json.on_event(excluded)
+    record = json.loads(stream.getvalue())
+    assert (record["task_id"], record["subtype"]) == ("", "runner.node_excluded") and as_json.rows == {}

@@ -14,9 +14,14 @@ Contract:
   ``CommandTooLarge`` (a subclass) when a script runs more than the walker judges; callers fail closed;
 * pure and thread-safe (one tree-sitter ``Parser`` per thread), linear work in the input.
 
-Modules: ``_shell`` (entry points ``parse_script``/``parse_command``; theory of operation), ``_walker``
-(the tree walk), ``_words`` (expansion: quotes, variables, arrays, ``IFS``), ``_unwrap`` (argv-level
-knowledge of wrappers and of programs that run scripts), ``_runs`` (programs that run a command given in
-their arguments), ``_later`` (files written with known text and then run), ``_code`` and
-``_code_patterns`` (inline code of other languages), ``_commands`` (the values).
+Modules: ``_shell`` (entry points ``parse_script``/``parse_command``; theory of operation; the work bounds
+``MAX_COMMANDS``, ``MAX_PARSES``, ``MAX_PIPES``), ``_walker`` (the tree walk, ``MAX_NESTING``), ``_state``
+(where a command sits and what the walk found), ``_words`` (expansion: quotes, variables, arrays, ``IFS``,
+``printf %b``), ``_unwrap`` (argv-level knowledge of wrappers and of programs that run scripts), ``_runs``
+(programs that run a command given in their arguments), ``_git`` (what git and environment variables
+run), ``_escapes`` (programs whose own language runs shell commands: ``ed``, ``dc``, ``m4`` ...),
+``_later`` (files written or edited with known text and then run; makefiles), ``_code``,
+``_python`` and ``_code_patterns`` (inline code of other languages), ``_commands`` (the values).
+
+May use: nothing else of the policy (it is the bottom layer).
 """

@@ -14,24 +14,32 @@ resolved); other languages, and Python that does not parse, by patterns over the
 from __future__ import annotations
 
 import ast
-import posixpath
+import io
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Inner", "analyse_code", "code_language"]
+__all__ = ["OPAQUE_TEXT", "SQL_START", "UNKNOWN", "Inner", "analyse_code", "code_language"]
 
 UNKNOWN = "$?"
 #: Inline code longer than this is not analysed (and so is declined as opaque).
 MAX_CODE_CHARS = 128 * 1024
 
 
+#: The text recorded for a file inline code writes with content that cannot be known: running that file
+#: later runs code nobody can see (``_later`` makes it opaque); reading it gives nothing known.
+OPAQUE_TEXT = "\x00written by inline code with content that cannot be known"
+
+
 @dataclass(frozen=True, slots=True)
 class Inner:
-    """Something a command runs: ``script`` (shell text), ``argv``, or ``opaque`` (``text`` says why)."""
+    """Something a command runs or does: ``script`` (shell text), ``argv``, ``opaque`` (``text`` says
+    why), or ``write`` (the file ``argv[0]`` now holds ``text``, ``OPAQUE_TEXT`` when unknown: recorded
+    so that running it later runs that text)."""
 
-    kind: Literal["script", "argv", "opaque"]
+    kind: Literal["script", "argv", "opaque", "write"]
     text: str = ""
     argv: tuple[str, ...] = ()
     positional: tuple[str, ...] | None = None
@@ -116,246 +124,74 @@ def inline_codes(argv: tuple[str, ...]) -> list[tuple[str, str]]:
     return found
 
 
-# --------------------------------------------------------------------------------------------------
-# Python, by its syntax tree.
-
-_SHELL_CALLS = frozenset({"system", "popen", "getoutput", "getstatusoutput", "create_subprocess_shell"})
-_EXEC_CALLS = frozenset(
-    {"run", "call", "check_call", "check_output", "Popen", "spawn", "create_subprocess_exec"}
-    | {"execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe"}
-    | {"spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "posix_spawn"}
-    | {"posix_spawnp", "startfile"}
+#: The start of an SQL statement (both readers turn SQL a driver runs into ``psql -c SQL``).
+SQL_START = re.compile(
+    r"\s*(?:DROP|TRUNCATE|DELETE|UPDATE|ALTER|INSERT|REPLACE|MERGE|GRANT|REVOKE|CREATE|COPY|SELECT|WITH"
+    r"|VACUUM|ATTACH|DETACH|PRAGMA|RENAME|COMMENT|CALL|DO|SET|LOAD|FLUSH)\b",
+    re.IGNORECASE,
 )
-_PROCESS_MODULES = frozenset({"os", "subprocess", "pty", "commands", "asyncio", "sh", "plumbum", "posix"})
-_REMOVE_TREE = frozenset({"rmtree", "removedirs", "rm_rf", "rmdir_tree"})
-_REMOVE = frozenset({"remove", "unlink", "rmdir"})
-_MOVE = frozenset({"move", "rename", "replace", "renames"})
-_COPY = frozenset({"copy", "copy2", "copyfile", "copytree", "copyfileobj"})
-_WRITE_METHODS = frozenset({"write_text", "write_bytes", "touch", "mkdir", "symlink_to", "hardlink_to"})
-_READ_METHODS = frozenset({"read_text", "read_bytes"})
-_OPAQUE_CALLS = frozenset({"exec", "eval", "compile", "execfile", "__import__", "getattr", "import_module"})
-_KILL = frozenset({"kill", "killpg"})
-_SHELL_NAMES = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "ash"})
 
 
-class _Python(ast.NodeVisitor):
-    def __init__(self) -> None:
-        self.found: list[Inner] = []
-        self.names: dict[str, str] = {}
-        self.modules: dict[str, str] = {}  # alias -> module (`import subprocess as sp`)
-        self.imported: dict[str, str] = {}  # name -> module (`from shutil import rmtree`)
-        self.renamed: dict[str, str] = {}  # `from os import system as run`: run -> system
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self.modules[alias.asname or alias.name] = alias.name.split(".")[0]
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        for alias in node.names:
-            self.imported[alias.asname or alias.name] = (node.module or "").split(".")[0]
-            if alias.asname:
-                self.renamed[alias.asname] = alias.name
-
-    def literal(self, node: ast.AST | None) -> str | None:
-        match node:
-            case ast.Constant(value=str() as value):
-                return value
-            case ast.Constant(value=int() as number) if not isinstance(number, bool):
-                return str(number)
-            case ast.Name(id=name):
-                return self.names.get(name)
-            case ast.JoinedStr(values=values):
-                parts = [self.literal(v.value if isinstance(v, ast.FormattedValue) else v) for v in values]
-                return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
-            case ast.BinOp(op=ast.Add(), left=left, right=right):
-                a, b = self.literal(left), self.literal(right)
-                return None if a is None or b is None else a + b
-            case ast.BinOp(op=ast.Div(), left=left, right=right):
-                a, b = self.literal(left), self.literal(right)
-                return None if a is None or b is None else posixpath.join(a, b)
-            case ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=int() as number)):
-                return str(-number)
-            case ast.Call(func=func, args=args):
-                name = _call_name(func)
-                if name in ("join",) and args:
-                    parts = [self.literal(arg) for arg in args]
-                    if all(p is not None for p in parts):
-                        return posixpath.join(*[p or "" for p in parts])
-                if (
-                    name in ("expanduser", "resolve", "absolute")
-                    and isinstance(func, ast.Attribute)
-                    and not args
-                ):
-                    return self.literal(func.value)  # `Path('~').expanduser()`: the path it is called on
-                if name in ("expanduser", "Path", "PurePath", "PosixPath", "abspath", "realpath", "str"):
-                    return self.literal(args[0]) if args else ("." if name != "str" else None)
-                if name == "home":
-                    return "~"
-                if name == "joinpath" and isinstance(func, ast.Attribute):
-                    parts = [self.literal(func.value), *(self.literal(arg) for arg in args)]
-                    if all(p is not None for p in parts):
-                        return posixpath.join(*[p or "" for p in parts])
-                    return None
-                if name in ("expanduser", "resolve", "absolute") and isinstance(func, ast.Attribute):
-                    return self.literal(func.value)
-                if name in ("getcwd", "cwd"):
-                    return "."
-                return None
-            case ast.Attribute(attr="home"):
-                return "~"
-            case _:
-                return None
-
-    def words(self, node: ast.AST | None) -> tuple[str, ...] | None:
-        """A literal list of words; elements that are not literal become unknown words."""
-        if isinstance(node, ast.List | ast.Tuple) and node.elts:
-            return tuple(self._word(element) for element in node.elts)
-        return None
-
-    def _word(self, node: ast.AST) -> str:
-        if isinstance(node, ast.Attribute) and node.attr == "executable":
-            return "python3"  # sys.executable
-        value = self.literal(node)
-        return UNKNOWN if value is None else value
-
-    def _target(self, node: ast.AST | None) -> str:
-        value = self.literal(node)
-        return UNKNOWN if value is None else value
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        value = self.literal(node.value)
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                if value is not None:
-                    self.names[target.id] = value
-                else:
-                    self.names.pop(target.id, None)
-        self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        self.generic_visit(node)
-        name = _call_name(node.func)
-        receiver = _receiver(node.func)
-        if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-            receiver = self.modules.get(node.func.value.id, receiver)
-            if receiver == "<path>" and node.func.value.id in self.modules.values():
-                receiver = node.func.value.id
-        elif isinstance(node.func, ast.Name) and node.func.id in self.imported:
-            receiver = self.imported[node.func.id]
-            name = self.renamed.get(node.func.id, node.func.id)
-        args = node.args
-        first = args[0] if args else None
-        if name in _SHELL_CALLS or (name in _EXEC_CALLS and receiver in _PROCESS_MODULES | {""}):
-            self._process(name, node, first)
-        elif name in _REMOVE_TREE:
-            self.found.append(Inner("argv", argv=("rm", "-rf", self._target(first))))
-        elif name in _REMOVE and (receiver in ("os", "shutil", "posix", "pathlib") or receiver == "<path>"):
-            target = self._target(first) if receiver != "<path>" else self._target(_path_of(node.func))
-            self.found.append(Inner("argv", argv=("rm", "-rf" if target == UNKNOWN else "-f", target)))
-        elif name in _MOVE and receiver in ("os", "shutil", "<path>") and args:
-            source = self._target(_path_of(node.func)) if receiver == "<path>" else self._target(first)
-            dest = self._target(args[0] if receiver == "<path>" else (args[1] if len(args) > 1 else None))
-            self.found.append(Inner("argv", argv=("mv", source, dest)))
-        elif name in _COPY and receiver == "shutil" and len(args) > 1:
-            self.found.append(Inner("argv", argv=("cp", "-r", self._target(first), self._target(args[1]))))
-        elif name in ("chmod", "chown", "lchown") and receiver in ("os", "shutil") and first is not None:
-            self.found.append(Inner("argv", argv=("chmod", "-R", "777", self._target(first))))
-        elif name in ("truncate", "ftruncate") and receiver in ("os", "posix") and first is not None:
-            self.found.append(Inner("argv", argv=("truncate", "-s", "0", self._target(first))))
-        elif name in ("symlink", "link") and receiver in ("os", "posix") and len(args) > 1:
-            flag = "-s" if name == "symlink" else "-f"
-            self.found.append(Inner("argv", argv=("ln", flag, self._target(first), self._target(args[1]))))
-        elif name in _KILL and receiver in ("os", "posix") and first is not None:
-            self.found.append(Inner("argv", argv=("kill", "-9", self._target(first))))
-        elif name == "fork" or name == "forkpty":
-            self.found.append(Inner("opaque", text="inline code forks processes"))
-        elif name == "open" and receiver in ("", "io", "os", "codecs") and first is not None:
-            mode = self.literal(args[1]) if len(args) > 1 else None
-            for keyword in node.keywords:
-                if keyword.arg in ("mode", "flags"):
-                    mode = self.literal(keyword.value)
-            path = self._target(first)
-            writes = (mode is None and receiver == "os") or (
-                mode is not None and bool(set(mode) & set("wax+"))
-            )
-            self.found.append(Inner("argv", argv=("tee", path) if writes else ("cat", path)))
-        elif name in _WRITE_METHODS and receiver == "<path>":
-            self.found.append(Inner("argv", argv=("tee", self._target(_path_of(node.func)))))
-        elif name in _READ_METHODS and receiver == "<path>":
-            self.found.append(Inner("argv", argv=("cat", self._target(_path_of(node.func)))))
-        elif name in _OPAQUE_CALLS and args:
-            code = self.literal(first)
-            if name in ("exec", "eval", "compile", "execfile") and code is not None:
-                self.found.extend(analyse_code("python", code, _depth=1))
-            elif name in ("__import__", "import_module") and code is not None:
-                pass
-            elif name == "getattr" and len(args) > 1:
-                attr = self.literal(args[1])
-                if attr is None or attr in _SHELL_CALLS | _EXEC_CALLS | _REMOVE_TREE | _REMOVE:
-                    self.found.append(Inner("opaque", text="getattr of a process or file-removal call"))
-            else:
-                self.found.append(Inner("opaque", text=f"{name}() of code that is not a literal"))
-
-    def _process(self, name: str, node: ast.Call, first: ast.AST | None) -> None:
-        if first is None:
-            return
-        words = self.words(first)
-        if words is not None:
-            self._run(words)
-            return
-        text = self.literal(first)
-        if text is None:
-            self.found.append(Inner("opaque", text=f"{name}() of a command that is not a literal"))
-        elif name in _EXEC_CALLS and not name.startswith("create") and name[:4] in ("exec", "spaw", "posi"):
-            listed = self.words(node.args[1]) if len(node.args) > 1 else None
-            if listed is not None:
-                self._run((text, *listed[1:]))
-            else:
-                rest = [self.literal(arg) for arg in node.args[1:]]
-                self._run((text, *(p or UNKNOWN for p in rest[1:])))
-        elif len(text.split()) == 1 and text.rsplit("/", 1)[-1] in _SHELL_NAMES:
-            self.found.append(Inner("opaque", text=f"{name}() starts an interactive shell"))
-        else:
-            self.found.append(Inner("script", text=text))
-
-    def _run(self, argv: tuple[str, ...]) -> None:
-        if len(argv) == 1 and argv[0].rsplit("/", 1)[-1] in _SHELL_NAMES:
-            self.found.append(Inner("opaque", text="inline code starts an interactive shell"))
-        else:
-            self.found.append(Inner("argv", argv=argv))
+#: Python is parsed at most this many characters at a time: ``ast.parse`` holds the GIL (about 4 ms
+#: per KiB on a loaded core), and a long hold would stall an event loop waiting for it.
+_AST_CHUNK = 4 * 1024
 
 
-def _call_name(func: ast.AST) -> str:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return ""
+class _TooLarge(Exception):
+    """One top-level Python statement is longer than two chunks."""
 
 
-def _receiver(func: ast.AST) -> str:
-    """``os`` for ``os.remove``, ``<path>`` for ``Path(x).unlink``/``p.unlink``, ``""`` for a bare name."""
-    if not isinstance(func, ast.Attribute):
-        return ""
-    value = func.value
-    if isinstance(value, ast.Name):
-        return value.id if value.id in _PROCESS_MODULES | {"shutil", "io", "codecs"} else "<path>"
-    if isinstance(value, ast.Call) and _call_name(value.func) == "__import__":
-        arg = value.args[0] if value.args else None
-        return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
-    if isinstance(value, ast.Attribute) and value.attr in ("path",):
-        return "os"
-    return "<path>"
-
-
-def _path_of(func: ast.AST) -> ast.AST | None:
-    return func.value if isinstance(func, ast.Attribute) else None
+def _parse_python(code: str) -> ast.Module:
+    """``ast.parse(code)``, in pieces of whole top-level statements of at most ``_AST_CHUNK`` characters
+    (found with ``tokenize``, which runs in Python and so lets other threads run)."""
+    if len(code) <= _AST_CHUNK:
+        return ast.parse(code)
+    lines = code.splitlines(keepends=True)
+    starts: list[int] = []  # the lines (0-based) where a top-level statement starts
+    level = 0
+    fresh = True  # the next token begins a logical line
+    decorated = False  # the statement being read began with a decorator: the `def` is not a new one
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        kind = token.type
+        if kind == tokenize.INDENT:
+            level += 1
+        elif kind == tokenize.DEDENT:
+            level -= 1
+        elif kind == tokenize.NEWLINE:
+            fresh = True
+        elif kind not in (tokenize.NL, tokenize.COMMENT, tokenize.ENCODING, tokenize.ENDMARKER) and fresh:
+            fresh = False
+            if level == 0:
+                if not decorated:
+                    starts.append(token.start[0] - 1)
+                decorated = token.string == "@"
+    ends = [*starts[1:], len(lines)]
+    body: list[ast.stmt] = []
+    chunk: list[str] = []
+    size = 0
+    start = starts[0] if starts else 0
+    for end in ends:
+        piece = lines[start:end]
+        start = end
+        length = sum(map(len, piece))
+        if length > 2 * _AST_CHUNK:
+            raise _TooLarge
+        if chunk and size + length > _AST_CHUNK:
+            body.extend(ast.parse("".join(chunk)).body)
+            chunk, size = [], 0
+        chunk.extend(piece)
+        size += length
+    if chunk:
+        body.extend(ast.parse("".join(chunk)).body)
+    return ast.Module(body=body, type_ignores=[])
 
 
 def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
     """What ``code`` in ``language`` would run or touch (see the module docstring)."""
     if _depth > 3:
         return [Inner("opaque", text="inline code nests too deeply")]
+    if OPAQUE_TEXT in code:
+        return [Inner("opaque", text="code inline code wrote, with content that cannot be known, is run")]
     if len(code) > MAX_CODE_CHARS:
         return [Inner("opaque", text=f"inline code longer than {MAX_CODE_CHARS} characters is not judged")]
     found: list[Inner] = []
@@ -363,11 +199,17 @@ def analyse_code(language: str, code: str, *, _depth: int = 0) -> list[Inner]:
         try:
             with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
                 warnings.simplefilter("ignore")
-                tree = ast.parse(code)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = _parse_python(code)
+        except _TooLarge:
+            return [Inner("opaque", text=f"a Python statement longer than {_AST_CHUNK * 2} characters")]
+        except (SyntaxError, ValueError, tokenize.TokenError):
             tree = None
+        except (RecursionError, MemoryError):  # fail closed: never fall back to reading it by patterns
+            return [Inner("opaque", text="inline code nests too deeply")]
         if tree is not None:
-            visitor = _Python()
+            from agent_fleet.policy.bash._python import Python  # it builds on Inner
+
+            visitor = Python()
             try:
                 visitor.visit(tree)
             except RecursionError:

@@ -13,11 +13,16 @@ from __future__ import annotations
 import posixpath
 import re
 
-from agent_fleet.policy.bash._code import UNKNOWN, Inner
+from agent_fleet.policy.bash._code import OPAQUE_TEXT, SQL_START, UNKNOWN, Inner
 
 __all__ = ["literal_paths", "patterns"]
 
-_STRING = r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`)"""
+_STRING = (
+    r"""(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|`((?:[^`\\]|\\.)*)`"""
+    # Ruby's %q(...)/%Q{...}/%(...) and Perl's q(...)/qq(...): strings too.
+    r"""|%[qQ]?\(((?:[^()\\]|\\.)*)\)|%[qQ]?\{((?:[^{}\\]|\\.)*)\}|%[qQ]?\[((?:[^\[\]\\]|\\.)*)\]"""
+    r"""|\bqq?\(((?:[^()\\]|\\.)*)\)|\bqq?\{((?:[^{}\\]|\\.)*)\})"""
+)
 _RUN_SITE = re.compile(
     r"\b(?:system|exec|execSync|spawnSync|execFileSync|spawn|execFile|popen|shell_exec|passthru|proc_open"
     r"|qx|pcntl_exec|IO\.popen|Open3\.\w+|%x|os\.execute|io\.popen|exec_command|Process\.(?:start|run)"
@@ -115,14 +120,18 @@ def _run_calls(code: str) -> list[Inner]:
 
 
 _BACKTICK = re.compile(
-    r"`((?:[^`\\]|\\.)+)`|\bqx\s*(?:\((.*?)\)|\{(.*?)\}|\[(.*?)\]|/(.*?)/|\|(.*?)\||<(.*?)>)", re.DOTALL
+    r"`((?:[^`\\]|\\.)+)`|(?:\bqx|%x)\s*(?:\((.*?)\)|\{(.*?)\}|\[(.*?)\]|/(.*?)/|\|(.*?)\||<(.*?)>)",
+    re.DOTALL,
 )
 _WRITE_PATTERN = re.compile(
     r"\b(?:writeFileSync|appendFileSync|writeFile|appendFile|createWriteStream|file_put_contents"
     r"|File\.write|IO\.write|Deno\.writeTextFile(?:Sync)?|Bun\.write|io\.open\s*\([^)]*['\"][wa]['\"]\s*\)"
     r"|File\.open(?=\s*\([^)]*,\s*['\"][wa+]))\s*\(?\s*"
 )
-_PERL_OPEN = re.compile(r"\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*['\"]\s*(?:>>?|\+<)\s*([^'\"]+)['\"]")
+_PRINT = re.compile(r"\b(?:print|printf|say)\s+(?:\{?\s*\$?\w+\s*\}?\s+)?")
+_PERL_OPEN = re.compile(
+    r"\bopen\s*\(?\s*(?:my\s+)?[$\w]+\s*,\s*['\"]\s*(?:>>?|\+<)\s*(?:([^'\",]+)['\"]|['\"]\s*,\s*['\"]([^'\"]+)['\"])"
+)
 
 
 def _home_form(text: str) -> str:
@@ -147,6 +156,17 @@ _REMOVE_PATTERN = re.compile(
     r"|delete-directory|delete-file"
     r"|(?<=\.)rm|(?<![\w.])rm(?=\s*\())(?!\w)"
     r"\s*\(?\s*(?:\[\s*)?(?:glob\s*\(?\s*)?"
+)
+_SQL_CALL = re.compile(
+    r"(?:\.|->|::)(?:query|exec|execute|executeQuery|run|raw|none|any|many|oneOrNone|unsafe|prepare|do"
+    r"|exec_params|async_exec|executeSql|sql)\s*\(?\s*"
+)
+#: An environment variable read inside a printing call: `console.log(process.env.X)`, `puts ENV["X"]`.
+_PRINTED_VARIABLE = re.compile(
+    r"(?:console\.(?:log|info|error|warn|dir)|process\.std(?:out|err)\.write|\bputs|\bpp?|\bprint(?:f|_r)?"
+    r"|\becho|\bsay|\bwarn|\bvar_dump|Write-(?:Host|Output))\b[^;\n]*?(?:process\.env\.([A-Za-z_]\w*)"
+    r"|process\.env\[\s*['\"]([^'\"]+)['\"]|\bENV\[\s*['\"]([^'\"]+)['\"]|\bENV\.fetch\(\s*['\"]([^'\"]+)['\"]"
+    r"|\$ENV\{\s*['\"]?(\w+)['\"]?\s*\}|getenv\(\s*['\"]([^'\"]+)['\"]|\$env:(\w+)|Deno\.env\.get\(\s*['\"]([^'\"]+))"
 )
 _TRUNCATE = re.compile(r"\b(?:truncate|truncateSync|ftruncate)(?!\w)\s*\(?\s*")
 #: ``(target, link)`` calls: Node ``symlinkSync``, Perl/PHP ``symlink``/``link``, Ruby ``File.symlink``.
@@ -196,9 +216,20 @@ def patterns(code: str) -> list[Inner]:
     if _BY_NAME.search(code):
         found.append(Inner("opaque", text="inline code calls a process function by a computed name"))
     for match in _WRITE_PATTERN.finditer(code):
-        found.append(Inner("argv", argv=("tee", _written_target(code, match.end()))))
+        written = _written_target(code, match.end())
+        found.append(Inner("argv", argv=("tee", written)))
+        literal = _LITERAL.match(code, match.end())
+        comma = _NEXT_ARG.match(code, literal.end()) if literal is not None else None
+        if comma is not None and written != UNKNOWN:  # `writeFileSync('x.sh', TEXT)`: what x.sh holds
+            content, _ = _argument(code, comma.end())
+            found.append(Inner("write", text=content or OPAQUE_TEXT, argv=(written,)))
     for match in _PERL_OPEN.finditer(code):
-        found.append(Inner("argv", argv=("tee", _home_form(match.group(1)))))
+        written = _home_form(match.group(1) or match.group(2))
+        found.append(Inner("argv", argv=("tee", written)))
+        printed = [_argument(code, m.end())[0] for m in _PRINT.finditer(code, match.end())]
+        if printed:  # `print $f "TEXT"` after the open
+            text = "".join(p or OPAQUE_TEXT for p in printed)
+            found.append(Inner("write", text=OPAQUE_TEXT if OPAQUE_TEXT in text else text, argv=(written,)))
     for match in _REMOVE_PATTERN.finditer(code):
         found.append(Inner("argv", argv=("rm", "-rf", _target(code, match.end()))))
     for match in _TRUNCATE.finditer(code):
@@ -216,6 +247,13 @@ def patterns(code: str) -> list[Inner]:
         dest = _argument(code, comma.end())[0] if comma is not None else None
         if source is not None:
             found.append(Inner("argv", argv=("mv", source, dest or UNKNOWN)))
+    for match in _SQL_CALL.finditer(code):  # `client.query('DROP TABLE t')`: the database pack judges it
+        literal = _LITERAL.match(code, match.end())
+        statement = _first_string(literal) if literal is not None else ""
+        if SQL_START.match(statement):
+            found.append(Inner("argv", argv=("psql", "-c", statement)))
+    for match in _PRINTED_VARIABLE.finditer(code):  # `console.log(process.env.TOKEN)` = printenv TOKEN
+        found.append(Inner("argv", argv=("printenv", next(g for g in match.groups() if g is not None))))
     for match in _TCL_EXEC.finditer(code):
         found.append(Inner("script", text=match.group(1)))
     if (_EVALS.search(code) and _FETCH.search(code)) or _INCLUDE_URL.search(code):

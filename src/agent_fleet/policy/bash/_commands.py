@@ -43,6 +43,8 @@ class SimpleCommand:
     ``eval``, ``watch``) whose commands are reported separately. ``implied``: run because of another
     command's configuration or code (``GIT_PAGER=cat``, ``python -c "open(p)"`` -> ``cat p``), not
     written as a command; user allow patterns do not need to match it (built-in rules still judge it).
+    ``sources``: the argvs whose output becomes part of this command's words (its own ``$(...)``, and the
+    values of a ``for`` loop around it over substitutions): ``rm $(git ls-files)`` has ``git ls-files``.
     """
 
     argv: tuple[str, ...]
@@ -58,6 +60,7 @@ class SimpleCommand:
     functions: tuple[str, ...] = ()
     carrier: bool = False
     implied: bool = False
+    sources: tuple[tuple[str, ...], ...] = ()
 
     @property
     def program(self) -> str:

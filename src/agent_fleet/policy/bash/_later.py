@@ -28,12 +28,12 @@ import posixpath
 import re
 from collections.abc import Sequence
 
-from agent_fleet.policy.bash._code import Inner, analyse_code, code_language
+from agent_fleet.policy.bash._code import OPAQUE_TEXT, Inner, analyse_code, code_language
 from agent_fleet.policy.bash._commands import Redirect, SimpleCommand
 from agent_fleet.policy.bash._unwrap import SHELLS
 from agent_fleet.policy.bash._words import known_output
 
-__all__ = ["MAX_FILES", "MAX_TEXT", "read_text", "recipes", "record_writes", "written_runs"]
+__all__ = ["MAX_FILES", "MAX_TEXT", "read_text", "recipes", "record_writes", "remember", "written_runs"]
 
 MAX_FILES = 32
 MAX_TEXT = 64 * 1024
@@ -92,11 +92,130 @@ def record_writes(files: dict[str, str], cmd: SimpleCommand, stdin_texts: Sequen
             copied = "\n".join(r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")) or None
         if copied is not None:
             written.append((dest, copied, False))
+    if cmd.program in ("sed", "gsed", "perl"):  # `sed -i '1a CMD' x.sh`: x.sh now holds CMD too
+        edit = edited(cmd.argv)
+        if edit is not None:
+            written += [(word, edit[1], True) for word in edit[0]]
     for word, content, append in written:
-        key = _key(word)
-        if key not in files and len(files) >= MAX_FILES:
-            continue
-        files[key] = ((files.get(key, "") if append else "") + content)[:MAX_TEXT]
+        remember(files, word, content, append=append)
+
+
+def remember(files: dict[str, str], word: str, content: str, *, append: bool = False) -> None:
+    """Record that the file ``word`` now holds ``content`` (after what it held, with ``append``);
+    ``OPAQUE_TEXT`` marks a file written with content nobody can know, and stays so."""
+    key = _key(word)
+    if key not in files and len(files) >= MAX_FILES:
+        return
+    before = files.get(key, "") if append else ""
+    if OPAQUE_TEXT in (before, content):
+        files[key] = OPAQUE_TEXT
+        return
+    files[key] = (before + ("\n" if before and not before.endswith("\n") else "") + content)[:MAX_TEXT]
+
+
+# `sed -i` scripts: the text their a/i/c commands add and their s/// replacements put in the file.
+_SED_ADDRESS = re.compile(
+    r"\s*(?:(?:[0-9]+|\$|/(?:[^/\\]|\\.)*/I?|\\(.)(?:(?!\1).)*\1)(?:~[0-9]+)?\s*,?\s*)*!?\s*"
+)
+
+
+def _sed_inserted(script: str) -> list[str]:
+    texts: list[str] = []
+    pos = 0
+    while pos < len(script):
+        while pos < len(script) and script[pos] in " \t\n;{}":
+            pos += 1
+        address = _SED_ADDRESS.match(script, pos)
+        pos = address.end() if address is not None else pos
+        if pos >= len(script):
+            break
+        command = script[pos]
+        pos += 1
+        if command in "aic":
+            end = script.find("\n", pos)
+            text = script[pos:] if end < 0 else script[pos:end]
+            if text.strip() == "\\" and end >= 0:  # `a\` then the text on the following lines
+                rest = script[end + 1 :]
+                lines: list[str] = []
+                for line in rest.split("\n"):
+                    lines.append(line.rstrip("\\"))
+                    if not line.endswith("\\"):
+                        break
+                text = "\n".join(lines)
+                end = end + 1 + len("\n".join(rest.split("\n")[: len(lines)]))
+            texts.append(text.lstrip(" \t\\"))
+            pos = len(script) if end < 0 else end
+        elif command in "sy" and pos < len(script):
+            delimiter = script[pos]
+            parts: list[str] = []
+            current: list[str] = []
+            pos += 1
+            while pos < len(script) and len(parts) < 2:
+                char = script[pos]
+                if char == "\\" and pos + 1 < len(script):
+                    nxt = script[pos + 1]
+                    current.append(nxt if nxt == delimiter else "\n" if nxt == "n" else "\\" + nxt)
+                    pos += 2
+                    continue
+                if char == delimiter:
+                    parts.append("".join(current))
+                    current = []
+                else:
+                    current.append(char)
+                pos += 1
+            if command == "s" and len(parts) == 2:
+                texts.append(re.sub(r"\\[0-9]|(?<!\\)&", "${SED_MATCH}", parts[1]).replace("\\&", "&"))
+            while pos < len(script) and script[pos] not in ";\n}":
+                pos += 1
+        else:
+            while pos < len(script) and script[pos] not in ";\n}":
+                pos += 1
+    return texts
+
+
+def edited(argv: Sequence[str]) -> tuple[list[str], str] | None:
+    """For ``sed -i SCRIPT FILES`` (and ``perl -i -pe 's/../../' FILES``): the files edited in place
+    and the text the edit puts in them (what its a/i/c commands add, its replacements)."""
+    args = list(argv[1:])
+    in_place = False
+    scripts: list[str] = []
+    operands: list[str] = []
+    perl = argv[0] == "perl"
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            operands += args[i + 1 :]
+            break
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            in_place = in_place or name == "--in-place"
+            if name == "--expression":
+                scripts.append(value if eq else (args[i + 1] if i + 1 < len(args) else ""))
+                i += 0 if eq else 1
+        elif arg.startswith("-") and len(arg) > 1:
+            letters = arg[1:]
+            for j, letter in enumerate(letters):
+                if letter == "i":
+                    in_place = True
+                    break  # the rest is the backup suffix
+                if letter == "e" or (letter == "E" and perl):
+                    value = letters[j + 1 :] or (args[i + 1] if i + 1 < len(args) else "")
+                    scripts.append(value)
+                    i += 0 if letters[j + 1 :] else 1
+                    break
+                if letter in "fl" and not perl:
+                    i += 0 if letters[j + 1 :] else 1
+                    break
+        else:
+            operands.append(arg)
+        i += 1
+    if not in_place:
+        return None
+    if not scripts and operands and not perl:
+        scripts, operands = [operands[0]], operands[1:]
+    texts = [text for script in scripts for text in _sed_inserted(script)]
+    return (operands, "\n".join(texts)) if texts and operands else None
 
 
 def read_text(argv: Sequence[str], files: dict[str, str]) -> str | None:
@@ -108,10 +227,55 @@ def read_text(argv: Sequence[str], files: dict[str, str]) -> str | None:
     return "\n".join(known) if known else None
 
 
+_RULE_RECIPE = re.compile(r"^[^\t#=]*?[^\\:=]:{1,2}(?![=:])[^;#=]*;(.*)$")
+_SHELL_ASSIGN = re.compile(r"^\s*[^\s#=:]+\s*!=(.*)$")
+_MAKE_REFERENCE = re.compile(r"\$[({]")
+
+
+def _make_references(text: str, found: list[str]) -> str:
+    """``text`` with make's references turned into unknown shell variables (make expands them before the
+    shell sees the line); the command of each ``$(shell CMD)`` is added to ``found``. ``$$`` is ``$``."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+            continue
+        if _MAKE_REFERENCE.match(text, i) is None:
+            out.append(text[i])
+            i += 1
+            continue
+        close = ")" if text[i + 1] == "(" else "}"
+        depth, j = 1, i + 2
+        while j < len(text) and depth:
+            depth += 1 if text[j] == text[i + 1] else -1 if text[j] == close else 0
+            j += 1
+        inner = text[i + 2 : j - 1]
+        if inner.startswith("shell ") or inner.startswith("shell\t"):
+            found.append(_make_references(inner[6:], found))
+        out.append("${MAKE_REFERENCE}")  # unknown to the shell, as its value is to us
+        i = j
+    return "".join(out)
+
+
 def recipes(text: str) -> str:
-    """The shell lines of a makefile: its recipe lines (tab-indented), one command each."""
-    lines = [line[1:].lstrip("@-+") for line in text.splitlines() if line.startswith("\t")]
-    return "\n".join(lines)
+    """The shell lines a makefile runs: recipe lines (tab-indented, or after ``;`` on a rule's line),
+    ``$(shell CMD)`` anywhere and ``VAR != CMD``; make's own references become unknown variables."""
+    lines: list[str] = []
+    for line in text.replace("\\\n", " ").splitlines():
+        if line.startswith("\t"):
+            lines.append(_make_references(line[1:].lstrip("@-+ \t"), lines))
+            continue
+        rule = _RULE_RECIPE.match(line)
+        assign = _SHELL_ASSIGN.match(line)
+        if rule is not None:
+            lines.append(_make_references(rule.group(1).lstrip("@-+ \t"), lines))
+        elif assign is not None:
+            lines.append(_make_references(assign.group(1), lines))
+        else:
+            _make_references(line, lines)  # `$(shell ...)` in assignments, conditionals, prerequisites
+    return "\n".join(line for line in lines if line.strip())
 
 
 def _operands(args: Sequence[str]) -> list[str]:
@@ -120,6 +284,8 @@ def _operands(args: Sequence[str]) -> list[str]:
 
 def _as_file(text: str, program_hint: str | None) -> list[Inner]:
     """What running a file of ``text`` runs: code of the language its ``#!`` line (or hint) names."""
+    if text == OPAQUE_TEXT:
+        return [Inner("opaque", text="a file inline code wrote with content that cannot be known is run")]
     match = _SHEBANG.match(text)
     language = code_language(posixpath.basename(match.group(1))) if match is not None else None
     language = language or program_hint

@@ -232,6 +232,10 @@ def inner_runs(argv: Sequence[str]) -> list[Inner]:
             return _scripts(_option_values(args, "c", ("--command", "--session-command")))
         case "flock" | "script" | "nix-shell" | "expect":
             return _scripts(_option_values(args, "c", ("--command", "--run")))
+        case "make" | "gmake" | "bmake":  # `make --eval='all:; CMD'`: makefile text on the command line
+            from agent_fleet.policy.bash._later import recipes
+
+            return _scripts([recipes(text) for text in _option_values(args, "E", ("--eval",))])
         case "parallel" | "sem":
             return _parallel(args)
         case "ssh" | "autossh" | "mosh":

@@ -23,6 +23,7 @@ substituted only when short. The ``Parser`` is created lazily, once per thread.
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
-from agent_fleet.policy.bash._code import Inner, analyse_code, code_language, inline_codes
+from agent_fleet.policy.bash._code import OPAQUE_TEXT, Inner, analyse_code, code_language, inline_codes
 from agent_fleet.policy.bash._commands import (
     CommandTooLarge,
     ParsedScript,
@@ -38,8 +39,11 @@ from agent_fleet.policy.bash._commands import (
     SimpleCommand,
     UnparsableCommand,
 )
-from agent_fleet.policy.bash._later import recipes, record_writes, written_runs
+from agent_fleet.policy.bash._escapes import escape_runs
+from agent_fleet.policy.bash._git import env_runs, git_runs
+from agent_fleet.policy.bash._later import recipes, record_writes, remember, written_runs
 from agent_fleet.policy.bash._runs import inner_runs
+from agent_fleet.policy.bash._state import Ctx, Sink
 from agent_fleet.policy.bash._unwrap import (
     SHELLS,
     exec_commands,
@@ -50,11 +54,14 @@ from agent_fleet.policy.bash._unwrap import (
     normalise_program,
     split_wrapper,
 )
-from agent_fleet.policy.bash._walker import Ctx, Sink, Walker
-from agent_fleet.policy.rules._git import env_runs, git_runs
+from agent_fleet.policy.bash._walker import Walker
+from agent_fleet.policy.bash._words import named
 
 __all__ = [
+    "MAX_COMMANDS",
     "MAX_DEPTH",
+    "MAX_PIPES",
+    "MAX_PIPES_IN_ALL",
     "ParsedScript",
     "Redirect",
     "SimpleCommand",
@@ -75,6 +82,16 @@ _STDIN_RUNNERS = frozenset({"at", "batch"})
 #: Work bounds: a script running more simple commands, or parsing more inline scripts, is too large.
 MAX_COMMANDS = 1000
 MAX_PARSES = 200
+#: Pipe operators (``|``, ``|&``) in one text, and in every text one command parses. tree-sitter-bash's
+#: time and memory grow with the square of a pipeline's stages (30,000 stages: 15-25 s and 7.6 GB, and
+#: one step of ~20 ms holding the GIL at 300 stages); counted before each parse, so such a text is
+#: declined (``too-large``) without being parsed. Pipes in quotes, here-documents and comments are not
+#: operators and do not count (``_pipe_operators``).
+MAX_PIPES = 256
+MAX_PIPES_IN_ALL = 4 * MAX_PIPES
+_LITERAL_NODES = frozenset(
+    {"string_content", "raw_string", "heredoc_body", "heredoc_content", "comment", "ansi_c_string"}
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -108,10 +125,24 @@ def _parser() -> Parser:
 _ASCII_ONLY = bytes(range(128)) + b"x" * 128
 
 
+_CHUNK = 64 * 1024
+_SHORT = 1024
+
+
+def _pause(_offset: int, _has_error: bool) -> bool:
+    """tree-sitter calls this every few hundred steps of a parse. The parse holds the GIL; entering
+    Python here lets a thread waiting for it (the event loop) run, so a long parse in a worker thread
+    does not stall the loop. Never cancels the parse."""
+    return False
+
+
 def parse_bash(source: bytes) -> Tree:
     """The bash syntax tree of ``source`` (UTF-8, or surrogate-escaped bytes), read from ASCII only
     (see ``_ASCII_ONLY``); node byte offsets are offsets into ``source``."""
-    return _parser().parse(source.translate(_ASCII_ONLY))
+    data = source.translate(_ASCII_ONLY)
+    if len(data) <= _SHORT:
+        return _parser().parse(data)  # short: done long before anyone waits on the GIL
+    return _parser().parse(lambda offset, _point: data[offset : offset + _CHUNK], progress_callback=_pause)
 
 
 def emit(
@@ -124,6 +155,7 @@ def emit(
     stdin_texts: tuple[str, ...] = (),
     env: tuple[tuple[str, str], ...] = (),
     script_texts: tuple[str, ...] = (),
+    sources: tuple[tuple[str, ...], ...] = (),
 ) -> None:
     """Peel wrappers off one command's words, record it, and descend into what it runs."""
     argv = list(words)
@@ -170,6 +202,7 @@ def emit(
         functions=ctx.functions,
         carrier=script is not None,
         implied=ctx.implied,
+        sources=ctx.sources + sources,
     )
     sink.commands.append(cmd)
     if len(sink.commands) > MAX_COMMANDS:
@@ -207,6 +240,8 @@ def emit(
     for found in implied_runs:
         run_inner(found, sink, implied)
     texts = (*stdin_texts, *ctx.stdin_texts)
+    for found in escape_runs(cmd.program, argv, texts):  # `printf '!rm -rf ~' | ed`, `dc -e '!cmd'`
+        run_inner(found, sink, implied)
     if executes_stdin(argv) or cmd.program in _STDIN_RUNNERS or _make_stdin(argv):
         # The program consumes that input: what it runs does not see it again.
         consumed = inner_ctx._replace(stdin=(), stdin_texts=(), feeders=())
@@ -258,7 +293,7 @@ def _assignments(words: Sequence[str]) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     for word in words:
         name, eq, value = word.partition("=")
-        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        if eq and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*|BASH_FUNC_[^=/]+%%", name):
             pairs.append((name, value))
     return pairs
 
@@ -289,15 +324,24 @@ def run_inner(inner: Inner, sink: Sink, ctx: Ctx) -> None:
                 emit(inner.argv, ctx, sink)
         case "opaque":
             sink.opaque.append(inner.text)
+        case "write":
+            remember(sink.files, inner.argv[0], inner.text)
 
 
 def parse_into(text: str, sink: Sink, ctx: Ctx) -> bool:
     """Parse ``text`` and walk it into ``sink``; ``False`` when it holds only comments and blanks."""
     if ctx.depth > MAX_DEPTH:
         raise UnparsableCommand(f"inline scripts nest more than {MAX_DEPTH} levels deep")
+    if OPAQUE_TEXT in text:  # a file inline code wrote with content nobody can know, now run
+        sink.opaque.append("a file written by inline code, with content that cannot be known, is run")
+        return True
     sink.parses += 1
     if sink.parses > MAX_PARSES:
         raise CommandTooLarge(f"the command carries more than {MAX_PARSES} inline scripts")
+    pipes = _pipe_operators(text, MAX_PIPES)
+    sink.pipes += pipes
+    if pipes > MAX_PIPES or sink.pipes > MAX_PIPES_IN_ALL:
+        raise CommandTooLarge(f"the command holds more than {MAX_PIPES} pipes")
     try:
         source = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:
@@ -309,7 +353,40 @@ def parse_into(text: str, sink: Sink, ctx: Ctx) -> bool:
     walker = Walker(source, sink)
     walker.prescan(root)
     walker.walk(root, ctx)
-    return any(child.type != "comment" for child in root.named_children)
+    return any(child.type != "comment" for child in named(root))
+
+
+def _pipe_operators(text: str, limit: int) -> int:
+    """How many pipe operators ``text`` holds, counted without parsing it as it is (see ``MAX_PIPES``).
+
+    At most ``limit``: a plain count of ``|`` (``||`` excepted) decides. Over it, the text is parsed with
+    every ``|`` blanked (a space: linear, and the quotes, here-documents and comments around them are
+    the same), and a ``|`` inside a literal there is text, not an operator. Anything else counts."""
+    count = text.count("|") - 2 * text.count("||")
+    if count <= limit:
+        return count
+    source = text.encode("utf-8", "surrogateescape")
+    literal: list[tuple[int, int]] = []
+    stack = [parse_bash(source.replace(b"|", b" ")).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type in _LITERAL_NODES:
+            literal.append((node.start_byte, node.end_byte))
+        else:
+            stack.extend(node.children)
+    literal.sort()
+    starts = [start for start, _ in literal]
+    count = 0
+    position = source.find(b"|")
+    while position >= 0 and count <= limit:
+        if source[position : position + 2] == b"||":
+            position = source.find(b"|", position + 2)
+            continue
+        i = bisect.bisect_right(starts, position) - 1
+        if i < 0 or position >= literal[i][1]:
+            count += 1
+        position = source.find(b"|", position + 1)
+    return count
 
 
 def _check_errors(root: Node, source: bytes) -> None:

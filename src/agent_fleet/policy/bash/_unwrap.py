@@ -56,7 +56,7 @@ DECODERS = frozenset(
 )
 PRIVILEGE = frozenset({"sudo", "sudoedit", "doas", "su", "pkexec", "run0"})
 
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ASSIGNMENT = re.compile(r"[^=\s-][^=]*=")  # env and sudo take any NAME=VALUE (`BASH_FUNC_f%%=...`)
 _BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")
 _STDIN_FILES = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 

@@ -10,26 +10,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from tree_sitter import Node
 
 from agent_fleet.policy.bash import _shell
 from agent_fleet.policy.bash._code import Inner
-from agent_fleet.policy.bash._commands import CommandTooLarge, Redirect, SimpleCommand
+from agent_fleet.policy.bash._commands import CommandTooLarge, Redirect, SimpleCommand, UnparsableCommand
+from agent_fleet.policy.bash._git import env_runs
 from agent_fleet.policy.bash._later import read_text
+from agent_fleet.policy.bash._state import MAX_STDIN, Ctx, RawRedirects, Sink, fed, output_text
 from agent_fleet.policy.bash._unwrap import is_dynamic, normalise_program
-from agent_fleet.policy.bash._words import Env, Expander, known_output
-from agent_fleet.policy.rules._git import env_runs
+from agent_fleet.policy.bash._words import Expander, known_output, named
 
-__all__ = ["Ctx", "Sink", "Walker", "fed", "output_text"]
+__all__ = ["MAX_NESTING", "Walker"]
 
-_MAX_STDIN_TEXTS = 4
-_MAX_STDIN = 8
-_MAX_FEEDERS = 32
+#: How deep the walk may go in the syntax tree (subshells in subshells, substitutions in substitutions,
+#: inline scripts included): deeper is declined as unparsable, so the stack the judge needs is bounded.
+MAX_NESTING = 100
 _MAX_LOOP_VALUES = 8
-_LOOP_BUDGET = 64
 _MAX_LOOP_BODY = 512
 _MAX_CALLS = 32
 _MAX_ASSIGNMENTS = 1000
@@ -47,7 +45,7 @@ def _find_substitutions(node: Node) -> list[Node]:
         if current.type in _SUBSTITUTION_TYPES:
             found.append(current)
             continue
-        stack.extend(reversed(current.named_children))
+        stack.extend(reversed(named(current)))
     return found
 
 
@@ -68,59 +66,13 @@ def _contiguous(nodes: Sequence[Node], source: bytes) -> list[list[Node]]:
 # The walker.
 
 
-class Ctx(NamedTuple):
-    """Where a command sits (a named tuple: copied with ``_replace`` on every command, so it is cheap)."""
-
-    depth: int = 0
-    wrappers: tuple[str, ...] = ()
-    stdin: tuple[tuple[str, ...], ...] = ()
-    feeders: tuple[str, ...] = ()
-    in_pipeline: bool = False
-    background: bool = False
-    functions: tuple[str, ...] = ()
-    # Text known to flow into standard input through the pipe (`echo 'rm -rf /' | sh`).
-    stdin_texts: tuple[str, ...] = ()
-    implied: bool = False
-
-
-@dataclass(slots=True)
-class Sink:
-    commands: list[SimpleCommand] = field(default_factory=list)
-    redirects: list[Redirect] = field(default_factory=list)
-    opaque: list[str] = field(default_factory=list)
-    env: Env = field(default_factory=Env)
-    loop_budget: int = _LOOP_BUDGET
-    in_loop: bool = False
-    # Functions defined so far (name -> the walker that holds their source, and the body node) and
-    # aliases (name -> words); calls are walked again with their arguments as `$@`.
-    functions: dict[str, tuple[Walker, Node]] = field(default_factory=dict)
-    aliases: dict[str, list[str]] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)  # written with known text (`_later`)
-    calls: int = 0
-    assignments: int = 0
-    parses: int = 0
-
-
-@dataclass(slots=True)
-class _RawRedirects:
-    """Redirections of one command, resolved, plus what they imply for the command."""
-
-    redirects: list[Redirect] = field(default_factory=list)
-    extra_words: list[list[Node]] = field(default_factory=list)  # bash: `cmd >f a b` -> a, b are args
-    substitutions: list[Node] = field(default_factory=list)
-    feeds: list[Node] = field(default_factory=list)  # `sh < <(...)`: what the substitution prints is stdin
-    stdin_texts: list[str] = field(default_factory=list)  # here-documents and here-strings
-    pipelines: list[Node] = field(default_factory=list)  # `cat <<EOF | sh`: the grammar nests the pipe here
-    others: list[Node] = field(default_factory=list)  # `cat <<EOF && rm x`: statements nested here
-
-
 class Walker:
     def __init__(self, source: bytes, sink: Sink) -> None:
         self._src = source
         self._sink = sink
         self._expander = Expander(source, sink.env, self._substitute)
         # Redirections the grammar hung on a list or pipeline but that belong to its last command.
-        self._attached: dict[int, _RawRedirects] = {}
+        self._attached: dict[int, RawRedirects] = {}
 
     def text(self, node: Node) -> str:
         return self._src[node.start_byte : node.end_byte].decode("utf-8", "surrogateescape")
@@ -135,9 +87,30 @@ class Walker:
 
     def _substitute(self, node: Node) -> str | None:
         """The output of ``$(...)``/backticks when it is known from the words alone."""
-        body = [child for child in node.named_children if child.type != "comment"]
+        sink = self._sink
+        sink.nesting += 1  # words in substitutions in words ...: the same bound as the walk
+        try:
+            if sink.nesting > MAX_NESTING:
+                raise UnparsableCommand(f"the command nests more than {MAX_NESTING} levels deep")
+            return self._substitution_output(node)
+        finally:
+            sink.nesting -= 1
+
+    def _substitution_output(self, node: Node) -> str | None:
+        body = [child for child in named(node) if child.type != "comment"]
         if len(body) == 1 and body[0].type == "file_redirect" and self.text(body[0]).startswith("<"):
             return read_text(("cat", self.text(body[0]).lstrip("<").strip()), self._sink.files)  # `$(< x)`
+        documents: list[str] = []
+        if len(body) == 1 and body[0].type == "redirected_statement":
+            # `$(cat <<'E' ... E)`: what the here-document holds is what the substitution prints.
+            statement = body[0]
+            inner = statement.child_by_field_name("body")
+            for child in named(statement):
+                if child.type == "heredoc_redirect":
+                    documents.append(self._document(child))
+                elif inner is None or child.id != inner.id:
+                    return None
+            body = [inner] if inner is not None else []
         if len(body) != 1 or body[0].type != "command":
             return None
         command = body[0]
@@ -148,20 +121,33 @@ class Walker:
                 words.extend(self.fields(child.children))
             elif name == "argument":
                 words.extend(self.fields([child]))
+            elif child.type == "herestring_redirect":  # `$(cat <<< 'TEXT')`
+                pieces = [piece for piece in child.children if piece.is_named]
+                documents.append(" ".join(self.fields(pieces)) + "\n")
             elif child.is_named:
                 return None
         if not words:
             return None
         program = normalise_program(words[0])
+        if documents:
+            operands = [word for word in words[1:] if word != "-"]
+            return "".join(documents) if program in ("cat", "tee") and not operands else None
         return known_output(program, words[1:]) or read_text((program, *words[1:]), self._sink.files)
+
+    def _document(self, node: Node) -> str:
+        """The text a here-document gives: its body, tabs stripped for ``<<-``. Expansions in an unquoted
+        document are left as written (``$X``), so what depends on them stays unknown."""
+        body = next((child for child in named(node) if child.type == "heredoc_body"), None)
+        text = self.text(body) if body is not None else ""
+        if any(child.type == "<<-" for child in node.children):
+            text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
+        return text
 
     def _assign(self, node: Node) -> None:
         self._sink.assignments += 1
         if self._sink.assignments > _MAX_ASSIGNMENTS:
             raise CommandTooLarge(f"the command makes more than {_MAX_ASSIGNMENTS} assignments")
-        name_node = node.child_by_field_name("name") or (
-            node.named_children[0] if node.named_children else None
-        )
+        name_node = node.child_by_field_name("name") or (named(node)[0] if named(node) else None)
         if name_node is None:
             return
         name = self.text(name_node)
@@ -171,18 +157,18 @@ class Walker:
             and parent.type == "declaration_command"
             and any(
                 self.text(child).startswith("-") and "n" in self.text(child)
-                for child in parent.named_children
+                for child in named(parent)
                 if child.type == "word"
             )
         ):
             self._sink.env.variables[name] = None  # `declare -n ref=X`: a name reference
             return
         if name_node.type == "subscript":
-            parts = name_node.named_children
+            parts = named(name_node)
             name = self.text(parts[0]) if parts else name
             self._sink.env.variables[name] = None
             return
-        value_nodes = [child for child in node.named_children if child.id != name_node.id]
+        value_nodes = [child for child in named(node) if child.id != name_node.id]
         appending = any(child.type == "+=" for child in node.children)
         value: tuple[str, ...] | None
         if appending:
@@ -191,12 +177,10 @@ class Walker:
             value = ("",)
         elif value_nodes[0].type == "array":
             items: list[str] = []
-            for element in value_nodes[0].named_children:
+            for element in named(value_nodes[0]):
                 items.extend(self.fields([element]))
             # `([5]=rm)`, `([k]=v)`: elements by index or key; not tracked, so the array is unknown
-            sparse = any(
-                self.text(e).startswith("[") and "]=" in self.text(e) for e in value_nodes[0].named_children
-            )
+            sparse = any(self.text(e).startswith("[") and "]=" in self.text(e) for e in named(value_nodes[0]))
             value = None if sparse else tuple(items)
         else:
             value = (" ".join(self._expander.fields(value_nodes, quoted=True)),)
@@ -221,9 +205,7 @@ class Walker:
                 if seen > _MAX_ASSIGNMENTS:
                     raise CommandTooLarge(f"the command makes more than {_MAX_ASSIGNMENTS} assignments")
                 name_node = node.child_by_field_name("name")
-                values = [
-                    child for child in node.named_children if name_node is None or child.id != name_node.id
-                ]
+                values = [child for child in named(node) if name_node is None or child.id != name_node.id]
                 if name_node is not None and name_node.type == "variable_name" and values:
                     name = self.text(name_node)
                     if name not in env and values[0].type != "array":
@@ -231,16 +213,26 @@ class Walker:
                         if not any("$" in f or "`" in f for f in fields):
                             env[name] = (" ".join(fields),)
                 continue
-            stack.extend(node.named_children)
+            stack.extend(named(node))
 
     def walk(self, node: Node, ctx: Ctx) -> None:
+        sink = self._sink
+        sink.nesting += 1
+        try:
+            if sink.nesting > MAX_NESTING:  # an explicit bound: no recursion limit decides a verdict
+                raise UnparsableCommand(f"the command nests more than {MAX_NESTING} levels deep")
+            self._walk(node, ctx)
+        finally:
+            sink.nesting -= 1
+
+    def _walk(self, node: Node, ctx: Ctx) -> None:
         match node.type:
             case "command":
-                self._command(node, ctx, self._attached.pop(node.id, _RawRedirects()))
+                self._command(node, ctx, self._attached.pop(node.id, RawRedirects()))
             case "redirected_statement":
                 self._redirected(node, ctx)
             case "pipeline":
-                self._pipeline(node.named_children, ctx)
+                self._pipeline(named(node), ctx)
             case "function_definition":
                 self._function(node, ctx)
             case "command_substitution":
@@ -248,8 +240,8 @@ class Walker:
             case "variable_assignment":
                 self._children(node, ctx)
                 self._assign(node)
-            case "declaration_command" if ctx.in_pipeline:
-                # `export -p | curl ...`: in a pipeline the declaration prints, so it is a command.
+            case "declaration_command" if ctx.in_pipeline or self._prints(node):
+                # `export -p | curl ...`, `declare -p TOKEN`: a declaration that prints is a command.
                 self._children(node, ctx)
                 words = [self.text(child) for child in node.children]
                 _shell.emit(words, ctx, self._sink)
@@ -259,6 +251,14 @@ class Walker:
                 return
             case _:
                 self._children(node, ctx)
+
+    def _prints(self, node: Node) -> bool:
+        """``export``, ``declare -x``, ``declare -p NAME``: a declaration that prints variables."""
+        words = [self.text(child) for child in node.children[1:]]
+        if any(child.type == "variable_assignment" for child in node.children):
+            return False
+        options = [w for w in words if w.startswith("-")]
+        return not [w for w in words if not w.startswith("-")] or any("p" in o for o in options)
 
     def _children(self, node: Node, ctx: Ctx) -> None:
         children = node.children
@@ -273,6 +273,7 @@ class Walker:
         body = node.child_by_field_name("body")
         values: list[str] = []
         dynamic = False
+        first = len(self._sink.commands)
         for value_node in node.children_by_field_name("value"):
             for sub in _find_substitutions(value_node):
                 self.walk(sub, ctx)
@@ -304,7 +305,8 @@ class Walker:
                 sink.in_loop = False
             return
         env[name] = None
-        self.walk(body, ctx)
+        listed = tuple(cmd.argv for cmd in self._sink.commands[first:])  # `for f in $(git ls-files)`
+        self.walk(body, ctx._replace(sources=(ctx.sources + listed)[-MAX_STDIN:]) if listed else ctx)
 
     def _pipeline(self, stages: Sequence[Node], ctx: Ctx, feed: Sequence[SimpleCommand] = ()) -> None:
         files = self._sink.files
@@ -323,11 +325,11 @@ class Walker:
         inner = ctx._replace(
             functions=(*ctx.functions, name), in_pipeline=False, background=False, stdin=(), feeders=()
         )
-        for child in node.named_children:
+        for child in named(node):
             if body is not None and child.id == body.id:
                 self.walk(child, inner)
             elif child.type in _REDIRECT_TYPES:
-                raw = _RawRedirects()
+                raw = RawRedirects()
                 self._redirect(child, raw)
                 self._sink.redirects.extend(raw.redirects)
                 for sub in raw.substitutions:
@@ -348,16 +350,23 @@ class Walker:
 
     def _redirected(self, node: Node, ctx: Ctx) -> None:
         body = node.child_by_field_name("body")
-        raw = _RawRedirects()
-        for child in node.named_children:
+        raw = RawRedirects()
+        for child in named(node):
             if child.type in _REDIRECT_TYPES:
                 self._redirect(child, raw)
         if body is not None and body.type == "command":
             self._command(body, ctx, raw)
             return
+        if body is not None and body.type == "declaration_command" and self._prints(body):
+            # `export -p > vars.sh`: the declaration prints into the file.
+            self._sink.redirects.extend(raw.redirects)
+            self._children(body, ctx)
+            words = [self.text(child) for child in body.children]
+            _shell.emit(words, ctx, self._sink, redirects=tuple(raw.redirects))
+            return
         tail = body
-        while tail is not None and tail.type in ("list", "pipeline") and tail.named_children:
-            tail = tail.named_children[-1]
+        while tail is not None and tail.type in ("list", "pipeline") and named(tail):
+            tail = named(tail)[-1]
         if body is not None and tail is not None and tail.type == "command":
             # `a && b 2>/dev/null -rf /`: the grammar hangs the redirection (and the words after it,
             # which are b's arguments) on the whole list; bash gives them to b.
@@ -377,7 +386,7 @@ class Walker:
         if body is not None:
             self.walk(body, body_ctx._replace(stdin_texts=body_ctx.stdin_texts + tuple(raw.stdin_texts)))
 
-    def _feed(self, raw: _RawRedirects, ctx: Ctx) -> Ctx:
+    def _feed(self, raw: RawRedirects, ctx: Ctx) -> Ctx:
         """Walk ``< <(...)`` substitutions; the context of a command reading what they print."""
         reading = ctx
         for sub in raw.feeds:
@@ -386,7 +395,7 @@ class Walker:
             reading = fed(reading, self._sink.commands[start:])
         return reading
 
-    def _redirect(self, node: Node, raw: _RawRedirects) -> None:
+    def _redirect(self, node: Node, raw: RawRedirects) -> None:
         op = "".join(
             self.text(child) for child in node.children if not child.is_named or child.type == "ERROR"
         )
@@ -394,7 +403,7 @@ class Walker:
             case "file_redirect":
                 targets = [
                     child
-                    for child in node.named_children
+                    for child in named(node)
                     if child.type not in ("file_descriptor", "comment", "ERROR")
                 ]
                 groups = _contiguous(targets, self._src)
@@ -440,7 +449,7 @@ class Walker:
             case _:
                 raw.substitutions.extend(_find_substitutions(node))
 
-    def _command(self, node: Node, ctx: Ctx, raw: _RawRedirects) -> None:
+    def _command(self, node: Node, ctx: Ctx, raw: RawRedirects) -> None:
         word_nodes: list[Node] = []
         assignments: list[Node] = []
         for i, child in enumerate(node.children):
@@ -494,6 +503,7 @@ class Walker:
         substituted: dict[str, None] = {}
         for cmd in self._sink.commands[start:]:
             substituted.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))
+        sources = tuple(cmd.argv for cmd in self._sink.commands[start:])[-MAX_STDIN:]
 
         self._sink.redirects.extend(raw.redirects)
         if words:
@@ -510,13 +520,14 @@ class Walker:
                 stdin_texts=tuple(raw.stdin_texts),
                 env=tuple(prefix_env),
                 script_texts=tuple(script_texts),
+                sources=sources,
             )
             feed = self._sink.commands[first:]
             self._call(words, own)
             for sub in outputs:  # `tee >(sh)`: the substitution reads what this command writes
                 self.walk(sub, fed(ctx, feed[:1]))
             for pipeline in raw.pipelines:
-                self._pipeline(pipeline.named_children, ctx, feed)
+                self._pipeline(named(pipeline), ctx, feed)
         for other in raw.others:
             self.walk(other, ctx)
 
@@ -567,29 +578,3 @@ class Walker:
 
     def _inner(self, inner: Inner, ctx: Ctx) -> None:
         _shell.run_inner(inner, self._sink, ctx)
-
-
-def output_text(cmd: SimpleCommand, files: dict[str, str] | None = None) -> str | None:
-    """What a command writes to standard output, when that is known from its words alone (or from the
-    files the script wrote earlier: ``cat x | sh``)."""
-    if files and (text := read_text(cmd.argv, files)) is not None:
-        return text
-    if cmd.program in ("cat", "tee"):
-        texts = [r.target for r in cmd.redirects if r.op in ("<<", "<<-", "<<<")]
-        return "\n".join(texts) if texts else None
-    return known_output(cmd.program, cmd.argv[1:])
-
-
-def fed(ctx: Ctx, commands: Sequence[SimpleCommand], files: dict[str, str] | None = None) -> Ctx:
-    """The context of a pipeline stage that reads what ``commands`` write (bounded: linear overall)."""
-    if not commands:
-        return ctx
-    texts = tuple(text for text in (output_text(c, files) for c in commands) if text is not None)
-    names = dict.fromkeys(ctx.feeders)
-    for cmd in commands:
-        names.update(dict.fromkeys((*cmd.wrappers[len(ctx.wrappers) :], cmd.program, *cmd.feeders)))
-    return ctx._replace(
-        stdin=(ctx.stdin + tuple(cmd.argv for cmd in commands))[-_MAX_STDIN:],
-        feeders=tuple(names)[-_MAX_FEEDERS:],
-        stdin_texts=(ctx.stdin_texts + texts)[-_MAX_STDIN_TEXTS:],
-    )

@@ -19,15 +19,22 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 __all__ = [
+    "MKTEMP_NAME",
     "Env",
     "Expander",
+    "children",
     "known_output",
+    "named",
     "printf_output",
     "unescape_ansi_c",
+    "unescape_backslashes",
     "unescape_double",
     "unescape_unquoted",
 ]
 
+#: The name ``$(mktemp)`` stands for: a fresh entry of the temporary directory (the session's own,
+#: where a provider sets ``TMPDIR``), so writes there stay in the box.
+MKTEMP_NAME = "/tmp/tmp.XXXXXXXXXX"
 _UNQUOTED_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _DOUBLE_QUOTED_ESCAPE = re.compile(r"\\([\"\\$`\n])")
 _ANSI_C_ESCAPE = re.compile(
@@ -84,6 +91,33 @@ def unescape_ansi_c(text: str) -> str:
     return _ANSI_C_ESCAPE.sub(_ansi_c_char, text)
 
 
+# `printf %b` and `echo -e`: `\0NNN` is octal with up to three digits after the 0 (`\0162` is `r`, not
+# `\016` then `2`), `\c` ends all output; `printf %b` also reads `\NNN`, `echo -e` does not.
+_BACKSLASH_ESCAPE = re.compile(
+    r"\\(0[0-7]{0,3}|[1-7][0-7]{0,2}|x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|.)", re.DOTALL
+)
+
+
+def unescape_backslashes(text: str, *, echo: bool = False) -> str:
+    """The text ``printf %b`` (or, with ``echo``, ``echo -e``) prints for ``text``."""
+    out: list[str] = []
+    pos = 0
+    for match in _BACKSLASH_ESCAPE.finditer(text):
+        out.append(text[pos : match.start()])
+        pos = match.end()
+        esc = match.group(1)
+        if esc == "c":
+            return "".join(out)
+        if esc[0] == "0":
+            out.append(chr(int(esc, 8) & 0xFF))
+        elif esc[0] in "1234567":
+            out.append("\\" + esc if echo else chr(int(esc, 8) & 0xFF))
+        else:
+            out.append(_ansi_c_char(match))
+    out.append(text[pos:])
+    return "".join(out)
+
+
 _PRINTF_SPEC = re.compile(r"%(?:%|[-+ #0]*[0-9]*(?:\.[0-9]*)?([sbdiouxXcq]))")
 
 
@@ -110,7 +144,7 @@ def printf_output(args: Sequence[str]) -> str | None:
                 continue
             value = values.pop(0) if values else ""
             used += 1
-            out.append(unescape_ansi_c(value) if match.group(1) == "b" else value)
+            out.append(unescape_backslashes(value) if match.group(1) == "b" else value)
         out.append(unescape_ansi_c(fmt[pos:]))
         if not values or not used:
             break
@@ -133,9 +167,12 @@ class Env:
         self.budget -= size
         return True
 
-    def ifs(self) -> str:
-        value = self.variables.get("IFS")
-        return _DEFAULT_IFS if value is None else "".join(value[:1])
+    def ifs(self) -> str | None:
+        """The field separators; ``None`` when the script set ``IFS`` to a value we cannot know."""
+        if "IFS" not in self.variables:
+            return _DEFAULT_IFS
+        value = self.variables["IFS"]
+        return None if value is None else "".join(value[:1])
 
 
 _SPECIAL_POSITIONAL = re.compile(r"[0-9]+|[@*#]")
@@ -168,13 +205,13 @@ class Expander:
 
     def _variable(self, node: Node) -> tuple[str, ...] | None:
         """The fields a ``$X``/``${X}``/``${a[@]}``/``$@`` names, or ``None`` when unknown."""
-        children = node.named_children
+        children = named(node)
         if not children:
             return None
         name_node = children[0]
         index: str | None = None
         if name_node.type == "subscript":
-            parts = name_node.named_children
+            parts = named(name_node)
             if len(parts) < 2:
                 return None
             name_node, index = parts[0], self.text(parts[1])
@@ -249,12 +286,13 @@ class Expander:
                 name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", self.text(pieces[i + 1]))
                 if name is not None:
                     value = self._lookup(name.group(0), None)
-                    if value is None:
+                    ifs = self._env.ifs()
+                    if value is None or (ifs is None and not quoted):
                         state.add("$" + name.group(0), literal=False)
                     elif quoted:
                         state.add(" ".join(value), literal=True)
                     else:
-                        state.unquoted(value, self._env.ifs())
+                        state.unquoted(value, ifs or "")
                     skip_name = len(name.group(0))
                     continue
             if skip_name:
@@ -291,31 +329,60 @@ class Expander:
                 self._pieces(node.children, state, quoted=quoted)
             case "simple_expansion" | "expansion":
                 value = self._variable(node)
+                ifs = self._env.ifs()
                 if value is None or not self._env.spend(sum(map(len, value))):
                     state.add(text, literal=False)
+                elif ifs is None and not quoted:
+                    state.add(text, literal=False)  # split on separators we cannot know
                 elif any("$" in item or "`" in item for item in value):
-                    state.add(" ".join(value), literal=False)  # an unknown value: not split
+                    if quoted:
+                        state.add(" ".join(value), literal=False)  # an unknown value: not split
+                    else:  # `IFS=,; c=rm,-rf,$HOME; $c`: the known separators still split
+                        state.unquoted(value, ifs or "")
                 elif quoted:
                     if self._is_at(node):
                         state.split_fields(value)
                     else:
-                        state.add(self._env.ifs()[:1].join(value), literal=True)
+                        state.add((" " if ifs is None else ifs[:1]).join(value), literal=True)
                 else:
-                    state.unquoted(value, self._env.ifs())
+                    state.unquoted(value, ifs or "")
             case "command_substitution":
                 output = self._substitute(node)
-                if output is None or not self._env.spend(len(output)):
+                ifs = self._env.ifs()
+                if output is None or not self._env.spend(len(output)) or (ifs is None and not quoted):
                     state.add(text, literal=False)
                 elif quoted:
                     state.add(output.rstrip("\n"), literal=True)
                 else:
-                    state.unquoted((output.rstrip("\n"),), self._env.ifs())
+                    state.unquoted((output.rstrip("\n"),), ifs or "")
             case _:
                 state.add(text, literal=False)
 
     def _is_at(self, node: Node) -> bool:
         text = self.text(node)
         return text in ("$@", "${@}") or bool(re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\[@\]\}", text))
+
+
+def children(node: Node) -> list[Node]:
+    """``node.children``; for a node with many (a word of 60,000 pieces), read with a cursor one step
+    at a time, because the one call that builds the list takes 0.1-0.4 s holding the GIL."""
+    if node.child_count <= _MANY_CHILDREN:
+        return node.children
+    found: list[Node] = []
+    cursor = node.walk()
+    if cursor.goto_first_child():
+        found.append(cursor.node)  # type: ignore[arg-type]
+        while cursor.goto_next_sibling():
+            found.append(cursor.node)  # type: ignore[arg-type]
+    return found
+
+
+def named(node: Node) -> list[Node]:
+    """``node.named_children`` (see ``children``)."""
+    return [child for child in children(node) if child.is_named]
+
+
+_MANY_CHILDREN = 256
 
 
 def _flatten(pieces: Sequence[Node]) -> list[Node]:
@@ -353,7 +420,7 @@ class _Fields:
         if not ifs:
             self.add(text, literal=False)
             return
-        parts = re.split("[" + re.escape(ifs) + "]+", text) if text else []
+        parts = _split(text, ifs) if text else []
         if not parts:
             return
         if parts[0]:
@@ -374,6 +441,42 @@ class _Fields:
         return self.fields
 
 
+_OPENERS = {"$(": ")", "${": "}", "`": "`"}
+
+
+def _split(text: str, ifs: str) -> list[str]:
+    """``text`` split on runs of ``ifs`` characters, except inside an unknown expansion left as written
+    (``$(a b)``, ``${x:-a b}``, backticks), which stays one piece."""
+    if "$" not in text and "`" not in text:
+        return re.split("[" + re.escape(ifs) + "]+", text)
+    parts: list[str] = []
+    current: list[str] = []
+    closing: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        pair = text[i : i + 2]
+        if closing and char == closing[-1] and not (char == "`" and pair in _OPENERS):
+            closing.pop()
+        elif pair in ("$(", "${"):
+            closing.append(_OPENERS[pair])
+            current.append(pair)
+            i += 2
+            continue
+        elif char == "`":
+            closing.append("`")
+        elif not closing and char in ifs:
+            if current or not parts or parts[-1]:
+                parts.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
 def known_output(program: str, args: Sequence[str]) -> str | None:
     """What a command prints, when its words alone tell (``echo``, ``printf``, ``pwd``, ``which``)."""
     match program:
@@ -384,11 +487,13 @@ def known_output(program: str, args: Sequence[str]) -> str | None:
                 escapes = escapes or "e" in words[0]
                 words.pop(0)
             text = " ".join(words)
-            return unescape_ansi_c(text) if escapes else text
+            return unescape_backslashes(text, echo=True) if escapes else text
         case "printf":
             return printf_output(args)
         case "pwd":
             return "$PWD"
+        case "git" if list(args) == ["rev-parse", "--show-toplevel"]:
+            return "$PWD"  # the session's workspace is its repository's top (a worktree)
         case "which" | "command" | "type" | "realpath" | "readlink":
             operands = [arg for arg in args if not arg.startswith("-")]
             return operands[0] if len(operands) == 1 else None
@@ -400,7 +505,7 @@ def known_output(program: str, args: Sequence[str]) -> str | None:
             return posixpath.basename(path) if program == "basename" else posixpath.dirname(path) or "."
         case "mktemp":  # a fresh name in the temporary directory
             operands = [arg for arg in args if not arg.startswith("-")]
-            return "/tmp/tmp.XXXXXXXXXX" if not operands else None
+            return MKTEMP_NAME if not operands else None
         case "printenv":
             return f"${args[0]}" if len(args) == 1 else None
         case _:

@@ -1,5 +1,14 @@
 """``ApprovalPolicy``: one decision per request, a pure function of the request and the configuration.
 
+Job: put the layers together (``bash`` reads a command, ``rules`` and ``packs`` judge it, ``requests``
+judges the other kinds) in a fixed order, apply the user's patterns and default, and keep the judge
+itself safe (bounded work, an event loop that never waits long, the same verdict at any stack depth).
+
+Contract: ``ApprovalPolicy(config).evaluate(request)`` returns a ``Decision`` and never raises (a
+failure declines, rule ``policy-error``); ``evaluate_async`` gives the same decision without holding
+the event loop; ``RULES`` names every rule id a decision can carry; the policy holds no mutable state
+and is safe to share between threads.
+
 Order for a ``command`` request (the first step that decides wins):
 
 0. shape: a command that is not text or a list of strings (bytes, numbers ...) -> ``malformed``; NUL or
@@ -14,13 +23,30 @@ Order for a ``command`` request (the first step that decides wins):
 4. the strict profile (``profile="strict"``): anything not provably harmless -> ``strict-unproven``
    (``_strict``), a decline a provider's ``approval_handler`` may turn into an accept;
 5. ``allow_patterns`` when any is given: every simple command must match one, else ``not-allowed``;
+   a request marked ``escalated`` (it would run outside the OS sandbox) stops here (``_escalation``):
+   accepted for this request only (``allow_once``) when every simple command is proven harmless
+   (the strict profile, with git narrowed to recording work) or matches one of
+   ``escalation_patterns``; else ``decline`` with rule ``escalation-unproven``, which a provider's
+   approval handler may turn into an accept. The default never decides it;
 6. ``default``: ``allow`` -> ``allow_for_session``, ``deny`` -> ``decline`` with rule ``default-deny``,
    ``ask`` -> ``decline`` with rule ``default-ask`` (the other decline a provider hands to its approval
    handler: the daemon parks it for a person; with no handler it stays declined, failing closed).
 
-``evaluate`` never raises: an internal error declines with rule ``policy-error``. Work is linear in the
-command's size; commands up to ``INLINE_CHARS`` are judged in well under 50 ms, so ``evaluate_async``
-judges those on the event loop and larger ones in a worker thread.
+``evaluate`` never raises: an internal error declines with rule ``policy-error``.
+
+The judge's own limits (see docs/approval-policy.md, "The judge's own safety"):
+
+* work before the parse is bounded: more than ``MAX_COMMAND_CHARS`` characters is ``too-large``, and so
+  is a text with more than ``bash._shell.MAX_PIPES`` pipes (tree-sitter-bash's time and memory grow
+  with the square of a pipeline's stages), checked before that text is parsed; the walk stops at
+  ``MAX_COMMANDS`` simple commands, ``MAX_PARSES`` inline scripts and ``MAX_NESTING`` levels;
+* ``evaluate_async`` judges a request whose size (command text, paths, host, tool name) is over
+  ``INLINE_CHARS`` in a child process (``_child``): the loop only waits on a pipe, and a request that
+  would need more than ``_child.MEMORY_LIMIT`` is declined there (``too-large``) instead of growing
+  this process;
+* every decision is made on a judging thread (``_JUDGES``) whose stack always starts the same way, so
+  no caller's stack depth (and no recursion limit) can change a verdict; recursion that still runs
+  out fails closed.
 
 User patterns are Python regular expressions searched (``re.search``) in several texts: the command as
 sent (argv joined with ``shlex.join``) and, for each simple command it runs, its words as written
@@ -33,8 +59,11 @@ built-in rules resolve relative targets (``rm -rf ../..``) and let the packs rea
 (the repository's remote, SQL or requirements files a command names, the project's registry settings).
 
 ``file_change``: a change naming no path is declined (``no-paths``: nothing to judge); every path
-must stay inside ``cwd`` or a writable root (``_paths``), else ``path-escape``. User patterns do not
-apply (they describe commands); then the default decides.
+must stay inside ``cwd`` or a writable root (``_paths``), else ``path-escape``; a path that writes code
+run later -- a repository's git machinery, ``core.hooksPath`` targets, ``.pth`` / ``sitecustomize``,
+the agents' own settings, shell start-up files (``_protected``) -- is declined with ``vital-path``
+even inside the workspace. User patterns do not apply (they describe commands); then the default
+decides.
 
 The other kinds are judged in ``_requests`` (see there): ``read`` (credential files, containment;
 a read that passes is accepted whatever the default, as codex's sandbox reads freely), ``network``
@@ -64,7 +93,9 @@ import functools
 import os
 import re
 import shlex
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import assert_never
 
 from agent_fleet.contract import PermissionConfig
@@ -72,6 +103,7 @@ from agent_fleet.errors import UsageError
 from agent_fleet.policy._types import ApprovalRequest, Decision
 from agent_fleet.policy.bash._commands import CommandTooLarge
 from agent_fleet.policy.bash._shell import ParsedScript, UnparsableCommand, parse_script
+from agent_fleet.policy.engine._child import child_judge
 from agent_fleet.policy.packs._packs import PACK_RULES, pack_set
 from agent_fleet.policy.requests._paths import check_paths
 from agent_fleet.policy.requests._requests import (
@@ -82,19 +114,30 @@ from agent_fleet.policy.requests._requests import (
     judge_read,
     judge_tool,
 )
+from agent_fleet.policy.rules._escalation import ESCALATION_RULE, escalation_violation
+from agent_fleet.policy.rules._protected import protected_reason
 from agent_fleet.policy.rules._rules import BUILTIN_RULES, RuleContext, find_violation
 from agent_fleet.policy.rules._strict import STRICT_RULE, strict_violation
 
-__all__ = ["INLINE_CHARS", "MAX_COMMAND_CHARS", "RULES", "STRICT_RULE", "ApprovalPolicy", "evaluate_command"]
+__all__ = [
+    "ESCALATION_RULE",
+    "INLINE_CHARS",
+    "MAX_COMMAND_CHARS",
+    "RULES",
+    "STRICT_RULE",
+    "ApprovalPolicy",
+    "evaluate_command",
+]
 
-#: Commands longer than this are declined as ``too-large`` without being judged.
-MAX_COMMAND_CHARS = 256 * 1024
+#: Commands longer than this are declined as ``too-large`` without being judged: at this size one step
+#: of tree-sitter's parse (it holds the GIL) stays under ~30 ms on a loaded core.
+MAX_COMMAND_CHARS = 128 * 1024
 #: Commands up to this size are judged on the event loop by ``evaluate_async`` (see bench/policy_eval.py).
 INLINE_CHARS = 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 #: The declines an ``approval_handler`` may still turn into an accept (``_provider.refine`` uses the same
 #: set): the strict profile's "not proven harmless" and ``default="ask"``'s "nobody decided".
-REFINABLE_RULES: frozenset[str] = frozenset({STRICT_RULE, "default-ask"})
+REFINABLE_RULES: frozenset[str] = frozenset({STRICT_RULE, ESCALATION_RULE, "default-ask"})
 
 #: Every rule id a decline can carry, with what it means.
 RULES: dict[str, str] = {
@@ -107,6 +150,8 @@ RULES: dict[str, str] = {
     " or inline scripts than the policy judges",
     "policy-error": "the policy itself failed on this request (fails closed)",
     STRICT_RULE: "strict profile: not provably harmless (an approval_handler may still accept it)",
+    ESCALATION_RULE: "it would run outside the OS sandbox and is neither proven harmless nor allowed by "
+    "escalation_patterns (an approval_handler may still accept it)",
     "path-escape": "a file change resolves outside the working directory and writable roots",
     "user-deny": "the command matches one of the configuration's disallow_patterns",
     "not-allowed": "allow_patterns are set and a command matches none of them",
@@ -150,6 +195,7 @@ class ApprovalPolicy:
         "_config",
         "_default",
         "_disallow",
+        "_escalation",
         "_hosts",
         "_mcp_tools",
         "_narrower",
@@ -163,6 +209,7 @@ class ApprovalPolicy:
         self._config = config
         self._disallow = _compile(config.disallow_patterns, "disallow_patterns") if config else ()
         self._allow = _compile(config.allow_patterns, "allow_patterns") if config else ()
+        self._escalation = _compile(config.escalation_patterns, "escalation_patterns") if config else ()
         self._tool_disallow = (
             _compile(config.tool_disallow_patterns, "tool_disallow_patterns") if config else ()
         )
@@ -185,22 +232,38 @@ class ApprovalPolicy:
         return f"ApprovalPolicy({self._config!r})"
 
     def evaluate(self, request: ApprovalRequest) -> Decision:
-        """The decision for ``request``. Never raises: anything unexpected declines (``policy-error``)."""
-        try:
-            decision = self._evaluate(request)
-        except Exception as exc:  # fail closed on our own bugs, never crash the session
-            decision = _decline("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}")
-        if self._narrower is None:
-            return decision
-        return _stricter(decision, self._narrower.evaluate(request))
+        """The decision for ``request``. Never raises: anything unexpected declines (``policy-error``).
+        Judged on a judging thread (the caller waits), so the caller's stack depth cannot matter."""
+        if _on_judging_thread():
+            return self._judged(request)
+        return _judges().submit(self._judged, request).result()
 
     async def evaluate_async(self, request: ApprovalRequest) -> Decision:
-        """``evaluate`` without stalling the event loop: large commands are judged in a worker thread."""
-        command = request.command
-        size = len(command) if isinstance(command, str) else sum(len(str(w)) for w in command or ())
-        if size <= INLINE_CHARS:
+        """``evaluate`` without stalling the event loop: a request larger than ``INLINE_CHARS`` (its
+        command, paths, host and tool name together) is judged while the loop runs."""
+        judge = child_judge()
+        if _size(request) <= INLINE_CHARS:
+            judge.warm()  # the first call in a process starts the child, for the large ones to come
             return self.evaluate(request)
-        return await asyncio.to_thread(self.evaluate, request)
+        return await asyncio.wrap_future(judge.submit(self._config, request))
+
+    def _judged(self, request: ApprovalRequest) -> Decision:
+        """The decision, on the judging thread: this configuration's, and the stricter of it and the
+        narrowing configuration's when there is one (``narrowed_by``)."""
+        decision = self._judged_alone(request)
+        if self._narrower is None:
+            return decision
+        return _stricter(decision, self._narrower._judged(request))
+
+    def _judged_alone(self, request: ApprovalRequest) -> Decision:
+        try:
+            return self._evaluate(request)
+        except RecursionError:  # an explicit bound was missed: fail closed, never let it through
+            return _decline("unparsable", "the request nests too deeply to judge")
+        except MemoryError:
+            return _decline("too-large", "the request is too large to judge")
+        except Exception as exc:  # fail closed on our own bugs, never crash the session
+            return _decline("policy-error", f"the approval policy failed: {type(exc).__name__}: {exc}")
 
     def _evaluate(self, request: ApprovalRequest) -> Decision:
         match request.kind:
@@ -252,6 +315,11 @@ class ApprovalPolicy:
         escaped = check_paths(request.paths, request.cwd, request.writable_roots)
         if escaped is not None:
             return escaped
+        cwd = os.fspath(request.cwd) if request.cwd is not None else None
+        for path in request.paths:
+            why = protected_reason(os.fspath(path), cwd, request.writable_roots)
+            if why is not None:
+                return _decline("vital-path", f"a file change of {os.fspath(path)!r}: {why}")
         return self._by_default("file change inside the workspace")
 
     def _command(self, request: ApprovalRequest) -> Decision:
@@ -296,8 +364,24 @@ class ApprovalPolicy:
             for unit in units or [(text, text)]:
                 if not any(pattern.search(u) for pattern in self._allow for u in unit):
                     return _decline("not-allowed", f"{unit[0]!r} matches no allowed pattern")
-            return _allow("every command matches an allowed pattern")
+            if not request.escalated:
+                return _allow("every command matches an allowed pattern")
+        if request.escalated:
+            return self._escalated(script, ctx, units or [(text, text)])
         return self._by_default("command")
+
+    def _escalated(
+        self, script: ParsedScript, ctx: RuleContext, units: Sequence[tuple[str, str]]
+    ) -> Decision:
+        """A command that would run outside the sandbox: proof, or an escalation pattern (``_escalation``)."""
+        if self._escalation and all(
+            any(pattern.search(u) for pattern in self._escalation for u in unit) for unit in units
+        ):
+            return Decision(action="allow_once", reason="outside the sandbox: matches escalation_patterns")
+        unproven = escalation_violation(script, ctx)
+        if unproven is not None:
+            return _decline(unproven.rule, unproven.reason)
+        return Decision(action="allow_once", reason="outside the sandbox: proven harmless")
 
 
 def _rank(decision: Decision) -> int:
@@ -314,6 +398,48 @@ def _stricter(outer: Decision, inner: Decision) -> Decision:
     """The stricter of two configurations' decisions on one request (``outer``'s when they rank the
     same): a final decline over one a handler may turn, over ``allow_once``, over ``allow_for_session``."""
     return inner if _rank(inner) > _rank(outer) else outer
+
+
+def _size(request: ApprovalRequest) -> int:
+    """How much a request gives the judge to read: its command, paths, host and tool name."""
+    command = request.command
+    size = len(command) if isinstance(command, str) else sum(len(str(w)) for w in command or ())
+    for path in (*request.paths, *request.writable_roots):
+        size += len(os.fspath(path)) + 1
+    return size + len(str(request.host or "")) + len(str(request.tool or ""))
+
+
+# The judging threads: a decision is made on one of these, whose stack always starts the same way,
+# so how deep the caller's stack is (and the recursion limit it leaves) cannot change a verdict. A few
+# threads, so concurrent callers are not serialised behind one long request; made again after a fork.
+_JUDGING_THREADS = 4
+_judging = threading.local()
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _mark_judging_thread() -> None:
+    _judging.active = True
+
+
+def _on_judging_thread() -> bool:
+    return getattr(_judging, "active", False)
+
+
+def _judges() -> ThreadPoolExecutor:
+    global _pool
+    pool = _pool
+    if pool is not None and pool[0] == os.getpid():
+        return pool[1]
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():  # none yet, or inherited through fork (no threads)
+            executor = ThreadPoolExecutor(
+                max_workers=_JUDGING_THREADS,
+                thread_name_prefix="agent-fleet-policy",
+                initializer=_mark_judging_thread,
+            )
+            _pool = (os.getpid(), executor)
+        return _pool[1]
 
 
 def _elsewhere(script: ParsedScript) -> tuple[str, str] | None:

@@ -14,8 +14,13 @@ Contract:
   it may read a few small regular files the command names (SQL, requirements, the repository's remote);
 * a judge that fails declines (``packs/internal-error``): fails closed.
 
-Modules: ``_packs`` (loading and matching packs), ``_judges`` (the judges packs name in ``check``),
-``_judge_*`` (judges by domain), ``_sql`` (database clients), ``_argv`` (what a judge sees of one
-command), ``_hosts`` (the allow-list), ``_nested`` (commands run elsewhere: containers, environments,
-other machines). See docs/rule-packs.md for the file format.
+Modules: ``_packs`` (loading and matching packs; one dict pass indexes the rules by program),
+``_judges`` (the judges packs name in ``check``, and the script-level judges), ``_judge_*`` (judges by
+domain: ``_judge_guard_rails`` for agents started or configured without their checks, ``_judge_domains``
+for production dispatches, bucket uploads and mail, ``_judge_proxy`` for credentials through a proxy
+...), ``_sql`` (database clients), ``_argv`` (what a judge sees of one command), ``_nested`` (commands
+run elsewhere: containers, environments, other machines). The allow-list is ``agent_fleet.policy._hosts``.
+See docs/rule-packs.md for the file format.
+
+May use: ``bash``, ``rules``, ``agent_fleet.policy._hosts``; never ``requests`` or ``engine``.
 """

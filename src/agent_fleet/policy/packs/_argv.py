@@ -10,8 +10,8 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from agent_fleet.policy._hosts import HostList
 from agent_fleet.policy.bash._shell import ParsedScript, SimpleCommand
-from agent_fleet.policy.packs._hosts import HostList
 
 __all__ = [
     "WRITE_OPS",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand
 from agent_fleet.policy.packs._argv import JudgeContext, option_values, split_args
-from agent_fleet.policy.packs._hosts import host_of
 
 __all__ = [
     "inline_code",
@@ -89,6 +89,12 @@ _ENDLESS = re.compile(
     r"while\s*\(?\s*(true|1|True|!0)\s*\)?|for\s*\(\s*;\s*;\s*\)|\bloop\s*(\{|do)|setInterval|repeat\s*\{"
     r"|iter\s*\(\s*int\s*,|itertools\.count|while\s*:\s*|\bredo\b"
 )
+#: Code that keeps more each time round: appends, pushes, concatenation onto itself.
+_GROWS = re.compile(
+    r"\.(?:append|push|extend|insert|unshift|add|concat|put|set)\s*\(|\bpush\s*\(?\s*@|<<\s*[\"'\w(\[]"
+    r"|\+=|\*=|\.=|\bStringBuilder\b|\bList\.append|\bbytearray\("
+)
+_EXITS = re.compile(r"\bbreak\b|\bexit\b|\breturn\b|\blast\b|\bthrow\b|\braise\b|sys\.exit|process\.exit")
 _HUGE_ALLOC = re.compile(
     r"(\*|\bx|bytearray\(|bytes\(|alloc\w*\(|Array\(|Buffer\.alloc\w*\(|zeros\(|ones\(|empty\(|repeat\()"
     r"\s*\(?\s*(?:(?:10\s*\*\*\s*|1e)(?:1[0-9]|[2-9][0-9])|2\s*\*\*\s*(?:3[3-9]|[4-9][0-9])|1\s*<<\s*(?:3[3-9]|[4-9][0-9]))\b"
@@ -105,6 +111,8 @@ def judge_inline_fork(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext
             return f"{argv[0]} inline code starting processes in an endless loop"
         if _HUGE_ALLOC.search(code):
             return f"{argv[0]} inline code allocating an enormous amount of memory"
+        if _ENDLESS.search(code) and _GROWS.search(code) and not _EXITS.search(code):
+            return f"{argv[0]} inline code growing memory in an endless loop"
     return None
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand
 from agent_fleet.policy.packs._argv import JudgeContext, split_args
-from agent_fleet.policy.packs._hosts import host_of
 
 __all__ = ["judge_piped_upload"]
 

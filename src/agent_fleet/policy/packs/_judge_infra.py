@@ -17,10 +17,10 @@ import contextlib
 import posixpath
 from collections.abc import Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand, UnparsableCommand, parse_script
 from agent_fleet.policy.bash._unwrap import inline_script
 from agent_fleet.policy.packs._argv import JudgeContext, option_values
-from agent_fleet.policy.packs._hosts import host_of
 from agent_fleet.policy.packs._nested import nested_commands
 
 __all__ = ["judge_container_wipe", "judge_remote_manifest", "judge_scale_to_zero", "judge_socket_relay"]

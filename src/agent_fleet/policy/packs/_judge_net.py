@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand
 from agent_fleet.policy.bash._unwrap import SHELLS, is_interpreter
 from agent_fleet.policy.packs._argv import JudgeContext, option_values, split_args
-from agent_fleet.policy.packs._hosts import host_of
 
 __all__ = [
     "DROP_HOSTS",

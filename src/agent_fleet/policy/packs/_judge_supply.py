@@ -22,146 +22,16 @@ import posixpath
 import re
 from collections.abc import Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand
 from agent_fleet.policy.packs._argv import JudgeContext, read_small_file
-from agent_fleet.policy.packs._hosts import host_of
+from agent_fleet.policy.rules._tools import NPM_SCOPES, NPM_TOOLS, PY_TOOLS, package_name
 
-__all__ = ["judge_ephemeral_package", "judge_registry_config", "well_known"]
+__all__ = ["judge_ephemeral_package", "judge_registry_config"]
 
-_NPM_TOOLS = frozenset((
-    "typescript", "tsc", "ts-node", "tsx", "esbuild", "vite", "vitest", "jest", "mocha", "ava", "nyc", "c8",
-    "eslint", "prettier", "stylelint", "biome", "oxlint", "rollup", "webpack", "webpack-cli", "parcel",
-    "turbo", "nx", "lerna", "next", "nuxi", "nuxt", "astro", "sv", "svelte-check", "vue-tsc",
-    "react-scripts", "expo", "react-native", "playwright", "cypress", "puppeteer", "prisma", "drizzle-kit",
-    "typeorm", "sequelize-cli", "knex", "wrangler", "vercel", "netlify-cli", "firebase-tools", "serverless",
-    "aws-cdk", "cdk", "tailwindcss", "postcss", "postcss-cli", "autoprefixer", "sass", "less", "storybook",
-    "http-server", "serve", "live-server", "concurrently", "nodemon", "pm2", "rimraf", "cross-env",
-    "dotenv-cli", "npm-check-updates", "ncu", "depcheck", "knip", "madge", "license-checker",
-    "semantic-release", "changeset", "commitlint", "husky", "lint-staged", "degit", "tiged", "json-server",
-    "markdownlint-cli", "markdownlint-cli2", "cspell", "typedoc", "jsdoc", "openapi-typescript",
-    "swagger-cli", "graphql-codegen", "node-gyp", "patch-package", "npm", "pnpm", "yarn", "corepack", "zx",
-    "tsup", "unbuild", "microbundle", "size-limit", "pkg", "vsce", "ovsx", "electron", "electron-builder",
-    "gh-pages", "shx", "mkdirp", "copyfiles", "npm-run-all", "run-p", "run-s", "wait-on", "kill-port",
-    "dprint", "shadcn", "shadcn-ui", "ts-jest", "jest-cli", "create-react-app", "create-next-app",
-    "create-vite", "create-vue", "create-svelte", "create-astro", "create-t3-app", "create-remix",
-    "create-expo-app", "create-nx-workspace", "create-turbo", "create-solid", "create-qwik",
-    "create-docusaurus", "create-hono", "create-electron-app", "create-react-native-app",
-    "create-strapi-app", "create-nuxt-app", "create-redwood-app", "create-payload-app", "create-vite-app",
-    "create-analog", "create-playwright", "create-storybook", "create-react-router", "create-rsbuild",
-    "create-rspack", "create-tauri-app", "create-wasm-app", "pyright", "html-validate", "htmlhint",
-    "@biomejs/biome", "@tailwindcss/cli", "@playwright/test", "@prisma/client", "@vscode/vsce",
-    "@redocly/cli", "@changesets/cli", "@commitlint/cli", "@graphql-codegen/cli", "@angular/cli",
-    "@vue/cli", "@nestjs/cli", "@storybook/cli", "@openapitools/openapi-generator-cli",
-    "@anthropic-ai/claude-code", "@openai/codex", "@modelcontextprotocol/inspector", "@astrojs/check",
-    "@sveltejs/kit", "@expo/cli", "@react-native-community/cli", "@aws-amplify/cli", "@cloudflare/wrangler",
-    "@vercel/ncc", "@tauri-apps/cli", "netlify", "firebase", "svelte-kit", "ng", "jscodeshift",
-    "sort-package-json", "envinfo", "is-ci", "standard", "xo", "tap", "uvu", "jasmine", "karma", "svgo",
-    "imagemin", "imagemin-cli", "terser", "uglify-js", "babel", "@babel/cli", "@babel/core", "swc",
-    "@swc/cli", "@swc/core", "tailwind", "eslint-config-prettier", "prettier-plugin-tailwindcss",
-    "playwright-core", "@playwright/mcp", "@modelcontextprotocol/server-filesystem",
-    "@modelcontextprotocol/server-github", "yo", "generator-code", "plop", "hygen", "np", "release-it",
-    "auto-changelog", "conventional-changelog-cli", "standard-version", "commitizen", "cz", "git-cz",
-    "all-contributors-cli", "doctoc", "markdown-toc", "remark-cli", "textlint", "alex", "write-good",
-    "prettier-eslint", "eslint_d", "prettierd", "tslint", "tslib", "ts-prune", "ts-unused-exports",
-    "type-coverage", "typesync", "@arethetypeswrong/cli", "publint", "attw", "syncpack", "manypkg",
-    "@manypkg/cli", "pnpm-sync", "nx-cloud", "@nx/workspace", "create-nx-plugin", "verdaccio",
-    "local-web-server", "browser-sync", "lite-server", "light-server", "ws", "wscat", "websocat",
-    "localtunnel-not", "servor", "sirv", "sirv-cli", "vite-node", "vitepress", "vuepress", "docusaurus",
-    "@docusaurus/core", "gatsby", "gatsby-cli", "@remix-run/dev", "remix", "hydrogen", "@shopify/cli",
-    "shopify", "solid-start", "qwik", "@builder.io/qwik", "@sveltejs/package", "svelte-migrate",
-    "@vitejs/create-app", "create-vite-extra", "create-electron-vite", "electron-forge",
-    "@electron-forge/cli", "electron-packager", "electron-rebuild", "@electron/rebuild", "nexe", "supabase",
-    "@supabase/cli", "prisma-nestjs-graphql", "@prisma/migrate", "knex-migrate", "db-migrate",
-    "node-pg-migrate", "@mikro-orm/cli", "kysely-codegen", "@graphql-inspector/cli", "graphql-inspector",
-    "apollo", "@apollo/rover", "rover", "get-graphql-schema", "openapi-generator-cli",
-    "swagger-typescript-api", "orval", "@hey-api/openapi-ts", "openapi-zod-client",
-    "json-schema-to-typescript", "quicktype", "ajv-cli", "rome", "eslint-plugin-react",
-    "jest-environment-jsdom", "@jest/core", "babel-jest", "@vitest/ui", "happy-dom", "jsdom",
-    "mocha-lcov-reporter", "istanbul", "codecov", "@codecov/cli", "coveralls", "snyk", "@snyk/cli",
-    "audit-ci", "better-npm-audit", "npm-audit-resolver", "retire", "lockfile-lint",
-    "license-checker-rseidelsohn", "check-engines", "engines-check", "node-version-check", "nvm", "n",
-    "volta", "fnm", "bun", "deno", "miniflare", "amplify", "sls", "aws-cdk-lib", "cdktf-cli", "cdktf",
-    "@pulumi/pulumi", "pulumi", "azure-functions-core-tools", "func", "@azure/static-web-apps-cli", "swa",
-    "@google-cloud/functions-framework", "expo-cli", "eas-cli", "@expo/ngrok", "react-native-cli",
-    "react-devtools", "chromatic", "lost-pixel", "@percy/cli", "percy", "backstopjs", "pa11y", "pa11y-ci",
-    "lighthouse", "@lhci/cli", "lhci", "axe-core", "@axe-core/cli", "unlighthouse", "bundlesize",
-    "webpack-bundle-analyzer", "source-map-explorer", "vite-bundle-visualizer", "@next/bundle-analyzer",
-    "rollup-plugin-visualizer", "depcruise", "dependency-cruiser", "npm-check", "taze", "updates",
-    "renovate", "@renovate/cli", "dotenv", "env-cmd", "dotenv-vault", "del-cli", "trash-cli", "cpy-cli",
-    "cpx", "ncp", "make-dir-cli", "chokidar-cli", "onchange", "ts-node-dev", "esno", "esrun", "jiti",
-    "bun-types", "tsc-watch", "tsc-alias", "tsconfig-paths", "ts-patch", "@typescript/native-preview",
-    "ttypescript", "pkg-pr-new"
-))  # fmt: skip
-_NPM_SCOPES = frozenset(
-    {"@angular", "@nestjs", "@nx", "@nrwl", "@storybook", "@playwright", "@prisma", "@biomejs", "@vue"}
-    | {"@tailwindcss", "@sveltejs", "@astrojs", "@redocly", "@graphql-codegen", "@changesets", "@expo"}
-    | {"@commitlint", "@modelcontextprotocol", "@vscode", "@aws-amplify", "@cloudflare", "@vercel"}
-    | {"@netlify", "@react-native-community", "@ionic", "@capacitor", "@remix-run", "@tanstack"}
-    | {"@anthropic-ai", "@openai", "@tauri-apps", "@microsoft", "@google-cloud", "@azure", "@aws-sdk"}
-    | {
-        "@babel",
-        "@swc",
-        "@types",
-        "@typescript-eslint",
-        "@eslint",
-        "@vitejs",
-        "@vitest",
-        "@jest",
-        "@testing-library",
-    }
-    | {
-        "@electron",
-        "@electron-forge",
-        "@shopify",
-        "@supabase",
-        "@apollo",
-        "@graphql-inspector",
-        "@docusaurus",
-    }
-    | {"@lhci", "@percy", "@axe-core", "@next", "@nuxt", "@astrojs", "@solidjs", "@builder.io", "@mikro-orm"}
-    | {"@hey-api", "@redwoodjs", "@strapi", "@sentry", "@datadog", "@stoplight", "@arethetypeswrong"}
-)
-_PY_TOOLS = frozenset((
-    "ruff", "black", "isort", "mypy", "pyright", "basedpyright", "pylint", "flake8", "pytest", "tox", "nox",
-    "pre-commit", "poetry", "pdm", "hatch", "twine", "build", "cookiecutter", "copier", "httpie",
-    "pipdeptree", "pip-tools", "pip-audit", "bandit", "safety", "coverage", "sphinx", "mkdocs", "jupyter",
-    "jupyterlab", "ipython", "uv", "ty", "vulture", "radon", "semgrep", "yamllint", "codespell",
-    "commitizen", "bump-my-version", "towncrier", "pyupgrade", "autoflake", "docformatter", "sqlfluff",
-    "ansible", "ansible-lint", "cfn-lint", "checkov", "pgcli", "litecli", "mycli", "datasette", "marimo",
-    "streamlit", "pyinstaller", "nuitka", "maturin", "cibuildwheel", "virtualenv", "pipenv", "pipx",
-    "rich-cli",
-    "tldr", "hatchling", "setuptools", "wheel", "pip", "check-manifest", "interrogate", "pydocstyle",
-    "pycodestyle", "autopep8", "yapf", "mdformat", "djlint", "sqlfmt", "dbt-core", "pip-licenses", "deptry",
-    "markitdown", "llm", "showboat", "httpx", "rich", "textual", "pdm-backend", "hatch-vcs",
-    "setuptools-scm", "scikit-build-core", "meson", "ninja", "cmake", "conan", "poethepoet", "poe",
-    "invoke", "fabric", "doit", "taskipy", "nbqa", "nbstripout", "jupytext", "papermill", "voila", "panel",
-    "bokeh", "dash", "gradio", "uvicorn", "gunicorn", "hypercorn", "fastapi", "litestar", "flask",
-    "django-admin", "alembic", "sqlalchemy-utils", "harlequin", "csvkit", "visidata", "xonsh", "ptpython",
-    "bpython", "ipdb", "pudb", "py-spy", "scalene", "memray", "pyinstrument", "snakeviz", "line-profiler",
-    "austin", "locust", "pytest-xdist", "pytest-cov", "hypothesis", "mutmut", "cosmic-ray", "tox-uv",
-    "nox-uv", "hatch-fancy-pypi-readme", "pyproject-fmt", "validate-pyproject", "tomlkit", "toml-sort",
-    "taplo", "yq", "jc", "jq", "httpie-cli", "xh", "pyupgrade-directories", "flynt", "refurb", "pylyzer",
-    "ruff-lsp", "python-lsp-server", "jedi-language-server", "pyre-check", "pytype", "mypy-extensions",
-    "monkeytype", "stubgen", "basedmypy", "auditwheel", "delocate", "check-wheel-contents", "pyroma",
-    "wheel-inspect", "pipenv-setup", "pip-check", "pip-review", "pip-upgrader", "uv-secure",
-    "cyclonedx-bom", "cyclonedx-py", "sbom4python", "detect-secrets", "trufflehog", "gitleaks",
-    "pre-commit-hooks", "sphinx-autobuild", "sphinx-build", "mkdocs-material", "pdoc", "pydoc-markdown",
-    "griffe", "lazydocs", "mike", "cruft", "gitpython", "datamodel-code-generator", "openapi-python-client",
-    "schemathesis", "kaggle", "huggingface-hub", "huggingface_hub", "transformers-cli", "modal",
-    "aider-chat", "aider", "open-interpreter", "sqlite-utils", "shot-scraper", "files-to-prompt", "ttok",
-    "strip-tags", "csvs-to-sqlite"
-))  # fmt: skip
 _DLX_VERBS = frozenset({"exec", "x", "dlx"})
 _CREATE_VERBS = frozenset({"init", "create", "innit"})
 _VALUE_OPTIONS = frozenset({"-p", "--package", "-c", "--call", "--cache", "--registry", "--userconfig"})
-
-
-def _package_name(spec: str) -> str:
-    """``@scope/name@1.2`` -> ``@scope/name``; ``name@latest`` -> ``name``."""
-    if spec.startswith("@"):
-        scope, _, rest = spec.partition("/")
-        return f"{scope}/{rest.split('@', 1)[0]}" if rest else scope
-    return spec.split("@", 1)[0]
 
 
 def _npm_packages(program: str, args: Sequence[str]) -> list[str]:
@@ -223,7 +93,7 @@ def _declared(name: str, ctx: JudgeContext) -> bool:
 def _known_npm(name: str, ctx: JudgeContext) -> bool:
     if not name or name.startswith((".", "/", "~", "file:")) or "://" in name or name.startswith("git"):
         return True  # local paths; URLs and git sources are the install-source rule's business
-    if name in _NPM_TOOLS or name.split("/", 1)[0] in _NPM_SCOPES:
+    if name in NPM_TOOLS or name.split("/", 1)[0] in NPM_SCOPES:
         return True
     return _declared(name, ctx)
 
@@ -269,13 +139,13 @@ def judge_ephemeral_package(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeC
     if program in ("uvx", "pipx", "uv"):
         for spec in _python_packages(program, args):
             name = re.split(r"[=<>!~\[@ ]", spec, maxsplit=1)[0].lower()
-            if name and name not in _PY_TOOLS and not name.startswith((".", "/", "~")) and "://" not in spec:
+            if name and name not in PY_TOOLS and not name.startswith((".", "/", "~")) and "://" not in spec:
                 return (
                     f"{program} downloads and runs {name!r}, which is neither a known tool nor the project's"
                 )
         return None
     for spec in _npm_packages(program, args):
-        name = _package_name(spec)
+        name = package_name(spec)
         if not _known_npm(name, ctx):
             return f"{program} downloads and runs {name!r}, which is neither a known tool nor the project's"
     return None
@@ -343,15 +213,3 @@ def judge_registry_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeCon
                     shown = host or url
                     return f"{target} points package installs at {shown}, which is not on the allowed hosts"
     return None
-
-
-def well_known(packages: Sequence[str]) -> bool:
-    """Are all of ``packages`` (install specs) well-known tools (``pnpm``, ``typescript@5``, ``ruff``)?"""
-    names = [
-        _package_name(p) if p.startswith("@") else re.split(r"[=<>!~\[@ ]", p, maxsplit=1)[0]
-        for p in packages
-    ]
-    known = _NPM_TOOLS | _PY_TOOLS
-    return bool(names) and all(
-        n in known or n.lower() in known or n.split("/")[0] in _NPM_SCOPES for n in names
-    )

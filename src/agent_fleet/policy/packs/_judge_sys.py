@@ -18,9 +18,9 @@ import posixpath
 import re
 from collections.abc import Sequence
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand
 from agent_fleet.policy.packs._argv import WRITE_OPS, JudgeContext, option_values, read_small_file, split_args
-from agent_fleet.policy.packs._hosts import host_of
 
 __all__ = [
     "infinite_source",
@@ -283,6 +283,8 @@ def judge_git_config(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext)
         return f"git config alias {key} runs a shell command"
     if _EXEC_KEYS.match(key):
         if key.lower() == "core.hookspath":
+            if value in ("", "/dev/null"):
+                return None  # hooks turned off
             resolved = ctx.resolve(value)
             if (resolved is not None and ctx.inside(resolved)) or (
                 resolved is None and not value.startswith(("/", "~", "$"))
@@ -466,6 +468,9 @@ def judge_fill_disk(cmd: SimpleCommand, argv: Sequence[str], ctx: JudgeContext) 
             return f"dd from {source or 'an endless stream'} with no count= fills the disk"
         return None
     if program in ("fallocate", "truncate", "mkfile", "xfs_mkfile"):
+        for value in option_values(args, ("-l", "--length", "-s", "--size")):
+            if "$(" in value or "`" in value:  # `fallocate -l $(df --output=avail ...)`: the free space
+                return f"{program} of a size computed at run time ({value[:40]!r}), as large as the disk"
         for value in [
             *option_values(args, ("-l", "--length", "-s", "--size")),
             *split_args(args).positionals[:1],
@@ -545,4 +550,28 @@ def judge_unbounded_parallel(cmd: SimpleCommand, argv: Sequence[str], ctx: Judge
         r.op == "<" and r.target in ("/dev/zero", "/dev/urandom", "/dev/random") for r in cmd.redirects
     )
     endless = endless or any(infinite_source(feeder) for feeder in cmd.stdin)
-    return f"{argv[0]} with no limit on processes, fed without end" if endless else None
+    if endless:
+        return f"{argv[0]} with no limit on processes, fed without end"
+    many = max((_count(feeder) for feeder in (*cmd.stdin, *cmd.sources)), default=0)
+    many = max(many, sum(1 for arg in args if arg not in (":::", "::::")) if ":::" in args else 0)
+    if many > _FEW_JOBS:
+        return f"{argv[0]} with no limit on processes, given {many} jobs at once"
+    return None
+
+
+_FEW_JOBS = 256
+
+
+def _count(argv: Sequence[str]) -> int:
+    """How many lines ``seq`` (or ``jot``) prints, when its words say; 0 when unknown."""
+    if not argv or argv[0] not in ("seq", "jot"):
+        return 0
+    numbers = [_size(a) for a in argv[1:] if not a.startswith("-") or a[1:].isdigit()]
+    known = [n for n in numbers if n is not None]
+    if not known:
+        return 0
+    if argv[0] == "jot":
+        return known[0]
+    first, last = (1, known[0]) if len(known) == 1 else (known[0], known[-1])
+    step = known[1] if len(known) == 3 else 1
+    return abs(last - first) // max(1, abs(step)) + 1

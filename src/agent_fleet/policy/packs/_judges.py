@@ -15,17 +15,28 @@ from dataclasses import replace
 
 from tree_sitter import Node
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import SimpleCommand, UnparsableCommand, parse_bash, parse_script
 from agent_fleet.policy.bash._unwrap import DOWNLOADERS, SHELLS, inline_script, is_interpreter
 from agent_fleet.policy.packs._argv import JudgeContext, option_values, split_args
-from agent_fleet.policy.packs._hosts import host_of
 from agent_fleet.policy.packs._judge_code import (
     judge_inline_file_server,
     judge_inline_fork,
     judge_inline_shell,
     judge_inline_upload,
 )
+from agent_fleet.policy.packs._judge_domains import (
+    judge_bucket_upload,
+    judge_mail_out,
+    judge_production_dispatch,
+)
 from agent_fleet.policy.packs._judge_exfil import judge_piped_upload
+from agent_fleet.policy.packs._judge_guard_rails import (
+    judge_agent_bypass,
+    judge_ci_secrets,
+    judge_hooks_enabled,
+    judge_settings,
+)
 from agent_fleet.policy.packs._judge_infra import (
     judge_container_wipe,
     judge_remote_manifest,
@@ -51,6 +62,7 @@ from agent_fleet.policy.packs._judge_net import (
     judge_upload,
     orchestrated_text,
 )
+from agent_fleet.policy.packs._judge_proxy import judge_proxied_credentials
 from agent_fleet.policy.packs._judge_supply import judge_ephemeral_package, judge_registry_config
 from agent_fleet.policy.packs._judge_sys import (
     judge_answered_yes,
@@ -164,6 +176,10 @@ JUDGES: dict[str, Judge] = {
     "scale-to-zero": judge_scale_to_zero,
     "piped-upload": judge_piped_upload,
     "inline-file-server": judge_inline_file_server,
+    "agent-bypass": judge_agent_bypass,
+    "production-dispatch": judge_production_dispatch,
+    "bucket-upload": judge_bucket_upload,
+    "mail-out": judge_mail_out,
 }
 
 # --------------------------------------------------------------------------------------------------
@@ -280,6 +296,24 @@ def _mass_background_loop(ctx: JudgeContext) -> str | None:
 _LOOP_EXITS = frozenset({"break", "exit", "return", "sleep", "read", "wait", "timeout"})
 
 
+def _endless_growth_loop(ctx: JudgeContext) -> str | None:
+    """An endless shell loop that keeps growing a variable (``while :; do x=$x$x; done``): memory."""
+    for body, source in _endless_bodies(ctx, "="):
+        words = {source[n.start_byte : n.end_byte].decode("utf-8", "replace") for n in _nodes(body)}
+        if words & _LOOP_EXITS:
+            continue
+        for node in _nodes(body):
+            if node.type != "variable_assignment" or not node.named_children:
+                continue
+            text = source[node.start_byte : node.end_byte].decode("utf-8", "replace")
+            name, _, value = text.partition("=")
+            appends = name.endswith("+")
+            name = name.rstrip("+")
+            if appends or re.search(r"\$\{?" + re.escape(name) + r"(?![A-Za-z0-9_])", value):
+                return f"an endless loop growing ${name} each time round (memory)"
+    return None
+
+
 def _endless_write_loop(ctx: JudgeContext) -> str | None:
     """An endless loop writing into a file with nothing in it that ends or paces it: the disk fills."""
     for body, source in _endless_bodies(ctx, ">"):
@@ -372,8 +406,13 @@ def _env_auto_approve(ctx: JudgeContext) -> str | None:
 
 #: (rule id, domain, judge), run once per script after every command's pack rules.
 SCRIPT_JUDGES: tuple[tuple[str, str, ScriptJudge], ...] = (
+    ("guard-rails/agent-settings", "guard-rails", judge_settings),
+    ("guard-rails/hooks-enabled", "guard-rails", judge_hooks_enabled),
+    ("guard-rails/ci-secrets", "guard-rails", judge_ci_secrets),
+    ("exfiltration/proxied-credentials", "exfiltration", judge_proxied_credentials),
     ("exhaustion/endless-fork-loop", "exhaustion", _endless_fork_loop),
     ("exhaustion/endless-write-loop", "exhaustion", _endless_write_loop),
+    ("exhaustion/endless-growth-loop", "exhaustion", _endless_growth_loop),
     ("exhaustion/huge-expansion", "exhaustion", _huge_expansion),
     ("exhaustion/mass-background-loop", "exhaustion", _mass_background_loop),
     ("infrastructure/environment-auto-approve", "infrastructure", _env_auto_approve),

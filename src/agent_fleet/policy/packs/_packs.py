@@ -34,6 +34,7 @@ from importlib import resources
 from typing import Any
 
 from agent_fleet.errors import UsageError
+from agent_fleet.policy._hosts import HostList
 from agent_fleet.policy.bash._shell import ParsedScript, SimpleCommand, UnparsableCommand, parse_script
 from agent_fleet.policy.packs._argv import (
     JudgeContext,
@@ -43,7 +44,6 @@ from agent_fleet.policy.packs._argv import (
     split_args,
     written_files,
 )
-from agent_fleet.policy.packs._hosts import HostList
 from agent_fleet.policy.packs._judges import JUDGES, SCRIPT_JUDGES
 from agent_fleet.policy.packs._nested import nested_commands
 
@@ -265,10 +265,13 @@ class PackSet:
         rules = [rule for pack in packs for rule in pack.rules]
         self._order = {rule.id: index for index, rule in enumerate(rules)}
         self._cache: dict[str, tuple[PackRule, ...]] = {}
-        self._by_program: dict[str, tuple[PackRule, ...]] = {}
-        literal = {p for rule in rules for p in rule.programs if not any(c in p for c in "*?[")}
-        for program in literal:
-            self._by_program[program] = tuple(rule for rule in rules if rule.program_matches(program))
+        # One pass: each rule under the program names it spells out; rules with a pattern (`acme-*`) or
+        # no program are tried on each new program name by `_rules_for` (and memoised there).
+        by_program: dict[str, list[PackRule]] = {}
+        for rule in rules:
+            for name in dict.fromkeys(p for p in rule.programs if not any(c in p for c in "*?[")):
+                by_program.setdefault(name, []).append(rule)
+        self._by_program: dict[str, tuple[PackRule, ...]] = {k: tuple(v) for k, v in by_program.items()}
         self._any = tuple(
             rule for rule in rules if not rule.programs or any(c in "".join(rule.programs) for c in "*?[")
         )

@@ -11,5 +11,9 @@ Contract:
   kind's default); ``_paths.check_paths`` is the containment verdict for a list of paths;
 * pure: paths are resolved (``realpath``) but no file is read or written.
 
-Modules: ``_requests`` (reads, network, permissions, tools), ``_paths`` (containment of file changes).
+Modules: ``_requests`` (reads, network, permissions, tools), ``_paths`` (containment of file changes,
+``realpath`` that resolves each directory of a request once).
+
+May use: ``rules`` (the one list of credential files), ``agent_fleet.policy._types``; never ``bash``,
+``packs`` or ``engine``.
 """

@@ -13,8 +13,9 @@ request's ``cwd`` (the session's workspace, set by the provider) and ``writable_
   a bare entry allows ``http``/``https`` only, ``*://host`` any protocol; a port is the request's or
   its protocol's default); a request for any host (``host=None``) needs the host ``*``. Nothing else
   opens the network: with an empty list every request is declined with ``network-not-allowed``.
-- ``permissions``: every write root must be contained (``path-escape``); network access asked for is
-  the sandbox's whole network (any host, any protocol), so it needs ``*://*`` in the allow-list;
+- ``permissions``: every write root must be contained (``path-escape``) and not code run later
+  (``vital-path``: a ``.git`` directory, the agents' settings ... see ``_protected``); network access
+  asked for is the sandbox's whole network (any host, any protocol), so it needs ``*://*`` in the allow-list;
   asking for nothing we can judge is ``no-paths``.
 - ``tool``: an MCP tool (``mcp:server/tool``) must match ``PermissionConfig.mcp_tools`` (``fnmatch`` on
   ``server/tool``), else ``mcp-not-allowed``.
@@ -29,7 +30,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from agent_fleet.policy._types import ApprovalRequest, Decision
-from agent_fleet.policy.requests._paths import check_paths
+from agent_fleet.policy.requests._paths import check_paths, realpath
+from agent_fleet.policy.rules._protected import protected_reason
 from agent_fleet.policy.rules._secrets import HOME_CREDENTIALS, KEY_FILES, NOT_SECRET, SYSTEM_CREDENTIALS
 
 __all__ = [
@@ -62,6 +64,8 @@ def _pattern(patterns: Sequence[str]) -> re.Pattern[str]:
 #: a tool's HOME may be private): one-name entries (``.bash_history``) match the file's name, entries
 #: with a directory (``.ssh/*``, ``.config/gh/*``) the end of its path.
 _NAMES = KEY_FILES + tuple(p for p in HOME_CREDENTIALS if "/" not in p)
+_NAMES_RE = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in _NAMES))
+_NOT_SECRET_RE = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in NOT_SECRET))
 _HOME_DIRS_RE = _pattern(tuple(p for p in HOME_CREDENTIALS if "/" in p))
 _SYSTEM_RE = _pattern(SYSTEM_CREDENTIALS)
 
@@ -70,15 +74,15 @@ def _decline(rule: str, reason: str) -> Decision:
     return Decision(action="decline", rule=rule, reason=reason)
 
 
-def _is_secret(path: str, cwd: str | None) -> bool:
+def _is_secret(path: str, cwd: str | None, known: dict[str, str]) -> bool:
     """``path`` is a credential file (``_secrets``), as written or as resolved."""
     full = os.path.normpath(os.path.join(cwd or "/", path))
-    real = os.path.realpath(full)
+    real = realpath(full, known)
     for candidate in dict.fromkeys((full, real)):
         name = os.path.basename(candidate)
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_SECRET):
+        if _NOT_SECRET_RE.match(name):
             continue
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in _NAMES) or _SYSTEM_RE.match(candidate):
+        if _NAMES_RE.match(name) or _SYSTEM_RE.match(candidate):
             return True
         parts = candidate.strip("/").split("/")
         if any(_HOME_DIRS_RE.match("/".join(parts[i:])) for i in range(len(parts))):
@@ -91,8 +95,9 @@ def judge_read(request: ApprovalRequest) -> Decision | None:
     if not request.paths:
         return _decline("no-paths", "a read that names no path")
     cwd = os.fspath(request.cwd) if request.cwd is not None else None
+    known: dict[str, str] = {}
     for path in (os.fspath(p) for p in request.paths):
-        if path and "\0" not in path and _is_secret(path, cwd):
+        if path and "\0" not in path and _is_secret(path, cwd, known):
             return _decline("secret-read", f"{path!r} is a credential file")
     escaped = check_paths(request.paths, request.cwd, request.writable_roots)
     if escaped is not None:
@@ -176,6 +181,11 @@ def judge_permissions(request: ApprovalRequest, allowed: Sequence[str]) -> Decis
     escaped = check_paths(request.paths, request.cwd, request.writable_roots)
     if escaped is not None:
         return escaped
+    cwd = os.fspath(request.cwd) if request.cwd is not None else None
+    for root in request.paths:
+        why = protected_reason(os.fspath(root), cwd, request.writable_roots)
+        if why is not None:
+            return _decline("vital-path", f"write access to {os.fspath(root)!r}: {why}")
     if request.network and not host_allowed(None, None, None, allowed):
         return _decline(
             "network-not-allowed", "network access for the sandbox (any host, any protocol) needs '*://*'"

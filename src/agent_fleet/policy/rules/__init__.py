@@ -11,9 +11,14 @@ Contract:
 * every rule id a built-in rule may give is listed with its meaning (``_rules.BUILTIN_RULES``);
 * pure: reads no file, runs nothing, holds no state; a rule that cannot tell declines (fails closed).
 
-Modules: ``_rules`` (the order and the program-specific rules), ``_files`` and ``_links`` (paths written,
-moved, deleted or read, through links), ``_targets`` and ``_writes`` (which words name which paths),
-``_git``, ``_system`` and ``_machine`` (the whole machine), ``_execution`` (code run that cannot be seen),
-``_secret_use`` and ``_secrets`` (credentials), ``_flags`` (option spelling), ``_strict``, ``_verdict``
-(the values).
+Modules: ``_rules`` (the order and the program-specific rules; ``BUILTIN_RULES`` is gathered from the
+tables the rule modules keep of the ids they decide), ``_files`` and ``_links`` (paths written, moved,
+deleted or read, through links), ``_targets`` and ``_writes`` (which words name which paths), ``_git``,
+``_system`` and ``_machine`` (the whole machine), ``_execution`` (code run that cannot be seen),
+``_unseen`` (destruction fed by data the policy cannot see, archivers that delete what they read),
+``_secret_use`` and ``_secrets`` (credentials), ``_tools`` (well-known developer tools), ``_flags``
+(option spelling), ``_strict``, ``_verdict`` (the values).
+
+May use: ``bash`` (what a script runs), ``agent_fleet.policy._hosts``; never ``packs``, ``requests``
+or ``engine``.
 """

@@ -20,6 +20,7 @@ from agent_fleet.policy.bash._unwrap import (
 from agent_fleet.policy.rules._verdict import RuleContext, Violation
 
 __all__ = [
+    "RULES",
     "cloned_then_run",
     "decoder_to_shell",
     "download_to_shell",
@@ -29,6 +30,14 @@ __all__ = [
     "shell_escape",
     "unresolved_program",
 ]
+
+#: The ids these rules decide, with what each guards against.
+RULES: dict[str, str] = {
+    "download-to-shell": 'downloaded content executed: curl|sh, bash <(curl ...), sh -c "$(curl ...)"',
+    "decoder-to-shell": "decoded or transformed text executed: base64 -d | sh, rev | sh, eval $(xxd -r)",
+    "opaque-code": "code we cannot see is run: computed commands in inline code, sed s///e, exec(decode())",
+    "dynamic-command": "a destructive command whose program or target cannot be resolved statically",
+}
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 

@@ -8,8 +8,12 @@
   workspace are exempt (a workspace may live under ``/opt`` or ``/root``), unless the workspace root is
   itself one of the protected directories.
 * ``write-outside-workspace``: when the session has a workspace (a ``cwd``), any written, moved or
-  deleted path outside it, its writable roots and the temporary directories (``/tmp``, ``/var/tmp``,
-  ``/dev/shm``, ``$TMPDIR``).
+  deleted path outside its box: the workspace and its writable roots (the session's own temporary
+  directory among them). The shared ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are outside; only the
+  name ``mktemp`` prints counts as the box's (``mktemp`` creates it in ``$TMPDIR``, which the providers
+  point at the box's temporary directory).
+* ``vital-path`` also for what runs code later even inside the workspace (``_protected``): the
+  repository's git directory, ``core.hooksPath`` targets, the agents' settings, shell start-up files.
 * ``credential-access``: any word of any command (or ``<`` redirection) naming a credential file -- SSH
   keys, cloud and registry credentials, ``~/.netrc``, ``~/.git-credentials``, gpg secret keys,
   ``/etc/shadow``, ``/proc/*/environ``, ``.env`` files outside the workspace -- except for programs that
@@ -29,10 +33,11 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from agent_fleet.policy._hosts import host_of
 from agent_fleet.policy.bash._shell import Redirect, SimpleCommand
-from agent_fleet.policy.packs._hosts import host_of
-from agent_fleet.policy.packs._judge_supply import well_known
+from agent_fleet.policy.bash._words import MKTEMP_NAME
 from agent_fleet.policy.rules._links import through_links, virtual_links
+from agent_fleet.policy.rules._protected import protected_reason
 from agent_fleet.policy.rules._secrets import (
     HOME_CREDENTIALS,
     SECRET_PRINTERS,
@@ -40,17 +45,29 @@ from agent_fleet.policy.rules._secrets import (
     secret_goes_home,
 )
 from agent_fleet.policy.rules._targets import inside, resolve_target
+from agent_fleet.policy.rules._tools import well_known
 from agent_fleet.policy.rules._verdict import VIRTUAL_CWD, RuleContext, Violation
 from agent_fleet.policy.rules._writes import split_options, written_words
 
 __all__ = [
     "NETWORK",
+    "RULES",
     "credential_violation",
     "leaked_later",
     "path_violation",
     "redirect_violation",
     "written_words",
 ]
+
+#: The ids these rules decide, with what each guards against.
+RULES: dict[str, str] = {
+    "vital-path": "writing, moving or deleting system files, another user's home, shell start-up files,"
+    " ~/.ssh, ~/.config and other home configuration, or installing cron jobs",
+    "write-outside-workspace": "writing, moving or deleting a path outside the session's workspace",
+    "credential-access": "reading credential files (~/.ssh, ~/.aws, ~/.netrc ...), exporting secret keys,"
+    " printing stored secrets or secret variables, or sending the environment or secret variables over the"
+    " network or into the history",
+}
 
 _TEMP_ROOTS = ("/tmp", "/var/tmp", "/dev/shm", "/private/tmp", "/private/var/tmp", "/var/folders")
 _HARMLESS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero", "/dev/full")
@@ -271,10 +288,14 @@ def _write_violation(word: str, verb: str, ctx: RuleContext) -> Violation | None
         why = vital_reason(path, ctx)
         if why is not None:
             return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
+        if ctx.roots and path not in _HARMLESS and not path.startswith(_HARMLESS_TREES):
+            why = protected_reason(path, ctx.cwd, ctx.roots)
+            if why is not None:
+                return Violation(rule="vital-path", reason=f"{verb} {word!r}: {why}")
         if (
             ctx.roots
             and not inside(path, ctx.roots)
-            and not _temp(path)
+            and not inside(path, (MKTEMP_NAME,))
             and not inside(path, tuple(posixpath.join(ctx.home, c) for c in (".cache", *_HOME_CACHES)))
             and path not in _HARMLESS
             and not path.startswith(_HARMLESS_TREES)
@@ -461,12 +482,18 @@ def leaked_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violati
     saved: dict[str, str] = {}
     for cmd in commands:
         targets = [r.target for r in cmd.redirects if r.op in (">", ">>", ">|", "&>", "&>>")]
+        if cmd.program == "tee":  # `env | tee env.log`
+            targets += [a for a in cmd.argv[1:] if not a.startswith("-")]
         if targets:
             sources = [n for n in (cmd.program, *cmd.feeders) if n in _ENV_DUMPERS]
             bare = replace(cmd, redirects=(), stdin=(), feeders=())
             if sources or credential_violation(bare, ctx) is not None:
                 for target in targets:
                     saved[posixpath.basename(target)] = sources[0] if sources else cmd.program
+        if saved and cmd.program == "git":  # `env > e.txt && git add e.txt && git commit`
+            found = _recorded(cmd, saved)
+            if found is not None:
+                return found
         if saved and cmd.program in NETWORK:
             for word in cmd.argv[1:]:
                 for part in _option_values(word):
@@ -477,3 +504,25 @@ def leaked_later(commands: Sequence[SimpleCommand], ctx: RuleContext) -> Violati
                             reason=f"{cmd.program} sends {part!r}, written from {source}",
                         )
     return None
+
+
+def _recorded(cmd: SimpleCommand, saved: dict[str, str]) -> Violation | None:
+    """``git add``/``commit``/``stash`` of a file written from the environment or a credential (by name,
+    or by adding everything)."""
+    words = [a for a in cmd.argv[1:] if not a.startswith("-")]
+    if not words or words[0] not in ("add", "commit", "stash"):
+        return None
+    named = [w for w in words[1:] if posixpath.basename(w.rstrip("/")) in saved]
+    everything = words[0] == "add" and (
+        not words[1:]
+        or any(w in (".", "*", ":/") for w in words[1:])
+        or "-A" in cmd.argv
+        or "--all" in cmd.argv
+    )
+    if not named and not everything:
+        return None
+    source = saved[posixpath.basename(named[0].rstrip("/"))] if named else next(iter(saved.values()))
+    return Violation(
+        rule="credential-access",
+        reason=f"git {words[0]} records a file written from {source}: secrets in history",
+    )

@@ -1,12 +1,4 @@
-"""Git: what it runs through configuration and options, and which invocations destroy work or history.
-
-``git_runs(argv)`` lists the shell texts git would run: ``-c alias.x='!CMD'``, ``-c core.editor=CMD``
-(and every other configuration key whose value git runs as a command), ``git config KEY VALUE`` for
-those keys, ``submodule foreach CMD``, ``rebase -x CMD``, ``bisect run CMD``, ``difftool -x CMD``,
-``--upload-pack``/``--receive-pack``/``--exec``, ``grep -O``, ``ext::`` URLs. ``env_runs(name, value)``
-does the same for environment variables (``GIT_SSH_COMMAND``, ``GIT_EDITOR``, ``PAGER``, ``BASH_ENV`` ...).
-The shell layer parses those texts like any command, so ``git -c core.pager='rm -rf /' log`` is judged
-as ``rm -rf /``.
+"""Git: which invocations destroy work or history (what git runs is read in ``bash._git``).
 
 ``git_violation(argv)``: ``git-reset-hard``, ``git-push-force``, ``git-worktree-remove``, and
 ``git-destroy`` for everything else that discards uncommitted work or history (``clean``, ``checkout``
@@ -20,47 +12,27 @@ configuration that runs code we cannot see (``core.hooksPath`` elsewhere, ``--co
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from agent_fleet.policy.bash._code import Inner
+from agent_fleet.policy.bash._commands import SimpleCommand
+from agent_fleet.policy.bash._git import parse_git
 from agent_fleet.policy.rules._verdict import Violation
 
-__all__ = ["DEFAULT_BRANCHES", "env_runs", "git_runs", "git_violation"]
+__all__ = ["DEFAULT_BRANCHES", "RULES", "git_violation", "lease_on_default", "lease_push"]
+
+#: The ids these rules decide, with what each guards against.
+RULES: dict[str, str] = {
+    "git-reset-hard": "git reset --hard (discards uncommitted work)",
+    "git-push-force": "git push --force/-f/+refspec/--mirror, a lease-protected force to main/master, or"
+    " deleting main/master on the remote",
+    "git-worktree-remove": "git worktree remove|prune",
+    "git-destroy": "git clean, checkout/restore of the whole tree, stash clear, branch -D, reflog expire,"
+    " gc --prune=now, filter-branch, rm -r ., removing .git: uncommitted work or history destroyed",
+    "git-config-shell": "git configuration that runs code we cannot see (core.hooksPath, --config-env)",
+}
 
 DEFAULT_BRANCHES = frozenset({"main", "master", "refs/heads/main", "refs/heads/master"})
 
-_SHELL_KEY = re.compile(
-    r"core\.(editor|pager|sshcommand|askpass|fsmonitor|gitproxy)|sequence\.editor|diff\.external"
-    r"|diff\..+\.(textconv|command)|filter\..+\.(clean|smudge|process)|gpg(\..+)?\.program"
-    r"|merge\..+\.driver|(merge|diff)tool\..+\.cmd|pager\..+|credential(\..+)?\.helper"
-    r"|uploadpack\.packobjectshook|remote\..+\.(receivepack|uploadpack|proxy)|web\.browser"
-    r"|browser\..+\.(cmd|path)|man\..+\.(cmd|path)|sendemail\.(smtpserver|sendmailcmd)|alias\..+",
-    re.IGNORECASE,
-)
-_ENV_SHELL = frozenset(
-    {"GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS"}
-    | {"SSH_ASKPASS", "GIT_PROXY_COMMAND", "EDITOR", "VISUAL", "PAGER", "MANPAGER", "GIT_SSH", "BROWSER"}
-    | {"LESSOPEN", "LESSCLOSE", "PROMPT_COMMAND", "SUDO_ASKPASS", "RSYNC_RSH", "CVS_RSH", "DIFF_EXTERNAL"}
-)
-#: Variables that make programs load code from a file we cannot see.
-_ENV_OPAQUE = frozenset(
-    {"BASH_ENV", "ENV", "LD_PRELOAD", "LD_AUDIT", "PERL5OPT", "PYTHONSTARTUP", "NODE_OPTIONS", "RUBYOPT"}
-    | {"GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "ZDOTDIR", "DYLD_INSERT_LIBRARIES", "GCONV_PATH"}
-    # A configuration file of its own (hooks path, fsmonitor, pager ... in a file we cannot see).
-    | {"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"}
-)
-#: NODE_OPTIONS flags that tune node without loading code (`--require`/`--import`/`--loader` do load it).
-_NODE_SAFE = re.compile(
-    r"--(max-old-space-size|max-semi-space-size|stack-size|enable-source-maps|no-warnings|trace-warnings"
-    r"|no-deprecation|trace-deprecation|openssl-legacy-provider|experimental-vm-modules|max-http-header-size"
-    r"|unhandled-rejections|dns-result-order|use-openssl-ca|tls-min-v1\.[0-3]|trace-uncaught|heapsnapshot-near-heap-limit"
-    r"|experimental-specifier-resolution|no-experimental-fetch|disable-warning|expose-gc)(=\S*)?$"
-)
-_GLOBAL_VALUES = frozenset(
-    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env", "--exec-path"}
-)
 #: Keys that make the new clone run a command (`git clone -c KEY=VALUE`).
 _CLONE_CODE_KEYS = re.compile(
     r"core\.(fsmonitor|sshcommand|pager|editor|askpass|hookspath|gitproxy)|alias\..*|credential\..*helper"
@@ -68,142 +40,6 @@ _CLONE_CODE_KEYS = re.compile(
     re.IGNORECASE,
 )
 _BROAD = re.compile(r"^(?:\.|\./|\.\./?|:/|:/\*|:\(top\).*|\*|/|\*\*?/?.*|:\(glob\).*|:!.*|:\^.*|\.\*)$")
-
-
-def _value_runs(key: str, value: str) -> list[Inner]:
-    lower = key.lower()
-    if lower.startswith("alias."):
-        return [Inner("script", text=value[1:])] if value.startswith("!") else []
-    if lower.startswith("credential") and not value.startswith("!") and not value.startswith("/"):
-        return []  # credential.helper=store: a git-credential-* helper
-    if _SHELL_KEY.fullmatch(lower):
-        return [Inner("script", text=value[1:] if value.startswith("!") else value)]
-    return []
-
-
-def env_runs(name: str, value: str) -> list[Inner]:
-    """What setting ``name=value`` in a command's environment makes run."""
-    if name in _ENV_SHELL:
-        return [Inner("script", text=value)] if value else []
-    if name == "NODE_OPTIONS" and all(_NODE_SAFE.match(word) for word in value.split()):
-        return []  # `--max-old-space-size=8192`: tuning, no code loaded
-    if name in _ENV_OPAQUE and value:
-        return [Inner("opaque", text=f"{name} makes programs load code from {value!r}")]
-    if name == "GIT_CONFIG_PARAMETERS":
-        found: list[Inner] = []
-        for item in re.findall(r"'((?:[^']|'\\'')*)'", value):
-            key, _, val = item.partition("=")
-            found.extend(_value_runs(key, val))
-        return found
-    if name.startswith("GIT_CONFIG_VALUE_") and value:
-        return [Inner("script", text=value)]
-    return []
-
-
-@dataclass(slots=True)
-class _Invocation:
-    sub: str = ""
-    rest: list[str] = field(default_factory=list)
-    config: list[tuple[str, str]] = field(default_factory=list)
-    config_env: bool = False
-
-
-def _parse(argv: Sequence[str]) -> _Invocation:
-    args = list(argv[1:])
-    inv = _Invocation()
-    aliases: dict[str, str] = {}
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        arg = args[i]
-        name, eq, value = arg.partition("=")
-        if name in _GLOBAL_VALUES:
-            if not eq:
-                value = args[i + 1] if i + 1 < len(args) else ""
-                i += 1
-            if name == "-c":
-                key, _, val = value.partition("=")
-                inv.config.append((key, val))
-                if key.lower().startswith("alias."):
-                    aliases[key[len("alias.") :]] = val
-            elif name == "--config-env":
-                inv.config_env = True
-        i += 1
-    if i >= len(args):
-        return inv
-    inv.sub, inv.rest = args[i], args[i + 1 :]
-    for _ in range(5):  # aliases defined on the command line: `git -c alias.x='reset --hard' x`
-        alias = aliases.pop(inv.sub, None)
-        if alias is None or alias.startswith("!"):
-            break
-        try:
-            words = shlex.split(alias)
-        except ValueError:
-            break
-        if not words:
-            break
-        inv.sub, inv.rest = words[0], words[1:] + inv.rest
-    return inv
-
-
-def _values(rest: Sequence[str], short: str, longs: tuple[str, ...]) -> list[str]:
-    found: list[str] = []
-    for i, arg in enumerate(rest):
-        name, eq, value = arg.partition("=")
-        if name in longs or (short and arg.startswith(short) and not arg.startswith("--")):
-            if name in longs and eq:
-                found.append(value)
-            elif arg == short or name in longs:
-                found.append(rest[i + 1] if i + 1 < len(rest) else "")
-            elif short and arg.startswith(short) and len(arg) > len(short):
-                found.append(arg[len(short) :])
-    return found
-
-
-def git_runs(argv: Sequence[str]) -> list[Inner]:
-    """The shell texts and argvs this git invocation runs (see the module docstring)."""
-    inv = _parse(argv)
-    found: list[Inner] = []
-    for key, value in inv.config:
-        found.extend(_value_runs(key, value))
-    rest = inv.rest
-    operands = [arg for arg in rest if not arg.startswith("-")]
-    scripts: list[str] = []
-    match inv.sub:
-        case "submodule":
-            if operands[:1] == ["foreach"]:
-                after = rest[rest.index("foreach") + 1 :]
-                words = [w for w in after if w not in ("--recursive", "-q", "--quiet")]
-                scripts.append(" ".join(words))
-        case "rebase":
-            scripts += _values(rest, "-x", ("--exec",))
-        case "bisect":
-            if operands[:1] == ["run"]:
-                after = rest[rest.index("run") + 1 :]
-                if after:
-                    found.append(Inner("argv", argv=tuple(after)))
-        case "difftool" | "mergetool":
-            scripts += _values(rest, "-x", ("--extcmd",))
-        case "grep":
-            scripts += _values(rest, "-O", ("--open-files-in-pager",))
-        case "send-email":
-            scripts += _values(rest, "", ("--sendmail-cmd", "--smtp-server"))
-        case "config":
-            words = [w for w in rest if not w.startswith("-")]
-            if words[:1] in (["set"], ["--add"]):
-                words = words[1:]
-            if len(words) >= 2:
-                found.extend(_value_runs(words[0], words[1]))
-        case _:
-            pass
-    scripts += _values(rest, "", ("--upload-pack", "--receive-pack", "--exec"))
-    if inv.sub in ("clone", "fetch", "pull", "ls-remote"):
-        scripts += _values(rest, "-u", ())
-    for arg in rest:
-        if arg.startswith("ext::"):  # words split on spaces; `% ` is a space inside a word, `%%` a `%`
-            words = [w.replace("\0", " ").replace("%%", "%") for w in arg[5:].replace("% ", "\0").split()]
-            found.append(Inner("argv", argv=tuple(words)))
-    found.extend(Inner("script", text=text) for text in scripts if text)
-    return found
 
 
 def _destroy(reason: str) -> Violation:
@@ -255,7 +91,7 @@ def _project_hooks(path: str) -> bool:
 
 def git_violation(argv: Sequence[str]) -> Violation | None:
     """The git rule this invocation breaks, or ``None`` (see the module docstring)."""
-    inv = _parse(argv)
+    inv = parse_git(argv)
     if inv.config_env:
         return Violation(rule="git-config-shell", reason="git --config-env sets configuration we cannot see")
     for key, value in inv.config:
@@ -383,7 +219,40 @@ def git_violation(argv: Sequence[str]) -> Violation | None:
             return None
 
 
+def _branch(ref: str) -> str:
+    """The branch a refspec's destination names: ``HEAD:refs/heads/main`` -> ``main``."""
+    target = ref.lstrip("+").rpartition(":")[2] if ":" in ref else ref.lstrip("+")
+    return target.removeprefix("refs/heads/")
+
+
+def lease_push(rest: Sequence[str]) -> tuple[bool, list[str]]:
+    """``(lease, branches)``: a lease-protected force (``--force-with-lease``, ``--force-if-includes``)
+    and the branches the push names (its refspecs' destinations and the leases' refs)."""
+    lease = False
+    branches: list[str] = []
+    positional: list[str] = []
+    for arg in rest:
+        name, eq, value = arg.partition("=")
+        if name in ("--force-with-lease", "--force-if-includes") or (
+            len(name) >= 9 and "--force-with-lease".startswith(name)
+        ):
+            lease = True
+            if eq and value:
+                branches.append(_branch(value.partition(":")[0]))
+        elif not arg.startswith("-"):
+            positional.append(arg)
+    branches += [_branch(ref) for ref in positional[1:]]
+    return lease, branches
+
+
 def _push(rest: Sequence[str]) -> Violation | None:
+    lease, branches = lease_push(rest)
+    default = next((b for b in branches if b in DEFAULT_BRANCHES), None)
+    if lease and default is not None:
+        return Violation(
+            rule="git-push-force",
+            reason=f"a lease-protected force push still rewrites the default branch {default!r}",
+        )
     force = delete = mirror = False
     positional: list[str] = []
     i = 0
@@ -429,4 +298,29 @@ def _push(rest: Sequence[str]) -> Violation | None:
         target = ref[1:] if ref.startswith(":") else ref
         if (ref.startswith(":") or delete) and target in DEFAULT_BRANCHES:
             return Violation(rule="git-push-force", reason=f"deleting the remote default branch {target!r}")
+    return None
+
+
+def lease_on_default(commands: Sequence[SimpleCommand]) -> Violation | None:
+    """``git checkout main && git push --force-with-lease``: a lease push with no branch named, after
+    the script switched to the default branch."""
+    current: str | None = None
+    for cmd in commands:
+        if cmd.program != "git":
+            continue
+        inv = parse_git(cmd.argv)
+        words = [a for a in inv.rest if not a.startswith("-")]
+        if (
+            inv.sub in ("checkout", "switch")
+            and words
+            and not any(a in ("-b", "-B", "-c", "-C") for a in inv.rest)
+        ):
+            current = _branch(words[0])
+        elif inv.sub == "push":
+            lease, branches = lease_push(inv.rest)
+            if lease and not branches and current in DEFAULT_BRANCHES:
+                return Violation(
+                    rule="git-push-force",
+                    reason=f"a lease-protected force push of {current!r}, the default branch",
+                )
     return None

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Final
 
+from agent_fleet.policy.bash._code import UNKNOWN
 from agent_fleet.policy.bash._shell import ParsedScript, Redirect, SimpleCommand
 from agent_fleet.policy.bash._unwrap import (
     PRIVILEGE,
@@ -53,6 +54,7 @@ from agent_fleet.policy.bash._unwrap import (
     is_dynamic,
     normalise_program,
 )
+from agent_fleet.policy.rules._execution import RULES as EXECUTION_RULES
 from agent_fleet.policy.rules._execution import (
     cloned_then_run,
     decoder_to_shell,
@@ -63,6 +65,7 @@ from agent_fleet.policy.rules._execution import (
     shell_escape,
     unresolved_program,
 )
+from agent_fleet.policy.rules._files import RULES as FILE_RULES
 from agent_fleet.policy.rules._files import (
     credential_violation,
     leaked_later,
@@ -70,7 +73,8 @@ from agent_fleet.policy.rules._files import (
     redirect_violation,
 )
 from agent_fleet.policy.rules._flags import LONG_OPTIONS, canonical, short_flags
-from agent_fleet.policy.rules._git import git_violation
+from agent_fleet.policy.rules._git import RULES as GIT_RULES
+from agent_fleet.policy.rules._git import git_violation, lease_on_default
 from agent_fleet.policy.rules._links import (
     LINK_RULES,
     link_violation,
@@ -80,36 +84,33 @@ from agent_fleet.policy.rules._links import (
 )
 from agent_fleet.policy.rules._machine import machine_violation
 from agent_fleet.policy.rules._secret_use import secret_exposure
+from agent_fleet.policy.rules._system import RULES as SYSTEM_RULES
 from agent_fleet.policy.rules._system import system_violation
 from agent_fleet.policy.rules._targets import inside, protected_reason, resolve_target
+from agent_fleet.policy.rules._unseen import UNSEEN_RULES, deletes_sources, unseen_operands
 from agent_fleet.policy.rules._verdict import VIRTUAL_CWD, RuleContext, Violation
 
-__all__ = ["BUILTIN_RULES", "RuleContext", "Violation", "find_violation"]
+__all__ = ["BUILTIN_RULES", "RULES", "RuleContext", "Violation", "find_violation"]
 
-#: Stable ids of the built-in rules and what each guards against.
-BUILTIN_RULES: dict[str, str] = {
+#: The ids this module's rules decide, with what each guards against.
+RULES: dict[str, str] = {
     "rm-root": "recursive removal of /, the home directory, a system directory or a glob over one",
     "recursive-chmod-root": "recursive chmod/chown/chgrp of a protected path or one outside the workspace",
     "disk-write": "mkfs, dd of=/dev/..., shred/wipefs of devices, redirections into device nodes",
-    "git-reset-hard": "git reset --hard (discards uncommitted work)",
-    "git-push-force": "git push --force/-f/+refspec/--mirror, or deleting main/master on the remote",
-    "git-worktree-remove": "git worktree remove|prune",
-    "git-destroy": "git clean, checkout/restore of the whole tree, stash clear, branch -D, reflog expire,"
-    " gc --prune=now, filter-branch, rm -r ., removing .git: uncommitted work or history destroyed",
-    "git-config-shell": "git configuration that runs code we cannot see (core.hooksPath, --config-env)",
     "privilege-escalation": "sudo, sudoedit, doas, su, pkexec, run0",
-    "download-to-shell": 'downloaded content executed: curl|sh, bash <(curl ...), sh -c "$(curl ...)"',
-    "decoder-to-shell": "decoded or transformed text executed: base64 -d | sh, rev | sh, eval $(xxd -r)",
-    "opaque-code": "code we cannot see is run: computed commands in inline code, sed s///e, exec(decode())",
-    "dynamic-command": "a destructive command whose program or target cannot be resolved statically",
     "fork-bomb": "a function that calls itself in a pipeline or in the background",
-    "system": "whole-machine commands: kill -1, shutdown, reboot, firewall, SELinux/AppArmor, sysctl ...",
-    "vital-path": "writing, moving or deleting system files, another user's home, shell start-up files,"
-    " ~/.ssh, ~/.config and other home configuration, or installing cron jobs",
-    "write-outside-workspace": "writing, moving or deleting a path outside the session's workspace",
-    "credential-access": "reading credential files (~/.ssh, ~/.aws, ~/.netrc ...), exporting secret keys,"
-    " or sending the environment or secret variables over the network",
+}
+
+#: Every id a built-in rule may decide, gathered from the tables the rule modules keep next to the
+#: rules (a test checks that every id a rule can return is in one of them).
+BUILTIN_RULES: dict[str, str] = {
+    **RULES,
+    **GIT_RULES,
+    **EXECUTION_RULES,
+    **SYSTEM_RULES,
+    **FILE_RULES,
     **LINK_RULES,
+    **UNSEEN_RULES,
 }
 
 _HARMLESS_DEVICES = frozenset(
@@ -229,6 +230,13 @@ def _is_device(word: str) -> bool:
 _DYNAMIC_TARGET = re.compile(r"^(?:\$\{[^}]*\}|\$[A-Za-z_0-9@*#?!$-]+|\$\(.*\)|`.*`|[/.*\s])*$", re.DOTALL)
 
 
+def _shown(word: str) -> str:
+    """A target for a reason: a path inline code computes (``$?`` in ``_code``) is said so."""
+    if word == UNKNOWN:
+        return "a path the inline code computes"
+    return repr(word.replace(UNKNOWN, "<computed>")) if UNKNOWN in word else repr(word)
+
+
 def _unresolvable(word: str) -> bool:
     """A target whose value is wholly unknown: ``$R``, ``"$(cmd)"``, ``${X}/``; not ``$TMPDIR/foo``."""
     return is_dynamic(word) and _DYNAMIC_TARGET.match(word) is not None
@@ -254,9 +262,8 @@ def _rm(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
         return Violation(rule="dynamic-command", reason="xargs rm -r of names read from a file")
     for word in targets:
         if _unresolvable(word):
-            return Violation(
-                rule="dynamic-command", reason=f"recursive removal of {word!r}, whose value cannot be known"
-            )
+            reason = f"recursive removal of {_shown(word)}, whose value cannot be known"
+            return Violation(rule="dynamic-command", reason=reason)
     return None
 
 
@@ -367,7 +374,8 @@ def _dynamic_target(cmd: SimpleCommand, words: Sequence[str], what: str) -> Viol
     """A destructive command's target whose value cannot be known (``chmod -R 777 $X``)."""
     for word in words:
         if _unresolvable(word):
-            return Violation(rule="dynamic-command", reason=f"{what} {word!r}, whose value cannot be known")
+            reason = f"{what} {_shown(word)}, whose value cannot be known"
+            return Violation(rule="dynamic-command", reason=reason)
     return None
 
 
@@ -526,6 +534,8 @@ _COMMAND_RULES: tuple[Callable[[SimpleCommand, RuleContext], Violation | None], 
     machine_violation,
     secret_exposure,
     lambda cmd, _ctx: shell_escape(cmd) or lone_dynamic(cmd),
+    unseen_operands,
+    lambda cmd, _ctx: deletes_sources(cmd),
 )
 
 
@@ -551,4 +561,5 @@ def find_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
         run_later(script.commands, ctx)
         or cloned_then_run(script.commands)
         or leaked_later(script.commands, ctx)
+        or lease_on_default(script.commands)
     )

@@ -48,7 +48,9 @@ _TRANSFORMS = frozenset(
         "openssl",
     }
 )
-_SECRET_PATTERN = re.compile(r"secret|token|passw|api_?key|access_key|private|credential|auth", re.I)
+_SECRET_PATTERN = re.compile(
+    r"secret|token|pass|pwd|key|private|cred|auth|session|cookie|bearer|jwt|dsn|database", re.I
+)
 _ENV_SOURCES = frozenset({"env", "printenv", "set", "export", "declare", "typeset", "compgen"})
 _FILTERS = frozenset({"grep", "egrep", "fgrep", "rg", "awk", "sed", "cut"})
 _SEARCHERS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "ugrep", "git-grep"})
@@ -75,6 +77,17 @@ def _shows_variable(cmd: SimpleCommand) -> str | None:
     if cmd.program in _PRINTERS | _TRANSFORMS:
         return next((found for argv in cmd.stdin if (found := _printed(argv, [])) is not None), None)
     return None
+
+
+def _named_secret_shown(cmd: SimpleCommand) -> str | None:
+    """``declare -p TOKEN``, ``typeset -p AWS_SECRET_ACCESS_KEY``: a secret-named variable printed."""
+    if cmd.program not in ("declare", "typeset", "local", "readonly", "export"):
+        return None
+    options = [a for a in cmd.argv[1:] if a.startswith("-")]
+    if not any("p" in option for option in options):
+        return None
+    names = [a for a in cmd.argv[1:] if not a.startswith(("-", "+"))]
+    return next((n for n in names if re.fullmatch(_SECRET_NAME, n, re.I)), None)
 
 
 def _filtered_environment(cmd: SimpleCommand) -> bool:
@@ -109,6 +122,11 @@ def secret_exposure(cmd: SimpleCommand, ctx: RuleContext) -> Violation | None:
         return Violation(rule="credential-access", reason=f"{cmd.program} shows a secret variable: {shown!r}")
     if _filtered_environment(cmd):
         return Violation(rule="credential-access", reason="the environment filtered for secrets is shown")
+    named = _named_secret_shown(cmd)
+    if named is not None:
+        return Violation(
+            rule="credential-access", reason=f"{cmd.program} -p shows the secret variable {named}"
+        )
     tree = _whole_tree_search(cmd, ctx)
     if tree is not None:
         return Violation(

@@ -12,7 +12,7 @@ transparent: what they carry is judged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from agent_fleet.policy.bash._commands import ParsedScript, SimpleCommand
 from agent_fleet.policy.bash._unwrap import SHELLS, is_dynamic
@@ -20,11 +20,11 @@ from agent_fleet.policy.rules._files import escapes
 from agent_fleet.policy.rules._targets import inside, resolve_target
 from agent_fleet.policy.rules._verdict import RuleContext, Violation
 
-__all__ = ["STRICT_RULE", "strict_violation"]
+__all__ = ["READ_ONLY", "STRICT_RULE", "program_ok", "strict_violation", "unproven"]
 
 STRICT_RULE = "strict-unproven"
 
-_READ_ONLY = frozenset(
+READ_ONLY = frozenset(
     {"ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "ag", "fd", "tree", "stat"}
     | {"file", "du", "df", "pwd", "echo", "printf", "true", "false", "test", "[", "which", "type"}
     | {"whereis", "date", "uname", "whoami", "id", "hostname", "printenv", "diff", "cmp", "comm"}
@@ -79,9 +79,10 @@ def _python(argv: Sequence[str]) -> bool:
     return len(args) >= 2 and args[0] == "-m" and args[1] in _PYTHON_MODULES
 
 
-def _program_ok(argv: Sequence[str]) -> bool:
+def program_ok(argv: Sequence[str]) -> bool:
+    """``argv`` runs a known read-only program, a build/test invocation or a local git subcommand."""
     program = argv[0]
-    if program in _READ_ONLY:
+    if program in READ_ONLY:
         if program == "env":
             return len(argv) == 1
         if program in ("set", "export") and any(arg.startswith(("-", "+")) for arg in argv[1:2]):
@@ -129,22 +130,23 @@ def _paths_ok(cmd: SimpleCommand, ctx: RuleContext, *, read_only: bool) -> str |
     return None
 
 
+def unproven(cmd: SimpleCommand, ctx: RuleContext, judge: Callable[[Sequence[str]], bool]) -> str | None:
+    """Why ``cmd`` is not provably harmless (``judge`` decides on its argv), or ``None``."""
+    if any(is_dynamic(word) for word in cmd.argv):
+        return f"{cmd.program!r} has words whose value cannot be known"
+    if not set(cmd.wrappers) <= _WRAPPERS | SHELLS:
+        return f"{cmd.program!r} runs under {', '.join(cmd.wrappers)}"
+    if not judge(cmd.argv):
+        return f"{' '.join(cmd.argv[:2])!r} is not a known read-only or build/test command"
+    return _paths_ok(cmd, ctx, read_only=cmd.program in READ_ONLY)
+
+
 def strict_violation(script: ParsedScript, ctx: RuleContext) -> Violation | None:
     """``strict-unproven`` unless every command in ``script`` is provably harmless."""
     for cmd in script.commands:
-        if not cmd.argv:
+        if not cmd.argv or (cmd.carrier and cmd.program in SHELLS):
             continue
-        if cmd.carrier and cmd.program in SHELLS:
-            continue
-        why = None
-        if any(is_dynamic(word) for word in cmd.argv):
-            why = f"{cmd.program!r} has words whose value cannot be known"
-        elif not set(cmd.wrappers) <= _WRAPPERS | SHELLS:
-            why = f"{cmd.program!r} runs under {', '.join(cmd.wrappers)}"
-        elif not _program_ok(cmd.argv):
-            why = f"{' '.join(cmd.argv[:2])!r} is not a known read-only or build/test command"
-        else:
-            why = _paths_ok(cmd, ctx, read_only=cmd.program in _READ_ONLY)
+        why = unproven(cmd, ctx, program_ok)
         if why is not None:
             return Violation(rule=STRICT_RULE, reason=f"strict profile: {why}")
     return None

@@ -18,7 +18,12 @@ from collections.abc import Sequence
 
 from agent_fleet.policy.rules._verdict import Violation
 
-__all__ = ["INIT_NAMES", "system_violation"]
+__all__ = ["INIT_NAMES", "RULES", "system_violation"]
+
+#: The id this rule decides.
+RULES: dict[str, str] = {
+    "system": "whole-machine commands: kill -1, shutdown, reboot, firewall, SELinux/AppArmor, sysctl ...",
+}
 
 _POWER = frozenset({"shutdown", "reboot", "halt", "poweroff", "killall5", "telinit", "kexec", "sysrq"})
 _SYSTEMCTL_POWER = frozenset(
