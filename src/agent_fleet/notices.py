@@ -44,7 +44,8 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
         "stream_error": "codex exec reported a stream or model error; it may be retrying (data: message)",
         "stream_retry": (
             "codex retries the model stream: discard text streamed since the last AssistantMessage, "
-            "it comes again (data: message)"
+            "it comes again (data: message; cause, kind, http_status, attempt and max_attempts when codex "
+            "gives them: it gives up after max_attempts)"
         ),
         "warning": "a codex warning or deprecation notice (data: method and its params)",
         "session": (
@@ -113,11 +114,18 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "the task's session exists, new or resumed (data: session_id, resumed, start_head: the commit "
             "its work is measured from)"
         ),
+        "runner.shared_tree": (
+            "the task works in a tree other tasks of the batch share (no worktrees): they see and change "
+            "each other's files (data: tree, tasks)"
+        ),
         "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
         "(data: session_id, reason)",
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",
         "runner.gate_started": "the task's gate is running (data: require_commit, command)",
-        "runner.gate": "the gate's verdict (data: passed, summary, checks)",
+        "runner.gate": (
+            "the gate's verdict (data: passed, summary, checks, output_tail: the failed checks' output, "
+            "its last 2,000 characters)"
+        ),
         "runner.review_started": "a code review of the task's changes started (data: number, target)",
         "runner.review": "a code review's findings (data: number, thread_id, findings, blocking)",
         "runner.review_skipped": "no review was run (data: reason)",
@@ -127,6 +135,10 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "(data: attempt, max_attempts, delay, code, message)"
         ),
         "runner.finished": "the task ended (data: its TaskResult, without the final text)",
+        "runner.shared_tree": (
+            "the task shares its working tree with other tasks of the batch (no worktrees): its files "
+            "changed are only what its session reported (data: tree, tasks)"
+        ),
         "runner.batch_paused": (
             "every running task lost the model: the batch starts nothing and burns no retry until it "
             "answers (data: cause, tasks, limit: seconds before the batch stops)"

@@ -68,8 +68,24 @@ def test_retries_get_a_line() -> None:
     assert describe(TaskEvent(task_id="t", source="runner", event=retry)) == (
         "retry 1/2 in 4.8s after server_error: boom"
     )
-    stream = System(subtype="stream_retry", data={"message": "Reconnecting... 1/5"})
-    assert "retrying" in str(describe(TaskEvent(task_id="t", source="agent", event=stream)))
+    stream = System(
+        subtype="stream_retry",
+        data={
+            "message": "Reconnecting... 3/5",
+            "cause": "stream disconnected before completion: stream closed early",
+            "kind": "responseStreamDisconnected",
+            "attempt": 3,
+            "max_attempts": 5,
+        },
+    )
+    assert describe(TaskEvent(task_id="t", source="agent", event=stream)) == (
+        "model stream dropped (stream disconnected before completion: stream closed early): "
+        "codex retries it, attempt 3/5 (it gives up after 5)"
+    )
+    bare = System(subtype="stream_retry", data={"message": "Reconnecting"})
+    assert describe(TaskEvent(task_id="t", source="agent", event=bare)) == (
+        "model stream dropped (Reconnecting): codex retries it"
+    )
 
 
 def test_a_push_gets_a_line_whether_it_went_through_or_not() -> None:

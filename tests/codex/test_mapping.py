@@ -69,7 +69,41 @@ CMD = {"type": "commandExecution", "id": "c1", "command": "ls", "cwd": "/w"}
         (
             "error",
             {"error": {"message": "Reconnecting... 1/5"}, "willRetry": True},
-            [System(subtype="stream_retry", data={"message": "Reconnecting... 1/5"})],
+            [
+                System(
+                    subtype="stream_retry",
+                    data={"message": "Reconnecting... 1/5", "attempt": 1, "max_attempts": 5},
+                )
+            ],
+        ),
+        (  # what codex 0.163 sends (seen with the real binary): the cause, its kind, the attempt
+            "error",
+            {
+                "error": {
+                    "message": "Reconnecting... 3/5",
+                    "codexErrorInfo": {"responseStreamDisconnected": {"httpStatusCode": None}},
+                    "additionalDetails": "stream disconnected before completion: stream closed early",
+                    "misalignment": None,
+                },
+                "willRetry": True,
+            },
+            [
+                System(
+                    subtype="stream_retry",
+                    data={
+                        "message": "Reconnecting... 3/5",
+                        "cause": "stream disconnected before completion: stream closed early",
+                        "kind": "responseStreamDisconnected",
+                        "attempt": 3,
+                        "max_attempts": 5,
+                    },
+                )
+            ],
+        ),
+        (
+            "error",
+            {"error": {"message": "Reconnecting", "codexErrorInfo": "other"}, "willRetry": True},
+            [System(subtype="stream_retry", data={"message": "Reconnecting", "kind": "other"})],
         ),
         ("thread/status/changed", {"status": {"type": "idle"}}, []),
         (

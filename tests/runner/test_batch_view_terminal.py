@@ -1,6 +1,6 @@
 """The batch's live view in a real terminal (tmux), at sizes where it used to overflow: the header's
 counts stay on screen, no line is wider than the terminal or wraps, nothing scrolls off, running and
-failed tasks are pinned.
+failed tasks are pinned, the next queued tasks shown where there is room.
 
 ``agent-fleet batch`` runs against the scripted model inside a detached tmux session of a fixed size
 (its own server: ``tmux -L``); ``capture-pane -J`` reads the screen with wrapped lines joined, so a
@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from rich.cells import cell_len
 
+from agent_fleet.cli._fleet_view import QUEUED_SHOWN
 from agent_fleet.runner._admit import shared_tree_warning
 from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
 
@@ -162,15 +163,22 @@ def test_the_live_view_fits_a_real_terminal(
         view = lines[header:]
         assert all(cell_len(line) <= width for line in view), "a line wrapped: " + max(view, key=cell_len)
         assert not re.search(r"\d…", text), "a number was cut"
-        # running and failed tasks pinned, each row on one line with its status
+        # running and failed tasks pinned, each row on one line with its status; then, with room, the
+        # next queued ones
         rows = {line.split()[0]: line for line in lines if re.match(r"(run|bad)-\d+ ", line)}
-        assert sum(1 for r in rows if r.startswith("run-")) == RUNNING, lines
+        assert sum(1 for line in rows.values() if " running " in line) == RUNNING, lines
         failed_shown = sum(1 for r in rows if r.startswith("bad-"))
         if failed_shown < FAILED:  # a short terminal: the last line says how many more
             assert f"… {FAILED - failed_shown} more failed" in lines[-1], lines
         order = list(rows)
-        assert all(r.startswith("run-") for r in order[:RUNNING]), "running first, then failures"
-        assert all((" running " if r.startswith("run-") else " failed ") in line for r, line in rows.items())
+        assert all(" running " in rows[r] for r in order[:RUNNING]), "running first"
+        failures = order[RUNNING : RUNNING + failed_shown]
+        assert all(r.startswith("bad-") for r in failures), "then failures"
+        assert all(" failed " in rows[r] for r in failures)
+        queued = order[RUNNING + failed_shown :]
+        assert all(r.startswith("run-") and " queued " in rows[r] for r in queued), "then queued ones"
+        if height >= 40:
+            assert len(queued) == QUEUED_SHOWN, lines
     finally:
         with contextlib.suppress(AssertionError):
             tmux("send-keys", "-t", "view", "C-c")  # a clean stop: the providers go with the batch

@@ -30,7 +30,7 @@ def invoke(*args: str, input: str | None = None) -> Result:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "x", "--sandbox", "bogus"], "Invalid value for '--sandbox'"),
+        (["run", "x", "--sandbox", "bogus"], "Invalid value for '-s' / '--sandbox'"),
         (["run", "x", "--no-such-flag"], "No such option"),
         (["run", "x", "--max-followups", "-1"], "Invalid value for '--max-followups'"),
         (["run", "x", "--allow", "("], "invalid regular expression '('"),
@@ -62,7 +62,8 @@ def test_allow_escalation_becomes_the_escalation_patterns(tmp_path: Path) -> Non
         "deny": (), "default_approval": "allow", "allow_host": (), "allow_mcp": (),
         "allow_escalation": (r"^\./deploy\.sh$", "^make install$"), "config": (), "gate_cmd": None,
         "require_commit": False, "max_followups": 0, "timeout": None, "retries": 0, "retry_delay": 1.0,
-        "idle_timeout": 0.0, "json_output": False, "review": False, "review_threshold": "P1",
+        "idle_timeout": 0.0, "gate_timeout": 600.0, "model_timeout": 180.0, "json_output": False,
+        "review": False, "review_threshold": "P1",
     }  # fmt: skip
     task = pop_common(kwargs).template("p", tmp_path, "t")
     assert task.spec.permission is not None

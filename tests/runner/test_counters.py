@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_fleet.events import System, TokenUsage, ToolUse
+from agent_fleet.events import System, TokenUsage, ToolResult, ToolUse
 from agent_fleet.runner import TaskCounters, TaskEvent
 from agent_fleet.runner._types import Source, notice
 
@@ -37,3 +37,22 @@ def test_review_usage_adds_up_over_reviews_and_counts_live() -> None:
     c.feed(_ev("review", TokenUsage(total_tokens=3)))  # review 2: a new session, its own total
     c.feed(notice("t", "review", number=2))
     assert c.tokens == 110 and c.usage is not None and c.usage.total_tokens == 110
+
+
+def test_files_changed_are_the_agents_completed_file_edits() -> None:
+    c = TaskCounters()
+    patch = {"changes": [{"path": "/w/a.py", "kind": "add"}, {"path": "/w/b.py", "move_path": "/w/c.py"}]}
+    for e in [
+        _ev("agent", ToolUse(id="1", name="apply_patch", input=patch)),
+        _ev("agent", ToolResult(id="1", status="completed")),
+        _ev("agent", ToolUse(id="2", name="apply_patch", input={"changes": [{"path": "/w/no.py"}]})),
+        _ev("agent", ToolResult(id="2", status="declined")),  # declined: nothing written
+        _ev("agent", ToolUse(id="3", name="Write", input={"file_path": "/w/d.py"})),
+        _ev("agent", ToolResult(id="3", is_error=True)),  # failed: nothing written
+        _ev("review", ToolUse(id="4", name="Write", input={"file_path": "/w/r.py"})),
+        _ev("review", ToolResult(id="4")),  # the reviewer's session: not the agent's
+        _ev("agent", ToolUse(id="5", name="Edit", input={"file_path": "/w/a.py"})),
+        _ev("agent", ToolResult(id="5", status="completed")),  # once
+    ]:
+        c.feed(e)
+    assert list(c.files) == ["/w/a.py", "/w/b.py", "/w/c.py"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from playwright.async_api import Request, Route, async_playwright
+from playwright.async_api import Locator, Page, Request, Route, async_playwright
 
 from agent_fleet.codex import CodexOptions
 from agent_fleet.runner._pricing import PriceTable
@@ -53,6 +53,8 @@ async def test_summary_answers_questions_and_matches_its_schema(
     # The model came from a -c style config override, not the task: the session reports it.
     assert codex_options.config.get("model") == "gpt-5.5" and ok["model"] == "gpt-5.5"
     assert ok["provider"] == "codex"
+    # ... and the scripted model answered: never labelled as the real gpt-5.5 (issue 33)
+    assert ok["scripted"] is True and ok["model_label"] == "scripted (as gpt-5.5)" and summary["scripted"]
     assert ok["tokens"]["input"] > 0 and ok["tokens"]["output"] > 0
     assert ok["cost"] == pytest.approx((ok["tokens"]["input"] * 2.0 + ok["tokens"]["output"] * 10.0) / 1e6)
     assert summary["currency"] == "USD" and summary["cost"] > 0
@@ -97,6 +99,14 @@ def _artifacts(tmp_path: Path) -> Path:
     return path
 
 
+async def _opened(page: Page, task_id: str) -> Locator:
+    """Click the task's row; its detail, once drawn."""
+    await page.locator(f'.task-row[data-task="{task_id}"] .c-status').click()
+    detail = page.locator(f'#detail[data-task="{task_id}"]')
+    await detail.locator("h2").wait_for()
+    return detail
+
+
 async def test_report_renders_in_a_real_browser(
     repo: Path, scripted_model: ScriptedModelServer, codex_options: CodexOptions, tmp_path: Path
 ) -> None:
@@ -107,6 +117,7 @@ async def test_report_renders_in_a_real_browser(
     url = report.resolve().as_uri()
     requests: list[str] = []
     blocked: list[str] = []
+    errors: list[str] = []
 
     async def only_the_page(route: Route) -> None:
         if route.request.url == url:
@@ -124,45 +135,76 @@ async def test_report_renders_in_a_real_browser(
             page = await browser.new_page(viewport={"width": 1400, "height": 900})
             await page.route("**/*", only_the_page)
             page.on("request", on_request)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
             await page.goto(url)
+            await page.locator(".task-row").first.wait_for()
+            order = [await r.get_attribute("data-task") for r in await page.locator(".task-row").all()]
+            assert sorted(order[:2]) == ["model-error", "red-gate"], f"failed tasks first: {order}"
+            assert order[2] == "stopped" and sorted(order[3:]) == ["declined", "ok"]
             for task_id, status in STATUSES.items():
-                row = page.locator(f'tr.task-row[data-task="{task_id}"]')
+                row = page.locator(f'.task-row[data-task="{task_id}"]')
                 assert await row.locator(".status").inner_text() == status, task_id
-                assert await page.locator(f"section#task-{task_id} .status").inner_text() == status
-            rule = page.locator("section#task-declined .declines li")
-            assert "git-reset-hard" in await rule.inner_text()
-            assert DECLINED in await rule.inner_text()
-            exit_code = page.locator("section#task-red-gate tr.command .exit-code")
-            assert await exit_code.inner_text() == "2"
-            assert GATE_OUTPUT in await page.locator("section#task-red-gate .gate-output").inner_text()
+            # the scripted model is named as such, in the page and in each task's model
+            assert "SCRIPTED" in await page.locator("#scripted").inner_text()
+            # the time axis has ticks, from 0
+            ticks = await page.locator("#axis .tick").all_inner_texts()
+            assert len(ticks) >= 2 and ticks[0] == "0s", ticks
+
+            declined = await _opened(page, "declined")
+            assert await declined.locator(".status").first.inner_text() == "succeeded"
+            rule = declined.locator(".declines li")
+            assert "git-reset-hard" in await rule.inner_text() and DECLINED in await rule.inner_text()
+            assert "scripted (as gpt-5.5)" in await declined.locator("dl").inner_text()
+            red = await _opened(page, "red-gate")
+            assert await red.locator("tr.command .exit-code").inner_text() == "2"
+            assert GATE_OUTPUT in await red.locator(".gate-output").inner_text()
+            assert await page.evaluate("location.hash") == "#task-red-gate", "an opened task can be linked"
+
+            ok = await _opened(page, "ok")
             # Command output starts collapsed and opens on a click.
-            output = page.locator("section#task-ok tr.command details")
+            output = ok.locator("tr.command details")
             assert not await output.locator("pre").is_visible()
             await output.locator("summary").click()
             assert "hello from ok" in await output.locator("pre").inner_text()
+            # The conversation, collapsed: the agent's last message with the command it ran, in order.
+            conversation = ok.locator("details.conversation")
+            assert not await conversation.locator(":scope > ol").is_visible()
+            await conversation.locator(":scope > summary").click()
+            said = await conversation.locator(":scope > ol > li").all_inner_texts()
+            assert said[0].startswith("task") and "do the ok thing" in said[0]
+            command = next(n for n, s in enumerate(said) if "echo hello from ok" in s)
+            agent = next(n for n, s in enumerate(said) if s.startswith("agent") and "turn 1 done" in s)
+            assert command < agent, said
+            # Files changed with their lines added and removed; the diff in colour.
+            assert "+1" in await ok.locator(".files li", has_text="ok.txt").inner_text()
+            added = ok.locator("pre.diff span.add", has_text="+ok").first
+            assert await added.evaluate("e => getComputedStyle(e).backgroundColor") != "rgba(0, 0, 0, 0)"
             shot = _artifacts(tmp_path) / "report.png"
             await page.screenshot(path=str(shot), full_page=False)
             assert shot.stat().st_size > 10_000
 
-            # Filter by status: only the failed tasks stay, in the table and as sections.
+            # Filter by status: only the failed tasks stay.
             await page.select_option("#status-filter", "failed")
-            visible = [
-                await r.get_attribute("data-task") for r in await page.locator("tr.task-row:visible").all()
-            ]
+            visible = [await r.get_attribute("data-task") for r in await page.locator(".task-row").all()]
             assert sorted(visible) == ["model-error", "red-gate"]
-            assert not await page.locator("section#task-ok").is_visible()
             assert await page.locator("#shown").inner_text() == "2 shown"
             # Search by prompt text, across statuses.
             await page.select_option("#status-filter", "")
             await page.fill("#search", "declined thing")
-            visible = [
-                await r.get_attribute("data-task") for r in await page.locator("tr.task-row:visible").all()
-            ]
+            await page.locator("#shown", has_text="1 shown").wait_for()
+            visible = [await r.get_attribute("data-task") for r in await page.locator(".task-row").all()]
             assert visible == ["declined"]
             await page.fill("#search", "")
-            assert await page.locator("tr.task-row:visible").count() == len(STATUSES)
+            await page.locator("#shown", has_text=f"{len(STATUSES)} shown").wait_for()
+
+            # Dark mode from the system's setting.
+            light = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+            await page.emulate_media(color_scheme="dark")
+            dark = await page.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert (light, dark) == ("rgb(255, 255, 255)", "rgb(13, 17, 23)")
         finally:
             await browser.close()
+    assert errors == []
     assert requests == [url], f"the page made requests: {requests}"
     assert blocked == []
     shutil.copy(report, _artifacts(tmp_path) / "report.html")

@@ -69,7 +69,16 @@ async def test_a_clients_allow_pattern_cannot_escape_the_daemons(
     patterns: list[str],
     escalate: bool,
 ) -> None:
-    scripted_model.enqueue(Reply(items=(_shell(f"touch {marker}", escalate=escalate),)), Reply.text("done"))
+    # Since the walls round a write outside the workspace is declined by a built-in rule before any pattern
+    # is read, so the marker that shows the floor at work is inside the workspace: only the daemon's
+    # '^git status$' stands between the client's '.*' and it.
+    inside = workspace / "marker"
+    scripted_model.enqueue(
+        Reply(
+            items=(_shell(f"touch {marker}", escalate=escalate), _shell(f"touch {inside}", escalate=escalate))
+        ),
+        Reply.text("done"),
+    )
     daemon = await make_daemon(options=codex_serve_options, permission=ONLY_GIT_STATUS)
     spec = {
         "prompt": "touch it",
@@ -80,9 +89,9 @@ async def test_a_clients_allow_pattern_cannot_escape_the_daemons(
     async with client(daemon) as http:
         records = await _run(http, spec)
         shown = (await http.get(f"/v1/sessions/{records[0]['task_id']}")).json()["spec"]["permission"]
-    assert not _exists(marker)
+    assert not _exists(marker) and not _exists(inside)
     assert records[-1]["type"] == "Result"
-    assert "not-allowed" in _denied(records)
+    assert sorted(_denied(records)) == ["not-allowed", "write-outside-workspace"]  # (two calls, any order)
     assert shown["allow_patterns"] == patterns  # the client's as sent: never combined with the daemon's
 
 

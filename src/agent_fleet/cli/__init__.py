@@ -19,13 +19,32 @@ directory under ``$XDG_STATE_HOME/agent-fleet/batches`` (else ``~/.local/state/a
 printed at the start (``record: PATH``) and as the last line; its tasks' worktrees and temporary
 directories are in the fleet's private state directory too (``docs/concepts/box.md``).
 
+What ``run`` shows on a terminal: the agent's messages and reasoning in full, each command, decline,
+gate and follow-up as lines, and below them a live part with the message being streamed, the step
+and the counts; ``batch`` shows a live view of the fleet (running and failed tasks pinned, the next
+queued ones, the latest declines and failed gates' last output lines), then one final table with
+totals, the failed gates' last lines and the report's path (a link, OSC 8, on a terminal). ``-q``
+shows only the result (``run``: with the final message); ``-v`` adds each command's exit code and its
+output's last lines. ``--default-approval ask``: ``run`` on a terminal asks you about each request
+no rule decides (``y`` allow once, ``s`` allow for the session, ``n`` decline); with ``--server`` the
+daemon asks; anywhere else (``batch`` without ``--server``, no terminal) ``ask`` is a usage error.
+
+Flags codex users know: ``-m``/``--model``, ``-s``/``--sandbox``, ``-C``/``--cd`` (also ``--cwd``),
+``-V``/``--version``, ``doctor --json``, ``-q``/``-v``. Shell completion (bash, zsh or fish), e.g. in
+``~/.bashrc``::
+
+    eval "$(_AGENT_FLEET_COMPLETE=bash_source agent-fleet)"
+
+(``_AGENT_FLEET_COMPLETE=zsh_source agent-fleet`` in ``~/.zshrc``;
+``_AGENT_FLEET_COMPLETE=fish_source agent-fleet | source`` in fish's config).
+
 Every failure prints one line saying what to do, never a traceback (set ``AGENT_FLEET_DEBUG=1`` to get
 one for an internal error).
 """
 
 from agent_fleet.cli import _account, _serve  # noqa: F401 - register `login`, `logout`, `serve`
 from agent_fleet.cli._commands import cli, main
+from agent_fleet.cli._describe import describe
 from agent_fleet.cli._options import parse_config_overrides
-from agent_fleet.cli._view import describe
 
 __all__ = ["cli", "describe", "main", "parse_config_overrides"]

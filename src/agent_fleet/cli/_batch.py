@@ -28,7 +28,7 @@ from agent_fleet.runner.ledger import Ledger
 __all__ = ["BatchSettings", "force_stop", "settings_for"]
 
 #: every other flag of the batch command is recorded with the batch
-_NOT_RECORDED = frozenset({"config", "json_output", "out_dir"})
+_NOT_RECORDED = frozenset({"config", "json_output", "out_dir", "quiet", "verbose"})
 _TUPLES = frozenset({"allow", "deny", "exclude_nodes"})
 
 
@@ -55,6 +55,8 @@ class BatchSettings:
     meta: dict[str, Any] = field(default_factory=dict)
     #: tasks a resumed batch will not run again, by status (for the live view's counts)
     done: dict[str, int] = field(default_factory=dict)
+    #: the ids of the tasks this run will start, in order (the live view shows the next few)
+    queued: list[str] = field(default_factory=list)
 
 
 def _recorded(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,29 +79,31 @@ def _restore(ctx: click.Context, kwargs: dict[str, Any], recorded: Mapping[str, 
         kwargs[name] = value
 
 
-def _recorded_batch(out: Path, rerun_failed: bool) -> tuple[dict[str, Any], int, dict[str, int]]:
-    """The recorded batch's meta, its number of tasks, and those a resume will not run (by status)."""
+def _recorded_batch(out: Path, rerun_failed: bool) -> tuple[dict[str, Any], int, dict[str, int], list[str]]:
+    """The recorded batch's meta, its number of tasks, those a resume will not run (by status), and the
+    ids of those it will."""
     ledger = Ledger.open(out)
     try:
         meta, counts = ledger.meta(), ledger.counts()
+        queued = [row.id for row in ledger.to_run(rerun_failed=rerun_failed)]
     finally:
         ledger.close()
     total = sum(n for k, n in counts.items() if ":" not in k)
     done = {k.removeprefix("finished:"): n for k, n in counts.items() if k.startswith("finished:")}
     if rerun_failed:
         done = {k: n for k, n in done.items() if k == "succeeded"}
-    return meta, total, done
+    return meta, total, done, queued
 
 
-def _scan(tasks_file: Path) -> tuple[int, set[str]]:
-    """Check the whole tasks file before anything starts; keep only its size and the providers named."""
-    total = 0
+def _scan(tasks_file: Path) -> tuple[list[str], set[str]]:
+    """Check the whole tasks file before anything starts; keep only its ids and the providers named."""
+    ids: list[str] = []
     providers: set[str] = set()
     for t in iter_tasks(tasks_file):
-        total += 1
+        ids.append(t.id)
         if t.provider is not None:
             providers.add(t.provider)
-    return total, providers
+    return ids, providers
 
 
 def settings_for(
@@ -120,7 +124,7 @@ def settings_for(
         out_dir = kwargs.get("out_dir")
         if out_dir is not None and Path(out_dir).resolve() != resume_dir.resolve():
             raise UsageError("--resume OUT continues the batch in OUT: leave out --out (or give the same)")
-        recorded_meta, total, done = _recorded_batch(resume_dir, rerun == "failed")
+        recorded_meta, total, done, queued = _recorded_batch(resume_dir, rerun == "failed")
         recorded = recorded_meta.get("cli")
         if isinstance(recorded, dict):
             _restore(ctx, kwargs, recorded)
@@ -132,7 +136,8 @@ def settings_for(
             raise UsageError("missing TASKS.jsonl (or --resume OUT to continue a batch)")
         if rerun is not None:
             raise UsageError("--rerun goes with --resume OUT (it re-runs tasks of a recorded batch)")
-        total, providers = _scan(tasks_file)
+        queued, providers = _scan(tasks_file)
+        total = len(queued)
         tasks = iter_tasks(tasks_file)
         meta = {"cli": _recorded(kwargs), "tasks_file": str(tasks_file.resolve())}
         # The record's default place is the fleet's state directory: never a tree the agents commit.
@@ -168,6 +173,7 @@ def settings_for(
         rerun_failed=rerun == "failed",
         meta=meta,
         done=done,
+        queued=queued,
     )
 
 

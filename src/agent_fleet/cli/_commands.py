@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent_fleet import __version__
+from agent_fleet.cli._ask import TerminalAsker, ask_problem, with_asker
 from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for
 from agent_fleet.cli._exits import (
     EXIT_FAILED,
@@ -27,6 +30,7 @@ from agent_fleet.cli._exits import (
     preflight,
     run_async,
 )
+from agent_fleet.cli._final import link
 from agent_fleet.cli._options import (
     common_options,
     parse_config_overrides,
@@ -91,6 +95,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
+    "-V",
     "--version",
     is_flag=True,
     expose_value=False,
@@ -107,7 +112,14 @@ def cli() -> None:
 
 @cli.command("run")
 @click.argument("prompt")
-@click.option("--cwd", type=click.Path(path_type=Path), help="Directory the agent works in (default: here).")
+@click.option(
+    "-C",
+    "--cd",
+    "--cwd",
+    "cwd",
+    type=click.Path(path_type=Path),
+    help="Directory the agent works in (default: here).",
+)
 @click.option(
     "--transcript", type=click.Path(dir_okay=False, path_type=Path), help="Write every event here (JSONL)."
 )
@@ -124,10 +136,17 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
         options = common.options()
         task = common.template(text, cwd, f"run-{time.strftime('%Y%m%d-%H%M%S')}")
         remote = common.remote()
+        progress_console, console = consoles(common.json_output)
+        progress = Progress(
+            progress_console, json_output=common.json_output, batch=False, verbosity=common.verbosity
+        )
+        if common.default_approval == "ask" and remote is None:  # the person at this terminal decides
+            problem = ask_problem(batch=False, stdin=sys.stdin, terminal=progress_console.is_terminal)
+            if problem is not None:
+                raise UsageError(problem)
+            options = with_asker(options, TerminalAsker(progress), common.provider)
         if remote is None:
             preflight(common.provider, options)
-        progress_console, console = consoles(common.json_output)
-        progress = Progress(progress_console, json_output=common.json_output, batch=False)
 
         async def go(stop: asyncio.Event) -> TaskResult:
             with progress:
@@ -151,6 +170,8 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
 
         result = run_async(go, progress_console)
         progress.summary(result.to_dict())
+        if common.quiet and result.final_text and not common.json_output:
+            console.print(Redactor().text(result.final_text.strip()), highlight=False, soft_wrap=True)
         style, line = result_line(result)
         console.print(Text(line, style=style))
         if result.transcript is not None:
@@ -191,7 +212,12 @@ def run_command(prompt: str, cwd: Path | None, transcript: Path | None, **kwargs
     help="With --resume: also run the failed tasks again, afresh, on their branches.",
 )
 @click.option(
-    "--cwd", type=click.Path(path_type=Path), help="Directory for tasks without a cwd (default: here)."
+    "-C",
+    "--cd",
+    "--cwd",
+    "cwd",
+    type=click.Path(path_type=Path),
+    help="Directory for tasks without a cwd (default: here).",
 )
 @click.option(
     "--backend",
@@ -272,14 +298,18 @@ def batch_command(
         remote = common.remote()
         if remote is not None and settings.backend != "local":
             raise UsageError("--server runs the batch's sessions on the daemon: it needs --backend local")
+        if common.default_approval == "ask" and remote is None:
+            raise UsageError(ask_problem(batch=True, stdin=sys.stdin, terminal=False) or "")
         # With ray each node checks its own binary and credential; with --server the daemon does.
         if settings.backend == "local" and remote is None:
             for name in sorted({common.provider, *settings.providers}):
                 preflight(name, options_for(name, options))
         price_table = load_prices(prices) if prices is not None else None
         progress_console, console = consoles(common.json_output)
-        progress = Progress(progress_console, json_output=common.json_output, batch=True)
-        progress.expect(settings.total, settings.done)
+        progress = Progress(
+            progress_console, json_output=common.json_output, batch=True, verbosity=common.verbosity
+        )
+        progress.expect(settings.total, settings.done, settings.queued)
         interrupts = Interrupts(on_force=lambda: force_stop(settings.out))
         record = settings.out.expanduser().absolute()
         progress_console.print(f"record: {record}", highlight=False, soft_wrap=True)
@@ -340,7 +370,7 @@ def batch_command(
                 console.print(line, highlight=False, soft_wrap=True)
         console.print(f"summary: {result.summary_path or 'not written (the ledger is the record)'}")
         if result.report_path is not None:
-            console.print(f"report: {result.report_path}")
+            console.print(link("report: ", result.report_path), highlight=False, soft_wrap=True)
         stopped = Redactor().text(result.stopped) if result.stopped else None
         if stopped:
             console.print(Text(f"batch stopped: {stopped}", style="red"))
@@ -460,7 +490,10 @@ def models_command(provider: str, config: tuple[str, ...], include_hidden: bool,
     type=click.Choice(SANDBOXES),
     help="The sandbox your runs use (danger-full-access: reports that the policy is the only guard).",
 )
-def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
+@click.option(
+    "--json", "json_output", is_flag=True, help="Print the checks as a JSON object (name, ok, detail, hint)."
+)
+def doctor_command(config: tuple[str, ...], sandbox: str | None, json_output: bool) -> None:
     """Check the codex binary, credentials, sandbox and app-server."""
     from agent_fleet.runner.doctor import diagnose
 
@@ -470,8 +503,13 @@ def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
         async def go(stop: asyncio.Event) -> Any:
             return await diagnose(options, sandbox=sandbox)
 
-        console = Console(highlight=False, soft_wrap=True)
+        console = Console(highlight=False, soft_wrap=True, stderr=json_output)
         checks = run_async(go, console)
+        broken = [c.name for c in checks if not c.ok]
+        if json_output:
+            report = {"ok": not broken, "checks": [dataclasses.asdict(c) for c in checks]}
+            click.echo(json.dumps(report, indent=2))
+            die(EXIT_FAILED if broken else EXIT_OK)
         for check in checks:
             mark, style = ("ok", "green") if check.ok else ("FAIL", "red")
             line = Text(f"{mark:>4}  {check.name}: {check.detail}")
@@ -479,7 +517,6 @@ def doctor_command(config: tuple[str, ...], sandbox: str | None) -> None:
             console.print(line)
             if not check.ok and check.hint:
                 console.print(f"      -> {check.hint}")
-        broken = [c.name for c in checks if not c.ok]
         if broken:
             die(EXIT_FAILED, f"doctor: {', '.join(broken)} need attention (see above)")
         die(EXIT_OK)

@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rich.console import Console
 
-from agent_fleet.cli._view import first_line
+from agent_fleet.cli._describe import first_line
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable, StorageError, UsageError
 from agent_fleet.runner import TaskResult, check_provider
 

@@ -1,5 +1,6 @@
-"""The batch's live view: a header of counts, then running and failed tasks pinned, then the latest
-others; it fits the terminal, whatever its height and width.
+"""The batch's live view: a header of counts, then running and failed tasks pinned, then the next
+queued ones and the latest others; then the latest declines and failed gates' last output lines; it
+fits the terminal, whatever its height and width.
 
 Every part is laid out in whole lines it can count: the header is packed into lines of the terminal's
 width (never breaking a label from its number; counted before the table gets the rest), each table
@@ -7,7 +8,8 @@ row and each note is one line (cells never wrap; they end with an ellipsis), and
 not fit are left out, least useful first (follow-ups, elapsed, tokens), rather than squeezing the
 step to nothing or cutting numbers.
 Whatever is computed, the whole is cropped to the terminal's height as a last guard. A render reads
-no more rows than fit: running rows in start order, then failures newest first, then the others.
+no more rows than fit: running rows in start order, then failures newest first, then up to
+``QUEUED_SHOWN`` queued tasks in the order they will start, then the others.
 """
 
 from __future__ import annotations
@@ -28,9 +30,19 @@ __all__ = ["FleetState", "fleet_view"]
 
 #: The step column never gets narrower than this while it is shown with any other optional column.
 STEP_MIN = 12
+#: Queued tasks shown (the next to start) when there is room; the header counts them all.
+QUEUED_SHOWN = 5
 _GAP = 2  # between two columns (a cell's padding of 1 on each side)
 _DECLINED_SHOWN = 3
-_STYLES = {"running": "cyan", "succeeded": "green", "failed": "red", "error": "red", "timeout": "red"}
+_GATES_SHOWN = 3
+_STYLES = {
+    "running": "cyan",
+    "succeeded": "green",
+    "failed": "red",
+    "error": "red",
+    "timeout": "red",
+    "queued": "dim",
+}
 
 
 class FleetState(Protocol):
@@ -45,6 +57,12 @@ class FleetState(Protocol):
     def other_rows(self) -> Iterator[_Row]: ...
 
     def recent_declined(self, n: int) -> list[str]: ...
+
+    def recent_gates(self, n: int) -> list[str]: ...
+
+    def queued_ids(self, n: int) -> list[str]: ...
+
+    def queued_row(self, task_id: str) -> _Row: ...
 
     def hidden_counts(self, running_shown: int, failed_shown: int) -> dict[str, int]: ...
 
@@ -123,6 +141,9 @@ def _table(rows: Sequence[_Row], width: int) -> Table:
         cells: list[str | Text] = [row.task_id, Text(row.status, style=_STYLES.get(row.status, "yellow"))]
         cells.append(row.step)
         for column in columns:
+            if row.status == "queued":  # nothing to count yet
+                cells.append("")
+                continue
             match column.name:
                 case "follow-ups":
                     cells.append(str(row.followups))
@@ -141,10 +162,11 @@ def fleet_view(state: FleetState, console: Console) -> RenderableType:
     header = state.header(width)
     header_lines = len(header.wrap(console, width))  # (one per packed line: none is wider)
     declined = state.recent_declined(_DECLINED_SHOWN)
+    gates = state.recent_gates(_GATES_SHOWN)
     room = budget - header_lines - 1  # the column names
-    notes = 1 + len(declined) if declined else 0
-    if room - notes < 2:  # a short terminal: the tasks matter more than the declines
-        declined, notes = [], 0
+    notes = (1 + len(declined) if declined else 0) + (1 + len(gates) if gates else 0)
+    if room - notes < 2:  # a short terminal: the tasks matter more than the notes
+        declined, gates, notes = [], [], 0
     room -= notes
     parts: list[RenderableType] = [header]
     if room >= 1:
@@ -161,7 +183,8 @@ def fleet_view(state: FleetState, console: Console) -> RenderableType:
             )
             shown = pinned
         else:
-            shown = pinned + _take(state.other_rows(), room - len(pinned))
+            queued = [state.queued_row(i) for i in state.queued_ids(min(QUEUED_SHOWN, room - len(pinned)))]
+            shown = pinned + queued + _take(state.other_rows(), room - len(pinned) - len(queued))
             hidden = {}
         parts.append(_table(shown, width))
         if hidden:
@@ -170,4 +193,7 @@ def fleet_view(state: FleetState, console: Console) -> RenderableType:
     if declined:
         parts.append(_line("declined:", "yellow"))
         parts.extend(_line(d, "yellow") for d in declined)
+    if gates:
+        parts.append(_line("failed gates (last line of their output):", "red"))
+        parts.extend(_line(g) for g in gates)
     return _Cropped(Group(*parts), budget)

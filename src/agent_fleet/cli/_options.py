@@ -131,6 +131,15 @@ class Common:
     review_threshold: str
     server: str | None = None
     allow_escalation: tuple[str, ...] = ()
+    quiet: bool = False
+    verbose: bool = False
+
+    @property
+    def verbosity(self) -> int:
+        """-1 (``-q``), 0, 1 (``-v``). Raises ``UsageError`` for both."""
+        if self.quiet and self.verbose:
+            raise UsageError("-q (quiet) and -v (verbose) contradict each other: give one")
+        return -1 if self.quiet else 1 if self.verbose else 0
 
     def remote(self) -> Any:
         """A ``RemoteProvider`` for ``--server`` (token from ``AGENT_FLEET_TOKEN``), or None."""
@@ -222,9 +231,11 @@ def common_options(fn: _F) -> _F:
             help="codex: the app-server (one child, many sessions); codex-exec: one `codex exec` per turn; "
             "claude: Claude Code.",
         ),
-        click.option("--model", help="Model to use (default: the provider's)."),
+        click.option("-m", "--model", help="Model to use (default: the provider's)."),
         click.option("--effort", help="Reasoning effort (e.g. low, medium, high)."),
-        click.option("--sandbox", type=click.Choice(SANDBOXES), help="Sandbox for the agent's commands."),
+        click.option(
+            "-s", "--sandbox", type=click.Choice(SANDBOXES), help="Sandbox for the agent's commands."
+        ),
         click.option("--mode", type=click.Choice(MODES), default="build", show_default=True),
         ALLOW,
         DENY,
@@ -233,8 +244,8 @@ def common_options(fn: _F) -> _F:
             type=click.Choice(["allow", "deny", "ask"]),
             default="allow",
             show_default=True,
-            help="Decision for commands no rule decides (ask: a person decides on the --server's "
-            "dashboard or API; declined where nobody can be asked).",
+            help="Decision for commands no rule decides (ask: `run` on a terminal asks you; with --server "
+            "the daemon's dashboard or API asks; elsewhere ask is refused: nobody could answer).",
         ),
         click.option(
             "--server",
@@ -316,6 +327,16 @@ def common_options(fn: _F) -> _F:
         ),
         click.option(
             "--json", "json_output", is_flag=True, help="Write events as JSON Lines, then a summary."
+        ),
+        click.option(
+            "-q", "--quiet", is_flag=True, help="No progress: only the result (run: the final message too)."
+        ),
+        click.option(
+            "-v",
+            "--verbose",
+            is_flag=True,
+            help="More lines: every command's exit code and its output's last lines (batch: every task's "
+            "lines above the live view).",
         ),
         click.option(
             "--answer",

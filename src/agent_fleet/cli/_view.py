@@ -3,193 +3,35 @@
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
-import shlex
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, RenderableType
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
-from agent_fleet.cli._fleet_view import fleet_view
-from agent_fleet.events import (
-    AssistantMessage,
-    Compaction,
-    Error,
-    McpServerStatus,
-    Reasoning,
-    System,
-    ToolResult,
-    ToolUse,
+from agent_fleet._scripted import scripted_label
+from agent_fleet.cli._describe import (
+    BATCH_NOTICES,
+    BRIEF,
+    MESSAGES,
+    VERBOSE,
+    command_text,
+    describe,
+    first_line,
 )
-from agent_fleet.runner import BatchResult, Redactor, TaskCounters, TaskEvent, TaskResult, event_record
+from agent_fleet.cli._final import FAILED_STATUSES, summary_table
+from agent_fleet.cli._fleet_view import fleet_view
+from agent_fleet.cli._run_view import Question, run_view
+from agent_fleet.events import AssistantMessage, Error, Result, System, TextDelta, ToolUse
+from agent_fleet.runner import Redactor, TaskCounters, TaskEvent, TaskResult, event_record
 from agent_fleet.runner._delta_redact import DeltaCoalescer
 
 __all__ = ["Progress", "command_text", "consoles", "describe", "first_line", "result_line", "summary_table"]
-
-
-# -- describing events for people ------------------------------------------------------------------------
-
-
-def command_text(command: Any) -> str:
-    """``/bin/bash -lc 'git status'`` -> ``git status``."""
-    text = command if isinstance(command, str) else shlex.join(str(c) for c in command or [])
-    with contextlib.suppress(ValueError):
-        words = shlex.split(text)
-        if (
-            len(words) == 3
-            and words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
-            and words[1] in ("-c", "-lc")
-        ):
-            return words[2]
-    return text
-
-
-def first_line(text: str, limit: int = 120) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-_BATCH_NOTICES = frozenset({"runner.batch_paused", "runner.batch_resumed"})
-
-
-def describe(task_event: TaskEvent) -> str | None:
-    """One line for a person, or None for events not worth a line (deltas, usage, raw notifications).
-    A sub-agent's event (``agent`` set) is marked ``[sub-agent <end of its id>]``."""
-    line = _describe(task_event)
-    agent = getattr(task_event.event, "agent", None)
-    return f"[sub-agent {agent[-8:]}] {line}" if line is not None and agent else line
-
-
-def _describe(task_event: TaskEvent) -> str | None:
-    event = task_event.event
-    prefix = "[review] " if task_event.source == "review" else ""
-    match event:
-        case System(subtype="subagent_turn", data=data):
-            what = data.get("text") or data.get("message") or ""
-            return f"finished ({data.get('status')}): {first_line(str(what))}"
-        case ToolUse(name="shell", synthetic=False, input=data):
-            return f"{prefix}$ {command_text(data.get('command'))}"
-        case ToolUse(name="apply_patch", synthetic=False, input=data):
-            changes = data.get("changes") or []
-            paths = ", ".join(f"{c.get('kind')} {Path(str(c.get('path'))).name}" for c in changes)
-            return f"{prefix}edit: {paths}"
-        case ToolUse(synthetic=False, name=name):
-            return f"{prefix}tool: {name}"
-        case ToolResult(synthetic=False, exit_code=code) if code not in (None, 0):
-            return f"{prefix}  (exit {code})"
-        case System(subtype="approval_denied", data=data):
-            what = data.get("command")
-            shown = (
-                command_text(what)
-                if what
-                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
-            )
-            return f"{prefix}declined: {shown} ({data.get('rule') or 'policy'}: {data.get('reason')})"
-        case System(subtype="approval_pending", data=data):  # parked on a daemon (serve) for a person
-            what = data.get("command")
-            shown = (
-                command_text(what)
-                if what
-                else ", ".join(map(str, data.get("paths") or [])) or data.get("kind")
-            )
-            where = data.get("dashboard") or data.get("decide")
-            return f"{prefix}waiting for approval {data.get('approval_id')}: {shown} (decide at {where})"
-        case System(subtype="approval_decided", data=data):
-            return f"{prefix}approval {data.get('approval_id')}: {data.get('decision')}"
-        case AssistantMessage(text=text) if task_event.source == "agent":
-            return f"agent: {first_line(text)}"
-        case Reasoning(text=text) if task_event.source == "agent":
-            return f"thinking: {first_line(text)}"
-        case Error(code=code, message=message):
-            return f"{prefix}turn ended: {code}: {first_line(message)}"
-        case System(subtype="runner.gate", data=data):
-            return (
-                f"gate: {data.get('summary')}"
-                if data.get("passed")
-                else f"gate FAILED: {data.get('summary')}"
-            )
-        case System(subtype="runner.retry", data=data):
-            return (
-                f"retry {data.get('attempt')}/{data.get('max_attempts')} in {data.get('delay')}s "
-                f"after {data.get('code')}: {first_line(str(data.get('message')))}"
-            )
-        case System(subtype="stream_retry") if task_event.source == "agent":
-            return "the model stream dropped; codex is retrying it"
-        case System(subtype="runner.followup", data=data):
-            return (
-                f"follow-up {data.get('number')}/{data.get('limit')}: {first_line(str(data.get('prompt')))}"
-            )
-        case System(subtype="codex_refused", data=data) if data.get("kind") == "unsandboxed_run":
-            return f"{prefix}refused to re-run outside the sandbox: {command_text(data.get('command'))}"
-        case System(subtype="codex_refused", data=data):
-            return f"{prefix}codex refused ({data.get('kind')}): {first_line(str(data.get('message')))}"
-        case System(subtype="no_os_sandbox", data=data):
-            return f"{prefix}no OS sandbox ({data.get('reason')}): the approval policy is the only guard"
-        case System(subtype="runner.started", data=data) if (
-            data.get("approvals_enforced") is False
-            or data.get("sandbox") == "danger-full-access"
-            or ("os_sandbox" in data and data["os_sandbox"] is None)
-        ):
-            lines = []
-            if data.get("approvals_enforced") is False:
-                lines.append(
-                    f"approvals: NOT enforced by the {data.get('provider')} provider "
-                    "(it never asks; only its sandbox guards this run)"
-                )
-            if data.get("sandbox") == "danger-full-access":
-                lines.append(
-                    "sandbox: OFF (danger-full-access): nothing confines the agent's commands; "
-                    "the approval policy is the only guard"
-                )
-            elif "os_sandbox" in data and data["os_sandbox"] is None:
-                lines.append(
-                    f"sandbox: no OS sandbox for the {data.get('provider')} provider here: nothing "
-                    "confines the agent's commands; the approval policy is the only guard"
-                )
-            return "\n".join(lines)
-        case System(subtype="runner.review_started", data=data):
-            target = data.get("target") or {}
-            what = target.get("sha") or target.get("base") or target.get("type")
-            return f"review #{data.get('number')}: {target.get('type')} {str(what)[:12]}"
-        case System(subtype="runner.review", data=data):
-            findings = data.get("findings") or []
-            lines = [f"review: {len(findings)} finding(s), {data.get('blocking')} blocking"]
-            lines += [f"  - {f.get('title')}" for f in findings]
-            return "\n".join(lines)
-        case System(subtype="runner.review_skipped", data=data):
-            return f"review skipped: {data.get('reason')}"
-        case System(subtype="runner.batch_paused", data=data):
-            return (
-                f"batch paused: the model is unreachable ({first_line(str(data.get('cause')))}); "
-                f"waiting up to {data.get('limit')}s for it"
-            )
-        case System(subtype="runner.batch_resumed"):
-            return "batch resumed: the model answers again"
-        case System(subtype="runner.rate_limited", data=data):
-            return f"rate limit near ({data.get('used')}% used): waiting {data.get('wait')}s before the turn"
-        case McpServerStatus(status="failed", name=name, error=error):
-            return f"{prefix}MCP server {name} failed to start: {first_line(str(error))}"
-        case Compaction() if task_event.source == "agent":
-            return "context compacted"
-        case System(subtype="runner.push", data=data):  # --backend ray --push
-            if data.get("pushed"):
-                return f"pushed {data.get('branch')} ({str(data.get('commit') or '')[:12]})"
-            return f"push of {data.get('branch')} refused: {first_line(str(data.get('error')))}"
-        case System(subtype="runner.attempt_failed", data=data):  # --backend ray: a node or actor died
-            return f"{first_line(str(data.get('reason')))}" + (" (retrying)" if data.get("retry") else "")
-        case System(subtype="runner.node_excluded", data=data):  # --backend ray: a batch-level notice
-            running = data.get("running") or []
-            moved = f"; its running tasks go elsewhere: {', '.join(map(str, running))}" if running else ""
-            return f"{data.get('where')} excluded: {first_line(str(data.get('reason')))}{moved}"
-    return None
 
 
 # -- progress output -----------------------------------------------------------------------------------
@@ -206,6 +48,9 @@ class _Row:
     counters: TaskCounters = field(default_factory=TaskCounters)  # the runner's own, while it runs
     result: dict[str, Any] | None = None  # the TaskResult summary of ``runner.finished``
     ended: float | None = None
+    streaming: str = ""  # the agent's message while it streams (``run``'s live view)
+    gate_tail: str = ""  # the last line of the latest failed gate's output
+    scripted: bool = False  # agent_fleet.testing's scripted model answers, not a real one
 
     def elapsed(self) -> float:
         return (self.ended or time.monotonic()) - self.started
@@ -229,16 +74,33 @@ class _Row:
 
 class Progress:
     """Shows a task's (or a batch's) events: rich ``Live`` on a terminal, plain lines otherwise, JSON Lines
-    with ``--json`` (then people's output goes to stderr)."""
+    with ``--json`` (then people's output goes to stderr).
+
+    ``run`` prints the agent's messages and reasoning in full, each command, decline and gate as lines
+    (above the live view on a terminal, where the message being streamed shows as it comes); a batch
+    prints first lines, tagged with the task (on a terminal only the fleet view, unless ``verbosity``
+    is 1). ``verbosity`` -1 (``-q``) shows nothing but what ``ask`` needs; 1 (``-v``) adds every
+    command's exit code and its output's last lines."""
 
     def __init__(
-        self, console: Console, *, json_output: bool, batch: bool, out: IO[str] | None = None
+        self,
+        console: Console,
+        *,
+        json_output: bool,
+        batch: bool,
+        out: IO[str] | None = None,
+        verbosity: int = 0,
     ) -> None:
         self.console = console
         self.json_output = json_output
         self.batch = batch
         self.out = out or sys.stdout
-        self.live_mode = console.is_terminal and not json_output
+        self.verbosity = verbosity
+        self.live_mode = console.is_terminal and not json_output and verbosity >= 0
+        self.detail = VERBOSE if verbosity > 0 else BRIEF if batch or verbosity < 0 else MESSAGES
+        self.question: Question | None = None  # what the terminal asks the person (``_ask``)
+        # A batch's queued tasks in the order they start (the view shows the next few).
+        self._queued: collections.deque[str] = collections.deque()
         self.rows: dict[str, _Row] = {}
         self.redactor = Redactor()
         self.deltas = DeltaCoalescer(self.redactor)
@@ -254,12 +116,16 @@ class Progress:
         self._folded_tokens = 0
         self._folded_failed = 0  # this run's failures no longer kept as rows
         self._declined: collections.deque[str] = collections.deque(maxlen=8)
+        self._gates: collections.deque[str] = collections.deque(maxlen=8)  # failed gates' last lines
         self._want_live = False
+        self._scripted = False  # a task was answered by the scripted model: the header says so
 
-    def expect(self, total: int, done: Mapping[str, int] | None = None) -> None:
-        """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run."""
+    def expect(self, total: int, done: Mapping[str, int] | None = None, queued: Iterable[str] = ()) -> None:
+        """A batch of ``total`` tasks, of which ``done`` (by status) finished in an earlier run;
+        ``queued``: the ids of those it will start, in order."""
         self.total = total
         self.done = dict(done or {})
+        self._queued = collections.deque(queued)
 
     def __enter__(self) -> Progress:
         # The live view starts with the first event: what is printed before (the batch's warnings) stays
@@ -275,10 +141,24 @@ class Progress:
 
     def _start_live(self) -> None:
         self._want_live = False
+        # A batch's view gives way to the final table (one table, not two); run's stays on the screen.
         self.live = Live(
-            console=self.console, refresh_per_second=4, get_renderable=self.render, transient=False
+            console=self.console, refresh_per_second=4, get_renderable=self.render, transient=self.batch
         )
         self.live.start()
+
+    def refresh(self) -> None:
+        """Draw the live view now (a question appeared or was answered)."""
+        if self._want_live:
+            self._start_live()
+        if self.live is not None:
+            self.live.refresh()
+
+    def say(self, text: str | Text) -> None:
+        """A line for the person, above the live view (or as a plain line)."""
+        if self._want_live:
+            self._start_live()
+        self.console.print(text, highlight=False, soft_wrap=True)
 
     def row(self, task_id: str) -> _Row:
         if task_id not in self.rows:
@@ -296,15 +176,30 @@ class Progress:
         if not task_event.task_id:  # a notice about the batch, not a task (a Ray node excluded)
             said = describe(task_event)
             if said is not None and not self.json_output:
-                self.console.print(Text(self.redactor.text(said), style="yellow"), highlight=False)
+                self.say(Text(self.redactor.text(said), style="yellow"))
             return
         row = self.row(task_event.task_id)
         event = task_event.event
-        line = describe(task_event)
+        line = describe(task_event, self.detail)
         if line is not None:
             line = self.redactor.text(line)
         row.counters.feed(task_event)
         match event:
+            case System(subtype="runner.started", data=data):
+                row.scripted = bool(data.get("scripted"))
+                self._scripted = self._scripted or row.scripted
+            case System(subtype="session", data=data) if line and row.scripted:
+                model = scripted_label(str(data.get("model")))
+                line = f"model: {model}: agent-fleet's scripted model answers, no real model"
+            case TextDelta(text=text) if task_event.source == "agent" and not self.batch:
+                row.streaming = (row.streaming + text)[-_STREAM_KEPT:]
+            case AssistantMessage() | Result() | Error() | System(subtype="stream_retry"):
+                row.streaming = ""  # shown in full as a line (or streamed again after a retry)
+            case System(subtype="runner.gate", data=data) if not data.get("passed"):
+                out = [x for x in str(data.get("output_tail") or "").splitlines() if x.strip()]
+                row.gate_tail = first_line(self.redactor.text(out[-1]), 200) if out else ""
+                if row.gate_tail:
+                    self._gates.append(f"[{row.task_id}] {row.gate_tail}")
             case ToolUse(name="shell", synthetic=False, input=data) if task_event.source == "agent":
                 row.commands.append(self.redactor.text(command_text(data.get("command"))))
             case System(subtype="approval_denied"):
@@ -326,17 +221,20 @@ class Progress:
                     self._fold(row.task_id, failed=row.status in _FAILED)
         if line and not line.startswith("  (exit") and row.ended is None:
             row.step = first_line(line, 80)
-        if (
-            line
-            and self.live_mode
-            and isinstance(event, System)
-            and event.subtype.startswith("runner.batch_")
-        ):
-            self.console.print(Text(line), highlight=False)  # the whole batch's state: said once, above
-        if line and not self.live_mode:
-            tag = f"[{task_event.task_id}] " if self.batch else ""
-            for part in line.splitlines():
-                self.console.print(Text(tag + part), highlight=False, soft_wrap=True)
+        if line and self.verbosity >= 0 and (not self.live_mode or not self.batch or self.verbosity > 0):
+            self._print(task_event.task_id, line)
+        elif line and self.live_mode and isinstance(event, System) and event.subtype in BATCH_NOTICES:
+            self.say(Text(line))  # the whole batch's state: said once, above the view
+
+    def _print(self, task_id: str, line: str) -> None:
+        """``line`` as people read it: a fleet's tagged with its task, the agent's words set apart (the
+        lines after a message's first are indented under it)."""
+        tag = f"[{task_id}] " if self.batch else ""
+        style = next((s for prefix, s in _LINE_STYLES if line.startswith(prefix)), "")
+        for n, part in enumerate(line.splitlines()):
+            text = Text(tag, style="dim") if tag else Text()
+            text.append(part if n == 0 or part.startswith("  ") else "  " + part, style=style)
+            self.console.print(text, highlight=False, soft_wrap=True)
 
     def _fold(self, task_id: str, *, failed: bool) -> None:
         kept, limit = (self._failed, _KEEP_FAILED) if failed else (self._finished, _KEEP_FINISHED)
@@ -364,6 +262,26 @@ class Progress:
 
     def recent_declined(self, n: int) -> list[str]:
         return list(self._declined)[-n:] if n > 0 else []
+
+    def recent_gates(self, n: int) -> list[str]:
+        """The last line of the latest failed gates' output, ``[task] line``, oldest first."""
+        return list(self._gates)[-n:] if n > 0 else []
+
+    def queued_row(self, task_id: str) -> _Row:
+        """A row for a task that has not started (not kept)."""
+        return _Row(task_id, step="waiting for a slot", status="queued")
+
+    def queued_ids(self, n: int) -> list[str]:
+        """The next ``n`` tasks to start (those that started already are dropped on the way)."""
+        out: list[str] = []
+        while self._queued and self._queued[0] in self.rows:
+            self._queued.popleft()
+        for task_id in self._queued:
+            if len(out) >= n:
+                break
+            if task_id not in self.rows:
+                out.append(task_id)
+        return out
 
     def hidden_counts(self, running_shown: int, failed_shown: int) -> dict[str, int]:
         """Running and failed tasks (this run's, folded ones too) a view showing so many leaves out."""
@@ -399,6 +317,8 @@ class Progress:
             if n or label != "cancelled"
         ]
         parts += [(f"tokens {tokens:,}", ""), (f"elapsed {time.monotonic() - self.started:.0f}s", "")]
+        if self._scripted:  # (last: the counts keep their place at the start of the view)
+            parts.append(("SCRIPTED model", "bold magenta"))
         text = Text(no_wrap=True, overflow="ellipsis")
         used = 0
         for part, style in parts:
@@ -414,19 +334,7 @@ class Progress:
     def render(self) -> RenderableType:
         if self.batch:
             return fleet_view(self, self.console)
-        grid = Table.grid(padding=(0, 2))
-        grid.add_column(style="bold")
-        grid.add_column()
-        for row in self.rows.values():
-            grid.add_row("step", row.step)
-            recent = row.commands[-5:]
-            grid.add_row("commands", f"{row.command_count}" + ("".join(f"\n$ {c}" for c in recent)))
-            grid.add_row("declined", "\n".join(row.declined) if row.declined else "none")
-            grid.add_row(
-                "progress",
-                f"follow-ups {row.followups}   elapsed {row.elapsed():.1f}s   tokens {row.tokens:,}",
-            )
-        return grid
+        return run_view(list(self.rows.values()), self.question, self.redactor, self.console)
 
     def summary(self, payload: dict[str, Any]) -> None:
         """The ``--json`` stream's last line (redacted here, as every event line is by ``on_event``)."""
@@ -436,7 +344,16 @@ class Progress:
             self.out.flush()
 
 
-_FAILED = ("failed", "error", "timeout")
+_FAILED = FAILED_STATUSES
+_STREAM_KEPT = 4000  # characters of a streaming message kept for the live view (it shows the last lines)
+_LINE_STYLES = (
+    ("agent: ", "bold"),
+    ("thinking: ", "dim italic"),
+    ("declined: ", "yellow"),
+    ("gate FAILED", "red"),
+    ("turn ended", "red"),
+    ("model stream dropped", "yellow"),
+)
 _KEEP_FINISHED = 200
 _KEEP_FAILED = 100
 
@@ -472,81 +389,3 @@ def consoles(json_output: bool) -> tuple[Console, Console]:
         return err, err
     out = Console(highlight=False, soft_wrap=True)
     return out, out
-
-
-#: the final table lists every task up to this many; beyond, only tasks that ran and did not succeed
-SUMMARY_ROWS = 50
-
-
-_SUMMARY_GAP = 2  # spaces after each column of the final table
-_REASON_MIN = 16
-
-
-def _summary_columns(rows: list[dict[str, str]], width: int | None) -> tuple[list[str], dict[str, int]]:
-    """The final table's columns and widths for a terminal ``width`` columns wide (None: no limit).
-
-    Each column is as wide as its widest cell (the task id at most 24, the branch at most 40); the reason
-    gets the rest. While the reason would get fewer than ``_REASON_MIN`` columns, the least needed
-    column goes (branch, tokens, duration, follow-ups: all of them are in summary.json), then the task
-    id narrows (it folds)."""
-    names = ["task", "status", "follow-ups", "duration", "tokens", "branch", "reason"]
-    caps = {"task": 24, "branch": 40}
-    widths = {n: min(max([len(n), *(len(r[n]) for r in rows)]), caps.get(n, 1 << 30)) for n in names[:-1]}
-    if width is None:
-        return names, {}
-
-    def rest() -> int:
-        return width - sum(widths[n] + _SUMMARY_GAP for n in names[:-1]) - _SUMMARY_GAP
-
-    for optional in ("branch", "tokens", "duration", "follow-ups"):
-        if rest() >= _REASON_MIN:
-            break
-        names.remove(optional)
-    if rest() < _REASON_MIN:
-        widths["task"] = max(8, widths["task"] - (_REASON_MIN - rest()))
-    widths["reason"] = max(8, rest())
-    return names, widths
-
-
-def summary_table(result: BatchResult, width: int | None = None) -> RenderableType:
-    """The batch's final table; reasons wrap (the full reason is also in summary.json). With ``width``
-    (the terminal's), the columns that would not fit are left out, so no line is wider than it."""
-    entries = list(result.entries)
-    note: Text | None = None
-    if len(entries) > SUMMARY_ROWS:
-        ran = [e for e in entries if not e.result.ok and e.state != "queued"]
-        succeeded = sum(1 for e in entries if e.result.ok)
-        queued = sum(1 for e in entries if e.state == "queued")
-        more = len(ran) - SUMMARY_ROWS
-        note = Text(
-            f"{len(entries):,} tasks: {succeeded:,} succeeded, {queued:,} not started"
-            + (f", {more:,} more that did not succeed" if more > 0 else "")
-            + " (not listed: every task is in summary.json)",
-            style="dim",
-        )
-        entries = ran[:SUMMARY_ROWS]
-    styles = {"succeeded": "green", **{s: "red" for s in _FAILED}}
-    redactor = Redactor()
-    rows = []
-    for entry in entries:
-        r = entry.result
-        rows.append(
-            {
-                "task": r.task_id,
-                "status": r.status if entry.state != "interrupted" else "interrupted",
-                "follow-ups": str(r.followups),
-                "duration": f"{r.duration:.1f}s",
-                "tokens": f"{r.tokens:,}",
-                "branch": entry.branch or "",
-                "reason": redactor.text(r.reason).strip()
-                + (f" (worktree kept: {entry.worktree})" if entry.worktree else ""),
-                "style": styles.get(r.status, "yellow"),
-            }
-        )
-    names, widths = _summary_columns(rows, width)
-    table = Table(title="agent-fleet batch", box=None, padding=(0, _SUMMARY_GAP, 0, 0), header_style="bold")
-    for name in names:
-        table.add_column(name, overflow="fold", width=widths.get(name), no_wrap=name in ("status",))
-    for row in rows:
-        table.add_row(*(Text(row[n], style=row["style"]) if n == "status" else row[n] for n in names))
-    return table if note is None else Group(table, note)

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from agent_fleet.events import ErrorCode
 
-__all__ = ["error_code_for", "http_status"]
+__all__ = ["error_code_for", "http_status", "stream_retry_data"]
 
 # codexErrorInfo (string variants) -> (code, retryable). Anything else codex adds later: turn_failed.
 _INFO_CODES: Final[dict[str, tuple[ErrorCode, bool]]] = {
@@ -130,3 +130,31 @@ def error_code_for(error: dict[str, Any] | None) -> tuple[ErrorCode, bool]:
         kind = next(iter(info))
         return _for_status(http_status(error), connection=kind in _CONNECTION_KINDS)
     return "turn_failed", False
+
+
+# codex names a stream retry's attempt only in its message ("Reconnecting... 3/5"): no field carries it.
+_ATTEMPT: Final = re.compile(r"(\d+)\s*/\s*(\d+)")
+
+
+def stream_retry_data(error: dict[str, Any] | None) -> dict[str, Any]:
+    """``System(stream_retry)``'s data from the ``TurnError`` of an ``error`` notification codex retries:
+    ``message``; ``cause`` (codex's ``additionalDetails``, e.g. "stream disconnected before completion:
+    ..."); ``kind`` (the ``codexErrorInfo`` variant) and ``http_status`` when there is one; ``attempt`` and
+    ``max_attempts`` (codex gives up after ``max_attempts``) when its message names them."""
+    error = error or {}
+    message = error.get("message")
+    data: dict[str, Any] = {"message": message if isinstance(message, str) else ""}
+    details = error.get("additionalDetails")
+    if isinstance(details, str) and details:
+        data["cause"] = details
+    info = error.get("codexErrorInfo")
+    kind = next(iter(info), None) if isinstance(info, dict) else info
+    if isinstance(kind, str):
+        data["kind"] = kind
+    status = http_status(error)
+    if status is not None:
+        data["http_status"] = status
+    found = _ATTEMPT.search(data["message"])
+    if found:
+        data["attempt"], data["max_attempts"] = int(found.group(1)), int(found.group(2))
+    return data

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from agent_fleet._provider.fastnew import positional_new
 from agent_fleet._provider.prompt import parse_structured
-from agent_fleet.codex._errors import error_code_for, http_status
+from agent_fleet.codex._errors import error_code_for, http_status, stream_retry_data
 from agent_fleet.codex._shapes import change_drift
 from agent_fleet.events import (
     AssistantMessage,
@@ -290,7 +290,7 @@ class TurnMapper:
                 error = p.get("error") or {}
                 if p.get("willRetry"):
                     # codex retries the model stream and will stream this turn's text again.
-                    return [System(subtype="stream_retry", data={"message": error.get("message", "")})]
+                    return [System(subtype="stream_retry", data=stream_retry_data(error))]
                 self.last_error = error
                 return []
             case "turn/completed":

@@ -1,15 +1,18 @@
 """``TaskCounters``: the one place a task's counters are derived from its events.
 
 ``run_task`` feeds every event it emits and builds ``TaskResult`` (``commands``, ``declined``,
-``followups``, ``retries``, ``usage``) from it; a live view feeds the same events (local or from Ray
-nodes) to show the same numbers while the task runs, and takes the final ones from the ``TaskResult`` itself.
+``followups``, ``retries``, ``usage``, ``files_changed``) from it; a live view feeds the same events
+(local or from Ray nodes) to show the same numbers while the task runs, and takes the final ones from
+the ``TaskResult`` itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from agent_fleet.events import System, TokenUsage, ToolUse
+from agent_fleet.events import System, TokenUsage, ToolResult, ToolUse
+from agent_fleet.runner._record import FILES_LIMIT, written_paths
 from agent_fleet.runner._types import TaskEvent
 
 __all__ = ["TaskCounters", "add_usage"]
@@ -39,7 +42,11 @@ class TaskCounters:
     retries: int = 0
     agent_usage: TokenUsage | None = None
     review_usage: TokenUsage | None = None
+    #: the files the agent's session changed with its file-change tools (codex's ``apply_patch``, Claude
+    #: Code's ``Edit``/``Write``...) that completed, in order
+    files: dict[str, None] = field(default_factory=dict)
     _review_running: TokenUsage | None = None
+    _writing: dict[str, list[str]] = field(default_factory=dict)
 
     def feed(self, task_event: TaskEvent) -> None:
         event = task_event.event
@@ -59,6 +66,19 @@ class TaskCounters:
                 self.followups = int(data.get("number") or 0)
             case "runner", System(subtype="runner.retry"):
                 self.retries += 1
+            case "agent", ToolUse(synthetic=False, name=name, input=data, id=tool_id):
+                paths = written_paths(name, data)
+                if paths:
+                    self._writing[tool_id] = paths
+            case "agent", ToolResult(id=result_id, is_error=failed, status=status):
+                written = self._writing.pop(result_id, None)
+                if written and not failed and status not in ("declined", "failed"):
+                    self._add(written)
+
+    def _add(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            if len(self.files) < FILES_LIMIT:
+                self.files.setdefault(path, None)
 
     @property
     def usage(self) -> TokenUsage | None:

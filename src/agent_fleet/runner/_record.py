@@ -4,7 +4,9 @@ The recorder sees the same ``TaskEvent`` stream as the transcript (agent, review
 order) and keeps what a summary and a report need without re-reading the transcript: the commands with
 their exit codes and output tails, declined approvals with the rule that declined them, the model the
 session really used, turns / tool calls / approvals / gate runs as intervals on a wall clock, the
-follow-up prompts, each turn's last diff snapshot and the files the session reported changing.
+follow-up prompts, each turn's last diff snapshot, the files the session reported changing, and the
+agent's words (its messages and reasoning summaries: the latest ``MESSAGES_KEPT``, each at most
+``MESSAGE_LIMIT`` characters) for the report's conversation.
 ``record()`` returns it as a JSON-ready dict; the summary (``_summary.build_summary``) joins it with the
 task's ``TaskResult``.
 
@@ -17,6 +19,7 @@ relative to it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import re
@@ -25,10 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from agent_fleet.events import Diff, Error, Result, System, ToolResult, ToolUse
+from agent_fleet.events import AssistantMessage, Diff, Error, Reasoning, Result, System, ToolResult, ToolUse
 from agent_fleet.runner._types import TaskEvent
 
-__all__ = ["OUTPUT_TAIL", "TaskRecorder", "command_text", "tail"]
+__all__ = ["FILES_LIMIT", "OUTPUT_TAIL", "TaskRecorder", "command_text", "tail", "written_paths"]
 
 #: Characters of a command's output (and of a gate's output) kept in a record.
 OUTPUT_TAIL: Final = 4000
@@ -36,6 +39,9 @@ OUTPUT_TAIL: Final = 4000
 DIFF_LIMIT: Final = 200_000
 #: Files changed kept in a record.
 FILES_LIMIT: Final = 1000
+#: The agent's messages and reasoning summaries kept in a record (the latest), and the characters of each.
+MESSAGES_KEPT: Final = 60
+MESSAGE_LIMIT: Final = 4000
 #: Tools whose ``ToolUse.input`` names the one file they write (Claude Code's), and the key naming it.
 _FILE_TOOLS: Final = {
     "Edit": "file_path",
@@ -44,6 +50,11 @@ _FILE_TOOLS: Final = {
     "NotebookEdit": "notebook_path",
 }
 _DIFF_FILE = re.compile(r"^diff --git a/(.+?) b/(.+)$", re.MULTILINE)
+
+
+def _clip(text: str) -> str:
+    """A message's first ``MESSAGE_LIMIT`` characters (marked when cut)."""
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "…"
 
 
 def tail(text: str, limit: int = OUTPUT_TAIL) -> str:
@@ -91,6 +102,7 @@ class TaskRecorder:
     prompt: str | None = None
     provider: str | None = None
     model: str | None = None
+    scripted: bool = False  # served by agent_fleet.testing's scripted model
     started_at: float | None = None
     finished_at: float | None = None
     session_id: str | None = None
@@ -102,6 +114,10 @@ class TaskRecorder:
     errors: list[dict[str, Any]] = field(default_factory=list)
     diff: str | None = None
     timeline: list[_Span] = field(default_factory=list)
+    #: the agent's words: its messages and reasoning summaries (the report's conversation)
+    messages: collections.deque[dict[str, Any]] = field(
+        default_factory=lambda: collections.deque(maxlen=MESSAGES_KEPT)
+    )
     #: the task's working tree (paths inside it are recorded relative to it)
     root: str | None = None
     #: the task shares its working tree with other tasks (its files are then only its session's)
@@ -125,7 +141,7 @@ class TaskRecorder:
         match event:
             case ToolUse(synthetic=False):
                 span = _Span(kind="tool", name=event.name, start=at)
-                paths = _written_paths(event.name, event.input)
+                paths = written_paths(event.name, event.input)
                 if paths:
                     self._pending_files[event.id] = paths
                 command = None
@@ -176,6 +192,12 @@ class TaskRecorder:
                         "at": at,
                     }
                 )
+            case AssistantMessage(text=text) | Reasoning(text=text) if text.strip():
+                kind = "message" if type(event) is AssistantMessage else "reasoning"
+                entry = {"kind": kind, "text": _clip(text.strip()), "at": at}
+                if getattr(event, "agent", None) is not None:  # a sub-agent's
+                    entry["agent"] = event.agent
+                self.messages.append(entry)
             case System(subtype="session", data=data) | System(subtype="init", data=data):
                 model = data.get("model")
                 if isinstance(model, str) and model:
@@ -207,6 +229,7 @@ class TaskRecorder:
                 self.prompt = data.get("prompt")
                 self.provider = data.get("provider")
                 self.model = self.model or data.get("model")
+                self.scripted = bool(data.get("scripted"))
                 self._turn_open(at)
             case "runner.followup":
                 self.followups.append({"number": data.get("number"), "prompt": data.get("prompt"), "at": at})
@@ -272,6 +295,7 @@ class TaskRecorder:
             "prompt": self.prompt,
             "provider": self.provider,
             "model": self.model,
+            "scripted": self.scripted,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "session_id": self.session_id,
@@ -285,10 +309,11 @@ class TaskRecorder:
             "files_changed": list(self.files),
             "shared_tree": self.shared_tree,
             "timeline": [s.to_dict() for s in self.timeline],
+            "messages": [dict(m) for m in self.messages],
         }
 
 
-def _written_paths(name: str, data: dict[str, Any]) -> list[str]:
+def written_paths(name: str, data: dict[str, Any]) -> list[str]:
     """The files a file-change tool use writes: codex's ``apply_patch`` changes (a rename's both ends),
     a Claude Code edit tool's one file."""
     out: list[str] = []

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from agent_fleet._scripted import scripted_label
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._record import tail
 from agent_fleet.runner.task import TaskResult
@@ -80,6 +81,8 @@ def task_record(
         }
     transcript = str(Path(result.transcript).resolve()) if result.transcript is not None else None
     followups = rec.get("followups") or []
+    model_name = rec.get("model") or model
+    scripted = bool(rec.get("scripted"))
     return {
         "task_id": result.task_id,
         "status": result.status,
@@ -89,7 +92,9 @@ def task_record(
         "prompt": rec.get("prompt") or prompt,
         "final_message": result.final_text,
         "provider": rec.get("provider") or provider,
-        "model": rec.get("model") or model,
+        "model": model_name,
+        "scripted": scripted,
+        "model_label": scripted_label(model_name) if scripted else model_name,
         "session_id": result.session_id or rec.get("session_id"),
         "started_at": rec.get("started_at"),
         "finished_at": rec.get("finished_at"),
@@ -128,6 +133,7 @@ def task_record(
         "retries": retries,
         "resumed_from": resumed_from,
         "timeline": rec.get("timeline") or [],
+        "messages": rec.get("messages") or [],
     }
 
 
@@ -165,6 +171,7 @@ def build_summary(
         "cost": round(sum(costs), 6) if prices is not None and costs else None,
         "currency": prices.currency if prices is not None else None,
         "provider_pids": list(provider_pids),
+        "scripted": any(t.get("scripted") for t in tasks),
         "tasks": tasks,
     }
 
@@ -207,6 +214,7 @@ def _task(record: Mapping[str, Any], base: float | None, prices: PriceTable | No
         {"code": e.get("code"), "message": e.get("message"), "at": iso(e.get("at"))}
         for e in record.get("errors") or []
     ]
+    out["messages"] = [{**m, "at": iso(m.get("at"))} for m in record.get("messages") or []]
     out["timeline"] = [
         {**span, "start": offset(span.get("start")), "end": offset(span.get("end"))}
         for span in record.get("timeline") or []

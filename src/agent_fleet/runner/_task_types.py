@@ -110,6 +110,9 @@ class TaskResult:
     error_code: str | None = None
     fatal: bool = False
     transcript: Path | None = None
+    #: the files the agent changed with its file-edit tools (relative to ``cwd`` when inside it; what
+    #: its shell commands wrote is not among them: ``git status`` in ``cwd`` has that)
+    files_changed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -151,6 +154,7 @@ class TaskResult:
             "error_code": self.error_code,
             "fatal": self.fatal,
             "transcript": str(self.transcript) if self.transcript is not None else None,
+            "files_changed": list(self.files_changed),
             "final_text": self.final_text,
         }
         redacted: dict[str, Any] = Redactor().value(out)

@@ -501,7 +501,9 @@ async def _run_one(
     build_error: str | None = None
     try:
         task = build_task(t, template, run_cwd)
-        if task.spec.temp_dir is None:  # the task's own temporary directory, in its box
+        # The task's own temporary directory, in its box; a daemon (provider "remote") makes its sessions'
+        # boxes on its own machine, where this one's paths mean nothing and its floor refuses them.
+        if task.spec.temp_dir is None and providers.get(t.provider).name != "remote":
             task = replace(task, spec=replace(task.spec, temp_dir=str(boxed.box.temp_dir(t.id))))
     except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails
         build_error = f"line {t.line}: the task's settings cannot run: {exc}"

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_fleet._provider.fastnew import positional_new
+from agent_fleet._scripted import served_by_scripted_model
 from agent_fleet.contract import Handle, Provider
 from agent_fleet.errors import (
     AgentFleetError,
@@ -63,6 +64,7 @@ from agent_fleet.policy import ApprovalPolicy
 from agent_fleet.runner import _git
 from agent_fleet.runner._counters import TaskCounters
 from agent_fleet.runner._outage import ModelOutage, ProgressWatch
+from agent_fleet.runner._record import tail
 from agent_fleet.runner._resume import INTERRUPTED_FOLLOWUP, open_session
 from agent_fleet.runner._retry import should_retry
 from agent_fleet.runner._task_retry import TaskRetries
@@ -87,6 +89,9 @@ from agent_fleet.runner.review import (
 from agent_fleet.runner.transcript import TranscriptWriter
 
 __all__ = ["ReviewConfig", "Task", "TaskResult", "TaskStatus", "run_task", "validate_task"]
+
+#: How much of a failed gate's output its ``runner.gate`` notice carries (the live view's last lines).
+_GATE_TAIL = 2000
 
 # One TaskEvent per streamed event: built without the frozen __init__ (see _fastnew).
 _new_task_event = positional_new(TaskEvent)
@@ -161,6 +166,14 @@ async def run_task(
     finally:
         if own_writer and writer is not None:
             writer.close()
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    """``path`` relative to ``cwd`` when it lies inside it."""
+    if cwd is None or not os.path.isabs(path):
+        return path
+    rel = os.path.relpath(path, cwd)
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
 
 
 class _TaskRun(TaskRetries):
@@ -249,6 +262,9 @@ class _TaskRun(TaskRetries):
             model=spec.model,
             max_followups=self.task.max_followups,
             approvals_enforced=approvals_enforced(self.provider_name, self.provider),
+            scripted=served_by_scripted_model(
+                self.options if self.provider is None else getattr(self.provider, "options", None)
+            ),
             sandbox=spec.sandbox or "workspace-write",
             **os_sandbox(self.provider_name, self.provider),
         )
@@ -307,6 +323,7 @@ class _TaskRun(TaskRetries):
             error_code=self.error_code,
             fatal=self.fatal,
             transcript=self.writer.path if self.writer is not None else None,
+            files_changed=tuple(dict.fromkeys(_relative(p, self.cwd) for p in self.counters.files)),
         )
         self.note("finished", **{k: v for k, v in result.to_dict().items() if k != "final_text"})
         return result
@@ -469,7 +486,14 @@ class _TaskRun(TaskRetries):
                 {"name": c.name, "passed": c.passed, "detail": c.detail, "exit_code": c.exit_code}
                 for c in self.gate.checks
             ]
-            self.note("gate", passed=self.gate.passed, summary=self.gate.summary, checks=checks)
+            failed_output = "\n".join(c.output for c in self.gate.checks if not c.passed and c.output)
+            self.note(
+                "gate",
+                passed=self.gate.passed,
+                summary=self.gate.summary,
+                checks=checks,
+                output_tail=tail(failed_output.rstrip(), _GATE_TAIL),
+            )
             if not self.gate.passed:
                 if budget_left:
                     return self.gate.followup_prompt()

@@ -323,7 +323,7 @@ class App:
     # -- batches ---------------------------------------------------------------------------------------
 
     async def create_batch(self, request: Request) -> Response:
-        keys = ("tasks", "spec", "jobs", "gate_cmd", "max_followups", "provider")
+        keys = ("tasks", "spec", "jobs", "gate_cmd", "max_followups", "provider", "worktrees")
         data = await self._object(request, keys)
         batch_id = await self.batches.create(data, default_provider=self.provider)
         return JSONResponse({"batch_id": batch_id}, status_code=201)

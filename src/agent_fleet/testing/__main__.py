@@ -3,6 +3,7 @@
     python -m agent_fleet.testing example tryout      # tryout/repo (a git repository) + tryout/tasks.jsonl
     python -m agent_fleet.testing serve -- agent-fleet batch tryout/tasks.jsonl --cwd tryout/repo --out runs
     python -m agent_fleet.testing serve               # serve until Ctrl-C; prints the env and -c flags
+    python -m agent_fleet.testing fleet-report runs   # a synthetic 50,000-task batch record and its report
 
 ``serve`` starts a ``ScriptedModelServer`` on loopback answered by the try-out's scripted agent
 (``_tryout.tryout_agent``) and a temporary ``CODEX_HOME`` (never ``~/.codex``). Given a command, it runs
@@ -84,6 +85,23 @@ def serve_command(command: tuple[str, ...]) -> None:
             except KeyboardInterrupt:  # Ctrl-C reaches the child too: let it stop cleanly, keep serving
                 continue
     sys.exit(code)
+
+
+@main.command("fleet-report")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--tasks", type=click.IntRange(min=1), default=50_000, show_default=True, help="How many.")
+@click.option("--seed", type=int, default=0, show_default=True, help="The same seed, the same fleet.")
+def fleet_report_command(directory: Path, tasks: int, seed: int) -> None:
+    """Write a synthetic batch record of TASKS made-up tasks to DIRECTORY (ledger, summary.json,
+    report.html): the report page at fleet scale, without running a fleet. Labelled scripted."""
+    from agent_fleet.errors import UsageError
+    from agent_fleet.testing._fleet import synthetic_batch
+
+    try:
+        out = synthetic_batch(directory, tasks, seed=seed)
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"report: {(out / 'report.html').resolve()}")
 
 
 if __name__ == "__main__":

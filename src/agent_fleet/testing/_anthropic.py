@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_fleet._scripted import SCRIPTED_ENV, SCRIPTED_MODEL_NAME
 from agent_fleet.testing._loopback import ScriptedHandler, ScriptedServer, next_id, split_words
 from agent_fleet.testing._sse import encode_sse
 
@@ -411,6 +412,7 @@ def scripted_claude_env(
     return {
         **CLAUDE_OFFLINE_ENV,
         "ANTHROPIC_BASE_URL": server.url,
+        SCRIPTED_ENV: SCRIPTED_MODEL_NAME,  # the run is labelled scripted (agent_fleet._scripted)
         "ANTHROPIC_API_KEY": api_key,
         "HOME": str(root),
         "CLAUDE_CONFIG_DIR": str(config_dir),

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_fleet._scripted import SCRIPTED_MODEL_NAME
 from agent_fleet.testing import _sse
 from agent_fleet.testing._loopback import ScriptedHandler, ScriptedServer, next_id, split_words
 
@@ -289,7 +290,7 @@ class ScriptedModelServer(ScriptedServer[RecordedRequest, Reply]):
         config: dict[str, Any] = {
             "model_provider": provider,
             f"model_providers.{provider}": {
-                "name": "agent-fleet scripted model",
+                "name": SCRIPTED_MODEL_NAME,  # how a run knows it is scripted (agent_fleet._scripted)
                 "base_url": self.url,
                 "wire_api": "responses",
                 "env_key": env_key,
