@@ -7,8 +7,8 @@ import math
 import pytest
 
 from agent_fleet import Spec
-from agent_fleet.contract import DEFAULT_IDLE_TIMEOUT, check_text
-from agent_fleet.errors import UsageError
+from agent_fleet.contract import DEFAULT_IDLE_TIMEOUT, check_text, refuse_turn_settings
+from agent_fleet.errors import Unsupported, UsageError
 
 
 @pytest.mark.parametrize("prompt", ["lone \udcff surrogate", "\ud800", "half a pair \udc00 here"])
@@ -47,3 +47,10 @@ def test_env_names_and_values_are_checked() -> None:
     for bad in ({"1BAD": "x"}, {"A-B": "x"}, {"": "x"}, {"A": 1}, {"A": "nul\0"}):
         with pytest.raises(ValueError, match=r"Spec\.env"):
             Spec(prompt="p", env=bad)  # type: ignore[arg-type]
+
+
+def test_refuse_turn_settings_names_the_first_setting_given() -> None:
+    refuse_turn_settings("P", model=None, sandbox=None)  # none given: nothing to refuse
+    with pytest.raises(Unsupported, match=r"P cannot change sandbox for one turn") as info:
+        refuse_turn_settings("P", model=None, sandbox="read-only", cwd="/x")
+    assert info.value.code == "unsupported"

@@ -191,7 +191,7 @@ SUBPACKAGES: dict[str, set[str]] = {
         "scripted_codex_env",
     },
     "serve": {"Daemon", "ServeConfig", "default_state_dir", "is_loopback"},
-    "remote": {"RemoteHandle", "RemoteProvider"},
+    "remote": {"RemoteBatch", "RemoteHandle", "RemoteProvider"},
     "tools": {"Image", "Tool", "ToolOutput", "as_tools"},
     "user_input": {
         "NO_ONE_TO_ASK",

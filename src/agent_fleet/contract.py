@@ -70,6 +70,17 @@ def check_text(text: str, what: str = "the prompt") -> str:
     return text
 
 
+def refuse_turn_settings(owner: str, /, **settings: object) -> None:
+    """Raise ``Unsupported`` naming the first per-turn setting of ``Handle.send`` that is given (not
+    None): for a provider (``owner``) that cannot change it for one turn."""
+    for name, value in settings.items():
+        if value is not None:
+            raise Unsupported(
+                f"{owner} cannot change {name} for one turn (send(..., {name}=...)); start a session "
+                "with the setting instead"
+            )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PermissionConfig:
     """User approval rules, applied after the built-in safety rules.
@@ -366,12 +377,25 @@ class Handle(abc.ABC):
         *,
         images: Sequence[str | Path] = (),
         output_schema: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_summary: str | None = None,
+        sandbox: Sandbox | None = None,
+        approval_policy: str | None = None,
+        cwd: str | Path | None = None,
     ) -> None:
         """Start a follow-up turn on this session. The previous turn must have ended.
 
         ``images`` (paths or URLs) go with the prompt; ``output_schema`` asks for a structured answer
         (``Result.structured``) as ``Spec.output_schema`` does for the first turn. Raises
-        ``Unsupported`` where the provider cannot carry one of them on a follow-up."""
+        ``Unsupported`` where the provider cannot carry one of them on a follow-up.
+
+        Per-turn settings (``model``, ``reasoning_effort``, ``reasoning_summary``, ``sandbox``,
+        ``approval_policy``, ``cwd``) apply to this turn only (the next turn has the session's own
+        again) and never pass the session's walls: a sandbox no wider than the session's, an approval
+        policy asking no less, a cwd inside the workspace (``UsageError``, nothing sent). A provider
+        that cannot change one for a turn raises ``Unsupported`` naming it, before anything is sent
+        (``refuse_turn_settings``)."""
 
     async def fork(self) -> Handle:
         """A new session that starts with a copy of this one's history; no turn runs until ``send()``.

@@ -114,10 +114,6 @@ NOTICE_SUBTYPES: Final[Mapping[str, str]] = MappingProxyType(
             "the task's session exists, new or resumed (data: session_id, resumed, start_head: the commit "
             "its work is measured from)"
         ),
-        "runner.shared_tree": (
-            "the task works in a tree other tasks of the batch share (no worktrees): they see and change "
-            "each other's files (data: tree, tasks)"
-        ),
         "runner.resume_failed": "an interrupted session could not be resumed; a new one starts "
         "(data: session_id, reason)",
         "runner.followup": "the runner sent a follow-up turn (data: number, limit, prompt)",

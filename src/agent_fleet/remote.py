@@ -11,14 +11,18 @@ is resumed exactly after it (``Last-Event-ID``), nothing lost or repeated. Cance
 409 ``Unsupported``, 401 ``AuthenticationError``, 503 ``ProviderUnavailable``, anything else or a
 dropped connection that cannot be resumed ``TransportError``. The token is sent only in the
 ``Authorization`` header and never appears in an error message.
+
+``RemoteBatch`` shows a batch this program runs with a ``RemoteProvider`` on the daemon's dashboard:
+``agent-fleet batch --server`` attaches its batch, and passes its runner's notices on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,7 @@ import msgspec
 from httpx_sse import aconnect_sse
 
 from agent_fleet._event_json import event_from_record, spec_to_json
-from agent_fleet.contract import Capabilities, Handle, Provider, Spec
+from agent_fleet.contract import Capabilities, Handle, Provider, Sandbox, Spec, refuse_turn_settings
 from agent_fleet.errors import (
     AuthenticationError,
     ProviderUnavailable,
@@ -36,9 +40,12 @@ from agent_fleet.errors import (
     Unsupported,
     UsageError,
 )
-from agent_fleet.events import Error, Event, Result, TextDelta
+from agent_fleet.events import Error, Event, Result, System, TextDelta
+from agent_fleet.notices import NOTICE_SUBTYPES
 
-__all__ = ["RemoteHandle", "RemoteProvider"]
+__all__ = ["RemoteBatch", "RemoteHandle", "RemoteProvider"]
+
+logger = logging.getLogger(__name__)
 
 _RECONNECTS = 5
 _decode = msgspec.json.Decoder(dict).decode  # a record: a JSON object (faster than json.loads)
@@ -255,8 +262,24 @@ class RemoteHandle(Handle):
         *,
         images: Sequence[str | Path] = (),
         output_schema: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_summary: str | None = None,
+        sandbox: Sandbox | None = None,
+        approval_policy: str | None = None,
+        cwd: str | Path | None = None,
     ) -> None:
-        """A follow-up turn; ``images`` are URLs or paths on the daemon's machine (under its roots)."""
+        """A follow-up turn; ``images`` are URLs or paths on the daemon's machine (under its roots).
+        The daemon takes no per-turn settings: one given is ``Unsupported`` (nothing is sent)."""
+        refuse_turn_settings(
+            "RemoteHandle (the daemon's POST /v1/sessions/{id}/turns)",
+            model=model,
+            reasoning_effort=reasoning_effort,
+            reasoning_summary=reasoning_summary,
+            sandbox=sandbox,
+            approval_policy=approval_policy,
+            cwd=cwd,
+        )
         if self._terminal is None:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
         if self._stopped:
@@ -303,3 +326,127 @@ class RemoteHandle(Handle):
         if terminal is None:
             raise TransportError("the daemon's event stream ended before the turn did")
         return terminal
+
+
+#: The runner notices a ``RemoteBatch`` passes on (``runner.<what>``, as ``agent_fleet.notices`` declares).
+_RUNNER_NOTICES = frozenset(name for name in NOTICE_SUBTYPES if name.startswith("runner."))
+_NOTICES_PER_POST = 200
+_HEARD_EVERY = 5.0  # seconds between reports when nothing happens: the daemon shows when it last heard
+
+
+class RemoteBatch:
+    """A batch this program runs on a ``RemoteProvider``'s daemon, shown on the daemon's dashboard with its
+    tasks, their sessions, gates and follow-ups (``POST /v1/batches/attach``, then
+    ``/v1/batches/{id}/notices``).
+
+    ``await RemoteBatch.attach(provider, name=..., total=...)`` (None when the daemon cannot show it:
+    an older daemon); ``report(task_id, event)`` with every runner notice (a ``System`` whose subtype is
+    ``runner.<what>``; anything else is ignored), called from the event loop's thread; ``await
+    close(state, reason)`` at the end (``succeeded``, ``failed`` or ``stopped``). Notices go out in the
+    background, a few a second, and nothing here ever fails the batch: a daemon that does not answer
+    only leaves the dashboard behind. When someone stops the batch on the dashboard, the daemon says so
+    in its answer and ``on_stop()`` is called (once): stop the batch as Ctrl-C does.
+    """
+
+    def __init__(
+        self,
+        provider: RemoteProvider,
+        batch_id: str,
+        *,
+        on_stop: Callable[[], None] | None = None,
+        interval: float = 0.5,
+    ) -> None:
+        self.provider = provider
+        self.batch_id = batch_id
+        self.on_stop = on_stop
+        self.interval = interval
+        self.stop_asked = False
+        self._queue: list[dict[str, Any]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    #: Seconds ``close`` may take to send what is left (a daemon gone away must not hold the command).
+    CLOSE_WITHIN = 10.0
+
+    @classmethod
+    async def attach(
+        cls,
+        provider: RemoteProvider,
+        *,
+        name: str,
+        total: int,
+        on_stop: Callable[[], None] | None = None,
+        interval: float = 0.5,
+    ) -> RemoteBatch | None:
+        body: dict[str, Any] = {"name": name[:200] or "batch", "total": total}
+        if provider.kind:
+            body["provider"] = provider.kind
+        try:
+            data = await provider.request("POST", "/v1/batches/attach", body)
+        except Exception as exc:  # an older daemon, or none: the batch runs all the same
+            logger.info("the daemon does not show this batch: %s", type(exc).__name__)
+            return None
+        batch = cls(provider, str(data["batch_id"]), on_stop=on_stop, interval=interval)
+        batch._task = asyncio.create_task(batch._run(), name=f"remote-batch:{batch.batch_id}")
+        return batch
+
+    def report(self, task_id: str, event: Event) -> None:
+        """Pass a runner notice on (see the class docstring)."""
+        if self._closed or not isinstance(event, System) or event.subtype not in _RUNNER_NOTICES:
+            return
+        data = msgspec.to_builtins(event.data, str_keys=True, enc_hook=str)
+        self._queue.append({"task_id": task_id, "subtype": event.subtype, "data": data})
+        self._wake.set()
+
+    async def _post(self, body: dict[str, Any]) -> None:
+        try:
+            answer = await self.provider.request("POST", f"/v1/batches/{self.batch_id}/notices", body)
+        except UsageError as exc:  # refused (too large, malformed): dropped, never retried
+            logger.warning("the daemon refused a report on batch %s: %s", self.batch_id, exc)
+            return
+        if isinstance(answer, dict) and answer.get("stop") and not self.stop_asked:
+            self.stop_asked = True
+            if self.on_stop is not None:
+                self.on_stop()
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_HEARD_EVERY):
+                    await self._wake.wait()
+            self._wake.clear()
+            taken, self._queue = self._queue[:_NOTICES_PER_POST], self._queue[_NOTICES_PER_POST:]
+            if self._queue:
+                self._wake.set()
+            try:
+                await self._post({"notices": taken})
+                failures = 0
+            except Exception as exc:  # the daemon is away: keep the notices, try again later
+                failures += 1
+                self._queue[:0] = taken
+                logger.info("could not report batch %s (%s)", self.batch_id, type(exc).__name__)
+                await asyncio.sleep(min(30.0, self.interval * 2**failures))
+                continue
+            await asyncio.sleep(self.interval)
+
+    async def close(self, state: str, reason: str | None = None) -> None:
+        """Send what is left and the batch's end (``succeeded``, ``failed`` or ``stopped``), within
+        ``CLOSE_WITHIN`` seconds at most."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(self.CLOSE_WITHIN):
+                while self._queue:
+                    taken, self._queue = self._queue[:_NOTICES_PER_POST], self._queue[_NOTICES_PER_POST:]
+                    await self._post({"notices": taken})
+                end: dict[str, Any] = {"notices": [], "state": state}
+                if reason:
+                    end["reason"] = reason
+                await self._post(end)

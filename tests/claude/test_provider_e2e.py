@@ -563,3 +563,26 @@ async def test_max_cost_usd_bounds_what_the_session_spends(
         follow_up = _one_terminal(await _collect(handle))
     assert isinstance(follow_up, Error) and follow_up.data["subtype"] == "error_max_budget_usd"
     assert len(anthropic_server.agent_requests) == requests
+
+
+async def test_a_turn_s_own_model_then_the_session_s_again(
+    claude_options: ClaudeOptions, anthropic_server: ScriptedAnthropicServer, workspace: Path
+) -> None:
+    """``send(model=...)`` switches the model for that turn only (issue 32); settings the CLI fixes at
+    start are ``Unsupported``, naming the setting, and nothing is sent."""
+    anthropic_server.enqueue(*(AnthropicReply.text(f"answer {n}") for n in range(3)))
+    async with ClaudeProvider(claude_options) as provider:
+        handle = await provider.spawn(Spec(prompt="first", cwd=workspace, model="claude-sonnet-4-5"))
+        await handle.wait()
+        for setting, value in (("sandbox", "read-only"), ("approval_policy", "untrusted"), ("cwd", ".")):
+            with pytest.raises(Unsupported, match=setting):
+                await handle.send("refused", **{setting: value})
+        with pytest.raises(UsageError):
+            await handle.send("refused", model=" ")
+        await handle.send("second", model="claude-haiku-4-5")
+        assert (await handle.wait()).text == "answer 1"
+        await handle.send("third")
+        assert (await handle.wait()).text == "answer 2"
+    models = [r.body["model"] for r in anthropic_server.agent_requests]
+    assert models == ["claude-sonnet-4-5", "claude-haiku-4-5", "claude-sonnet-4-5"]
+    assert not any("refused" in t for r in anthropic_server.agent_requests for t in r.user_texts())

@@ -9,6 +9,7 @@ import pytest
 
 from agent_fleet import Error, Spec, ToolUse
 from agent_fleet.codex import CodexExecProvider, CodexOptions, CodexProvider
+from agent_fleet.errors import Unsupported
 from agent_fleet.testing import Reply, ScriptedModelServer
 
 pytestmark = pytest.mark.e2e  # runs the real binary
@@ -47,7 +48,13 @@ async def test_exec_interrupt_then_send_resumes_the_thread(
         await handle.interrupt()
         events = [e async for e in handle.events()]
         assert isinstance(events[-1], Error) and events[-1].code == "cancelled"
+        # codex exec takes no per-turn settings: refused by name, nothing sent (issue 32)
+        with pytest.raises(Unsupported, match="sandbox"):
+            await handle.send("refused", sandbox="read-only")
+        with pytest.raises(Unsupported, match="model"):
+            await handle.send("refused", model="gpt-5.5")
         await handle.send("second question")
         result = await handle.wait()
     assert result.text == "resumed"
     assert "first question" in scripted_model.requests[-1].user_texts()
+    assert not any("refused" in t for r in scripted_model.requests for t in r.user_texts())

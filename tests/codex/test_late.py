@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent_fleet.codex._late import LateUndo
-from agent_fleet.errors import RequestTimeout
+from agent_fleet.errors import RequestTimeout, RPCError
 from agent_fleet.jsonrpc import ErrorResponse, Response
 
 
@@ -18,11 +18,15 @@ from agent_fleet.jsonrpc import ErrorResponse, Response
 class _Conn:
     sent: list[tuple[str, Any]] = field(default_factory=list)
     fail: bool = False
+    overloaded: int = 0  # refusals (-32001) before the first answer
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109
         self.sent.append((method, params))
         if self.fail:
             raise RequestTimeout(method, timeout or 0)
+        if self.overloaded:
+            self.overloaded -= 1
+            raise RPCError(-32001, "Server overloaded; retry later.")
         return {}
 
 
@@ -80,3 +84,9 @@ async def test_errors_and_unknown_answers_need_nothing_and_a_failed_undo_is_quie
         "thread/start", {}, Response(9, {"thread": {"id": "x"}}, "thread/start")
     )  # raises inside: logged
     assert conn.sent == [("thread/archive", {"threadId": "x"})]
+
+
+async def test_an_undo_codex_refuses_as_overloaded_is_sent_again() -> None:
+    conn = _Conn(overloaded=2)
+    await _undo(conn)("thread/start", {}, Response(10, {"thread": {"id": "x"}}, "thread/start"))
+    assert conn.sent == [("thread/archive", {"threadId": "x"})] * 3

@@ -471,3 +471,41 @@ def test_tools_running_while_a_tool_or_reasoning_item_is_open() -> None:
     assert mapper.tools_running
     mapper.feed("item/completed", {"item": {"type": "commandExecution", "id": "c", "command": "make"}})
     assert not mapper.tools_running
+
+
+_REFUSED = st.sampled_from([(401, "auth_failed"), (403, "auth_failed"), (404, "model_not_found")])
+_KINDS = st.sampled_from(
+    ["httpConnectionFailed", "responseStreamConnectionFailed", "responseStreamDisconnected",
+     "responseTooManyFailedAttempts"]
+) | st.text(min_size=1, max_size=12)  # fmt: skip
+
+
+@given(_REFUSED, _KINDS, st.text(max_size=30))
+def test_an_authentication_or_not_found_status_is_never_retried_whatever_the_kind(
+    refused: tuple[int, str], kind: str, text: str
+) -> None:
+    """Issue 32: whatever variant a codex version wraps the status in, or when it names it only in the
+    message of its catch-all ``"other"`` (before 0.163), a refused key or a missing model is not retried."""
+    status, code = refused
+    as_object = {"message": text, "codexErrorInfo": {kind: {"httpStatusCode": status}}}
+    as_other = {"message": f"unexpected status {status} {text}", "codexErrorInfo": "other"}
+    assert error_code_for(as_object) == (code, False)
+    assert error_code_for(as_other) == (code, False)
+
+
+_RETRIED_KINDS = {
+    "rateLimitExceeded",
+    "serverOverloaded",
+    "internalServerError",
+    "other",
+    "httpConnectionFailed",
+    "responseStreamConnectionFailed",
+    "responseStreamDisconnected",
+    "responseTooManyFailedAttempts",
+}
+
+
+@given(st.text(min_size=1, max_size=20).filter(lambda k: k not in _RETRIED_KINDS), st.text(max_size=30))
+def test_a_kind_codex_adds_later_is_never_retried_without_a_status(kind: str, text: str) -> None:
+    for info in (kind, {kind: {}}, {kind: {"httpStatusCode": None}}, {kind: "detail"}):
+        assert error_code_for({"message": text, "codexErrorInfo": info})[1] is False, info

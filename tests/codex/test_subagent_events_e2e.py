@@ -1,7 +1,7 @@
 """A sub-agent seen (issue 32), from the real codex binary: its thread has no handle; its items reach
 its session's stream as the usual typed events with ``agent`` set, its approvals are its session's, its
 tokens count in the session's usage, and its MCP server's questions are answered by the session's
-``input_handler``."""
+``input_handler``. (A forked sub-agent calling the session's ``Spec.tools``: test_subagent_fork_e2e.)"""
 
 from __future__ import annotations
 
@@ -125,10 +125,10 @@ async def test_a_sub_agents_command_question_and_tokens_reach_its_session(
     results = {e.id: e for e in events if isinstance(e, ToolResult) and not e.synthetic}
     assert [u.agent for u in uses] == [agent] and "proof.txt" in str(uses[0].input["command"])
     assert results[uses[0].id].agent == agent and results[uses[0].id].exit_code == 0
-    # its question was answered by the session's input_handler, and the answer reached its model
-    # codex 0.163 answers a sub-agent's question and Spec.tools call itself, before any server request:
-    # "request_user_input can only be used by the root thread", and a sub-agent has none of its
-    # session's dynamicTools. (Were they sent, the session answers them: test_subagent_requests_fake.)
+    # codex 0.163 answers this sub-agent's question and Spec.tools call itself, before any server
+    # request: "request_user_input can only be used by the root thread" (any sub-agent), and a fresh
+    # sub-agent (spawned without fork_context) has none of its session's dynamicTools. A forked one has
+    # them, and its call runs the session's tool: test_subagent_fork_e2e.
     assert _output(scripted_model, "sub-ask") == "request_user_input can only be used by the root thread"
     assert _output(scripted_model, "sub-tool") == "unsupported call: lookup"
     assert asked == [] and ran == []

@@ -12,9 +12,10 @@ import pytest
 
 from agent_fleet import Error, Result, Spec, System
 from agent_fleet._codex_binary import MINIMUM_CODEX_VERSION, PINNED_CODEX_VERSION
-from agent_fleet.codex import CodexExecProvider, CodexOptions, CodexProvider
+from agent_fleet.codex import CodexExecProvider, CodexOptions, CodexProvider, find_codex
 from agent_fleet.errors import ProviderUnavailable
 from agent_fleet.events import Event
+from agent_fleet.testing import Reply, ScriptedModelServer
 
 FAKE = Path(__file__).with_name("fake_app_server.py")
 
@@ -105,3 +106,32 @@ async def test_codex_exec_refuses_an_old_codex_and_runs_one_between(
     between = CodexExecProvider(CodexOptions(codex_bin=binary))
     await between.start()
     assert between.version == MINIMUM_CODEX_VERSION
+
+
+@pytest.mark.e2e
+async def test_codex_exec_between_warns_once_in_its_first_turn(
+    codex_options: CodexOptions, scripted_model: ScriptedModelServer, workspace: Path, tmp_path: Path
+) -> None:
+    # The real binary behind a wrapper that reports the minimum as its version.
+    wrapper = tmp_path / "codex"
+    wrapper.write_text(
+        f'#!/bin/sh\nif [ "$1" = --version ]; then echo codex-cli {MINIMUM_CODEX_VERSION}; exit 0; fi\n'
+        f'exec {find_codex()} "$@"\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    scripted_model.enqueue(Reply.text("one"), Reply.text("two"))
+    options = CodexOptions(
+        codex_bin=wrapper, config=codex_options.config, env=codex_options.env, skip_git_repo_check=True
+    )
+    async with CodexExecProvider(options) as provider:
+        handle = await provider.spawn(Spec(prompt="p", cwd=workspace))
+        first = [e async for e in handle.events()]
+        await handle.send("again")
+        second = [e async for e in handle.events()]
+        assert provider.version == MINIMUM_CODEX_VERSION
+    notices = [
+        [e for e in s if isinstance(e, System) and e.subtype == "codex_version"] for s in (first, second)
+    ]
+    assert [len(n) for n in notices] == [1, 0]
+    assert PINNED_CODEX_VERSION in notices[0][0].data["message"]
+    assert isinstance(first[-1], Result) and isinstance(second[-1], Result)

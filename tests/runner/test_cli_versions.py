@@ -52,3 +52,22 @@ def test_doctor_fails_a_codex_below_the_minimum(tmp_path: Path, monkeypatch: pyt
     assert result.exit_code == 1
     assert f"FAIL  codex: {tmp_path / 'codex'} is codex 0.100.0, older than" in result.stdout
     assert MINIMUM_CODEX_VERSION in result.stdout and "skipped: no usable codex" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("version", "note"),
+    [
+        (PINNED_CODEX_VERSION, ")"),
+        (
+            MINIMUM_CODEX_VERSION,
+            f"; not the tested {PINNED_CODEX_VERSION}, supported from {MINIMUM_CODEX_VERSION})",
+        ),
+    ],
+)
+def test_doctor_reports_the_binary_s_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, note: str
+) -> None:
+    monkeypatch.setenv("CODEX_BIN", str(_codex(tmp_path, version)))
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    result = CliRunner().invoke(cli, ["doctor"], catch_exceptions=False)
+    assert f"  ok  codex: {tmp_path / 'codex'} (version {version}{note}" in result.stdout

@@ -89,4 +89,13 @@ def ask_permission() -> dict[str, Any]:
     return {"default": "ask"}
 
 
-__all__ = ["TOKEN", "PermissionConfig", "ask_permission", "client", "read_events"]
+def page_data(page: str) -> dict[str, Any]:
+    """The data a dashboard page shows (its JSON data block)."""
+    start = page.index('<script type="application/json" id="data">') + len(
+        '<script type="application/json" id="data">'
+    )
+    data: dict[str, Any] = json.loads(page[start : page.index("</script>", start)])
+    return data
+
+
+__all__ = ["TOKEN", "PermissionConfig", "ask_permission", "client", "page_data", "read_events"]

@@ -153,3 +153,32 @@ async def test_a_clients_permission_cannot_weaken_the_daemons(
         [pending] = await _pending(http)
         assert "touch asked.txt" in str(pending["command"])
         await http.post(f"/v1/sessions/{sid}/stop")
+
+
+async def test_a_pending_approval_says_where_it_comes_from_and_a_decline_reason_reaches_the_model(
+    make_daemon: MakeDaemon,
+    codex_serve_options: dict[str, Any],
+    scripted_model: ScriptedModelServer,
+    workspace: Path,
+) -> None:
+    """Issue 33: a person deciding sees the session, its prompt and the rule that left the request open,
+    and the reason of a decline is what the model reads next (codex's approval answers carry none)."""
+    reason = "use the make target instead (ZQ-7731)"
+    scripted_model.enqueue(Reply(items=(exec_command("touch declined.txt"),)), Reply.text("understood"))
+    daemon = await make_daemon(options=codex_serve_options)
+    async with client(daemon) as http:
+        sid = await _start(http, "make the declined file", workspace)
+        [pending] = await _pending(http)
+        assert pending["session_id"] == sid
+        assert pending["prompt"] == "make the declined file"
+        assert pending["rule"] == "default-ask" and "default is ask" in pending["rule_means"]
+        assert (await http.get("/v1/approvals", params={"session": "another"})).json()["approvals"] == []
+        decided = await http.post(
+            f"/v1/approvals/{pending['approval_id']}", json={"decision": "decline", "reason": reason}
+        )
+        assert decided.status_code == 200
+        events = await read_events(http, sid)
+    assert events[-1][1]["type"] == "Result"
+    assert not (workspace / "declined.txt").exists()
+    after = [request for request in scripted_model.requests[1:] if request.contains("ZQ-7731")]
+    assert after, "the model never read the reason of the decline"

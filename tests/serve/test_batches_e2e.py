@@ -24,7 +24,7 @@ from agent_fleet.testing import (
     exec_command,
 )
 
-from .conftest import MakeDaemon, client
+from .conftest import MakeDaemon, client, page_data
 
 pytestmark = pytest.mark.e2e  # runs the real binary
 
@@ -73,8 +73,8 @@ async def test_a_batch_runs_on_the_daemon_and_serves_its_summary_and_report(
         assert [b["batch_id"] for b in listed] == [batch_id]
         assert (await http.get("/v1/batches/b20260101-000000-000000")).status_code == 404
         assert (await http.get("/v1/batches/..")).status_code == 404
-        page = (await http.get("/")).text
-        assert f'data-batch="{batch_id}"' in page and 'data-task="one"' in page
+        [shown] = page_data((await http.get("/")).text)["batches"]
+        assert shown["batch_id"] == batch_id and [t["task_id"] for t in shown["tasks"]] == ["one", "two"]
     # Transcripts, summary and report hold prompts and outputs: nobody else may read them (issue 28).
     loose = {str(p): oct(m) for p, m in _modes(daemon.config.state_dir).items() if m & 0o077}
     assert loose == {}

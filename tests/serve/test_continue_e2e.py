@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.testing import Reply, ScriptedModelServer, exec_command
 
-from .conftest import TOKEN, MakeDaemon, client, read_events
+from .conftest import TOKEN, MakeDaemon, client, page_data, read_events
 
 pytestmark = pytest.mark.e2e  # runs the real binary
 
@@ -182,7 +183,8 @@ async def test_a_running_session_without_a_client_is_stopped_and_can_go_on(
         await scripted_model.wait_for_request()
         row = next(r for r in (await http.get("/v1/sessions")).json()["sessions"] if r["session_id"] == sid)
         assert row["clients"] == 0 and row["state"] == "running"
-        assert "(no client)" in (await http.get("/")).text
+        [shown] = page_data((await http.get("/")).text)["sessions"]  # the dashboard marks it
+        assert shown["clients"] == 0 and shown["loaded"] and shown["orphan_deadline"] > time.time()
         pump = daemon.sessions.live[sid].pump
         assert pump is not None
         async with asyncio.timeout(20):  # nobody reads it: stopped after the orphan timeout

@@ -13,7 +13,7 @@ import pytest
 from agent_fleet import Error, Result, Spec, TextDelta, ToolResult, ToolUse
 from agent_fleet.codex import CodexOptions, CodexProvider
 from agent_fleet.contract import Provider
-from agent_fleet.errors import TurnFailed, UsageError
+from agent_fleet.errors import TurnFailed, Unsupported, UsageError
 from agent_fleet.events import Event
 from agent_fleet.remote import RemoteProvider
 from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
@@ -179,5 +179,11 @@ async def test_interrupt_keeps_the_remote_session_on_its_handle(
         await handle.interrupt()
         events = await _collect(handle)
         assert isinstance(events[-1], Error) and events[-1].code == "cancelled"
+        # the daemon takes no per-turn settings: refused by name, nothing sent (issue 32)
+        for setting, value in (("sandbox", "danger-full-access"), ("model", "gpt-5.5"), ("cwd", "/")):
+            with pytest.raises(Unsupported, match=setting):
+                await handle.send("refused", **{setting: value})
         await handle.send("and now?")
         assert (await handle.wait()).text == "same handle"
+    history = scripted_model.requests[-1].user_texts()
+    assert "slow" in history and "and now?" in history and "refused" not in history

@@ -62,7 +62,7 @@ async def test_the_signed_in_dashboard_refuses_to_be_framed(
             await page.goto(f"{daemon.url}/login")
             await page.fill("input[name=token]", TOKEN)
             await page.click("button[type=submit]")
-            await page.locator("#approvals").wait_for()  # signed in: the dashboard shows
+            await page.locator("#sessions").wait_for()  # signed in: the dashboard shows
             for target in (f"{daemon.url}/", f"{daemon.url}/login"):
                 async with page.expect_response(target) as answered:
                     await page.goto(f"{evil}/?u={target}")
@@ -70,7 +70,7 @@ async def test_the_signed_in_dashboard_refuses_to_be_framed(
                 assert response.status == 200, target  # the cookie went along: only the headers refuse
                 await page.wait_for_load_state("load")
                 frame = page.frame_locator("#f")
-                assert await frame.locator("#approvals, form").count() == 0, target
+                assert await frame.locator("#sessions, form").count() == 0, target
                 [child] = page.main_frame.child_frames
                 assert not child.url.startswith(daemon.url), child.url  # an error page, not the daemon's
         finally:

@@ -36,6 +36,11 @@ ENDPOINTS = [
     ("GET", "/v1/batches/x"),
     ("GET", "/v1/batches/x/report"),
     ("POST", "/v1/batches/x/resume"),
+    ("POST", "/v1/batches/attach"),
+    ("POST", "/v1/batches/x/notices"),
+    ("POST", "/v1/batches/x/stop"),
+    ("GET", "/sessions/x"),
+    ("GET", "/v1/updates"),  # (a stream: not in the first four, read with the token)
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from agent_fleet._provider.sessions import HandleHost
 from agent_fleet._provider.stream import EventStream
-from agent_fleet.contract import Handle, check_text
+from agent_fleet.contract import Handle, Sandbox, check_text, refuse_turn_settings
 from agent_fleet.errors import UsageError
 from agent_fleet.events import Event, Result
 
@@ -54,11 +54,33 @@ class StreamedHandle(Handle, Generic[TurnT]):
         *,
         images: Sequence[str | Path] = (),
         output_schema: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        reasoning_effort: str | None = None,
+        reasoning_summary: str | None = None,
+        sandbox: Sandbox | None = None,
+        approval_policy: str | None = None,
+        cwd: str | Path | None = None,
     ) -> None:
-        """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``."""
+        """Start a follow-up turn. Raises ``UsageError`` while a turn runs or after ``stop()``, and
+        ``Unsupported`` (nothing sent) for a per-turn setting the provider cannot change for one turn
+        (``_turn_settings``)."""
         if self.running:
             raise UsageError("send(): the current turn is still running; wait for it or stop() first")
-        await self._follow_up(check_text(prompt), images=tuple(images), output_schema=output_schema)
+        check_text(prompt)
+        self._turn_settings(
+            model=model,
+            reasoning_effort=reasoning_effort,
+            reasoning_summary=reasoning_summary,
+            sandbox=sandbox,
+            approval_policy=approval_policy,
+            cwd=cwd,
+        )
+        await self._follow_up(prompt, images=tuple(images), output_schema=output_schema)
+
+    def _turn_settings(self, **settings: Any) -> None:
+        """Take the per-turn settings of ``send()`` for the next turn; by default none is possible:
+        ``Unsupported`` naming the first one given."""
+        refuse_turn_settings(type(self).__name__, **settings)
 
     @abc.abstractmethod
     async def _follow_up(

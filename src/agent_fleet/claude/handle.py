@@ -78,7 +78,7 @@ from agent_fleet.claude import _approvals, _hooks, _questions, _sandbox, _tools
 from agent_fleet.claude._sandbox import SessionTemp
 from agent_fleet.claude.mapping import TurnMapper
 from agent_fleet.claude.translate import ClaudePlan, user_content
-from agent_fleet.contract import Spec, check_text
+from agent_fleet.contract import Spec, check_text, refuse_turn_settings
 from agent_fleet.errors import ProviderUnavailable, TransportError, Unsupported, UsageError
 from agent_fleet.events import Error, Event, RateLimits, Result, System, ToolResult, ToolUse
 from agent_fleet.policy import ApprovalPolicy, Decision
@@ -160,6 +160,8 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         # The CLI's home directory (where its tools take "~"): the one its environment names.
         self._home = (provider.options.env or {}).get("HOME") or os.path.expanduser("~")
         self._turn: _ClaudeTurn | None = None
+        self._turn_model: str | None = None  # send(model=...) for the next turn
+        self._model_switched = False  # the last turn ran on a model of its own
         self._closed = False
         self._owed = 0
         self._drained = asyncio.Event()
@@ -201,13 +203,39 @@ class ClaudeHandle(StreamedHandle[_ClaudeTurn]):
         """The last lines the CLI wrote to stderr."""
         return "\n".join(self._stderr)
 
+    def _turn_settings(self, *, model: str | None = None, **others: Any) -> None:
+        """A turn's own ``model`` (Claude Code switches it in the running CLI, and back for the next
+        turn); the other per-turn settings are ``Unsupported``: the CLI's sandbox, permission handling
+        and working directory are fixed when it starts."""
+        refuse_turn_settings("Claude", **others)
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise UsageError(f"model must be a non-empty string, not {model!r}")
+        self._turn_model = model
+
     async def _follow_up(
         self, prompt: str, *, images: tuple[str | Path, ...], output_schema: Mapping[str, Any] | None
     ) -> None:
+        model, self._turn_model = self._turn_model, None
         if output_schema is not None and dict(output_schema) != dict(self._spec.output_schema or {}):
             # the CLI takes its JSON schema once, at start (--json-schema)
             raise Unsupported("Claude takes an output schema per session (Spec.output_schema), not per turn")
+        await self._switch_model(model)
         await self.start_turn(user_content(prompt, images) if images else prompt)
+
+    async def _switch_model(self, model: str | None) -> None:
+        """Run the next turn on ``model``, or on the session's own model after a turn that had another."""
+        if model is None and not self._model_switched:
+            return
+        if self._closed:
+            raise UsageError("this session is stopped; use provider.resume() to continue it")
+        wanted = model if model is not None else self._plan.options.get("model")
+        try:
+            await self._client.set_model(wanted)
+        except Exception as exc:  # claude-agent-sdk raises a bare Exception for a refused or lost request
+            raise TransportError(
+                f"the Claude Code CLI did not switch the model: {exc}", stderr_tail=self.stderr_tail()
+            ) from exc
+        self._model_switched = model is not None
 
     async def fork(self) -> ClaudeHandle:
         """A new session with a copy of this one's history (Claude Code's ``--fork-session``, in a CLI

@@ -7,25 +7,30 @@ command line of the resume overrides the recorded one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
 
 from agent_fleet.cli._options import Common, pop_common
 from agent_fleet.errors import UsageError
+from agent_fleet.runner import BatchResult, EventSink, TaskEvent
 from agent_fleet.runner._box import default_record_dir
 from agent_fleet.runner._ledger_views import record_forced_stop
 from agent_fleet.runner.batch import BatchTask, iter_tasks
 from agent_fleet.runner.ledger import Ledger
 
-__all__ = ["BatchSettings", "force_stop", "settings_for"]
+if TYPE_CHECKING:  # the client is imported only for --server
+    from agent_fleet.remote import RemoteBatch, RemoteProvider
+
+__all__ = ["BatchSettings", "Shown", "force_stop", "settings_for", "shown_on"]
 
 #: every other flag of the batch command is recorded with the batch
 _NOT_RECORDED = frozenset({"config", "json_output", "out_dir", "quiet", "verbose"})
@@ -187,3 +192,56 @@ def force_stop(out: Path) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
+
+
+class Shown:
+    """A batch run with ``--server``, as the daemon's dashboard shows it (see ``shown_on``)."""
+
+    def __init__(self, batch: RemoteBatch | None, stop: asyncio.Event) -> None:
+        self.batch = batch
+        self.stop = stop
+        self.state, self.reason = "stopped", "the command ended before the batch did"
+
+    def wrap(self, sink: EventSink | None) -> EventSink | None:
+        """``sink``, also passing the runner's notices on to the daemon."""
+        batch = self.batch
+        if batch is None:
+            return sink
+
+        def on_event(task_event: TaskEvent) -> None:
+            if task_event.source == "runner":
+                batch.report(task_event.task_id, task_event.event)
+            if sink is not None:
+                sink(task_event)
+
+        return on_event
+
+    def ended(self, result: BatchResult) -> None:
+        if result.ok:
+            self.state, self.reason = "succeeded", ""
+        elif self.stop.is_set() and not result.fatal:
+            self.state, self.reason = "stopped", result.stopped or "stopped"
+        else:
+            failed = sum(not e.result.ok for e in result.entries)
+            self.state = "failed"
+            self.reason = result.stopped or f"{failed} of {len(result.entries)} task(s) did not succeed"
+
+
+@contextlib.asynccontextmanager
+async def shown_on(
+    remote: RemoteProvider | None, out: Path, total: int, stop: asyncio.Event
+) -> AsyncIterator[Shown]:
+    """With ``--server`` (``remote``), the batch is attached to the daemon's dashboard for as long as it
+    runs: its tasks, their sessions, gates and follow-ups show there, and a stop asked for there sets
+    ``stop`` (as Ctrl-C does). Nothing changes without a daemon, or with one that cannot show it."""
+    batch = None
+    if remote is not None:
+        from agent_fleet.remote import RemoteBatch
+
+        batch = await RemoteBatch.attach(remote, name=str(out), total=total, on_stop=stop.set)
+    shown = Shown(batch, stop)
+    try:
+        yield shown
+    finally:
+        if batch is not None:
+            await batch.close(shown.state, shown.reason or None)

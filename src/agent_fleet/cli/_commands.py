@@ -17,7 +17,7 @@ from rich.text import Text
 
 from agent_fleet import __version__
 from agent_fleet.cli._ask import TerminalAsker, ask_problem, with_asker
-from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for
+from agent_fleet.cli._batch import BatchSettings, force_stop, settings_for, shown_on
 from agent_fleet.cli._exits import (
     EXIT_FAILED,
     EXIT_OK,
@@ -327,33 +327,37 @@ def batch_command(
 
         async def go(stop: asyncio.Event) -> BatchResult:
             with progress:
-                return await run_batch(
-                    settings.tasks,
-                    template=template,
-                    out_dir=settings.out,
-                    jobs=settings.jobs,
-                    worktrees=settings.worktrees,
-                    provider=remote,
-                    provider_name=common.provider,
-                    options=options,
-                    cwd=settings.cwd,
-                    on_event=progress.on_event,
-                    on_result=on_result,
-                    stop=stop,
-                    backend=settings.backend,
-                    ray_address=settings.ray_address,
-                    repo_url=settings.repo_url,
-                    push=settings.push,
-                    exclude_nodes=settings.exclude_nodes,
-                    fence_timeout=settings.fence_timeout,
-                    resume=settings.resume,
-                    rerun_failed=settings.rerun_failed,
-                    meta=settings.meta,
-                    prices=price_table,
-                    raw_deltas=raw_deltas,
-                    on_warning=warn,
-                    outage_timeout=outage_timeout or None,
-                )
+                # With --server the batch is shown on the daemon's dashboard (a stop there stops it here).
+                async with shown_on(remote, settings.out, settings.total, stop) as shown:
+                    result = await run_batch(
+                        settings.tasks,
+                        template=template,
+                        out_dir=settings.out,
+                        jobs=settings.jobs,
+                        worktrees=settings.worktrees,
+                        provider=remote,
+                        provider_name=common.provider,
+                        options=options,
+                        cwd=settings.cwd,
+                        on_event=shown.wrap(progress.on_event),
+                        on_result=on_result,
+                        stop=stop,
+                        backend=settings.backend,
+                        ray_address=settings.ray_address,
+                        repo_url=settings.repo_url,
+                        push=settings.push,
+                        exclude_nodes=settings.exclude_nodes,
+                        fence_timeout=settings.fence_timeout,
+                        resume=settings.resume,
+                        rerun_failed=settings.rerun_failed,
+                        meta=settings.meta,
+                        prices=price_table,
+                        raw_deltas=raw_deltas,
+                        on_warning=warn,
+                        outage_timeout=outage_timeout or None,
+                    )
+                    shown.ended(result)
+                    return result
 
         export = export_from_environment()  # OpenTelemetry export when OTEL_* asks for it
         if export is not None:

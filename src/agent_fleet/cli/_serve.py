@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from agent_fleet.cli._options import (
 )
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import PROVIDER_NAMES
+from agent_fleet.runner._pricing import load_prices
 
 
 def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
@@ -92,6 +94,11 @@ def _options(provider: str, config: tuple[str, ...]) -> dict[str, Any]:
     "public name (repeatable). Any other name is refused (DNS rebinding).",
 )
 @click.option(
+    "--prices",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Price table (TOML or JSON, per model): the dashboard shows each session's cost.",
+)
+@click.option(
     "--trust-clients",
     is_flag=True,
     help="Let clients ask for what escapes the sandbox and the policy: sandbox danger-full-access, "
@@ -114,6 +121,7 @@ def serve_command(
     orphan_timeout: float,
     max_body: int,
     allowed_hosts: tuple[str, ...],
+    prices: Path | None,
     trust_clients: bool,
 ) -> None:
     """Run the daemon: the provider contract over HTTP (see docs/api.md)."""
@@ -134,6 +142,7 @@ def serve_command(
             trust_clients=trust_clients,
             allowed_hosts=allowed_hosts,
             orphan_timeout=orphan_timeout or None,
+            prices=load_prices(prices) if prices is not None else None,
         )
 
         async def main() -> None:
@@ -143,6 +152,10 @@ def serve_command(
             await daemon.start()
             click.echo(f"listening on {daemon.url}", err=False)
             click.echo(f"token: in {daemon.token_path}")
+            token = shlex.quote(str(daemon.token_path))
+            click.echo(f"dashboard: {daemon.url}/  (sign in with the token: cat {token})")
+            where = f"--server {daemon.url}"
+            click.echo(f'clients: AGENT_FLEET_TOKEN="$(cat {token})" agent-fleet run {where} ...')
             if daemon.store.interrupted:
                 click.echo(f"{daemon.store.interrupted} session(s) of a previous run marked interrupted")
             await daemon.wait()

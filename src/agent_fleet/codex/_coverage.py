@@ -143,7 +143,7 @@ SERVER_REQUESTS: Final[Mapping[str, tuple[str, str]]] = {
     "item/tool/requestUserInput": (
         "answered",
         "CodexOptions.input_handler or canned_answers, else declined; a sub-agent's as its session's "
-        "(codex 0.163 sends none for one: it answers a sub-agent itself)",
+        "(codex 0.163 sends none for one: it refuses a sub-agent's request_user_input itself)",
     ),
     "mcpServer/elicitation/request": (
         "answered",
@@ -154,7 +154,7 @@ SERVER_REQUESTS: Final[Mapping[str, tuple[str, str]]] = {
     "item/tool/call": (
         "answered",
         "runs the Spec.tools function (ToolUse / ToolResult); a sub-agent's with its session's tools "
-        "(codex 0.163 gives a sub-agent none)",
+        "(codex 0.163 gives them to a sub-agent forked from the session's history)",
     ),
     "account/chatgptAuthTokens/refresh": (
         "answered",

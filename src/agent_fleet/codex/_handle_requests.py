@@ -136,7 +136,9 @@ class ServerRequests:
             turn.approvals += 1  # a handler still deciding counts as activity for the idle watchdog
         try:
             handler = self._provider.options.approval_handler
-            return await refine(handler, request, decision, emit or self._emit, _approvals.describe)
+            emit = emit or self._emit
+            sid = self._thread_id
+            return await refine(handler, request, decision, emit, _approvals.describe, session_id=sid)
         finally:
             if turn is not None:
                 turn.approvals -= 1

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agent_fleet.codex import _overload
 from agent_fleet.errors import AgentFleetError
 from agent_fleet.jsonrpc import Connection, ErrorResponse, Response
 
@@ -57,6 +58,6 @@ class LateUndo:
 async def _control(conn: Connection, method: str, params: dict[str, Any]) -> None:
     logger.info("undoing a late %s: %s", method, params)
     try:
-        await conn.request(method, params, timeout=_CONTROL_TIMEOUT)
+        await _overload.request(conn, method, params, timeout=_CONTROL_TIMEOUT)
     except AgentFleetError as exc:  # best effort: the thread or turn may have ended by itself
         logger.debug("%s after a late response failed: %s", method, exc)

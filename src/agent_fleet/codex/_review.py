@@ -178,14 +178,17 @@ class ReviewSession:
         finally:
             if not finished and turn_id is not None and not conn.closed:
                 with contextlib.suppress(Exception):
-                    await conn.request(
-                        "turn/interrupt", {"threadId": thread_id, "turnId": turn_id}, timeout=_CONTROL_TIMEOUT
+                    await _overload.request(
+                        conn,
+                        "turn/interrupt",
+                        {"threadId": thread_id, "turnId": turn_id},
+                        timeout=_CONTROL_TIMEOUT,
                     )
             sub.close()
             if not conn.closed:
                 with contextlib.suppress(Exception):
-                    await conn.request(
-                        "thread/unsubscribe", {"threadId": thread_id}, timeout=_CONTROL_TIMEOUT
+                    await _overload.request(
+                        conn, "thread/unsubscribe", {"threadId": thread_id}, timeout=_CONTROL_TIMEOUT
                     )
 
     async def _consume(

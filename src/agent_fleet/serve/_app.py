@@ -14,6 +14,7 @@ import dataclasses
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
@@ -28,19 +29,26 @@ from agent_fleet import __version__
 from agent_fleet._event_json import spec_from_json
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable, Unsupported, UsageError
 from agent_fleet.runner import PROVIDER_NAMES, Redactor, provider_entry
-from agent_fleet.serve._approvals import ApprovalQueue
-from agent_fleet.serve._batches import Batches
-from agent_fleet.serve._dashboard import login_page, page, render_dashboard
+from agent_fleet.serve._approvals import ApprovalQueue, asked
+from agent_fleet.serve._batches import SHOWN_TASKS, Batches
+from agent_fleet.serve._dashboard import (
+    login_page,
+    missing_page,
+    page,
+    render_dashboard,
+    render_session,
+    safe_next,
+)
+from agent_fleet.serve._feed import Feed
 from agent_fleet.serve._guard import COOKIE, BodyTooLarge, Guard, Hosts, token_matches
 from agent_fleet.serve._openapi import OPENAPI
-from agent_fleet.serve._sessions import NotFound, Sessions
+from agent_fleet.serve._sessions import STATES, NotFound, Sessions
 
 logger = logging.getLogger(__name__)
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 _ALL_TASKS = 1 << 30
-_DASHBOARD_TASKS = 50  # tasks listed per batch on the page (the counts cover every task)
-_DASHBOARD_SESSIONS = 50  # the most recent sessions on the page (GET /v1/sessions pages through all)
+_DASHBOARD_SESSIONS = 50  # sessions per page of the dashboard (GET /v1/sessions pages through all)
 _DASHBOARD_BATCHES = 20
 
 
@@ -50,6 +58,7 @@ _EVENT_ID = re.compile(r"[0-9]{1,15}")
 
 
 _LIMIT = re.compile(r"[1-9][0-9]{0,2}|1000")
+_FILTER_TEXT = 200  # the most characters a text filter (?q) takes
 _NO_BODY: Final[dict[str, Any]] = {}  # what an empty body reads as (checked by identity)
 _FLAGS: Final = {"1": True, "true": True, "0": False, "false": False}
 
@@ -132,8 +141,10 @@ class App:
         max_body: int = 1 << 20,
         secure_cookie: bool = False,
         hosts: Hosts | None = None,
+        feed: Feed | None = None,
     ) -> None:
         self.sessions = sessions
+        self.feed = feed if feed is not None else Feed(session_row=sessions.row, batch_row=batches.row)
         self._token = token
         self.redactor = redactor if redactor is not None else Redactor(extra=(token,))
         self.secure_cookie = secure_cookie
@@ -146,6 +157,8 @@ class App:
             _route("/healthz", GET=self.healthz),
             _route("/login", GET=g(self.login), POST=g(self.login)),
             _route("/", GET=g(self.dashboard)),
+            _route("/sessions/{sid}", GET=g(self.session_page)),
+            _route("/v1/updates", GET=g(self.updates)),
             _route("/v1/openapi.json", GET=self.openapi),
             _route("/v1/info", GET=self.info),
             _route("/v1/sessions", GET=g(self.list_sessions), POST=g(self.create_session)),
@@ -157,7 +170,10 @@ class App:
             _route("/v1/approvals", GET=g(self.list_approvals)),
             _route("/v1/approvals/{aid}", POST=g(self.decide)),
             _route("/v1/batches", GET=g(self.list_batches), POST=g(self.create_batch)),
+            _route("/v1/batches/attach", POST=g(self.attach_batch)),
             _route("/v1/batches/{bid}", GET=g(self.get_batch)),
+            _route("/v1/batches/{bid}/notices", POST=g(self.batch_notices)),
+            _route("/v1/batches/{bid}/stop", POST=g(self.stop_batch)),
             _route("/v1/batches/{bid}/report", GET=g(self.batch_report)),
             _route("/v1/batches/{bid}/resume", POST=g(self.resume_batch)),
         ]
@@ -208,16 +224,19 @@ class App:
 
     async def login(self, request: Request) -> Response:
         if request.method == "GET":
-            return page(login_page(), kind="login")
+            return page(login_page(next_page=safe_next(request.query_params.get("next"))), kind="login")
         try:
             form = await request.form(max_files=0, max_fields=2)
-        except HTTPException as exc:  # too many fields, a multipart body: the form is one token
-            raise UsageError(f"the sign-in form takes one field, token ({exc.detail})") from None
+        except HTTPException as exc:  # too many fields, a multipart body: the form is a token (and next)
+            raise UsageError(f"the sign-in form takes the fields token and next ({exc.detail})") from None
         token = form.get("token")
+        raw_next = form.get("next")
+        next_page = safe_next(raw_next if isinstance(raw_next, str) else None)
         if not isinstance(token, str) or not token_matches(token, self._token):
             # Checked here, not only on later requests: a cookie is never set from a wrong value.
-            return page(login_page(error="wrong token"), status_code=401, kind="login")
-        response = RedirectResponse("/", status_code=303)
+            return page(login_page(error="wrong token", next_page=next_page), status_code=401, kind="login")
+        # Relative: behind a proxy that serves the daemon under a path, the browser stays under it.
+        response = RedirectResponse("./" + next_page, status_code=303)
         response.set_cookie(
             COOKIE, token.strip(), httponly=True, samesite="strict", secure=self.secure_cookie
         )
@@ -250,15 +269,28 @@ class App:
         session, cursor = await self.sessions.create(spec, provider, resume=resume)
         return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
 
+    @staticmethod
+    def _session_filters(query: Any) -> dict[str, Any]:
+        """``state`` (comma-separated), ``batch``, ``provider`` and ``q`` (a text) of a session list."""
+        states = tuple(s for value in query.getlist("state") for s in value.split(",") if s)
+        provider = query.get("provider") or None
+        if provider is not None and provider not in PROVIDER_NAMES:
+            raise UsageError(f"provider must be one of {', '.join(PROVIDER_NAMES)}, not {provider!r}")
+        text = query.get("q") or None
+        if text is not None and len(text) > _FILTER_TEXT:
+            raise UsageError(f"q takes at most {_FILTER_TEXT} characters")
+        if unknown := set(states) - set(STATES):
+            raise UsageError(f"state must be among {', '.join(STATES)}, not {', '.join(sorted(unknown))}")
+        return {"states": states, "batch": query.get("batch") or None, "provider": provider, "text": text}
+
     async def list_sessions(self, request: Request) -> Response:
         query = request.query_params
-        _known(query, ("limit", "before", "state"))
+        _known(query, ("limit", "before", "state", "batch", "provider", "q"))
         raw_limit = query.get("limit", "100")
         if not _LIMIT.fullmatch(raw_limit):
             raise UsageError("limit must be a whole number from 1 to 1000")
-        states = tuple(s for value in query.getlist("state") for s in value.split(","))
         before = query.get("before") or None
-        rows, cursor = self.sessions.rows(limit=int(raw_limit), before=before, states=states)
+        rows, cursor = self.sessions.rows(limit=int(raw_limit), before=before, **self._session_filters(query))
         return JSONResponse({"sessions": rows, "next": cursor})
 
     async def get_session(self, request: Request) -> Response:
@@ -267,10 +299,12 @@ class App:
     async def events(self, request: Request) -> Response:
         sid = request.path_params["sid"]
         query = request.query_params
-        _known(query, ("after", "follow"))
+        _known(query, ("after", "follow", "watch"))
         after = _event_id(request.headers.get("last-event-id") or query.get("after") or "0")
         follow = _flag(query, "follow")
-        batches = self.sessions.stream(sid, after, follow=follow)  # NotFound (404) before the stream starts
+        # A watcher (the dashboard) is not the session's client: it keeps no orphan running.
+        watch = _flag(query, "watch")
+        batches = self.sessions.stream(sid, after, follow=follow, watch=watch)  # NotFound: 404 at once
 
         async def content() -> AsyncIterator[bytes]:
             # Everything already recorded goes out in one write (records are single-line JSON).
@@ -304,7 +338,8 @@ class App:
     # -- approvals -------------------------------------------------------------------------------------
 
     async def list_approvals(self, request: Request) -> Response:
-        return JSONResponse({"approvals": self.approvals.pending()})
+        _known(request.query_params, ("session",))
+        return JSONResponse({"approvals": self.approvals.pending(request.query_params.get("session"))})
 
     async def decide(self, request: Request) -> Response:
         aid = request.path_params["aid"]
@@ -315,9 +350,14 @@ class App:
                 'the body must be {"decision": "allow_once" | "allow_for_session" | ..., "reason"?}'
             )
         try:
-            self.approvals.decide(aid, decision, reason)
+            pending = self.approvals.decide(aid, decision, reason)
         except KeyError:
             raise NotFound(aid) from None
+        if decision in ("decline", "cancel") and reason and reason.strip() and pending.session_id:
+            # codex's approvals carry no reason back: the running turn is told (steered) instead, so the
+            # model reads why (after a cancel, codex's bridge continues the turn with it already).
+            told = f"A person declined {asked(pending.request)}. Their reason: {reason.strip()}"
+            await self.sessions.tell(pending.session_id, told)
         return JSONResponse({"ok": True})
 
     # -- batches ---------------------------------------------------------------------------------------
@@ -336,6 +376,33 @@ class App:
     async def list_batches(self, request: Request) -> Response:
         return JSONResponse({"batches": self.batches.rows()})
 
+    async def attach_batch(self, request: Request) -> Response:
+        data = await self._object(request, ("name", "total", "provider"))
+        batch_id = self.batches.attach(data, default_provider=self.provider)
+        return JSONResponse({"batch_id": batch_id}, status_code=201)
+
+    async def batch_notices(self, request: Request) -> Response:
+        data = await self._object(request, ("notices", "state", "reason"))
+        return JSONResponse(self.batches.notices(request.path_params["bid"], data))
+
+    async def stop_batch(self, request: Request) -> Response:
+        self.batches.stop(request.path_params["bid"])
+        return JSONResponse({"ok": True})
+
+    # -- updates ---------------------------------------------------------------------------------------
+
+    async def updates(self, request: Request) -> Response:
+        query = request.query_params
+        _known(query, ("after", "session"))
+        after = _event_id(request.headers.get("last-event-id") or query.get("after") or "0")
+        reads = self.feed.read(after, session=query.get("session") or None)
+
+        async def content() -> AsyncIterator[bytes]:
+            async for batch in reads:
+                yield b"".join(update.sse() for update in batch)
+
+        return EventSourceResponse(content(), ping=15)
+
     async def get_batch(self, request: Request) -> Response:
         return JSONResponse(self.batches.describe(request.path_params["bid"], tasks=_ALL_TASKS))
 
@@ -345,13 +412,49 @@ class App:
     # -- dashboard -------------------------------------------------------------------------------------
 
     async def dashboard(self, request: Request) -> Response:
-        sessions, _ = self.sessions.rows(limit=_DASHBOARD_SESSIONS)
-        return page(
-            render_dashboard(
-                sessions=sessions,
-                total_sessions=self.sessions.count(),
-                batches=self.batches.rows(tasks=_DASHBOARD_TASKS, limit=_DASHBOARD_BATCHES),
-                approvals=self.approvals.pending(),
-            ),
-            kind="dashboard",
-        )
+        query = request.query_params
+        _known(query, ("before", "state", "batch", "provider", "q"))
+        filters = self._session_filters(query)
+        before = query.get("before") or None
+        now = time.time()  # before the page is read: a session started after it is newer
+        sessions, cursor = self.sessions.rows(limit=_DASHBOARD_SESSIONS, before=before, **filters)
+        self.feed.expect_reader()
+        data = {
+            "now": now,
+            "version": __version__,
+            "provider": self.provider,
+            "providers": list(PROVIDER_NAMES),
+            "states": list(STATES),
+            "filters": {
+                "state": ",".join(filters["states"]),
+                "batch": filters["batch"] or "",
+                "provider": filters["provider"] or "",
+                "q": filters["text"] or "",
+            },
+            "before": before,
+            "next": cursor,
+            "offset": self.sessions.newer(before, **filters) if before is not None else 0,
+            "limit": _DASHBOARD_SESSIONS,
+            "sessions": sessions,
+            "total": self.sessions.count(**filters),
+            "running": self.sessions.count(("running",)),
+            "batches": self.batches.rows(tasks=SHOWN_TASKS, limit=_DASHBOARD_BATCHES),
+            "approvals": self.approvals.pending(),
+            "feed": self.feed.seq,
+        }
+        return page(render_dashboard(data), kind="dashboard")
+
+    async def session_page(self, request: Request) -> Response:
+        sid = request.path_params["sid"]
+        try:
+            session = self.sessions.describe(sid)
+        except NotFound:
+            return page(missing_page(f"no session {sid!r} on this daemon"), status_code=404, kind="missing")
+        self.feed.expect_reader()
+        data = {
+            "version": __version__,
+            "session": session,
+            "approvals": self.approvals.pending(sid),
+            "feed": self.feed.seq,
+        }
+        return page(render_session(data), kind="session")

@@ -11,7 +11,22 @@ The session that asked is told, in its own event stream: ``System(subtype="appro
 its request is parked (what waits, its approval id, where to decide: the dashboard and the API path,
 the deadline) and ``System(subtype="approval_decided")`` when it is decided or times out, so a client
 (``run --server``, ``batch --server``) shows what waits instead of going quiet. (The provider gives the
-handler the session's emitter: ``agent_fleet._provider.refine.HANDLER_EMIT``.)
+handler the session's emitter and id: ``agent_fleet._provider.refine.HANDLER_EMIT`` and
+``HANDLER_SESSION``.)
+
+What a person deciding needs is shown with each request: the session that asked and, through
+``context`` (set by the daemon), its task, batch and prompt; the rule that left it undecided (with what
+that rule means) and the policy's reason. ``on_change(kind, data)`` is told of every request parked
+(``"approval"``, the request as ``pending()`` shows it) and decided (``"approval_decided"``).
+A decline's ``reason`` goes back to the model where the provider can carry it (the daemon also tells the
+session's running turn: codex's command approvals take no reason).
+
+"Allow for the session" is kept here, not left to the provider: codex offers no ``acceptForSession`` for
+many requests (the answer is then sent as a one-time accept), and would ask again. So the daemon
+remembers what a person allowed for a session, and the same request of the same session (the same kind,
+command, paths, cwd, destination or tool) is allowed without asking again (``allowed for the session``
+in its reason) — only ever a request the policy left to a person (``default-ask``): rules that decline
+still decline first.
 """
 
 from __future__ import annotations
@@ -19,16 +34,44 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agent_fleet._provider.refine import HANDLER_EMIT
+from agent_fleet._provider.refine import HANDLER_EMIT, HANDLER_SESSION
 from agent_fleet._redact import Redactor
 from agent_fleet.errors import UsageError
 from agent_fleet.events import System
 from agent_fleet.policy import ApprovalRequest, Decision
+from agent_fleet.policy.engine import RULES
 
 ASK_RULE: Final = "default-ask"
+Context = Callable[[str], dict[str, Any]]
+_REMEMBERED_SESSIONS: Final = 1000  # sessions whose "allow for the session" answers are kept (oldest go)
+
+
+def _same(request: ApprovalRequest) -> Hashable:
+    """What makes two requests the same request (for "allow for the session")."""
+    command = request.command
+    return (
+        request.kind,
+        command if isinstance(command, str) or command is None else tuple(map(str, command)),
+        tuple(map(str, request.paths)),
+        request.cwd,
+        tuple(map(str, request.writable_roots)),
+        request.host,
+        request.port,
+        request.protocol,
+        request.network,
+        request.tool,
+    )
+
+
+def _none(*args: Any) -> Any:
+    return None
+
+
 Answer = Literal["allow_once", "allow_for_session", "decline", "cancel"]
 ANSWERS: Final = ("allow_once", "allow_for_session", "decline", "cancel")
 
@@ -40,19 +83,33 @@ class Pending:
     created: float
     deadline: float | None
     future: asyncio.Future[Decision] = field(repr=False)
+    session_id: str | None = None
+    rule: str | None = None
+    why: str | None = None
 
-    def to_dict(self, redactor: Redactor) -> dict[str, Any]:
+    def to_dict(self, redactor: Redactor, context: Context | None = None) -> dict[str, Any]:
         """The request as the API and the dashboard show it: redacted (a command may carry a key)."""
-        command = self.request.command
+        request = self.request
+        command = request.command
         shown: dict[str, Any] = {
             "approval_id": self.id,
-            "kind": self.request.kind,
+            "kind": request.kind,
             "command": command if isinstance(command, str) or command is None else list(command),
-            "paths": list(self.request.paths),
-            "cwd": self.request.cwd,
+            "paths": list(request.paths),
+            "cwd": request.cwd,
             "created": self.created,
             "deadline": self.deadline,
+            "session_id": self.session_id,
+            "rule": self.rule,
+            "rule_means": RULES.get(self.rule or ""),
+            "why": self.why,
         }
+        if request.kind == "network":
+            shown.update(host=request.host, port=request.port, protocol=request.protocol)
+        if request.tool is not None:
+            shown["tool"] = request.tool
+        if context is not None and self.session_id is not None:
+            shown.update(context(self.session_id))
         redacted: dict[str, Any] = redactor.value(shown)
         return redacted
 
@@ -68,9 +125,22 @@ class ApprovalQueue:
         self.parked = 0  # how many requests were ever parked
         self.changed = asyncio.Event()  # set (and replaced) whenever the queue changes
         self.url: str | None = None  # the daemon's, for "where to decide" (set when it listens)
+        self.context: Context | None = None  # a session id -> what to show of it (module docstring)
+        self.on_change: Callable[[str, dict[str, Any]], None] = _none
+        self._granted: OrderedDict[str, set[Hashable]] = OrderedDict()  # allowed for the session
 
-    def pending(self) -> list[dict[str, Any]]:
-        return [p.to_dict(self._redactor) for p in self._pending.values()]
+    def pending(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The pending requests (of ``session_id`` only, when given), oldest first, redacted."""
+        return [
+            p.to_dict(self._redactor, self.context)
+            for p in self._pending.values()
+            if session_id is None or p.session_id == session_id
+        ]
+
+    def session_of(self, approval_id: str) -> str | None:
+        """The session a pending request came from (None: unknown, or not pending)."""
+        pending = self._pending.get(approval_id)
+        return pending.session_id if pending is not None else None
 
     def _bump(self) -> None:
         self.changed.set()
@@ -79,6 +149,9 @@ class ApprovalQueue:
     async def handler(self, request: ApprovalRequest, decision: Decision) -> Decision:
         if decision.rule != ASK_RULE:
             return decision
+        session_id = HANDLER_SESSION.get()
+        if session_id is not None and _same(request) in self._granted.get(session_id, ()):
+            return Decision(action="allow_for_session", reason="allowed for the session by a person")
         approval_id = f"a{next(self._ids)}"
         self.parked += 1
         now = time.time()
@@ -89,9 +162,13 @@ class ApprovalQueue:
             created=now,
             deadline=now + self.timeout if self.timeout is not None else None,
             future=future,
+            session_id=session_id,
+            rule=decision.rule,
+            why=decision.reason,
         )
         self._pending[approval_id] = pending
         self._bump()
+        self.on_change("approval", pending.to_dict(self._redactor, self.context))
         emit = HANDLER_EMIT.get()
         if emit is not None:
             shown = pending.to_dict(self._redactor)
@@ -115,9 +192,23 @@ class ApprovalQueue:
         finally:
             self._pending.pop(approval_id, None)
             self._bump()
+            if decided is not None and decided.action == "allow_for_session" and session_id is not None:
+                self._remember(session_id, _same(request))
+            outcome = decided.action if decided is not None else "cancel"
+            rule = decided.rule if decided is not None else None
+            self.on_change(
+                "approval_decided",
+                self._redactor.value(
+                    {
+                        "approval_id": approval_id,
+                        "session_id": pending.session_id,
+                        "decision": outcome,
+                        "rule": rule,
+                        "reason": decided.reason if decided is not None else None,
+                    }
+                ),
+            )
             if emit is not None:
-                outcome = decided.action if decided is not None else "cancel"
-                rule = decided.rule if decided is not None else None
                 emit(
                     System(
                         subtype="approval_decided",
@@ -125,8 +216,15 @@ class ApprovalQueue:
                     )
                 )
 
-    def decide(self, approval_id: str, answer: str, reason: str | None = None) -> None:
-        """Answer a pending request. ``KeyError`` when it is not pending; ``UsageError`` for a bad answer."""
+    def _remember(self, session_id: str, request: Hashable) -> None:
+        self._granted.setdefault(session_id, set()).add(request)
+        self._granted.move_to_end(session_id)
+        while len(self._granted) > _REMEMBERED_SESSIONS:
+            self._granted.popitem(last=False)
+
+    def decide(self, approval_id: str, answer: str, reason: str | None = None) -> Pending:
+        """Answer a pending request; returns it. ``KeyError`` when it is not pending; ``UsageError`` for
+        a bad answer."""
         if answer not in ANSWERS:
             raise UsageError(f"decision must be one of {', '.join(ANSWERS)}, not {answer!r}")
         pending = self._pending[approval_id]
@@ -138,9 +236,24 @@ class ApprovalQueue:
                     rule="api-decline" if answer in ("decline", "cancel") else None,
                 )
             )
+        return pending
 
     def decline_all(self, reason: str) -> None:
         """Decline every pending request (the daemon is draining)."""
         for pending in list(self._pending.values()):
             if not pending.future.done():
                 pending.future.set_result(Decision(action="decline", rule="shutdown", reason=reason))
+
+
+def asked(request: ApprovalRequest) -> str:
+    """What ``request`` asks, in a few words (for a message to the agent)."""
+    if request.command is not None:
+        command = request.command if isinstance(request.command, str) else " ".join(map(str, request.command))
+        return f"the command `{command}`"
+    if request.tool is not None:
+        return f"the tool {request.tool}"
+    if request.kind == "network":
+        return f"network access to {request.host or 'any host'}"
+    if request.paths:
+        return f"the {request.kind.replace('_', ' ')} of {', '.join(map(str, request.paths))}"
+    return f"a {request.kind.replace('_', ' ')} request"

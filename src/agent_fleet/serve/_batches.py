@@ -20,6 +20,16 @@ with the batch is a row of the daemon's store. Batch states::
     running --(the daemon died)--> interrupted     stopped | interrupted | failed --resume--> running
 
 A resume is checked against the daemon's floor of the moment (its flags may have changed since).
+``stop`` stops a running batch as Ctrl-C stops ``agent-fleet batch``: no task starts, running turns are
+interrupted and recorded (state ``stopped``; a resume continues it).
+
+A client's batch (``agent-fleet batch --server``) runs in the client: its sessions are the daemon's, its
+runner is not. So that the dashboard shows it with its tasks, the client attaches it (``attach``: its
+name and size; ids start with ``c``) and reports its runner's notices (``notices``): a task started
+(its prompt), its session (the session is labelled with the task and batch), its gates and follow-ups
+(notes on the session), its end, and at last the batch's end. The daemon keeps its tasks in its own
+store (``batch_tasks``); a stop asked for it is answered to the client (``"stop": true``), whose runner
+stops as on Ctrl-C, and turns still running after ``STOP_GRACE`` seconds are interrupted here.
 """
 
 from __future__ import annotations
@@ -41,9 +51,10 @@ from agent_fleet._event_json import spec_from_json
 from agent_fleet._redact import Redactor
 from agent_fleet.contract import PermissionConfig
 from agent_fleet.errors import UsageError
-from agent_fleet.runner import PROVIDER_NAMES, BatchResult, GateConfig, Task, run_batch
+from agent_fleet.notices import NOTICE_SUBTYPES
+from agent_fleet.runner import PROVIDER_NAMES, BatchResult, GateConfig, Task, TaskEvent, run_batch
 from agent_fleet.runner._admit import task_of
-from agent_fleet.runner._tasks_file import BatchTask, build_task, parse_tasks
+from agent_fleet.runner._tasks_file import BatchTask, build_task, parse_tasks, task_id_problem
 from agent_fleet.runner.ledger import Ledger
 from agent_fleet.serve._floor import Floor, FlooredProvider
 from agent_fleet.serve._sessions import NotFound, Sessions
@@ -51,8 +62,24 @@ from agent_fleet.serve._state import private_tree
 from agent_fleet.serve._store import Store
 
 logger = logging.getLogger(__name__)
-_BATCH_ID = re.compile(r"b[0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
+_BATCH_ID = re.compile(r"[bc][0-9]{8}-[0-9]{6}-[0-9a-f]{6}")
 _TEMPLATE_PROMPT: Final = "(batch template)"
+#: Runner notices a client reports (``runner.<what>``, as ``agent_fleet.notices`` declares them).
+RUNNER_NOTICES: Final = frozenset(name for name in NOTICE_SUBTYPES if name.startswith("runner."))
+#: Notices that are notes on the task's session (the rest change the task's row).
+_NOTED: Final = frozenset(RUNNER_NOTICES - {"runner.started", "runner.session", "runner.finished"})
+#: Seconds a client has to stop its batch's turns itself before the daemon interrupts them.
+STOP_GRACE: Final = 5.0
+_MAX_NOTICES: Final = 1000
+#: The most tasks a client's batch may say it has (SQLite integers stop at 2**63).
+MAX_TOTAL: Final = 100_000_000
+_NAME: Final = re.compile(r"[^\x00-\x1f\x7f]{1,200}")
+#: Tasks listed with a batch on the dashboard (the counts cover every task).
+SHOWN_TASKS: Final = 50
+
+
+def _nothing(*args: Any) -> None:
+    pass
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,7 +95,8 @@ class _Settings:
 
     @classmethod
     def parse(cls, data: dict[str, Any], default_provider: str) -> _Settings:
-        spec = data.get("spec") or {}
+        spec = data.get("spec")
+        spec = {} if spec is None else spec
         if not isinstance(spec, dict):
             raise UsageError("'spec' must be a JSON object (a Spec, its prompt optional)")
         jobs = data.get("jobs", 4)
@@ -119,6 +147,9 @@ class Batches:
         self._floor = floor
         self._redactor = redactor
         self.running: dict[str, asyncio.Task[None]] = {}
+        self._stops: dict[str, asyncio.Event] = {}  # a running batch's stop (run_batch's)
+        self.stop_asked: set[str] = set()  # clients' batches a stop was asked for
+        self.on_change: Callable[[str], None] = _nothing  # the batch's row may have changed
 
     # -- starting ----------------------------------------------------------------------------------------
 
@@ -144,6 +175,7 @@ class Batches:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         out.mkdir(mode=0o700)  # the runner's files go in here (made private again when it ends)
         meta = {"serve": settings.to_json()}
+        stop = self._stops[batch_id] = asyncio.Event()
         self._start(
             batch_id,
             lambda: run_batch(
@@ -155,6 +187,8 @@ class Batches:
                 provider=provider,
                 cwd=cwd,
                 meta=meta,
+                stop=stop,
+                on_event=self._watch(batch_id),
                 box_dir=self.box_root,
             ),
         )
@@ -167,6 +201,11 @@ class Batches:
         if rerun not in (None, "failed"):
             raise UsageError("'rerun' must be \"failed\" (or left out)")
         row = self._row(batch_id)
+        if row.get("kind") == "client":
+            raise UsageError(
+                f"batch {batch_id} is run by a client (agent-fleet batch --server): continue it there, "
+                "with agent-fleet batch --resume OUT"
+            )
         self._idle(batch_id)
         self._not_draining()
         out = self.root / batch_id
@@ -189,6 +228,7 @@ class Batches:
         self._idle(batch_id)  # (another resume may have started while the provider did)
         self._not_draining()
         self._store.update_batch(batch_id, state="running")
+        stop = self._stops[batch_id] = asyncio.Event()
         self._start(
             batch_id,
             lambda: run_batch(
@@ -202,6 +242,8 @@ class Batches:
                 box_dir=self.box_root,
                 resume=True,
                 rerun_failed=rerun == "failed",
+                stop=stop,
+                on_event=self._watch(batch_id),
             ),
         )
 
@@ -252,8 +294,19 @@ class Batches:
                     self._floor.check_gate(command, cwd=str(task_cwd), permission=permission, where=where)
                     judged.add(key)
 
+    def _watch(self, batch_id: str) -> Callable[[TaskEvent], None]:
+        """The runner's ``on_event`` for a batch run here: a task starting or ending changes its row."""
+        changes = ("runner.started", "runner.session", "runner.finished")
+
+        def on_event(task_event: TaskEvent) -> None:
+            if task_event.source == "runner" and getattr(task_event.event, "subtype", None) in changes:
+                self.on_change(batch_id)
+
+        return on_event
+
     def _start(self, batch_id: str, run: Callable[[], Awaitable[BatchResult]]) -> None:
         self.running[batch_id] = asyncio.create_task(self._run(batch_id, run), name=f"batch:{batch_id}")
+        self.on_change(batch_id)
 
     async def _run(self, batch_id: str, run: Callable[[], Awaitable[BatchResult]]) -> None:
         try:
@@ -266,7 +319,11 @@ class Batches:
             logger.warning("batch %s could not run: %s", batch_id, reason)
             self._set(batch_id, "error", reason)
         else:
-            if result.ok:
+            stop = self._stops.get(batch_id)
+            if stop is not None and stop.is_set():
+                why = "stopped through the API; POST /v1/batches/{id}/resume continues it"
+                self._set(batch_id, "stopped", why)
+            elif result.ok:
                 self._set(batch_id, "succeeded", None)
             else:
                 failed = sum(not e.result.ok for e in result.entries)
@@ -274,6 +331,8 @@ class Batches:
                 self._set(batch_id, "failed", self._redactor.text(reason))
         finally:
             self.running.pop(batch_id, None)
+            self._stops.pop(batch_id, None)
+            self.on_change(batch_id)
             # The runner writes transcripts, summary.json and report.html with the process's umask:
             # inside a 0700 directory nobody else reaches them, and they are made 0600 besides.
             with contextlib.suppress(OSError):
@@ -313,9 +372,11 @@ class Batches:
                     if len(out["tasks"]) >= tasks:
                         break
                     state = "interrupted" if row.state == "running" and not running else row.state
+                    prompt = row.spec.get("prompt")
                     out["tasks"].append(
                         {
                             "task_id": row.id,
+                            "prompt": prompt if isinstance(prompt, str) else None,
                             "state": state,
                             "status": row.status,
                             "reason": row.reason or None,
@@ -334,10 +395,31 @@ class Batches:
             return None
         return data
 
+    def _client_progress(self, batch_id: str, *, tasks: int | None) -> dict[str, Any]:
+        states = self._store.task_counts(batch_id)
+        out: dict[str, Any] = {
+            "done": states.get("finished", 0),
+            "ok": states.get("finished:succeeded", 0),
+            "states": states,
+        }
+        if tasks:
+            out["tasks"] = [
+                {k: v for k, v in task.items() if k != "updated"}
+                for task in self._store.tasks(batch_id, limit=tasks)
+            ]
+        return out
+
     def describe(self, batch_id: str, *, tasks: int | None = None, summary: bool = True) -> dict[str, Any]:
         """The batch's state and progress, up to ``tasks`` of its tasks, and (when it is not running and
         ``summary``) its ``summary.json``. Redacted."""
         out = dict(self._row(batch_id))
+        if out.get("kind") == "client":
+            out.update(self._client_progress(batch_id, tasks=tasks))
+            out["stop_asked"] = batch_id in self.stop_asked
+            if summary:
+                out["summary"] = None  # in the client's --out
+            redacted_client: dict[str, Any] = self._redactor.value(out)
+            return redacted_client
         running = batch_id in self.running
         if running:
             out["state"] = "running"
@@ -347,17 +429,142 @@ class Batches:
         redacted: dict[str, Any] = self._redactor.value(out)
         return redacted
 
+    def row(self, batch_id: str) -> dict[str, Any] | None:
+        """The batch as the dashboard lists it, with its first ``SHOWN_TASKS`` tasks (None: unknown)."""
+        try:
+            return self.describe(batch_id, tasks=SHOWN_TASKS, summary=False)
+        except NotFound:
+            return None
+
     def rows(self, *, tasks: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The batches, newest first (at most ``limit``), with up to ``tasks`` of each one's tasks."""
-        listed = self._store.batches()[:limit] if limit is not None else self._store.batches()
+        listed = self._store.batches(limit=limit)
         return [self.describe(row["batch_id"], tasks=tasks, summary=False) for row in listed]
 
     def report(self, batch_id: str) -> str:
-        self._row(batch_id)
+        if self._row(batch_id).get("kind") == "client":
+            raise NotFound(f"{batch_id} (a client's batch: its report is in the client's --out)")
         try:
             return (self.root / batch_id / "report.html").read_text(encoding="utf-8")
         except OSError:
             raise NotFound(f"{batch_id} (no report yet)") from None
+
+    # -- stopping ------------------------------------------------------------------------------------
+
+    def stop(self, batch_id: str) -> None:
+        """Stop a running batch (see the module docstring); nothing to do for one that is not running."""
+        row = self._row(batch_id)
+        if row.get("kind") == "client":
+            if row["state"] != "running":
+                return
+            self.stop_asked.add(batch_id)
+            self.on_change(batch_id)
+            asyncio.get_running_loop().call_later(
+                STOP_GRACE, lambda: asyncio.ensure_future(self._interrupt_client_batch(batch_id))
+            )
+            return
+        stop = self._stops.get(batch_id)
+        if stop is not None:
+            stop.set()
+
+    async def _interrupt_client_batch(self, batch_id: str) -> None:
+        """The turns of a client's batch still running after its stop was asked for (the client may be
+        gone): interrupted, as ``POST /v1/sessions/{id}/stop`` does."""
+        rows = self._store.sessions(batch=batch_id, states=("running",))
+        for session in rows:
+            try:
+                await self._sessions.stop(session["session_id"])
+            except Exception as exc:
+                logger.warning("session %s: stop failed: %s", session["session_id"], type(exc).__name__)
+
+    # -- a client's batch -----------------------------------------------------------------------------
+
+    def attach(self, data: Any, *, default_provider: str) -> str:
+        """Record a batch a client runs (``{"name", "total", "provider"?}``); returns its id."""
+        self._not_draining()
+        if not isinstance(data, dict):
+            raise UsageError('the body must be {"name": ..., "total": ...}')
+        name, total = data.get("name"), data.get("total")
+        if isinstance(total, float) and total.is_integer():  # JSON's 3.0 is the integer 3
+            total = int(total)
+        provider = data.get("provider", default_provider)
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise UsageError("'name' must be 1 to 200 characters, no control characters")
+        if not isinstance(total, int) or isinstance(total, bool) or not 0 <= total <= MAX_TOTAL:
+            raise UsageError(f"'total' must be an integer from 0 to {MAX_TOTAL}")
+        if provider not in PROVIDER_NAMES:
+            raise UsageError(f"'provider' must be one of {', '.join(PROVIDER_NAMES)}")
+        batch_id = f"c{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self._store.add_batch(batch_id, provider, total, kind="client", name=self._redactor.text(name))
+        self.on_change(batch_id)
+        return batch_id
+
+    def notices(self, batch_id: str, data: Any) -> dict[str, Any]:
+        """A client's report on its batch (see the module docstring): ``{"notices": [{"task_id",
+        "subtype", "data"}], "state"?, "reason"?}``. Returns ``{"ok": true, "stop": <asked>}``."""
+        row = self._row(batch_id)
+        if row.get("kind") != "client":
+            raise UsageError(f"batch {batch_id} runs on this daemon: its tasks are its runner's to report")
+        if not isinstance(data, dict):
+            raise UsageError('the body must be {"notices": [...], "state"?, "reason"?}')
+        notices = data.get("notices", [])
+        state, reason = data.get("state"), data.get("reason")
+        if not isinstance(notices, list) or len(notices) > _MAX_NOTICES:
+            raise UsageError(f"'notices' must be a list of at most {_MAX_NOTICES} notices")
+        if state not in (None, "succeeded", "failed", "stopped"):
+            raise UsageError("'state' must be succeeded, failed or stopped")
+        if not isinstance(reason, str | None):
+            raise UsageError("'reason' must be a string")
+        checked = [self._notice(n) for n in notices]  # all checked before any is applied
+        for task_id, subtype, body in checked:
+            self._apply(batch_id, task_id, subtype, body)
+        if state is not None:
+            self._store.update_batch(batch_id, state=state, reason=self._redactor.text(reason or "") or None)
+            self.stop_asked.discard(batch_id)
+        else:
+            self._store.update_batch(batch_id)  # heard from
+        if checked or state is not None:
+            self.on_change(batch_id)
+        return {"ok": True, "stop": batch_id in self.stop_asked}
+
+    @staticmethod
+    def _notice(notice: Any) -> tuple[str, str, dict[str, Any]]:
+        if not isinstance(notice, dict) or set(notice) - {"task_id", "subtype", "data"}:
+            raise UsageError('a notice is {"task_id", "subtype", "data"}')
+        task_id, subtype, body = notice.get("task_id"), notice.get("subtype"), notice.get("data", {})
+        if (problem := task_id_problem(task_id)) is not None:
+            raise UsageError(f"a notice's task_id {problem}")
+        if subtype not in RUNNER_NOTICES:
+            raise UsageError(f"a notice's subtype must be a runner notice (runner.<what>), not {subtype!r}")
+        if not isinstance(body, dict):
+            raise UsageError("a notice's data must be a JSON object")
+        assert isinstance(task_id, str) and isinstance(subtype, str)
+        return task_id, subtype, body
+
+    def _apply(self, batch_id: str, task_id: str, subtype: str, body: dict[str, Any]) -> None:
+        def text(key: str) -> str | None:
+            value = body.get(key)
+            return self._redactor.text(value) if isinstance(value, str) else None
+
+        match subtype:
+            case "runner.started":
+                self._store.set_task(batch_id, task_id, state="running", prompt=text("prompt"))
+            case "runner.session":
+                session_id = body.get("session_id")
+                if isinstance(session_id, str) and self._sessions.label(
+                    session_id, task_id=task_id, batch_id=batch_id
+                ):
+                    self._store.set_task(batch_id, task_id, session_id=session_id)
+            case "runner.finished":
+                status, reason = text("status"), text("reason")
+                self._store.set_task(batch_id, task_id, state="finished", status=status, reason=reason)
+            case _:
+                self._store.set_task(batch_id, task_id)
+                tasks = [t for t in self._store.tasks(batch_id) if t["task_id"] == task_id]
+                session_id = tasks[0]["session_id"] if tasks else None
+                if session_id is not None and subtype in _NOTED:
+                    note = {"subtype": subtype, "task_id": task_id, "batch_id": batch_id, "data": body}
+                    self._sessions.leave_note(session_id, note)
 
     async def drain(self) -> None:
         """Stop the running batches (their tasks are recorded interrupted; each batch ``stopped``)."""

@@ -8,12 +8,14 @@ address when it listens on all of them (a literal address cannot be rebound), an
 ``--allowed-host`` (a proxy's). Every path but ``/healthz`` and ``/login`` then needs
 ``Authorization: Bearer <token>`` (or, for the dashboard in a browser, the ``agent_fleet_token`` cookie
 set by ``POST /login``; a state-changing request carried by the cookie alone must also send
-``X-Agent-Fleet: 1``, which a cross-site form cannot). Tokens are compared in constant time
-(``hmac.compare_digest``). A request body over ``max_body`` bytes is refused with 413, whether it declares
-its length or is sent in chunks (counted as it is read). Every response says ``X-Frame-Options: DENY``,
-``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``, and carries a
-``Content-Security-Policy`` with ``frame-ancestors 'none'`` (pages set their own, which allows only
-their own inline scripts and styles, by hash).
+``X-Agent-Fleet: 1``, which a cross-site form cannot). A browser that opens a page (``/``, a session's
+page) without either is sent to the sign-in form (``303``, to a relative URL so that a proxy serving
+the daemon under a path keeps it; ``next`` says where it was going); any other client gets ``401``.
+Tokens are compared in constant time (``hmac.compare_digest``). A request body over ``max_body``
+bytes is refused with 413, whether it declares its length or is sent in chunks (counted as it is read).
+Every response says ``X-Frame-Options: DENY``, ``X-Content-Type-Options: nosniff`` and
+``Referrer-Policy: no-referrer``, and carries a ``Content-Security-Policy`` with ``frame-ancestors
+'none'`` (pages set their own, which allows only their own inline scripts and styles, by hash).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 import os
 import secrets
 import stat
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -35,6 +38,36 @@ from agent_fleet.errors import UsageError
 
 COOKIE = "agent_fleet_token"
 OPEN_PATHS = frozenset({"/healthz", "/login"})
+
+
+def is_page(path: str) -> bool:
+    """A page a browser opens (the dashboard, a session's page)."""
+    return path == "/" or (path.startswith("/sessions/") and path.count("/") == 2)
+
+
+def sign_in_redirect(scope: Scope) -> tuple[dict[str, Any], bytes] | None:
+    """For a browser opening a page without the token: a ``303`` to the sign-in form, relative to the
+    page (None: not a page, or not a browser)."""
+    path = scope["path"]
+    headers = dict(scope.get("headers") or [])
+    if scope.get("method") not in ("GET", "HEAD") or not is_page(path):
+        return None
+    if b"text/html" not in headers.get(b"accept", b""):
+        return None
+    target = path[1:] + (f"?{scope['query_string'].decode('latin-1')}" if scope.get("query_string") else "")
+    back = f"?next={urllib.parse.quote(target)}" if target else ""
+    location = "../" * (path.count("/") - 1) + "login" + back
+    body = b"sign in first"
+    start = {
+        "type": "http.response.start",
+        "status": 303,
+        "headers": [
+            (b"location", location.encode("latin-1")),
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+    }
+    return start, body
 
 
 def _token_file_warnings(path: Path) -> list[str]:
@@ -201,7 +234,10 @@ class Guard:
             await self._reply(secured, *_error(400, "bad_host", message))
             return
         if scope["path"] not in OPEN_PATHS and not self._authorised(scope):
-            await self._reply(secured, *_error(401, "unauthorized", "missing or wrong bearer token"))
+            redirect = sign_in_redirect(scope)
+            await self._reply(
+                secured, *(redirect or _error(401, "unauthorized", "missing or wrong bearer token"))
+            )
             return
         declared = headers.get(b"content-length")
         too_large = _error(413, "too_large", f"request body over {self.max_body} bytes")

@@ -13,6 +13,7 @@ from typing import Any, Final
 from agent_fleet.runner import PROVIDER_NAMES
 from agent_fleet.runner._tasks_file import KEYS as TASK_KEYS
 from agent_fleet.runner.review import PRIORITY_NAMES
+from agent_fleet.serve._batches import MAX_TOTAL, RUNNER_NOTICES
 
 _ERRORS: Final = {
     "400": "bad request",
@@ -54,6 +55,7 @@ _ANSWERS: Final = {
 }
 _SANDBOX: Final = {"enum": ["read-only", "workspace-write", "danger-full-access"]}
 _HTML: Final = {"description": "a page", "content": {"text/html": {"schema": {"type": "string"}}}}
+_SIGN_IN: Final = {"description": "a browser without the token: to the sign-in form (relative Location)"}
 
 
 def _op(
@@ -89,16 +91,14 @@ def _op(
 
 
 _EVENT_ID: Final = {"type": "string", "pattern": "^[0-9]{1,15}$"}
+_FLAG: Final = {"enum": ["0", "1", "true", "false"]}
 _EVENTS = _op(
     "Server-sent events of the session, one per agent-fleet event",
     params=("sid",),
     query=(
         {"name": "after", "schema": _EVENT_ID, "description": "as Last-Event-ID"},
-        {
-            "name": "follow",
-            "schema": {"enum": ["0", "1", "true", "false"]},
-            "description": "past Result/Error",
-        },
+        {"name": "follow", "schema": _FLAG, "description": "past Result/Error"},
+        {"name": "watch", "schema": _FLAG, "description": "a watcher, not the session's client"},
     ),
     errors=("404",),
 )
@@ -106,6 +106,34 @@ _EVENTS["parameters"].append(
     {"name": "Last-Event-ID", "in": "header", "schema": _EVENT_ID, "description": "resume after"}
 )
 _EVENTS["responses"]["200"] = {"description": "text/event-stream", "content": {"text/event-stream": {}}}
+_UPDATES = _op(
+    "Server-sent events of what changes on the daemon (the dashboard's): session, batch, approval, "
+    "approval_decided, note, reset",
+    query=(
+        {"name": "after", "schema": _EVENT_ID, "description": "as Last-Event-ID"},
+        {"name": "session", "schema": {"type": "string"}, "description": "only this session's updates"},
+    ),
+)
+_UPDATES["parameters"].append(
+    {"name": "Last-Event-ID", "in": "header", "schema": _EVENT_ID, "description": "resume after"}
+)
+_UPDATES["responses"]["200"] = {"description": "text/event-stream", "content": {"text/event-stream": {}}}
+_STATES: Final = "(running|idle|stopped|failed|interrupted)"
+_SESSION_FILTERS: Final = (
+    {
+        "name": "state",
+        "schema": {"type": "string", "pattern": f"^({_STATES}(,{_STATES})*)?$"},
+        "description": "comma-separated; empty: any (as a filter form sends it)",
+    },
+    {"name": "batch", "schema": {"type": "string"}, "description": "sessions of this batch"},
+    {"name": "provider", "schema": {"enum": ["", *PROVIDER_NAMES]}, "description": "empty: any"},
+    {
+        "name": "q",
+        "schema": {"type": "string", "maxLength": 200},
+        "description": "a text in the id, task, batch, prompt, cwd or model (ASCII case ignored)",
+    },
+)
+_PAGE_ERRORS: Final = {"404": {**_HTML, "description": "no such session (a page)"}}
 
 _PERMISSION: Final[dict[str, Any]] = {
     "type": "object",
@@ -257,7 +285,28 @@ OPENAPI: Final[dict[str, Any]] = {
                     "usage": {"type": ["object", "null"]},
                     "step": {"type": "string"},
                     "clients": {"type": "integer", "description": "readers of its events (loaded only)"},
+                    "orphan_deadline": {
+                        "type": ["number", "null"],
+                        "description": "running with no client: when its turn is stopped unless one returns",
+                    },
+                    "loaded": {"type": "boolean"},
                     "archived": {"type": "boolean"},
+                    "prompt": {"type": ["string", "null"], "description": "its first prompt (redacted)"},
+                    "cwd": {"type": ["string", "null"]},
+                    "task_id": {"type": ["string", "null"], "description": "the batch task it runs"},
+                    "batch_id": {"type": ["string", "null"]},
+                    "model": {"type": ["string", "null"], "description": "the model it runs"},
+                    "model_provider": {"type": ["string", "null"], "description": "who serves the model"},
+                    "scripted": {"type": "boolean", "description": "agent_fleet.testing's scripted model"},
+                    "model_label": {"type": ["string", "null"], "description": "the model, as people see it"},
+                    "created": {"type": "number"},
+                    "updated": {"type": "number"},
+                    "ended": {"type": ["number", "null"], "description": "when its last turn ended"},
+                    "duration": {"type": "number", "description": "seconds, start to end (or now)"},
+                    "tokens": {"type": ["integer", "null"]},
+                    "cost": {"type": ["number", "null"], "description": "reported, or from --prices"},
+                    "currency": {"type": "string"},
+                    "notes": {"type": "array", "items": {"type": "object"}, "description": "a runner's"},
                     "last_event_id": {"type": "integer"},
                     "history": {"type": "array", "items": {"$ref": "#/components/schemas/Turn"}},
                 },
@@ -274,6 +323,9 @@ OPENAPI: Final[dict[str, Any]] = {
                 "type": "object",
                 "properties": {
                     "batch_id": {"type": "string"},
+                    "kind": {"enum": ["daemon", "client"], "description": "run here, or by batch --server"},
+                    "name": {"type": ["string", "null"]},
+                    "stop_asked": {"type": "boolean"},
                     "provider": {"type": "string"},
                     "state": {"enum": ["running", "succeeded", "failed", "stopped", "interrupted", "error"]},
                     "reason": {"type": ["string", "null"]},
@@ -284,6 +336,38 @@ OPENAPI: Final[dict[str, Any]] = {
                     "tasks": {"type": "array", "items": {"type": "object"}},
                     "summary": {"type": ["object", "null"]},
                 },
+            },
+            "Attach": {
+                "type": "object",
+                "required": ["name", "total"],
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[^\\u0000-\\u001f\\u007f]{1,200}$"},
+                    "total": {"type": "integer", "minimum": 0, "maximum": MAX_TOTAL},
+                    "provider": {"enum": list(PROVIDER_NAMES)},
+                },
+                "additionalProperties": False,
+            },
+            "Notices": {
+                "type": "object",
+                "properties": {
+                    "notices": {
+                        "type": "array",
+                        "maxItems": 1000,
+                        "items": {
+                            "type": "object",
+                            "required": ["task_id", "subtype"],
+                            "properties": {
+                                "task_id": _TASK_LINE_FIELDS["id"],
+                                "subtype": {"enum": sorted(RUNNER_NOTICES)},
+                                "data": {"type": "object"},
+                            },
+                            "additionalProperties": False,
+                        },
+                    },
+                    "state": {"enum": ["succeeded", "failed", "stopped"], "description": "the batch ended"},
+                    "reason": {"type": "string"},
+                },
+                "additionalProperties": False,
             },
             "Batch": {
                 "type": "object",
@@ -318,20 +402,14 @@ OPENAPI: Final[dict[str, Any]] = {
         "/healthz": {"get": {**_op("Liveness (no token needed)"), "security": []}},
         "/v1/openapi.json": {"get": _op("This document")},
         "/v1/info": {"get": _op("Version and default provider")},
+        "/v1/updates": {"get": _UPDATES},
         "/v1/sessions": {
             "get": _op(
                 "A page of sessions, newest first",
                 query=(
                     {"name": "limit", "schema": {"type": "string", "pattern": "^([1-9][0-9]{0,2}|1000)$"}},
                     {"name": "before", "schema": {"type": "string"}, "description": "next of the last page"},
-                    {
-                        "name": "state",
-                        "schema": {
-                            "type": "string",
-                            "pattern": "^(running|idle|stopped|failed|interrupted)"
-                            "(,(running|idle|stopped|failed|interrupted))*$",
-                        },
-                    },
+                    *_SESSION_FILTERS,
                 ),
                 answer="SessionPage",
                 errors=("404",),
@@ -378,13 +456,41 @@ OPENAPI: Final[dict[str, Any]] = {
                 "Stop the running turn; the session can be continued", params=("sid",), errors=("404", "502")
             )
         },
-        "/v1/approvals": {"get": _op("Pending deferred approvals (redacted)")},
+        "/v1/approvals": {
+            "get": _op(
+                "Pending deferred approvals with their context (redacted)",
+                query=({"name": "session", "schema": {"type": "string"}, "description": "of this session"},),
+            )
+        },
         "/v1/approvals/{aid}": {
             "post": _op("Decide a pending approval", body="Decision", params=("aid",), errors=("404", "413"))
         },
         "/v1/batches": {
             "get": _op("Every batch"),
             "post": _op("Start a batch", body="Batch", ok="201", errors=("403", "413", "502", "503")),
+        },
+        "/v1/batches/attach": {
+            "post": _op(
+                "Show a batch a client runs (batch --server) on the dashboard; its tasks come as notices",
+                body="Attach",
+                ok="201",
+                errors=("413",),
+            )
+        },
+        "/v1/batches/{bid}/notices": {
+            "post": _op(
+                "A client's report on its batch (its runner's notices, its end); answers whether to stop",
+                body="Notices",
+                params=("bid",),
+                errors=("404", "413"),
+            )
+        },
+        "/v1/batches/{bid}/stop": {
+            "post": _op(
+                "Stop a running batch: no task starts, running turns are interrupted (it can be resumed)",
+                params=("bid",),
+                errors=("404",),
+            )
         },
         "/v1/batches/{bid}": {
             "get": _op(
@@ -409,7 +515,21 @@ OPENAPI: Final[dict[str, Any]] = {
                 errors=("403", "404", "413", "502", "503"),
             )
         },
-        "/": {"get": {**_op("The dashboard"), "responses": {**_op("")["responses"], "200": _HTML}}},
+        "/": {
+            "get": {
+                **_op(
+                    "The dashboard (a browser without the token is sent to the sign-in form: 303)",
+                    query=({"name": "before", "schema": {"type": "string"}}, *_SESSION_FILTERS),
+                ),
+                "responses": {**_op("", errors=("404",))["responses"], "200": _HTML, "303": _SIGN_IN},
+            }
+        },
+        "/sessions/{sid}": {
+            "get": {
+                **_op("A session's page: its conversation as it happens", params=("sid",)),
+                "responses": {**_op("")["responses"], "200": _HTML, "303": _SIGN_IN, **_PAGE_ERRORS},
+            }
+        },
         "/login": {
             "get": {
                 "summary": "The dashboard's sign-in form",

@@ -30,9 +30,11 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from agent_fleet.contract import PermissionConfig, Provider
 from agent_fleet.errors import UsageError
 from agent_fleet.runner import Redactor
+from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.serve._app import App
 from agent_fleet.serve._approvals import ApprovalQueue
 from agent_fleet.serve._batches import Batches
+from agent_fleet.serve._feed import Feed
 from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._guard import Hosts, load_or_create_token
 from agent_fleet.serve._sessions import Sessions
@@ -63,7 +65,8 @@ class ServeConfig:
     ``allowed_hosts``: ``Host`` header names served besides the loopback names and ``host`` (a reverse
     proxy's public name); any other is refused (DNS rebinding). ``head_timeout``: seconds a connection
     has to send a whole request head (slowloris). ``orphan_timeout``: seconds a running session may go
-    without any client reading its events before its turn is stopped (None: never)."""
+    without any client reading its events before its turn is stopped (None: never). ``prices``: a price
+    table for the cost the dashboard shows of sessions whose provider reports none (``--prices``)."""
 
     host: str = "127.0.0.1"
     port: int = 0
@@ -80,6 +83,7 @@ class ServeConfig:
     allowed_hosts: Sequence[str] = ()
     head_timeout: float = 10.0
     orphan_timeout: float | None = 300.0
+    prices: PriceTable | None = None
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host) and self.token_file is None:
@@ -198,6 +202,7 @@ class Daemon:
             floor=self.floor,
             max_live=config.max_live_sessions,
             orphan_timeout=config.orphan_timeout,
+            prices=config.prices,
             **({"providers": self._make_provider} if self._make_provider is not None else {}),
         )
         self.batches = Batches(
@@ -207,7 +212,18 @@ class Daemon:
             floor=self.floor,
             redactor=self.redactor,
         )
+        self.feed = Feed(session_row=self._session_update, batch_row=self.batches.row)
+        self.sessions.on_change = self.feed.session
+        self.sessions.on_note = lambda sid, note: self.feed.publish(
+            "note", {"session_id": sid, **note}, session=sid
+        )
+        self.batches.on_change = self.feed.batch
+        self.approvals.context = self._approval_context
+        self.approvals.on_change = lambda kind, data: self.feed.publish(
+            kind, data, session=data.get("session_id")
+        )
         self.app = App(
+            feed=self.feed,
             sessions=self.sessions,
             approvals=self.approvals,
             batches=self.batches,
@@ -225,6 +241,22 @@ class Daemon:
         self._server: _Server | None = None
         self._socket: socket.socket | None = None
         self.loop = asyncio.get_running_loop()
+
+    def _session_update(self, session_id: str) -> dict[str, Any] | None:
+        """A session's row as the updates send it, with how many sessions run now (the dashboard's
+        count: every running session is loaded)."""
+        row = self.sessions.row(session_id)
+        if row is not None:
+            row["fleet_running"] = sum(s.state == "running" for s in self.sessions.live.values())
+        return row
+
+    def _approval_context(self, session_id: str) -> dict[str, Any]:
+        """What a person deciding a session's request is shown of the session."""
+        row = self.store.session(session_id)
+        if row is None:
+            return {}
+        spec = row["spec"] if isinstance(row["spec"], dict) else {}
+        return {"task_id": row.get("task_id"), "batch_id": row.get("batch_id"), "prompt": spec.get("prompt")}
 
     @property
     def port(self) -> int:
@@ -286,6 +318,7 @@ class Daemon:
         if self._closed.is_set():
             return
         self.approvals.decline_all("the daemon is shutting down")
+        self.feed.close()
         await self.batches.drain()
         await self.sessions.drain()
         if self._server is not None:

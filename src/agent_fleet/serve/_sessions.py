@@ -23,7 +23,15 @@ is not loaded (evicted, or recorded by an earlier run of the daemon) brings its 
 (``unarchive_session``) and resumes it through ``provider.resume`` with its stored spec.
 
 Clients: a running session with no reader of its event stream for ``orphan_timeout`` seconds (its
-client went away) is stopped as ``stop`` does (so it can be continued); ``None`` keeps it running.
+client went away) is stopped as ``stop`` does (so it can be continued); ``None`` keeps it running. A
+*watcher* (the dashboard's session page, ``?watch=1``) reads the stream without being its client: it is
+not counted and does not keep an orphan running.
+
+The dashboard: ``on_change(session_id)`` is called whenever what ``row`` shows of a session may have
+changed (it started, its state, step, usage, model or clients changed, it was labelled or unloaded), and
+``on_note(session_id, note)`` when a batch's runner left a note on it (``note``: a gate, a follow-up).
+Rows carry what a person needs to tell sessions apart: prompt, task and batch, cwd, provider, the model
+it really runs (``scripted`` when ``agent_fleet.testing`` serves it), start, duration, tokens, cost.
 Session states::
 
     running --Result--> idle --send--> running
@@ -43,25 +51,28 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from agent_fleet._event_json import permission_to_json, spec_from_json, spec_to_json
+from agent_fleet._event_json import spec_from_json, spec_to_json
 from agent_fleet.contract import Handle, Provider, Spec
 from agent_fleet.errors import ConnectionClosed, Unsupported, UsageError
-from agent_fleet.events import Error, Event, Result, TextDelta, TokenUsage, ToolUse
+from agent_fleet.events import Error, Event, Result, System, TextDelta, TokenUsage, ToolUse
 from agent_fleet.runner import Redactor, make_provider
+from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.serve._floor import Floor
 from agent_fleet.serve._records import DeltaBuffer, RecordEncoder, is_terminal
-from agent_fleet.serve._store import MAX_PAGE, Store
+from agent_fleet.serve._store import Store
 from agent_fleet.serve._stream import Batch, read_stream
+from agent_fleet.serve._views import STATES, NotFound, SessionViews
+
+__all__ = ["STATES", "LiveSession", "NotFound", "Sessions"]
 
 logger = logging.getLogger(__name__)
 _FLUSH_EVERY = 0.05  # seconds between writes of queued event records (terminal events write at once)
-STATES: Final = ("running", "idle", "stopped", "failed", "interrupted")
 
 
-class NotFound(LookupError):
-    """No session (or approval, batch) with that id."""
+def _nothing(*args: Any) -> None:
+    pass
 
 
 @dataclass(slots=True, eq=False)
@@ -91,8 +102,8 @@ class LiveSession:
         return self.base + len(self.records)
 
 
-class Sessions:
-    """The daemon's sessions (see the module docstring)."""
+class Sessions(SessionViews):
+    """The daemon's sessions (see the module docstring; what is shown of them: ``_views``)."""
 
     def __init__(
         self,
@@ -106,8 +117,12 @@ class Sessions:
         max_live: int = 256,
         orphan_timeout: float | None = 300.0,
         providers: Callable[[str, Any], Provider] = make_provider,
+        prices: PriceTable | None = None,
     ) -> None:
         self.store = store
+        self.prices = prices
+        self.on_change: Callable[[str], None] = _nothing  # (see the module docstring)
+        self.on_note: Callable[[str, dict[str, Any]], None] = _nothing
         self._make_provider = providers
         self._options = dict(options)
         self._handler = approval_handler
@@ -230,8 +245,10 @@ class Sessions:
         else:
             self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(stored)))
         self.store.add_turn(sid, turns, self._redactor.text(spec.prompt), base)
+        self.store.update(sid, ended=None)
         self.live[sid] = session
         self._start_pump(session)
+        self.on_change(sid)
         return session, base
 
     def _start_pump(self, session: LiveSession) -> None:
@@ -283,9 +300,10 @@ class Sessions:
         session.base, session.records = session.last_seq, []
         session.state, session.interrupted = "running", False
         session.turns += 1
-        self.store.update(session.id, state="running", turns=session.turns)
+        self.store.update(session.id, state="running", turns=session.turns, ended=None)
         self.store.add_turn(session.id, session.turns, self._redactor.text(prompt), session.base)
         self._start_pump(session)
+        self.on_change(session.id)
         return session.base
 
     async def stop(self, session_id: str) -> None:
@@ -329,7 +347,7 @@ class Sessions:
         if session.publishing is not None:
             session.publishing.cancel()
             session.publishing = None
-        terminal = False
+        terminal = shown = False
         records, sid, encode, append = session.records, session.id, self._records.encode, self.store.append
         for event, at, deltas in session.buffer.take():
             record = encode(sid, event, at, deltas=deltas)
@@ -343,11 +361,28 @@ class Sessions:
             records.append((record, ends))
             append(sid, session.base + len(records), record)
             if isinstance(event, ToolUse):
+                shown = shown or session.step != event.name
                 session.step = event.name
             elif isinstance(event, TokenUsage):
                 session.usage = dataclasses.asdict(event)
-            elif isinstance(event, Result) and event.usage is not None:
-                session.usage = dataclasses.asdict(event.usage)
+                shown = True
+            elif isinstance(event, Result):
+                if event.usage is not None:
+                    session.usage = dataclasses.asdict(event.usage)
+                if event.cost_usd is not None:  # the provider's own figure (Claude's), per turn
+                    row = self.store.session(sid)
+                    spent = (row or {}).get("cost_usd") or 0.0
+                    self.store.update(sid, cost_usd=spent + event.cost_usd)
+            elif isinstance(event, System) and event.subtype == "session":
+                model, served_by = event.data.get("model"), event.data.get("model_provider")
+                self.store.update(
+                    sid,
+                    model=model if isinstance(model, str) else None,
+                    model_provider=served_by if isinstance(served_by, str) else None,
+                )
+                shown = True
+        if shown:
+            self.on_change(sid)
         if terminal:
             self.store.flush()
         elif self._flush_handle is None:
@@ -384,11 +419,12 @@ class Sessions:
         if session.alone is not None:
             session.alone.cancel()
             session.alone = None
-        self.store.update(session.id, state=session.state, usage=session.usage, step="")
+        self.store.update(session.id, state=session.state, usage=session.usage, step="", ended=time.time())
         self._end_turn(session, terminal)
         session.ended = time.monotonic()
         session.changed.set()
         session.changed = asyncio.Event()
+        self.on_change(session.id)
         self._evict()
 
     def _end_turn(self, session: LiveSession, terminal: Event) -> None:
@@ -420,6 +456,7 @@ class Sessions:
         """Unload ``session``: its handle stopped (and its thread archived) in the background."""
         del self.live[session.id]
         session.changed.set()  # a reader still on it reads the store from now on
+        self.on_change(session.id)
         release = asyncio.create_task(self._release(session, archive), name=f"release:{session.id}")
         self._releasing[session.id] = release
 
@@ -444,7 +481,8 @@ class Sessions:
     # -- clients -------------------------------------------------------------------------------------
 
     def watch_alone(self, session: LiveSession) -> None:
-        """(Re)start the orphan timer of a running session that has no reader."""
+        """(Re)start the orphan timer of a running session that has no reader (its readers changed)."""
+        self.on_change(session.id)
         if session.alone is not None:
             session.alone.cancel()
             session.alone = None
@@ -466,55 +504,15 @@ class Sessions:
 
     # -- reading -------------------------------------------------------------------------------------
 
-    def describe(self, session_id: str) -> dict[str, Any]:
-        row = self.store.session(session_id)
-        if row is None:
-            raise NotFound(session_id)
-        live = self.live.get(session_id)
-        if live is not None:
-            self._live_row(row, live)
-            row["last_event_id"] = live.last_seq
-        else:
-            row["last_event_id"] = self.store.last_seq(session_id)
-        row["history"] = self.store.turns(session_id)
-        # The client's spec and the daemon's floor are kept apart: the session runs with both.
-        floor = self.floor.permission
-        row["floor"] = self._redactor.value(permission_to_json(floor)) if floor is not None else None
-        return row
-
-    @staticmethod
-    def _live_row(row: dict[str, Any], live: LiveSession) -> None:
-        row.update(state=live.state, turns=live.turns, usage=live.usage, step=live.step)
-        row["clients"] = live.readers
-
-    def rows(
-        self, *, limit: int = 100, before: str | None = None, states: tuple[str, ...] = ()
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of sessions, newest first, and the cursor of the next page (None: the last page)."""
-        if not 1 <= limit <= MAX_PAGE:
-            raise UsageError(f"limit must be 1..{MAX_PAGE}, not {limit}")
-        if unknown := set(states) - set(STATES):
-            raise UsageError(f"state must be among {', '.join(STATES)}, not {', '.join(sorted(unknown))}")
-        if before is not None and self.store.session(before) is None:
-            raise NotFound(f"{before} (before: the cursor is the session id a page ends with)")
-        rows = self.store.sessions(limit=limit + 1, before=before, states=states)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        for row in rows:
-            live = self.live.get(row["session_id"])
-            if live is not None:
-                self._live_row(row, live)
-        return rows, rows[-1]["session_id"] if more else None
-
-    def count(self, states: tuple[str, ...] = ()) -> int:
-        return self.store.count(states)
-
-    def stream(self, session_id: str, after: int, *, follow: bool) -> AsyncIterator[Batch]:
+    def stream(
+        self, session_id: str, after: int, *, follow: bool, watch: bool = False
+    ) -> AsyncIterator[Batch]:
         """Batches of ``(seq, JSON)`` after ``after`` (each batch what was there when it was read), until
-        a terminal record (or for ever with ``follow``); see ``_stream``. ``NotFound`` at once."""
+        a terminal record (or for ever with ``follow``); see ``_stream``. ``NotFound`` at once. A
+        ``watch``-er is not the session's client (module docstring)."""
         if session_id not in self.live and self.store.session(session_id) is None:
             raise NotFound(session_id)
-        return read_stream(self, session_id, after, follow=follow)
+        return read_stream(self, session_id, after, follow=follow, client=not watch)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 and from memory (the loaded session's current turn), each record once, in order, after a cursor.
 
 A reader is counted on the loaded session it reads (``LiveSession.readers``), so the daemon knows which
-running sessions have no client (``Sessions.watch_alone``).
+running sessions have no client (``Sessions.watch_alone``); a watcher (``client=False``, the dashboard)
+is not.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ Batch = list[tuple[int, bytes]]  # (seq, the record as JSON)
 
 
 async def read_stream(
-    sessions: Sessions, session_id: str, after: int, *, follow: bool
+    sessions: Sessions, session_id: str, after: int, *, follow: bool, client: bool = True
 ) -> AsyncIterator[Batch]:
     """Batches of ``(seq, JSON)`` after ``after`` (each batch what was there when it was read), until
     a terminal record (or for ever with ``follow``). The session exists (``Sessions.stream`` checked)."""
     counted: list[LiveSession] = []  # the session object this reader is counted on
 
     def count(live: LiveSession | None) -> None:
+        if not client:
+            return
         if counted and (live is None or counted[0] is not live):
             counted[0].readers -= 1
             sessions.watch_alone(counted[0])
