@@ -37,7 +37,12 @@ async def _pipeline(burst: bytes, n: int) -> None:
 
     from agent_fleet import Spec, TextDelta
     from agent_fleet.codex.appserver import _route
-    from agent_fleet.codex.handle import CodexHandle, _AppServerTurn
+    from agent_fleet.codex.handle import CodexHandle
+
+    try:
+        from agent_fleet.codex._turn import AppServerTurn
+    except ImportError:  # a checkout from before the turn's state moved to its own module (--src)
+        from agent_fleet.codex.handle import _AppServerTurn as AppServerTurn  # type: ignore[attr-defined,no-redef]
     from agent_fleet.codex.options import CodexOptions
     from agent_fleet.jsonrpc import Connection
     from agent_fleet.policy import ApprovalPolicy
@@ -75,7 +80,7 @@ async def _pipeline(burst: bytes, n: int) -> None:
     conn = Connection(Transport(), route_key=_route)
     spec = Spec(prompt="x")
     handle = CodexHandle(Provider(), Host(), conn, THREAD_ID, spec, ApprovalPolicy(), "/tmp")  # type: ignore[arg-type]
-    turn = _AppServerTurn(THREAD_ID, structured=False, bound=None)
+    turn = AppServerTurn(THREAD_ID, structured=False, bound=None)
     turn.turn_id = turn.mapper.turn_id = TURN_ID
     if getattr(spec, "idle_timeout", None):  # as start_turn arms it (checkouts that have one)
         from agent_fleet._provider.watchdog import IdleWatchdog

@@ -685,6 +685,13 @@ FINDINGS: list[str] = [
     "`aggregatedOutput: null` -- its output is lost (the `Output lost` column; about 0.5-2 % of "
     "commands, in every arm and under every thread setting tried, more often the faster the shell "
     "starts). It is the binary's behaviour, seen by the bare driver too, not ours.",
+    "",
+    "Measured again on 2026-11-26 (after issues 27, 29 and 30 landed), at a load average of 11: the "
+    "client's CPU is back to 0.10 s for 16 turns (it had grown to ~0.7 s while building the policy's rule "
+    "packs matched every program with fnmatch, since fixed in the policy); wall 1.45x and tree CPU 1.32x "
+    "of (d) in that run, where the targets above were met at a load of 2-5, so (a) against (d) needs a "
+    "quieter machine to judge. One of two runs failed: 3 of 16 turns of arm (a) ran no `echo hi` (not "
+    "seen again in the next run).",
 ]
 EXPLORE_FINDINGS: list[str] = [
     "**Findings** (alternating runs on 2026-11-22, 1 and 5 commands per turn, empty and real `HOME`). "

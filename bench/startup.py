@@ -149,6 +149,12 @@ FINDINGS: list[str] = [
     "spawn (the spread between runs is larger than the difference between clients). What ours adds "
     "before the spawn was measured separately and is negligible: `find_codex()` 0.13 ms, the child "
     "environment and `-c` arguments 0.05 ms. Nothing was changed for start-up.",
+    "",
+    "Measured again on 2026-11-26 (after the per-task box of issue 27 and the one long-lived reaper of",
+    "issue 29), at a load average of 10-15: ours' median was 230-300 ms against 160-200 ms for the other",
+    "clients in two runs. Profiled, `CodexProvider.start()` spends about 10 ms of its own CPU; the rest is",
+    "waiting for the child (spawned through the reaper, `bench/child_process.py`: ~14 ms a child) on a",
+    "busy machine. Not concluded: measure again at a low load before acting on it.",
 ]
 
 

@@ -3,12 +3,44 @@
 Every secret is built from pieces at import time (no scanner flags this file, and no real credential is
 in it). ``SECRETS`` maps a name to ``(text, secret)``: ``text`` is how the secret appears in agent content,
 ``secret`` the part that must not survive redaction. ``LOOKALIKES`` must come out byte for byte.
+
+The shapes and their contexts follow the rule sources' documented examples: gitleaks' rule generators
+(``cmd/generate/config/rules/*.go``: their true positives, and their false positives among the
+look-alikes), detect-secrets' plugins and the vendors' own documentation (the example tokens of Discord's,
+Telegram's and Mailgun's docs, AWS' documented example keys, which are look-alikes: they are published).
 """
 
 from __future__ import annotations
 
+import random
+
 _A36 = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # 36 mixed characters
-_A40 = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # 40: the shape of an AWS secret access key
+_A40 = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ3kP9aVvLw"  # 40: the shape of an AWS secret access key
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_HEX = "0123456789abcdef"
+_BASE64 = _ALNUM + "+/"
+_BECH32 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
+
+
+def _rand(n: int, alphabet: str = _ALNUM, *, seed: int) -> str:
+    """``n`` characters of ``alphabet``, the same on every run (a token's shape, never a token)."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+_AZURE = _rand(86, _BASE64, seed=1) + "=="
+_TWILIO = "SK" + _rand(32, _HEX, seed=2)
+_SENDGRID = "SG." + _rand(22, _ALNUM + "_-", seed=3) + "." + _rand(43, _ALNUM + "_-", seed=4)
+_DOCKER = "dckr_" + "pat_" + _rand(27, _ALNUM + "_-", seed=5)
+_VAULT = "hvs." + _rand(92, _ALNUM + "_-", seed=6)
+_HEROKU = "HRKU-" + "AA" + _rand(58, _ALNUM + "_-", seed=7)
+_DATADOG = _rand(40, "abcdefghijklmnopqrstuvwxyz0123456789", seed=8)
+_SHOPIFY = "shpat_" + _rand(32, _HEX, seed=9)
+_DISCORD = "MTk4NjIyNDgzNDcxOTI1MjQ4" + "." + "Cl2FMQ" + "." + "ZnCjm1XVW7vRze4b7Cq4se7kKWs"  # Discord's docs
+_TELEGRAM = "110201543" + ":" + "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"  # Telegram's docs
+_MAILGUN = "key-" + "3ax6xnjp29jd6fds4gc373sgvjxteol0"  # Mailgun's docs
+_AGE = "AGE-SECRET-" + "KEY-1" + _rand(58, _BECH32, seed=10)
+_PEM_LINES = "\n".join(_rand(64, _BASE64, seed=20 + i) for i in range(4))
 _PEM_BODY = (
     "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\nVJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3S"
 )
@@ -57,6 +89,34 @@ SECRETS: dict[str, tuple[str, str]] = {
     # The same inside a string that escapes its quotes (a command line shown by codex, JSON in JSON).
     "escaped_json": ('echo "{\\"SecretAccessKey\\": \\"' + _A40 + '\\"}"', _A40),
     "escaped_password": ('run "password=\\"' + 'esc4ped-Secret\\""', "esc4ped-Secret"),
+    # The shapes the hand-written list missed (issue 29), as their sources document them.
+    "azure_storage": (
+        "DefaultEndpointsProtocol=https;AccountName=acct1;AccountKey="
+        + _AZURE
+        + ";EndpointSuffix=core.windows.net",
+        _AZURE,
+    ),
+    "twilio": ('client = Client("' + _TWILIO + '", api_secret)', _TWILIO),
+    "sendgrid": ("sg = SendGridAPIClient('" + _SENDGRID + "')", _SENDGRID),
+    "docker_hub": ("echo " + _DOCKER + " | docker login -u fleetbot --password-stdin", _DOCKER),
+    "vault": ("vault login " + _VAULT, _VAULT),
+    "heroku": ('const KEY = "' + _HEROKU + '"', _HEROKU),
+    "datadog": ("datadog_access_token: " + _DATADOG, _DATADOG),
+    "shopify": ("curl -H 'X-Shopify-Access-Token: " + _SHOPIFY + "' https://shop.example/admin", _SHOPIFY),
+    "discord": ("client.run('" + _DISCORD + "')", _DISCORD),
+    "telegram": ('bot = telebot.TeleBot("' + _TELEGRAM + '")', _TELEGRAM),
+    "mailgun": ("curl -s --user 'api:" + _MAILGUN + "' https://api.mailgun.net/v3/x/messages", _MAILGUN),
+    "age": ("# created: 2026-11-23\n" + _AGE, _AGE),
+    # A token in a command line shown inside a quoted string: its quotes come escaped.
+    "heroku_escaped": ('bash -lc "echo \\"' + _HEROKU + '\\" > key.txt"', _HEROKU),
+    "vault_escaped": ('bash -lc "vault login \\"' + _VAULT + '\\""', _VAULT),
+    # A private key whose BEGIN line was cut off (the start of a long output was dropped).
+    "pem_body": ("…" + _PEM_LINES[20:] + "\n-----END RSA PRIVATE KEY-----\nok", _PEM_LINES[20:60]),
+    # ... and the same in a diff (a task's final diff adds the key file, its head cut off).
+    "pem_body_diff": (
+        "@@ -0,0 +1,5 @@\n+…" + _PEM_LINES[20:].replace("\n", "\n+") + "\n+-----END RSA PRIVATE KEY-----",
+        _PEM_LINES[70:120],
+    ),
 }
 
 LOOKALIKES: list[str] = [
@@ -93,4 +153,25 @@ LOOKALIKES: list[str] = [
     "npm install left-pad@1.3.0 && npm test",
     "x = hf_model.generate(**inputs)",
     "const secretKey = process.env.SECRET_KEY;",
+    # Documented examples and placeholders: published, or not a value at all.
+    "aws_access_key_id = AKIA" + "IOSFODNN7EXAMPLE",
+    "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY",
+    'curl -H "Authorization: Bearer $TOKEN" https://api.example.com',
+    "mysql -u root -p$MYSQL_ROOT_PASSWORD app",
+    "psql --password ${PGPASSWORD} -h db",
+    "git clone https://ci:${GITLAB_TOKEN}@gitlab.example.com/o/r.git",
+    'password: "********"',
+    "Use Bearer authentication; the Authorization header carries the token.",
+    # gitleaks' documented false positives (its rule generators' FPs).
+    "discord=000000000000000000",
+    "s.xxxxxxxxxxxxxxxxxxxxxxxx",
+    "  credentials: new AWS.SharedIniFileCredentials({ profile: '<YOUR_PROFILE>' })",
+    "INFO 4 --- [           main] o.s.b.f.s.DefaultListableBeanFactory     : Overriding bean definition",
+    "s.AcceptanceTimeoutSeconds ",
+    "s.makeKubeConfigController = args",
+    # Code that names keys and tokens without holding one.
+    'api_version = "2024-10-01"',
+    "key = os.environ['API_KEY']",
+    "token = self.session.get_token()",
+    "SKU-2049 ships 10:30:00 and order 1234567890:done",
 ]

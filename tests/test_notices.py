@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "agent_fleet"
 #: The runner's wrappers that build ``System(subtype=f"runner.{subtype}")``: their argument is the name.
 _RUNNER_WRAPPERS = {"note": 0, "notice": 1}
+#: What a file must hold for the scan to find anything in it: ``System(``, ``note(`` or ``notice(``.
+_CALLED = re.compile(r"\b(?:System|note|notice)\s*\(")
 
 
 @functools.cache
@@ -23,17 +25,21 @@ def _emitted() -> tuple[dict[str, list[str]], list[str]]:
     found: dict[str, list[str]] = {}
     dynamic: list[str] = []
     for path in sorted(SRC.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        source = path.read_text(encoding="utf-8")
+        if _CALLED.search(source) is None:  # no call or class pattern this scan looks at (most files)
+            continue
+        nodes = list(ast.walk(ast.parse(source)))
         wrappers = {
-            node.name: node
-            for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            node.name: node for node in nodes if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         }
         inside_wrapper = {
             id(inner) for name, fn in wrappers.items() if name in _RUNNER_WRAPPERS for inner in ast.walk(fn)
         }
-        for node in ast.walk(tree):
-            where = f"{path.relative_to(SRC)}:{getattr(node, 'lineno', '?')}"
+        rel = path.relative_to(SRC)
+        for node in nodes:
+            if not isinstance(node, ast.Call | ast.MatchClass):
+                continue
+            where = f"{rel}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, ast.Call):
                 func = node.func
                 name = (

@@ -98,9 +98,8 @@ def test_the_live_view_redacts_commands() -> None:
         progress.on_event(event)
     Console(file=screen, width=200).print(progress.render())
     _assert_clean(screen.getvalue())
-    # Not even the streamed token's first characters (the look-alike text "ghp_ tokens are ..." is shown:
-    # the live view prints what the agent said)
-    assert re.search(r"ghp_[A-Za-z0-9]{4}", screen.getvalue()) is None
+    # Not even a token's head (a look-alike naming the prefix, "ghp_ tokens are...", may be shown).
+    assert re.search(r"ghp_[A-Za-z0-9]", screen.getvalue()) is None
 
 
 def test_the_batch_summary_redacts_every_shape() -> None:

@@ -337,8 +337,10 @@ class Progress:
         return run_view(list(self.rows.values()), self.question, self.redactor, self.console)
 
     def summary(self, payload: dict[str, Any]) -> None:
+        """The ``--json`` stream's last line (redacted here, as every event line is by ``on_event``)."""
         if self.json_output:
-            self.out.write(json.dumps({"type": "summary", **payload}, default=str) + "\n")
+            line = {"type": "summary", **self.redactor.value(payload)}
+            self.out.write(json.dumps(line, default=str) + "\n")
             self.out.flush()
 
 

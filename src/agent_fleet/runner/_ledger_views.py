@@ -43,11 +43,18 @@ def _not_started(stopped: str | None) -> Mapping[str, Any]:
     return task_record(TaskResult(task_id="", status="cancelled", reason=not_started_reason(stopped)))
 
 
+@functools.lru_cache(maxsize=8)
+def _not_started_redacted(stopped: str | None, redactor: Redactor) -> Mapping[str, Any]:
+    redacted: Mapping[str, Any] = redactor.value(dict(_not_started(stopped)))
+    return redacted
+
+
 def ledger_record(row: LedgerRow, stopped: str | None, redactor: Redactor | None = None) -> dict[str, Any]:
     """A task's record (``task_record``'s shape) as the ledger knows it, with its ``state``, ``runs`` and
-    ``attempts``: the record of its last run (redacted when it was stored), or one saying it never
-    started or was cut off running (its prompt redacted with ``redactor``)."""
-    redact = redactor.text if redactor is not None else (lambda text: text)
+    ``attempts``: the record of its last run (redacted when it was stored), or one made up here saying
+    it never started or was cut off running (redacted with ``redactor``: it holds the prompt, and the
+    reason a stopped batch gives)."""
+    redact = redactor.value if redactor is not None else (lambda value: value)
     if row.result is not None and row.state in ("finished", "interrupted"):
         record = dict(row.result)
     elif row.state == "running":  # the process died (or left by force) while the task ran
@@ -60,15 +67,17 @@ def ledger_record(row: LedgerRow, stopped: str | None, redactor: Redactor | None
             session_id=row.session_id,
             transcript=Path(row.transcript) if row.transcript else None,
         )
-        record = task_record(
-            result,
-            prompt=redact(str(row.spec.get("prompt") or "")),
-            branch=row.branch,
-            worktree=row.worktree,
-            worktree_kept=row.worktree is not None,
+        record = redact(
+            task_record(
+                result,
+                prompt=str(row.spec.get("prompt") or ""),
+                branch=row.branch,
+                worktree=row.worktree,
+                worktree_kept=row.worktree is not None,
+            )
         )
-    else:  # never started (or queued again): the bulk of a stopped fleet, so built from one template
-        record = dict(_not_started(stopped))
+    else:  # never started (or queued again): built from one template, redacted once per reason
+        record = dict(_not_started(stopped) if redactor is None else _not_started_redacted(stopped, redactor))
         record.update(task_id=row.id, prompt=redact(str(row.spec.get("prompt") or "")), branch=row.branch)
     record["session_id"] = row.session_id or record.get("session_id")  # recorded as soon as it existed
     record["state"] = row.state
@@ -104,9 +113,7 @@ def write_records(
         provider_pids=provider_pids,
         prices=prices,
     )
-    # The records are redacted already (as they were stored); what the batch adds is redacted here.
     document: dict[str, Any] = {k: v for k, v in summary.items() if k != "tasks"}
-    document = redactor.value(document)
     states: dict[str, int] = {}
     for record in records:
         states[record["state"]] = states.get(record["state"], 0) + 1
@@ -114,17 +121,20 @@ def write_records(
         states["queued"] = states.get("queued", 0) + len(not_started)
         counts = document["counts"]
         counts["cancelled"] = counts.get("cancelled", 0) + len(not_started)  # every task is counted
-    document.update(states=states, ledger=str(ledger.path), **redactor.value(dict(extra or {})))
-    document["not_started"] = {
-        "reason": not_started_reason(stopped) if not_started else None,
-        "task_ids": redactor.text("\n".join(not_started)).split("\n") if not_started else [],
-    }
+    document.update(states=states, ledger=str(ledger.path), **dict(extra or {}))
+    document["not_started"] = {"reason": not_started_reason(stopped) if not_started else None}
+    # Everything but the task records (redacted as they were stored, or as made up above), once; the
+    # never-started tasks' ids in one pass.
+    document = redactor.value(document)
+    document["not_started"]["task_ids"] = (
+        redactor.text("\n".join(not_started)).split("\n") if not_started else []
+    )
     document["tasks"] = summary["tasks"]
     path = dump_summary(ledger.out, document)
     # The page lists the tasks that ran; never-started ones are only counted.
     report = ledger.out / REPORT_FILE
     try:
-        write_report(document, report, prices=prices)
+        write_report(document, report, prices=prices, redacted=True)
     except OSError as exc:
         with contextlib.suppress(OSError):
             report.with_name(f".{report.name}.tmp").unlink()

@@ -195,8 +195,10 @@ class Ledger:
         self.path = out / LEDGER_FILE
         self._db = db
         self._lock = lock
-        #: records are redacted as they come in (they hold prompts and outputs): the ledger holds no
-        #: secret the summary would not, and the summary needs no second pass over a whole fleet
+        #: what a run produces is redacted as it comes in (``finish``'s record and reason,
+        #: ``replace_record``, every history row): the ledger holds no secret, and the summary needs no
+        #: second pass over a whole fleet. A task's tasks-file entry (``spec``) and the batch's settings
+        #: (``meta``) are kept as given: they are the operator's input, which ``--resume`` runs again.
         self.redactor = Redactor()
 
     # -- opening ---------------------------------------------------------------------------------------
@@ -413,7 +415,7 @@ class Ledger:
             )
             self._db.executemany(
                 "INSERT INTO history (task_id, at, state, detail) VALUES (?, ?, 'queued', ?)",
-                ((i, now, json.dumps({"why": "rerun failed"})) for i in ids),
+                ((i, now, self._detail({"why": "rerun failed"})) for i in ids),
             )
 
     @_writes
@@ -479,6 +481,8 @@ class Ledger:
         state: TaskState = "interrupted" if status == "cancelled" else "finished"
         now = time.time()
         session_id = result.get("session_id")
+        record: dict[str, Any] = self.redactor.value(dict(result))  # the reason column, record and history
+        reason = str(record.get("reason") or "")
         with _transaction(self._db):
             self._db.execute(
                 "UPDATE tasks SET state = ?, status = ?, reason = ?, "
@@ -487,17 +491,17 @@ class Ledger:
                 (
                     state,
                     status,
-                    str(result.get("reason") or ""),
+                    reason,
                     session_id if isinstance(session_id, str) else None,
                     attempts,
                     worktree_kept,
-                    json.dumps(self.redactor.value(dict(result)), ensure_ascii=False, default=str),
+                    json.dumps(record, ensure_ascii=False, default=str),
                     now,
                     now,
                     task_id,
                 ),
             )
-            self._history(task_id, now, state, {"status": status, "reason": result.get("reason")})
+            self._history(task_id, now, state, {"status": status, "reason": reason or None})
 
     @_writes
     def note_pid(self, pid: int) -> None:
@@ -514,8 +518,12 @@ class Ledger:
     def _history(self, task_id: str, at: float, state: str, detail: Mapping[str, Any]) -> None:
         self._db.execute(
             "INSERT INTO history (task_id, at, state, detail) VALUES (?, ?, ?, ?)",
-            (task_id, at, state, json.dumps(detail, ensure_ascii=False, default=str)),
+            (task_id, at, state, self._detail(detail)),
         )
+
+    def _detail(self, detail: Mapping[str, Any]) -> str:
+        """A history row's detail as stored: redacted (the one place history is written from)."""
+        return json.dumps(self.redactor.value(dict(detail)), ensure_ascii=False, default=str)
 
 
 _COLUMNS: Final = (

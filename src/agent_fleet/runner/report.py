@@ -33,6 +33,7 @@ from typing import Any, Final
 import jinja2
 from markupsafe import Markup
 
+from agent_fleet._redact import Redactor
 from agent_fleet.errors import UsageError
 from agent_fleet.runner._pricing import PriceTable
 from agent_fleet.runner._report_data import (
@@ -164,10 +165,18 @@ def render_report(summary: Mapping[str, Any], *, prices: PriceTable | None = Non
 
 
 def write_report(
-    summary: Mapping[str, Any], path: str | os.PathLike[str], *, prices: PriceTable | None = None
+    summary: Mapping[str, Any],
+    path: str | os.PathLike[str],
+    *,
+    prices: PriceTable | None = None,
+    redacted: bool = False,
 ) -> Path:
-    """Render ``summary`` to ``path`` (written whole: a reader never sees half a page)."""
+    """Render ``summary`` to ``path`` (written whole: a reader never sees half a page). The page holds
+    no secret: ``summary`` is redacted first, unless ``redacted`` says it was (the summary the batch
+    itself just wrote); a summary read from disk may come from anywhere (an older version, a hand)."""
     dest = Path(path)
+    if not redacted:
+        summary = Redactor().value(summary)
     tmp = dest.with_name(f".{dest.name}.tmp")
     tmp.write_text(render_report(summary, prices=prices), encoding="utf-8")
     tmp.replace(dest)

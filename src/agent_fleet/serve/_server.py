@@ -187,7 +187,7 @@ class Daemon:
                 "(see docs/how-to/proxy.md)"
             )
         self.redactor = Redactor(extra=(self.token,))
-        self.store = Store(state / "sessions.sqlite3")
+        self.store = Store(state / "sessions.sqlite3", redactor=self.redactor)
         self.approvals = ApprovalQueue(timeout=config.approval_timeout, redactor=self.redactor)
         roots = tuple(Path(os.path.realpath(r)) for r in (tuple(config.allow_roots) or (Path.cwd(),)))
         self.floor = Floor(

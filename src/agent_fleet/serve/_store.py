@@ -9,6 +9,10 @@ of finished sessions and the exact event ids a client resumes from. Sessions, tu
 crashed daemon left ``running`` are marked ``interrupted`` when the store opens. A batch's tasks are
 not here: its ledger (``<batch dir>/batch.db``) holds them; this table holds what the daemon did with
 the batch (running, stopped, succeeded, failed, error and why).
+
+No secret is stored: every value a write method takes passes the store's redactor (spec, prompts,
+final texts, errors, usage, steps, notes, a batch's name and reason, a client batch's tasks); event
+records come redacted (``event_record``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
+
+from agent_fleet._redact import Redactor
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -128,9 +134,10 @@ MAX_PAGE: Final = 1000
 class Store:
     """Sessions and their event records (see the module docstring)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, redactor: Redactor | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._redact = redactor if redactor is not None else Redactor()
         # Private before SQLite opens it (its -wal and -shm files take the database's mode).
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         os.chmod(path, 0o600)
@@ -167,12 +174,13 @@ class Store:
         self._db.execute(
             "INSERT OR REPLACE INTO sessions (id, provider, state, spec, created, updated) "
             "VALUES (?, ?, 'running', ?, ?, ?)",
-            (session_id, provider, json.dumps(spec), now, now),
+            (session_id, provider, json.dumps(self._redact.value(spec)), now, now),
         )
 
     def update(self, session_id: str, **fields: Any) -> None:
         """Set ``state``, ``turns``, ``usage`` (a dict), ``step``, ``archived``, ``task_id``,
         ``batch_id``, ``model``, ``model_provider``, ``cost_usd`` or ``ended`` of a session."""
+        fields = self._redact.value(fields)
         if "usage" in fields:
             fields["usage"] = json.dumps(fields["usage"])
         sets = ", ".join(f"{name} = ?" for name in fields)
@@ -286,11 +294,11 @@ class Store:
     # -- turns -------------------------------------------------------------------------------------------
 
     def add_turn(self, session_id: str, turn: int, prompt: str, first_event: int) -> None:
-        """A turn started (``prompt`` redacted by the caller); its events start after ``first_event``."""
+        """A turn started; its events start after ``first_event``."""
         self._db.execute(
             "INSERT OR REPLACE INTO turns (session_id, turn, prompt, status, started, first_event) "
             "VALUES (?, ?, ?, 'running', ?, ?)",
-            (session_id, turn, prompt, time.time(), first_event),
+            (session_id, turn, self._redact.text(prompt), time.time(), first_event),
         )
 
     def end_turn(
@@ -303,6 +311,7 @@ class Store:
         error: dict[str, Any] | None,
         usage: dict[str, Any] | None,
     ) -> None:
+        text, error, usage = self._redact.value([text, error, usage])
         self._db.execute(
             "UPDATE turns SET status = ?, text = ?, error = ?, usage = ?, ended = ? "
             "WHERE session_id = ? AND turn = ?",
@@ -347,7 +356,7 @@ class Store:
         self._db.execute(
             "INSERT INTO batches (id, provider, total, state, created, updated, kind, name) "
             "VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
-            (batch_id, provider, total, now, now, kind, name),
+            (batch_id, provider, total, now, now, kind, self._redact.text(name) if name else name),
         )
 
     def update_batch(self, batch_id: str, *, state: str | None = None, reason: str | None = None) -> None:
@@ -358,13 +367,14 @@ class Store:
             return
         self._db.execute(
             "UPDATE batches SET state = ?, reason = ?, updated = ? WHERE id = ?",
-            (state, reason, time.time(), batch_id),
+            (state, self._redact.text(reason) if reason else reason, time.time(), batch_id),
         )
 
     def set_task(self, batch_id: str, task_id: str, **fields: Any) -> None:
         """Create or update a task of a client's batch: ``state``, ``status``, ``reason``,
         ``session_id``, ``prompt``, ``runs`` (a new task is ``queued`` and goes last)."""
         now = time.time()
+        fields = self._redact.value(fields)
         self._db.execute(
             "INSERT INTO batch_tasks (batch_id, task_id, position, state, updated) VALUES (?, ?, "
             "(SELECT COUNT(*) FROM batch_tasks WHERE batch_id = ?), 'queued', ?) "
@@ -438,7 +448,7 @@ class Store:
         at = time.time()
         self._db.execute(
             "INSERT INTO notes (session_id, after, at, record) VALUES (?, ?, ?, ?)",
-            (session_id, after, at, json.dumps(record)),
+            (session_id, after, at, json.dumps(self._redact.value(record))),
         )
         return at
 

@@ -8,10 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent_fleet.testing import ScriptedModelServer
 
 from ..conftest import git, make_repo
 from ..scripted import ScriptedAgent, commit, write_file
+
+# The real codex binary (in the CLI's child process, where the suite's guard does not look) and a real
+# local Ray instance: ~16 s of a unit run before it was marked.
+pytestmark = pytest.mark.e2e
 
 
 def test_cli_without_an_address_starts_and_stops_a_local_instance(
