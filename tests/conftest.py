@@ -9,10 +9,11 @@ agent binary (a fake codex script in a temporary directory is not).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,22 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
     path.mkdir()
     return path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """A test marked ``alone`` (one that measures time a person would wait) runs while no other test
+    does: under pytest-xdist each test holds a shared lock on one file per run, an ``alone`` test an
+    exclusive one, so the other worker waits between its tests. Without xdist this changes nothing."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        return (yield)
+    mode = fcntl.LOCK_EX if item.get_closest_marker("alone") is not None else fcntl.LOCK_SH
+    with open(f"/tmp/agent-fleet-tests-{run}.lock", "a") as lock:
+        fcntl.flock(lock, mode)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

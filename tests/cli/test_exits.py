@@ -46,7 +46,7 @@ def test_a_run_that_ignores_the_second_ctrl_c_is_left_by_force_within_two_second
     assert "first press: stop set" in proc.stdout and "cancelled: ignoring it" in proc.stdout
     assert marker.read_text() == "recorded", "on_force ran before the process left"
     assert "left by force" in proc.stderr
-    assert took < 10  # interpreter start-up included; the forced exit itself is 1.5 s after the press
+    assert took < 10  # interpreter start-up included; the forced exit itself is 1 s after the press
 
 
 _POLITE = """

@@ -291,6 +291,7 @@ def _interrupt(
     return took, proc.returncode, stdout, json.loads((out / "summary.json").read_text()), out, repo
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(600)
 def test_20_double_ctrl_c_runs_never_hang_and_leave_a_true_summary(
     scripted_model: ScriptedModelServer, tmp_path: Path
@@ -339,6 +340,7 @@ def test_20_double_ctrl_c_runs_never_hang_and_leave_a_true_summary(
 FIRST_CTRL_C_LIMIT = 2.0
 
 
+@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_one_ctrl_c_stops_cleanly_with_130_within_a_bound_and_a_true_summary(
     scripted_model: ScriptedModelServer, tmp_path: Path

@@ -46,7 +46,7 @@ EXIT_STOPPED = 75
 #: is 128 + the first one's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP), the shell's convention.
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: After the second Ctrl-C the run has this long to end cleanly before the process leaves by force.
-FORCE_AFTER = 1.5
+FORCE_AFTER = 1.0  # (and the forced exit a second at most: within the 2 s the docs promise)
 _T = TypeVar("_T")
 
 

@@ -2,9 +2,7 @@
 
 The tasks file is JSON Lines, one task a line (``agent_fleet.runner._tasks_file`` lists every key)::
 
-    {"id": "fix-1", "prompt": "...", "cwd": "repo", "gate_cmd": "pytest -q", "require_commit": true,
-     "model": "gpt-5.5", "timeout": 600, "review": "P1", "env": {"CI": "1"},
-     "answers": {"Which database?": "sqlite"}}
+    {"id": "fix-1", "prompt": "...", "cwd": "repo", "gate_cmd": "pytest -q", "require_commit": true}
 
 ``load_tasks`` raises ``UsageError`` naming the line of the first bad entry.
 
@@ -393,11 +391,12 @@ async def _unless_stopped(wait: Coroutine[Any, Any, None], stop: asyncio.Event) 
         task.cancel()
 
 
-def _runs_here(provider: Provider) -> bool:
-    """The provider's sessions run on this machine (not on an ``agent-fleet serve`` daemon)."""
+def _boxed_here(provider: Provider) -> bool:
+    """The box holds the sessions' temporary directories: they run here or on a daemon that named its
+    boxes directory (its floor takes them there; one that names none makes its sessions' own)."""
     from agent_fleet.remote import RemoteProvider
 
-    return not isinstance(provider, RemoteProvider)
+    return not isinstance(provider, RemoteProvider) or getattr(provider, "box_dir", None) is not None
 
 
 def _note_pid(state: _State, provider: Provider) -> None:
@@ -512,11 +511,7 @@ async def _run_one(
     build_error: str | None = None
     try:
         task = build_task(t, template, run_cwd)
-        # The task's own temporary directory, in its box (a daemon's boxes directory for a daemon's
-        # sessions, which its floor takes; a daemon that names none makes its sessions' own).
-        task_provider = providers.get(t.provider)
-        elsewhere = not _runs_here(task_provider) and getattr(task_provider, "box_dir", None) is None
-        if task.spec.temp_dir is None and not elsewhere:
+        if task.spec.temp_dir is None and _boxed_here(providers.get(t.provider)):  # its own, in its box
             task = replace(task, spec=replace(task.spec, temp_dir=str(boxed.box.temp_dir(t.id))))
     except Exception as exc:  # whatever a library caller's BatchTask raises here, that task alone fails
         build_error = f"line {t.line}: the task's settings cannot run: {exc}"
