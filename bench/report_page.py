@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/report_page.py                  # screenshots + the 50,000-task measurement
     .venv/bin/python bench/report_page.py --screenshots    # only docs/report.png and docs/report-task.png
+                                                           # (scripts/screenshots.py makes every picture)
     .venv/bin/python bench/report_page.py --tasks 10000 --no-write
 
 Both from synthetic batch records (``python -m agent_fleet.testing fleet-report``: made-up tasks
@@ -28,34 +29,14 @@ from pathlib import Path
 
 from _report import ROOT, machine_lines, publish
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from screenshots import report_screenshots
+
 from agent_fleet.testing._fleet import synthetic_batch
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 DOCS = ROOT / "docs"
-
-
-async def screenshots(url: str) -> list[Path]:
-    from playwright.async_api import async_playwright
-
-    overview, task = DOCS / "report.png", DOCS / "report-task.png"
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 860}, color_scheme="light")
-            await page.goto(url)
-            await page.locator(".task-row").first.wait_for()
-            await page.screenshot(path=str(overview))
-            failed = page.locator('.task-row[data-status="failed"]').first
-            task_id = await failed.get_attribute("data-task")
-            await failed.locator(".c-status").click()
-            detail = page.locator(f'#detail[data-task="{task_id}"]')
-            await detail.locator("h2").wait_for()
-            await detail.locator("details.conversation > summary").click()
-            await page.screenshot(path=str(task), full_page=False)
-        finally:
-            await browser.close()
-    return [overview, task]
 
 
 async def measure(url: str, runs: int) -> dict[str, list[float]]:
@@ -97,7 +78,7 @@ def main() -> None:
         sys.exit(f"{CHROMIUM} is missing: apt-get install -y chromium")
     with tempfile.TemporaryDirectory(prefix="agent-fleet-report-") as tmp:
         small = synthetic_batch(Path(tmp) / "small", 40, seed=7)
-        for path in asyncio.run(screenshots((small / "report.html").resolve().as_uri())):
+        for path in asyncio.run(report_screenshots((small / "report.html").resolve().as_uri(), DOCS)):
             print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
         if args.screenshots:
             return

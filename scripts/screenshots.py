@@ -1,12 +1,15 @@
-"""Regenerate the screenshots in docs/: the daemon's dashboard and a session's page.
+"""Regenerate every screenshot in docs/: the daemon's dashboard, a session's page and the batch report.
 
-    python scripts/screenshots.py              # writes docs/dashboard.png and docs/session.png
+    python scripts/screenshots.py              # docs/dashboard.png, docs/session.png, docs/report.png
+                                               # and docs/report-task.png
     python scripts/screenshots.py --out DIR    # somewhere else
 
 Offline and self-contained: a daemon (``agent-fleet serve`` in process, a temporary state dir) runs the real
 codex binary against agent-fleet's scripted model (``agent_fleet.testing``), a few sessions and a batch
 run the way ``agent-fleet batch --server`` runs one, and the system's Chromium (``/usr/bin/chromium``,
-through Playwright; no browser is downloaded) signs in and takes the pictures. About a minute.
+through Playwright; no browser is downloaded) signs in and takes the pictures. The report's pictures are
+of a synthetic 40-task batch (``python -m agent_fleet.testing fleet-report``: made-up tasks written
+through the runner's ledger, labelled scripted): its overview, then a failed task opened. About a minute.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from agent_fleet.testing import (
     exec_command,
     scripted_codex_env,
 )
+from agent_fleet.testing._fleet import synthetic_batch
 
 CHROMIUM = Path("/usr/bin/chromium")
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
@@ -160,6 +164,28 @@ async def _fleet(daemon: Daemon, work: Path) -> dict[str, Any]:
     return {"done": done, "waiting": waiting}
 
 
+async def report_screenshots(url: str, out: Path) -> list[Path]:
+    """The batch report page at ``url``: its overview, then a failed task opened."""
+    overview, task = out / "report.png", out / "report-task.png"
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 860}, color_scheme="light")
+            await page.goto(url)
+            await page.locator(".task-row").first.wait_for()
+            await page.screenshot(path=str(overview))
+            failed = page.locator('.task-row[data-status="failed"]').first
+            task_id = await failed.get_attribute("data-task")
+            await failed.locator(".c-status").click()
+            detail = page.locator(f'#detail[data-task="{task_id}"]')
+            await detail.locator("h2").wait_for()
+            await detail.locator("details.conversation > summary").click()
+            await page.screenshot(path=str(task), full_page=False)
+        finally:
+            await browser.close()
+    return [overview, task]
+
+
 async def main(out: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="agent-fleet-shots-") as tmp:
         work = Path(tmp)
@@ -193,6 +219,10 @@ async def main(out: Path) -> None:
                     finally:
                         await browser.close()
     print(f"wrote {out / 'dashboard.png'} and {out / 'session.png'}")
+    with tempfile.TemporaryDirectory(prefix="agent-fleet-report-") as tmp:
+        batch = synthetic_batch(Path(tmp) / "batch", 40, seed=7)
+        written = await report_screenshots((batch / "report.html").resolve().as_uri(), out)
+    print("wrote " + " and ".join(map(str, written)))
 
 
 if __name__ == "__main__":
