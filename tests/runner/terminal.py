@@ -53,6 +53,8 @@ class Terminal:
         self, command: Sequence[str], env: Mapping[str, str], width: int = 100, height: int = 30
     ) -> None:
         """Run ``command`` in a terminal ``width`` x ``height`` (TERM xterm-256color, no size overrides)."""
+        # A server of its own each time: one just killed may still answer on its old socket.
+        self._socket = f"agent-fleet-test-{uuid.uuid4().hex[:8]}"
         env = {**env, "TERM": "xterm-256color"}
         for name in ("NO_COLOR", "COLUMNS", "LINES"):
             env.pop(name, None)
@@ -76,13 +78,29 @@ class Terminal:
         self.tmux("send-keys", "-t", "view", *keys)
 
     def exit_status(self) -> int | None:
-        """The program's exit status once it ended, else None."""
-        dead, _, status = (
-            self.tmux("display-message", "-p", "-t", "view", "#{pane_dead}:#{pane_dead_status}")
+        """The program's exit status once it ended (minus the signal's number if a signal ended it, as
+        ``subprocess`` says it), else None.
+
+        tmux 3.3a built with libutempter (Debian's, so CI's) can lose a program's exit: when the
+        terminal closes before the program is reaped, tmux marks the pane dead and runs utempter's
+        helper, which sets SIGCHLD to SIG_DFL until the helper ends; a program that exits meanwhile is
+        never reaped, its status never known (tmux/tmux#311, #4559). A dead pane with neither status nor
+        signal is that case: a SIGCHLD to this terminal's own tmux server makes it reap the program (the
+        same nudge tmux gives itself after utempter when a pane starts), and a later call sees it."""
+        dead, status, signum, server = (
+            self.tmux(
+                "display-message", "-p", "-t", "view",
+                "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}:#{pid}",
+            )
             .strip()
-            .partition(":")
-        )
-        return int(status) if dead == "1" and status else None
+            .split(":")
+        )  # fmt: skip
+        if dead != "1":
+            return None
+        if status or signum:
+            return int(status) if status else -int(signum)
+        os.kill(int(server), signal.SIGCHLD)
+        return None
 
     def wait_exit(self, limit: float = 60) -> int:
         deadline = time.monotonic() + limit
@@ -95,7 +113,8 @@ class Terminal:
         return status
 
     def close(self) -> None:
-        """Stop the program (Ctrl-C, then SIGKILL to its group) and the tmux server, whatever fails."""
+        """Stop the program (Ctrl-C, then SIGKILL to its group) and the tmux server, whatever fails;
+        ``start`` may then run another program (a second ``close`` does nothing more)."""
         try:
             if self.pid is not None and self.exit_status() is None:
                 with contextlib.suppress(AssertionError):
@@ -108,6 +127,7 @@ class Terminal:
         finally:
             with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
                 self.tmux("kill-server")
+            self.pid = None
 
 
 @pytest.fixture

@@ -9,14 +9,16 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from agent_fleet.testing import CodexTestEnv, Reply, ScriptedModelServer
 
-from .test_batch_view_terminal import _ledger, _until, tmux  # noqa: F401 - tmux is a fixture
+from .terminal import Terminal, terminal, until
+from .test_batch_view_terminal import _ledger
+
+__all__ = ["terminal"]  # the fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +37,7 @@ def _gates_running(out: Path) -> bool:
 @pytest.mark.parametrize("how", ["ctrl-c", "timeout"])
 def test_stopping_gates_prints_no_traceback(
     how: str,
-    tmux: Callable[..., str],  # noqa: F811 - the fixture imported above
+    terminal: Terminal,
     scripted_model: ScriptedModelServer,
     codex_env: CodexTestEnv,
     tmp_path: Path,
@@ -50,21 +52,14 @@ def test_stopping_gates_prints_no_traceback(
     ]  # fmt: skip
     if how == "timeout":
         command += ["--timeout", "6"]
-    env = {**codex_env.full_env(), "TERM": "xterm-256color"}
-    tmux("new-session", "-d", "-s", "gates", "-x", "150", "-y", "50", *command, ";",
-         "set-option", "-t", "gates", "remain-on-exit", "on", env=env)  # fmt: skip
+    terminal.start(command, codex_env.full_env(), width=150, height=50)
     try:
-        _until("every gate running", lambda: _gates_running(out), limit=90)
+        until("every gate running", lambda: _gates_running(out), limit=90)
         if how == "ctrl-c":
             time.sleep(0.3)  # the gates' commands are under way
-            tmux("send-keys", "-t", "gates", "C-c")
-
-        def dead() -> bool:
-            return tmux("display-message", "-p", "-t", "gates", "#{pane_dead}").strip() == "1"
-
-        _until("the batch to end", dead, limit=60)
-        status = int(tmux("display-message", "-p", "-t", "gates", "#{pane_dead_status}").strip())
-        screen = tmux("capture-pane", "-p", "-J", "-S", "-500", "-t", "gates")
+            terminal.keys("C-c")
+        status = terminal.wait_exit(60)
+        screen = terminal.scrollback()
     finally:
         for (pid,) in _ledger(out, "SELECT pid FROM pids"):
             with pytest.raises(OSError):  # the batch ended its providers itself
