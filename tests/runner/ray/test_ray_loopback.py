@@ -126,5 +126,12 @@ def test_the_test_cluster_and_a_driver_that_joins_it_use_loopback_only(
     programs = {Path(item.program).name for item in seen.values()}
     assert {"gcs_server", "raylet"} <= programs, seen
     assert any(item.pid == proc.pid for item in seen.values()), "the driver's own port was not seen"
-    assert [item for item in seen.values() if not item.loopback] == []
+    # The cluster's and the driver's sockets; a codex child's UDP socket (one unconnected on 0.0.0.0 with an
+    # ephemeral port was seen once in CI) is the agent binary's own, not the Ray wiring this test is about.
+    ours = [item for item in seen.values() if not (item.proto.startswith("udp") and _is_codex(item))]
+    assert [item for item in ours if not item.loopback] == []
     assert talked and [conn for conn in talked.values() if not conn.loopback] == []
+
+
+def _is_codex(item: Listener) -> bool:
+    return Path(item.program).name == "codex"
