@@ -492,6 +492,26 @@ async def test_allowed_for_the_session_is_remembered_for_that_session_and_that_r
     assert (await queue.handler(touch, Decision(action="decline", rule="user-deny"))).rule == "user-deny"
 
 
+async def test_a_request_to_leave_the_sandbox_is_never_allowed_for_the_session() -> None:
+    """An escalated request a person allowed "for the session" is asked again the next time: leaving the
+    sandbox is allowed one run at a time."""
+    from agent_fleet._provider.refine import HANDLER_SESSION
+    from agent_fleet.policy import ApprovalRequest, Decision
+    from agent_fleet.serve._approvals import ApprovalQueue
+
+    queue = ApprovalQueue(timeout=5)
+    unproven = Decision(action="decline", rule="escalation-unproven", reason="outside the sandbox")
+    deploy = ApprovalRequest(kind="command", command="./deploy.sh", cwd="/w", escalated=True)
+    HANDLER_SESSION.set("s1")
+    for answer in ("allow_for_session", "allow_once"):
+        decision = asyncio.ensure_future(queue.handler(deploy, unproven))
+        await eventually(queue.pending)  # parked each time: the first answer was not remembered
+        [pending] = queue.pending()
+        assert pending["escalated"] is True
+        queue.decide(pending["approval_id"], answer)
+        assert (await decision).action == answer
+
+
 async def test_serve_says_where_the_dashboard_is_and_how_to_sign_in(tmp_path: Path, token_file: Path) -> None:
     import os
     import signal

@@ -51,7 +51,6 @@ from agent_fleet.events import System
 from agent_fleet.policy import ApprovalRequest, Decision
 from agent_fleet.policy.engine import RULES
 
-ASK_RULE: Final = "default-ask"
 Context = Callable[[str], dict[str, Any]]
 _REMEMBERED_SESSIONS: Final = 1000  # sessions whose "allow for the session" answers are kept (oldest go)
 
