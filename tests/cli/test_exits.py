@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -132,3 +133,63 @@ def test_a_stop_signal_stops_cleanly_a_second_forces_and_the_exit_code_says_whic
         assert "Traceback" not in proc.stderr, "a late signal is ignored, never a KeyboardInterrupt"
     else:
         assert "forced" in proc.stdout and "left by force" in proc.stderr
+
+
+# -- leaving without the interpreter's teardown ------------------------------------------------------------
+
+_LEAVE = """
+import atexit, concurrent.futures, sys, threading, time
+from pathlib import Path
+from agent_fleet.cli._exits import leave
+
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+
+def late() -> None:
+    time.sleep(0.3)
+    (out / "thread").write_text("finished")
+
+threading.Thread(target=late).start()  # non-daemon: the exit waits for it, as Python's own does
+pool = concurrent.futures.ThreadPoolExecutor(1)
+pool.submit(lambda: (time.sleep(0.3), (out / "pool").write_text("finished")))  # never shut down
+sys.stdout.write("buffered, no newline")
+
+class Teardown:
+    def __del__(self) -> None:  # runs in the interpreter's teardown, which leave() skips
+        (out / "teardown").write_text("ran")
+
+keep = Teardown()
+leave(sys.argv[2] if sys.argv[2] == "message" else int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize(("code", "status"), [("0", 0), ("3", 3), ("130", 130), ("message", 1)])
+def test_leave_exits_as_sys_exit_would_without_the_teardown(tmp_path: Path, code: str, status: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # what leave() flushes
+    done = subprocess.run(
+        [sys.executable, "-c", _LEAVE, str(tmp_path), code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == status, done.stderr
+    assert done.stdout == "buffered, no newline"  # flushed
+    assert (done.stderr == "message\n") == (code == "message")
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "finished"  # joined
+    assert (tmp_path / "pool").read_text() == "finished"  # its work done, as at a normal exit
+    assert not (tmp_path / "teardown").exists()  # the teardown was skipped
+
+
+def test_leave_with_stdout_closed_says_so_in_its_status() -> None:
+    script = "import sys\nfrom agent_fleet.cli._exits import leave\nsys.stdout.write('x' * 100)\nleave(0)\n"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the write stays buffered
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # `| head` that has read enough
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 120, err  # as Python's own exit, and no traceback
+    assert b"Traceback" not in err

@@ -27,6 +27,7 @@ from agent_fleet.cli._exits import (
     die,
     exit_code,
     handled,
+    leave,
     preflight,
     run_async,
 )
@@ -560,4 +561,8 @@ def _check_writable(path: Path) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    cli(prog_name="agent-fleet")
+    try:
+        cli(prog_name="agent-fleet")
+    except SystemExit as exc:
+        leave(exc.code)
+    leave(0)

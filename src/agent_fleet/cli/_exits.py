@@ -4,6 +4,7 @@ clean stop."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import signal
@@ -32,6 +33,7 @@ __all__ = [
     "die",
     "exit_code",
     "handled",
+    "leave",
     "preflight",
     "run_async",
 ]
@@ -55,6 +57,33 @@ def die(code: int, message: str = "") -> NoReturn:
     if message:
         click.echo(f"error: {message}", err=True)
     raise click.exceptions.Exit(code)
+
+
+def leave(code: str | int | None = 0) -> NoReturn:
+    """End the process as ``sys.exit(code)`` would (other threads joined as at exit, atexit handlers
+    run, stdio flushed, the same status) but without the interpreter's teardown, which frees every
+    module and object one by one: 0.2 s of CPU after a batch on an idle machine, up to a second on a
+    loaded one (measured after a second Ctrl-C, whose two-second promise it ate)."""
+    # What Python's exit does first: wake the idle thread-pool workers and join every non-daemon thread.
+    join_threads = getattr(threading, "_shutdown", None)
+    if join_threads is None or threading.current_thread() is not threading.main_thread():
+        sys.exit(code)
+    join_threads()
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code & 0xFF
+    else:  # sys.exit("message"): printed, status 1
+        sys.stderr.write(f"{code}\n")
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`) or stream: nothing more to say there
+            if stream is sys.stdout and status == 0:
+                status = 120  # what Python's own exit gives when stdout cannot be flushed
+    os._exit(status)
 
 
 def exit_code(result: TaskResult) -> int:
