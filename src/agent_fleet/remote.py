@@ -25,12 +25,13 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import msgspec
-from httpx_sse import aconnect_sse
 
 from agent_fleet._event_json import event_from_record, spec_to_json
+from agent_fleet._sse import SSEDecoder
 from agent_fleet.contract import Capabilities, Handle, Provider, Sandbox, Spec, refuse_turn_settings
 from agent_fleet.errors import (
     AuthenticationError,
@@ -48,6 +49,9 @@ __all__ = ["RemoteBatch", "RemoteHandle", "RemoteProvider"]
 logger = logging.getLogger(__name__)
 
 _RECONNECTS = 5
+#: Headers of ``POST /v1/sessions?stream=1``'s answer (its body is the session's event stream); the
+#: session id percent-encoded.
+SESSION_HEADER, CURSOR_HEADER = "Agent-Fleet-Session-Id", "Agent-Fleet-Last-Event-Id"
 _decode = msgspec.json.Decoder(dict).decode  # a record: a JSON object (faster than json.loads)
 _DEFAULT_CAPABILITIES = Capabilities(
     supports_injection=True,
@@ -132,6 +136,8 @@ class RemoteProvider(Provider):
                 timeout=httpx.Timeout(self.timeout),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
                 transport=self._transport,
+                # Plain HTTP has nothing to verify: no CA bundle loaded (38 ms of CPU per client).
+                verify=not self.url.startswith("http://"),
             )
         return self._client
 
@@ -153,17 +159,45 @@ class RemoteProvider(Provider):
         self.box_dir = boxes if isinstance(boxes, str) and boxes else None
 
     async def spawn(self, spec: Spec) -> RemoteHandle:
-        params = {"provider": self.kind} if self.kind else {}
-        data = await self.request("POST", "/v1/sessions", spec_to_json(spec), **params)
-        return self._handle(str(data["session_id"]), int(data.get("last_event_id", 0)))
+        return await self._open({"provider": self.kind} if self.kind else {}, spec)
 
     async def resume(self, session_id: str, spec: Spec) -> RemoteHandle:
-        params = {"resume": session_id, **({"provider": self.kind} if self.kind else {})}
-        data = await self.request("POST", "/v1/sessions", spec_to_json(spec), **params)
-        return self._handle(str(data["session_id"]), int(data.get("last_event_id", 0)))
+        return await self._open(
+            {"resume": session_id, **({"provider": self.kind} if self.kind else {})}, spec
+        )
 
-    def _handle(self, session_id: str, cursor: int) -> RemoteHandle:
-        handle = RemoteHandle(self, session_id, cursor)
+    async def _open(self, params: dict[str, str], spec: Spec) -> RemoteHandle:
+        """``POST /v1/sessions?stream=1``: one exchange starts the session and opens its event stream
+        (the handle reads it first), where a POST and then a GET took two."""
+        request = self.client.build_request(
+            "POST",
+            "/v1/sessions",
+            json=spec_to_json(spec),
+            params={**params, "stream": "1"},
+            timeout=httpx.Timeout(self.timeout, read=None),  # (only the wait for the answer is bounded)
+        )
+        try:
+            response = await asyncio.wait_for(self.client.send(request, stream=True), self.timeout)
+        except (httpx.TransportError, TimeoutError) as exc:
+            raise TransportError(f"cannot reach the daemon at {self.url}: {type(exc).__name__}") from exc
+        opened: httpx.Response | None = response
+        try:
+            session_id = unquote(response.headers.get(SESSION_HEADER) or "")
+            if session_id and response.is_success:
+                cursor = int(response.headers.get(CURSOR_HEADER) or 0)
+            else:  # an error, or the JSON answer without the stream: the handle asks for the events
+                await response.aread()
+                _raise_for(response)
+                opened = None
+                data = response.json()
+                session_id, cursor = str(data["session_id"]), int(data.get("last_event_id", 0))
+        except (ValueError, KeyError, TypeError) as exc:
+            await response.aclose()
+            raise TransportError(f"the daemon answered {response.status_code} without a session id") from exc
+        except BaseException:
+            await response.aclose()
+            raise
+        handle = RemoteHandle(self, session_id, cursor, opened)
         self._handles.add(handle)
         return handle
 
@@ -182,12 +216,15 @@ class RemoteProvider(Provider):
 class RemoteHandle(Handle):
     """One session on the daemon (see the module docstring)."""
 
-    def __init__(self, provider: RemoteProvider, session_id: str, cursor: int) -> None:
+    def __init__(
+        self, provider: RemoteProvider, session_id: str, cursor: int, opened: httpx.Response | None = None
+    ) -> None:
         self._provider = provider
         self._session_id = session_id
         self._cursor = cursor  # the last event id seen
         self._terminal: Result | Error | None = None
         self._stopped = False
+        self._opened = opened  # the event stream spawn() opened with the session, not read yet
 
     @property
     def session_id(self) -> str:
@@ -201,66 +238,68 @@ class RemoteHandle(Handle):
         return self._events()
 
     async def _events(self) -> AsyncIterator[Event]:
+        # One generator from the socket to the caller: each layer of async iteration costs every record.
         if self._terminal is not None:
             return
-        finished = False
+        path = f"/v1/sessions/{self._session_id}/events"
+        failures = 0
         try:
-            async for event in self._read():
-                if isinstance(event, Result | Error):
-                    self._terminal = event
-                    finished = True
-                yield event
-                if finished:
-                    return
+            while True:
+                opened, self._opened = self._opened, None  # the stream spawn() opened, read first
+                headers = {"Last-Event-ID": str(self._cursor)}
+                try:
+                    async with contextlib.AsyncExitStack() as stack:
+                        if opened is not None:
+                            response = opened
+                            stack.push_async_callback(opened.aclose)
+                        else:
+                            response = await stack.enter_async_context(
+                                self._provider.client.stream(
+                                    "GET",
+                                    path,
+                                    headers=headers,
+                                    timeout=httpx.Timeout(self._provider.timeout, read=None),
+                                )
+                            )
+                            if not response.is_success:
+                                await response.aread()  # a streamed answer: its error body is not read yet
+                            _raise_for(response)
+                        decoder = SSEDecoder()
+                        async for chunk in response.aiter_raw():
+                            for kind, data, ident in decoder.feed(chunk):
+                                if kind != "event" or not ident:
+                                    continue
+                                record = _decode(data)
+                                self._cursor = int(ident)
+                                failures = 0
+                                text = record.get("text")
+                                if record.get("type") == "TextDelta" and type(text) is str:  # most of a turn
+                                    item = record.get("item_id")
+                                    yield TextDelta(text=text, item_id=item if type(item) is str else None)
+                                    continue
+                                event = event_from_record(record)
+                                if isinstance(event, Result | Error):
+                                    self._terminal = event
+                                    yield event
+                                    return
+                                yield event
+                except httpx.TransportError as exc:
+                    failures += 1
+                    if failures > _RECONNECTS:
+                        raise TransportError(f"lost the daemon's event stream: {type(exc).__name__}") from exc
+                    await asyncio.sleep(0.2 * failures)
+                    continue
+                # The stream ended without a terminal event (the daemon is draining): ask again.
+                failures += 1
+                if failures > _RECONNECTS:
+                    raise TransportError("the daemon's event stream ended before the turn did")
+                await asyncio.sleep(0.2 * failures)
         finally:
-            if not finished and self._terminal is None:
+            if self._terminal is None:
                 # The reader went away mid-turn (cancelled or closed): stop the turn, as stop() does.
                 self._stopped = True
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._stop_request())
-
-    async def _read(self) -> AsyncIterator[Event]:
-        path = f"/v1/sessions/{self._session_id}/events"
-        failures = 0
-        while True:
-            headers = {"Last-Event-ID": str(self._cursor)}
-            try:
-                async with aconnect_sse(
-                    self._provider.client,
-                    "GET",
-                    path,
-                    headers=headers,
-                    timeout=httpx.Timeout(self._provider.timeout, read=None),
-                ) as source:
-                    if not source.response.is_success:
-                        await source.response.aread()  # a streamed answer: its error body is not read yet
-                    _raise_for(source.response)
-                    async for sse in source.aiter_sse():
-                        if sse.event != "event" or not sse.id:
-                            continue
-                        record = _decode(sse.data)
-                        self._cursor = int(sse.id)
-                        failures = 0
-                        text = record.get("text")
-                        if record.get("type") == "TextDelta" and type(text) is str:  # most of a turn
-                            item = record.get("item_id")
-                            event: Event = TextDelta(text=text, item_id=item if type(item) is str else None)
-                        else:
-                            event = event_from_record(record)
-                        yield event
-                        if isinstance(event, Result | Error):
-                            return
-            except httpx.TransportError as exc:
-                failures += 1
-                if failures > _RECONNECTS:
-                    raise TransportError(f"lost the daemon's event stream: {type(exc).__name__}") from exc
-                await asyncio.sleep(0.2 * failures)
-                continue
-            # The stream ended without a terminal event (the daemon is draining): ask again.
-            failures += 1
-            if failures > _RECONNECTS:
-                raise TransportError("the daemon's event stream ended before the turn did")
-            await asyncio.sleep(0.2 * failures)
 
     async def send(
         self,
@@ -308,10 +347,16 @@ class RemoteHandle(Handle):
     async def _stop_request(self) -> None:
         await self._provider.request("POST", f"/v1/sessions/{self._session_id}/stop")
 
+    async def _close_opened(self) -> None:
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            await opened.aclose()
+
     async def stop(self) -> None:
         """Stop the running turn and let this handle go, as a local provider's ``stop()`` does (the
         daemon keeps the session: ``RemoteProvider.resume`` continues it)."""
         self._stopped = True
+        await self._close_opened()
         if self._terminal is not None:
             return
         await self._stop_request()

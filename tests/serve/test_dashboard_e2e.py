@@ -379,9 +379,24 @@ class PathProxy:
                     value = value.replace(b"Path=/", b"Path=/fleet/")
                 passed.append((name, value))
             await send({"type": "http.response.start", "status": response.status_code, "headers": passed})
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
+
+            async def forward() -> None:
+                async for chunk in response.aiter_raw():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+
+            async def client_gone() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+
+            # As nginx does: when the browser goes, the upstream request is closed too.
+            tasks = [asyncio.ensure_future(forward()), asyncio.ensure_future(client_gone())]
+            try:
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             await response.aclose()
 

@@ -4,6 +4,7 @@ the streamed events request, whose body is not read until asked for."""
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
 
 import httpx
@@ -53,3 +54,13 @@ async def test_an_error_answer_to_the_event_stream_is_a_library_error(
             await handle.wait()
     finally:
         await provider.shutdown()
+
+
+async def test_a_daemon_behind_https_is_verified_and_plain_http_loads_no_ca_bundle() -> None:
+    for url, mode in (("https://fleet.example", ssl.CERT_REQUIRED), ("http://127.0.0.1:8765", ssl.CERT_NONE)):
+        provider = RemoteProvider(url, "t")
+        try:
+            context = provider.client._transport._pool._ssl_context  # type: ignore[attr-defined]
+            assert context.verify_mode == mode, url
+        finally:
+            await provider.shutdown()

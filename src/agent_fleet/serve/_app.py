@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import quote
 
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
@@ -29,6 +30,7 @@ from starlette.routing import Route
 from agent_fleet import __version__
 from agent_fleet._event_json import spec_from_json
 from agent_fleet.errors import AgentFleetError, ProviderUnavailable, Unsupported, UsageError
+from agent_fleet.remote import CURSOR_HEADER, SESSION_HEADER
 from agent_fleet.runner import PROVIDER_NAMES, Redactor, provider_entry
 from agent_fleet.serve._approvals import ApprovalQueue, asked
 from agent_fleet.serve._batches import SHOWN_TASKS, Batches
@@ -40,10 +42,12 @@ from agent_fleet.serve._dashboard import (
     render_session,
     safe_next,
 )
+from agent_fleet.serve._event_stream import EventStream
 from agent_fleet.serve._feed import Feed
 from agent_fleet.serve._guard import COOKIE, BodyTooLarge, Guard, Hosts, token_matches
 from agent_fleet.serve._openapi import OPENAPI
 from agent_fleet.serve._sessions import STATES, NotFound, Sessions
+from agent_fleet.serve._stream import Batch
 
 logger = logging.getLogger(__name__)
 
@@ -273,14 +277,21 @@ class App:
 
     async def create_session(self, request: Request) -> Response:
         query = request.query_params
-        _known(query, ("provider", "resume"))
+        _known(query, ("provider", "resume", "stream"))
         provider = query.get("provider", self.provider)
         if provider not in PROVIDER_NAMES:
             raise UsageError(f"provider must be one of {', '.join(PROVIDER_NAMES)}, not {provider!r}")
         resume = query.get("resume") or None
+        stream = _flag(query, "stream")
         spec = spec_from_json(await self._json(request))
         session, cursor = await self.sessions.create(spec, provider, resume=resume)
-        return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
+        if not stream:
+            return JSONResponse({"session_id": session.id, "last_event_id": cursor}, status_code=201)
+        # stream=1: the answer is the session's event stream, as GET .../events after `cursor` would be
+        # (one exchange where a client needed two); the ids are in headers, sent before the first event.
+        sid = quote(session.id, safe="")  # (a header is Latin-1; an id a client resumed may be anything)
+        headers = {SESSION_HEADER: sid, CURSOR_HEADER: str(cursor)}
+        return self._event_stream(self.sessions.stream(session.id, cursor, follow=False), 201, headers)
 
     @staticmethod
     def _session_filters(query: Any) -> dict[str, Any]:
@@ -318,13 +329,18 @@ class App:
         # A watcher (the dashboard) is not the session's client: it keeps no orphan running.
         watch = _flag(query, "watch")
         batches = self.sessions.stream(sid, after, follow=follow, watch=watch)  # NotFound: 404 at once
+        return self._event_stream(batches)
 
+    @staticmethod
+    def _event_stream(
+        batches: AsyncIterator[Batch], status: int = 200, headers: dict[str, str] | None = None
+    ) -> Response:
         async def content() -> AsyncIterator[bytes]:
             # Everything already recorded goes out in one write (records are single-line JSON).
             async for batch in batches:
                 yield b"".join(b"id: %d\nevent: event\ndata: %s\n\n" % (seq, record) for seq, record in batch)
 
-        return EventSourceResponse(content(), ping=15)
+        return EventStream(content(), status_code=status, headers=headers)
 
     async def turn(self, request: Request) -> Response:
         sid = request.path_params["sid"]

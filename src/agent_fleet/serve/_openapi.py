@@ -441,6 +441,11 @@ OPENAPI: Final[dict[str, Any]] = {
                         "schema": {"type": "string"},
                         "description": "the session to continue",
                     },
+                    {
+                        "name": "stream",
+                        "schema": _FLAG,
+                        "description": "answer with the session's event stream (ids in headers)",
+                    },
                 ),
                 errors=("403", "404", "413", "502", "503"),
             ),
@@ -575,4 +580,13 @@ OPENAPI: Final[dict[str, Any]] = {
             },
         },
     },
+}
+OPENAPI["paths"]["/v1/sessions"]["post"]["responses"]["201"] = {
+    "description": "started: {session_id, last_event_id} as JSON, or with stream=1 the session's event "
+    "stream (as GET .../events after last_event_id), the ids in headers (percent-encoded)",
+    "headers": {
+        "Agent-Fleet-Session-Id": {"schema": {"type": "string"}, "description": "with stream=1"},
+        "Agent-Fleet-Last-Event-Id": {"schema": {"type": "string"}, "description": "with stream=1"},
+    },
+    "content": {"application/json": {}, "text/event-stream": {}},
 }
