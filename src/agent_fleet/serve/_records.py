@@ -16,6 +16,7 @@ the joined text is also redacted as a whole, so a secret split over those fragme
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,17 @@ from agent_fleet.events import Error, Event, Result, TextDelta
 __all__ = ["DeltaBuffer", "RecordEncoder", "record_type"]
 
 _ENVELOPE: Final = frozenset({"ts", "task_id", "source", "type"})
-_TYPE: Final = re.compile(rb'"type":\s*"([A-Za-z]+)"')  # the envelope's comes first in every record
+_TYPE: Final = re.compile(rb'"type":\s*"([A-Za-z]+)"')
+_PLAIN: Final = re.compile(
+    r"[A-Za-z0-9_.:-]*"
+)  # an item id JSON needs no escape for (they all are)  # the envelope's comes first in every record
+
+
+def _millisecond(at: float) -> int:
+    """``at`` in whole milliseconds as ``datetime.fromtimestamp`` sees it (rounded to the microsecond
+    from the fraction alone, then truncated)."""
+    fraction, whole = math.modf(at)
+    return int(whole) * 1000 + round(fraction * 1e6) // 1000
 
 
 def record_type(record: bytes) -> str | None:
@@ -47,29 +58,41 @@ class RecordEncoder:
         self._json = msgspec.json.Encoder()
         self._second = -1
         self._date = ""
+        self._head_key: tuple[int, str] = (-1, "")
+        self._head = b""
 
     def _ts(self, at: float) -> str:
         """``datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")``, cheaper."""
-        second = int(at)
+        return self._ts_ms(_millisecond(at))
+
+    def _ts_ms(self, ms: int) -> str:
+        second, fraction = divmod(ms, 1000)
         if second != self._second:
             self._second = second
             self._date = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        return f"{self._date}.{int((at - second) * 1000):03d}+00:00"
+        return f"{self._date}.{fraction:03d}+00:00"
 
     def encode(self, task_id: str, event: Event, at: float, *, deltas: int = 0) -> bytes:
         if type(event) is TextDelta:
-            text = self._redactor.text(event.text)
-            head = f'{{"ts":"{self._ts(at)}","task_id":'.encode()
-            tail = b',"deltas":%d}' % deltas if deltas > 1 else b"}"
+            # Everything before the text is the same for a session's deltas of one millisecond (a
+            # burst): made once for them.
+            millisecond = (_millisecond(at), task_id)
+            if millisecond != self._head_key:
+                self._head_key = millisecond
+                self._head = b"".join(
+                    (
+                        f'{{"ts":"{self._ts_ms(millisecond[0])}","task_id":'.encode(),
+                        self._json.encode(task_id),
+                        b',"source":"agent","type":"TextDelta","text":',
+                    )
+                )
             return b"".join(
                 (
-                    head,
-                    self._json.encode(task_id),
-                    b',"source":"agent","type":"TextDelta","text":',
-                    self._json.encode(text),
+                    self._head,
+                    self._json.encode(self._redactor.text(event.text)),
                     b',"item_id":',
                     self._json.encode(event.item_id),
-                    tail,
+                    b',"deltas":%d}' % deltas if deltas > 1 else b"}",
                 )
             )
         fields: dict[str, Any] = msgspec.to_builtins(event)
@@ -99,23 +122,27 @@ class DeltaBuffer:
     items: list[tuple[Event, float] | _Held] = field(default_factory=list)
 
     def add(self, event: Event) -> None:
-        if type(event) is TextDelta:
-            last = self.items[-1] if self.items else None
-            if type(last) is _Held and last.first.item_id == event.item_id:
-                last.parts.append(event.text)
+        items = self.items
+        if type(event) is TextDelta and items:
+            last = items[-1]
+            if isinstance(last, _Held):
+                if last.first.item_id == event.item_id:
+                    last.parts.append(event.text)
+                    return
             else:
-                self.items.append(_Held(event, [event.text], time.time()))
-            return
-        self.items.append((event, time.time()))
+                first, at = last
+                if type(first) is TextDelta and first.item_id == event.item_id:
+                    items[-1] = _Held(first, [first.text, event.text], at)
+                    return
+        items.append((event, time.time()))  # (a delta is held only once a second one of its message comes)
 
     def take(self) -> list[tuple[Event, float, int]]:
-        """``(event, time, deltas)`` for each record to publish, in order; empties the buffer."""
+        """``(event, time, deltas)`` for each record to publish, in order (``deltas``: the fragments
+        joined, 0 for an event as it came); empties the buffer."""
         out: list[tuple[Event, float, int]] = []
         for item in self.items:
-            if type(item) is not _Held:
-                out.append((item[0], item[1], 0))  # type: ignore[index]
-            elif len(item.parts) == 1:
-                out.append((item.first, item.at, 1))
+            if not isinstance(item, _Held):
+                out.append((item[0], item[1], 0))
             else:
                 joined = TextDelta(text="".join(item.parts), item_id=item.first.item_id)
                 out.append((joined, item.at, len(item.parts)))

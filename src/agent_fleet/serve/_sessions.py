@@ -240,12 +240,12 @@ class Sessions(SessionViews):
         row = self.store.session(sid) if resume is not None else None
         turns = row["turns"] + 1 if row is not None else 1
         session = LiveSession(id=sid, provider=provider_name, handle=handle, base=base, turns=turns)
-        if row is not None:
-            self.store.update(sid, state="running", turns=turns)
-        else:
-            self.store.add_session(sid, provider_name, self._redactor.value(spec_to_json(stored)))
-        self.store.add_turn(sid, turns, self._redactor.text(spec.prompt), base)
-        self.store.update(sid, ended=None)
+        with self.store.transaction():  # (the store redacts what it writes)
+            if row is not None:
+                self.store.update(sid, state="running", turns=turns, ended=None)
+            else:
+                self.store.add_session(sid, provider_name, spec_to_json(stored))
+            self.store.add_turn(sid, turns, spec.prompt, base)
         self.live[sid] = session
         self._start_pump(session)
         self.on_change(sid)
@@ -419,8 +419,10 @@ class Sessions(SessionViews):
         if session.alone is not None:
             session.alone.cancel()
             session.alone = None
-        self.store.update(session.id, state=session.state, usage=session.usage, step="", ended=time.time())
-        self._end_turn(session, terminal)
+        with self.store.transaction():
+            ended = time.time()
+            self.store.update(session.id, state=session.state, usage=session.usage, step="", ended=ended)
+            self._end_turn(session, terminal)
         session.ended = time.monotonic()
         session.changed.set()
         session.changed = asyncio.Event()

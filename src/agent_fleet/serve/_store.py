@@ -17,6 +17,7 @@ records come redacted (``event_record``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -169,6 +170,21 @@ class Store:
         self.flush()
         self._db.close()
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The writes inside as one transaction (one commit where each would have made its own: a turn's
+        start and end write several rows); nested, the outer one commits."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def add_session(self, session_id: str, provider: str, spec: dict[str, Any]) -> None:
         now = time.time()
         self._db.execute(
@@ -198,8 +214,7 @@ class Store:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
-        with self._db:
-            self._db.execute("BEGIN")
+        with self.transaction():
             self._db.executemany("INSERT INTO events (session_id, seq, record) VALUES (?, ?, ?)", rows)
 
     def events(self, session_id: str, after: int = 0) -> Iterator[tuple[int, bytes]]:
