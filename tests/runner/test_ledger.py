@@ -299,3 +299,33 @@ def test_a_ledger_from_before_the_base_commit_opens_and_gains_it(tmp_path: Path)
     writer.start("a", branch=None, worktree=None, transcript="t")
     writer.session("a", "thread-1", base_head="base1")
     assert writer.get("a").base_head == "base1"
+
+
+def test_a_forced_record_says_which_worktrees_are_on_disk_as_it_leaves(tmp_path: Path) -> None:
+    """Left by force, the process cannot trust the ledger about worktrees mid-change: one recorded
+    removed may still be there (its removal cut off), one recorded for a running task may not be yet.
+    The forced record says what is on disk when it is written."""
+    out, box = tmp_path / "out", tmp_path / "box"
+    ledger = _ledger(out)
+    ledger.set_meta("box", str(box))
+    still_there, never_made, kept = box / "wt-a", box / "wt-b", box / "wt-c"
+    still_there.mkdir(parents=True)
+    kept.mkdir()
+    elsewhere = tmp_path / "on-a-ray-node"  # not in this machine's box: reported as recorded
+    ledger.start("a", branch="agent-fleet/a", worktree=str(still_there), transcript="t")
+    removed = task_record(
+        TaskResult(task_id="a", status="succeeded", reason="ok"), prompt="do a", worktree=str(still_there)
+    )
+    ledger.finish("a", result=removed, attempts=1, worktree_kept=None)  # recorded removed, still there
+    ledger.start("b", branch="agent-fleet/b", worktree=str(never_made), transcript="t")  # running
+    ledger.start("c", branch="agent-fleet/c", worktree=str(kept), transcript="t")  # running, on disk
+    ledger = _ledger(out / "ray", ("r",))
+    ledger.start("r", branch="agent-fleet/r", worktree=str(elsewhere), transcript="t")
+    record_forced_stop(out, "stopped by force")
+    record_forced_stop(out / "ray", "stopped by force")
+    tasks = {t["task_id"]: t for t in json.loads((out / "summary.json").read_text())["tasks"]}
+    assert tasks["a"]["worktree"] == {"path": str(still_there), "kept": True}
+    assert tasks["b"]["worktree"] == {"path": str(never_made), "kept": False}
+    assert tasks["c"]["worktree"] == {"path": str(kept), "kept": True}
+    (ray,) = json.loads((out / "ray" / "summary.json").read_text())["tasks"]
+    assert ray["worktree"] == {"path": str(elsewhere), "kept": True}  # as recorded: it may be on the node

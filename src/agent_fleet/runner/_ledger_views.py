@@ -96,12 +96,25 @@ def write_records(
     provider_pids: Sequence[int] = (),
     prices: PriceTable | None = None,
     extra: Mapping[str, Any] | None = None,
+    worktrees_on_disk: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """``summary.json`` (``build_summary`` over every task's ``ledger_record``, redacted) and
     ``report.html``, written from the ledger. Returns the summary's path and the document. Raises
-    ``StorageError`` naming the file that could not be written (a full disk); no temporary file stays."""
+    ``StorageError`` naming the file that could not be written (a full disk); no temporary file stays.
+    ``worktrees_on_disk``: each task's worktree in this machine's box is reported kept when it is on
+    disk now, whatever the ledger says (for a process leaving by force, whose removals and additions may
+    be cut off; a Ray node's worktrees are on the node, and reported as recorded)."""
     redactor = ledger.redactor
     records = [ledger_record(row, stopped, redactor) for row in ledger.started_rows()]
+    box = ledger.meta().get("box") if worktrees_on_disk else None
+    if isinstance(box, str):
+        inside = os.path.join(box, "")
+        for record in records:
+            worktree = record.get("worktree")
+            if isinstance(worktree, dict) and isinstance(worktree.get("path"), str):
+                path = worktree["path"]
+                if path.startswith(inside):
+                    record["worktree"] = {**worktree, "kept": os.path.isdir(path)}
     not_started = ledger.never_started()  # the bulk of a stopped fleet: listed by id alone (issue 29)
     summary = build_summary(
         records,
@@ -195,6 +208,7 @@ def record_forced_stop(out: Path, stopped: str) -> list[int]:
             stopped=stopped,
             fatal=False,
             extra={"forced": True},
+            worktrees_on_disk=True,
         )
         return ledger.pids()
     finally:
