@@ -118,6 +118,18 @@ def listening(pids: Iterable[int]) -> list[Listener]:
     return found
 
 
+def _agents_own_udp(item: Listener | Connection) -> bool:
+    """A UDP socket the codex binary itself binds on the wildcard address with an ephemeral port (seen
+    in CI on Ray nodes' codex children: its resolver's, not a service): the agent binary's behaviour,
+    not the wiring these watches are about (the cluster's, the daemon's, agent-fleet's own)."""
+    return (
+        isinstance(item, Listener)
+        and item.proto.startswith("udp")
+        and item.port >= 32768
+        and item.program.rsplit("/", 1)[-1] == "codex"
+    )
+
+
 class LoopbackWatch:
     """Every socket of a process tree, sampled in a thread while a block runs: what listened or
     connected anywhere but loopback (``off_loopback``). ``with LoopbackWatch(os.getpid()) as watch:``;
@@ -136,7 +148,7 @@ class LoopbackWatch:
         for item in [*listening(pids), *connections(pids)]:
             key = (item.pid, item.host, item.port)
             self.seen.add(key)
-            if not item.loopback:
+            if not item.loopback and not _agents_own_udp(item):
                 self.off_loopback.setdefault(key, item)
         self.samples += 1
 

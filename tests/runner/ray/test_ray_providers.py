@@ -96,9 +96,12 @@ async def test_codex_exec_runs_on_the_nodes(
 
 
 def _claude_work(i: str) -> list[str]:
-    """The file written in Claude Code's sandbox, then the commit, asked to run outside it (proven
-    harmless: git recording the work; inside the sandbox ``git add -A`` trips over its placeholder
-    files, see tests/claude/test_walls_e2e.py)."""
+    """The file written, then the commit, both asked to run outside Claude Code's sandbox and proven
+    harmless (a write in the workspace; git recording the work). This test is about Claude on Ray nodes,
+    not its sandbox, which is tested on its own (tests/claude/test_walls_e2e.py): inside it ``git add
+    -A`` trips over its placeholder files, and its bwrap once failed in CI on a lock file of the shared
+    repository's git directory that vanished while it started (``Can't get type of source
+    .git/config.lock``)."""
     return [f"echo 'claude work of {i}' > {i}.txt", f"git add -A && git commit -qm 'claude {i}'"]
 
 
@@ -111,7 +114,7 @@ def _claude_responder(request: AnthropicRequest) -> AnthropicReply | None:
     write, record = _claude_work(i)
     done = len(request.tool_results())
     if done == 0:
-        return AnthropicReply.bash(write)
+        return AnthropicReply.tool_use("Bash", {"command": write, "dangerouslyDisableSandbox": True})
     if done == 1:
         return AnthropicReply.tool_use("Bash", {"command": record, "dangerouslyDisableSandbox": True})
     return AnthropicReply.text(f"claude finished {i}")
