@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from agent_fleet._event_json import MAX_NARROWED
+from agent_fleet.remote import CURSOR_HEADER, SESSION_HEADER
 from agent_fleet.runner import PROVIDER_NAMES
 from agent_fleet.runner._tasks_file import KEYS as TASK_KEYS
 from agent_fleet.runner.review import PRIORITY_NAMES
@@ -585,8 +586,8 @@ OPENAPI["paths"]["/v1/sessions"]["post"]["responses"]["201"] = {
     "description": "started: {session_id, last_event_id} as JSON, or with stream=1 the session's event "
     "stream (as GET .../events after last_event_id), the ids in headers (percent-encoded)",
     "headers": {
-        "Agent-Fleet-Session-Id": {"schema": {"type": "string"}, "description": "with stream=1"},
-        "Agent-Fleet-Last-Event-Id": {"schema": {"type": "string"}, "description": "with stream=1"},
+        SESSION_HEADER: {"schema": {"type": "string"}, "description": "with stream=1"},
+        CURSOR_HEADER: {"schema": {"type": "string"}, "description": "with stream=1"},
     },
     "content": {"application/json": {}, "text/event-stream": {}},
 }

@@ -31,10 +31,7 @@ from agent_fleet.events import Error, Event, Result, TextDelta
 __all__ = ["DeltaBuffer", "RecordEncoder", "record_type"]
 
 _ENVELOPE: Final = frozenset({"ts", "task_id", "source", "type"})
-_TYPE: Final = re.compile(rb'"type":\s*"([A-Za-z]+)"')
-_PLAIN: Final = re.compile(
-    r"[A-Za-z0-9_.:-]*"
-)  # an item id JSON needs no escape for (they all are)  # the envelope's comes first in every record
+_TYPE: Final = re.compile(rb'"type":\s*"([A-Za-z]+)"')  # the envelope's comes first in every record
 
 
 def _millisecond(at: float) -> int:
