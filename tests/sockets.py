@@ -119,15 +119,31 @@ def listening(pids: Iterable[int]) -> list[Listener]:
 
 
 def _agents_own_udp(item: Listener | Connection) -> bool:
-    """A UDP socket the codex binary itself binds on the wildcard address with an ephemeral port (seen
-    in CI on Ray nodes' codex children: its resolver's, not a service): the agent binary's behaviour,
-    not the wiring these watches are about (the cluster's, the daemon's, agent-fleet's own)."""
+    """A UDP socket on an ephemeral port held by the codex binary or a program it started (its
+    resolver's lookups: seen in CI from codex itself and from a ``git-remote-https`` under it): the
+    agent binary's own behaviour, not the wiring these watches are about (the cluster's, the daemon's,
+    agent-fleet's own)."""
     return (
         isinstance(item, Listener)
         and item.proto.startswith("udp")
         and item.port >= 32768
-        and item.program.rsplit("/", 1)[-1] == "codex"
+        and _under_codex(item.pid)
     )
+
+
+def _under_codex(pid: int) -> bool:
+    for _ in range(32):  # up the parent chain, to init at most
+        if _program(pid).rsplit("/", 1)[-1] == "codex":
+            return True
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid <= 1:
+            return False
+    return False
 
 
 class LoopbackWatch:

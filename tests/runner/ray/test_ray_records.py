@@ -19,6 +19,7 @@ import pytest
 
 from agent_fleet import Spec, System
 from agent_fleet.codex import CodexOptions
+from agent_fleet.errors import UsageError
 from agent_fleet.runner import Task, TaskEvent
 from agent_fleet.runner.batch import BatchTask, run_batch
 from agent_fleet.runner.ledger import Ledger
@@ -100,7 +101,10 @@ def _finished(out: Path, task_id: str) -> bool:
     """The ledger holds ``task_id``'s end (read beside the batch's own writer)."""
     if not (out / "batch.db").exists():
         return False
-    ledger = Ledger.open(out, lock=False)
+    try:
+        ledger = Ledger.open(out, lock=False)
+    except UsageError:  # the file is there, its tables not yet (seen in CI: "no such table: meta")
+        return False
     try:
         return ledger.get(task_id).state == "finished"
     except KeyError:  # the ledger exists, its tasks are not in it yet
