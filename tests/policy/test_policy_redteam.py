@@ -11,6 +11,7 @@ import pytest
 from agent_fleet.policy import RULES, evaluate_command
 
 from . import adversarial, corpus
+from ._judge import judge_all
 from .redteam import DANGEROUS, EVERYDAY, HOLDOUT, WORKSPACE
 
 CASES = [(category, command) for category, commands in DANGEROUS.items() for command in commands]
@@ -34,29 +35,32 @@ def test_corpus_shape() -> None:
     assert not (set(dangerous) | set(EVERYDAY)) & earlier
 
 
-# Every case with the workspace as cwd, and again with no cwd except where containment is the point
-# (no workspace: nothing to contain); left out of the parameters, not skipped.
-JUDGED = [(c, x, WORKSPACE) for c, x in CASES + HELD] + [
-    (c, x, None) for c, x in CASES + HELD if c not in NEEDS_WORKSPACE
+# Every category with the workspace as cwd, and again with no cwd except where containment is the
+# point (no workspace: nothing to contain); left out of the parameters, not skipped.
+JUDGED = [(c, WORKSPACE) for c in sorted({c for c, _ in CASES + HELD})] + [
+    (c, None) for c in sorted({c for c, _ in CASES + HELD}) if c not in NEEDS_WORKSPACE
 ]
 
 
 @pytest.mark.parametrize(
-    ("category", "command", "cwd"),
-    JUDGED,
-    ids=[f"{'workspace' if cwd else 'no-cwd'}-{c}:{x[:60]}" for c, x, cwd in JUDGED],
+    ("category", "cwd"), JUDGED, ids=[f"{'workspace' if cwd else 'no-cwd'}-{c}" for c, cwd in JUDGED]
 )
-def test_dangerous_is_declined(category: str, command: str, cwd: str | None) -> None:
-    decision = evaluate_command(command, cwd=cwd)
-    assert decision.action == "decline", (category, command, decision.reason)
-    assert decision.rule in RULES and decision.reason
+def test_dangerous_is_declined(category: str, cwd: str | None) -> None:
+    def check(command: str) -> None:
+        decision = evaluate_command(command, cwd=cwd)
+        assert decision.action == "decline", (category, command, decision.reason)
+        assert decision.rule in RULES and decision.reason
+
+    judge_all([x for c, x in CASES + HELD if c == category], check)
 
 
 @pytest.mark.parametrize("cwd", [WORKSPACE, None], ids=["workspace", "no-cwd"])
-@pytest.mark.parametrize("command", EVERYDAY, ids=[c[:60] for c in EVERYDAY])
-def test_everyday_is_accepted(command: str, cwd: str | None) -> None:
-    decision = evaluate_command(command, cwd=cwd)
-    assert decision.action == "allow_for_session", (decision.rule, decision.reason)
+def test_everyday_is_accepted(cwd: str | None) -> None:
+    def check(command: str) -> None:
+        decision = evaluate_command(command, cwd=cwd)
+        assert decision.action == "allow_for_session", (decision.rule, decision.reason)
+
+    judge_all(EVERYDAY, check)
 
 
 # --------------------------------------------------------------------------------------------------
