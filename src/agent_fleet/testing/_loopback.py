@@ -56,7 +56,11 @@ class LoopbackServer:
         handler = type("Handler", (self.handler_class,), {"owner": self})
         self._httpd = ThreadingHTTPServer((self._host, self._port), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name=self.thread_name, daemon=True)
+        # serve_forever notices shutdown() only between polls: at its default 0.5 s, every stop() (and so
+        # every test using a server) waited up to half a second.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name=self.thread_name, daemon=True
+        )
         self._thread.start()
         return self
 
