@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,19 +24,29 @@ import pytest
 from agent_fleet._codex_binary import find_codex
 from agent_fleet.errors import ProviderUnavailable
 
+# Bytecode. With PYTHONDONTWRITEBYTECODE set, pytest caches no assertion-rewritten module, so every worker
+# parses, rewrites and compiles ~700 modules at each start (~10 s of CPU per worker), and every Python child
+# a test starts (the CLI, a daemon) compiles agent_fleet again (~0.3 s each). The suite keeps its bytecode
+# under .pytest_cache/pycache instead: still none in the source tree, which is what that setting is for.
+# Set here, before test modules are imported and before xdist starts its workers (they inherit it).
+if sys.dont_write_bytecode and not sys.pycache_prefix:
+    _PYCACHE = Path(__file__).resolve().parents[1] / ".pytest_cache" / "pycache"
+    sys.pycache_prefix = str(_PYCACHE)
+    sys.dont_write_bytecode = False
+    os.environ["PYTHONPYCACHEPREFIX"] = str(_PYCACHE)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 def _real_binaries() -> frozenset[str]:
     found: set[str] = set()
     with contextlib.suppress(ProviderUnavailable):
         found.add(os.path.realpath(find_codex()))
-    try:
-        import claude_agent_sdk
-
-        bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    # Located, not imported: importing the SDK costs every worker a second.
+    sdk = importlib.util.find_spec("claude_agent_sdk")
+    for location in (sdk.submodule_search_locations or []) if sdk is not None else []:
+        bundled = Path(location) / "_bundled" / "claude"
         if bundled.exists():
             found.add(os.path.realpath(bundled))
-    except ImportError:
-        pass
     for name in ("codex", "claude"):
         on_path = shutil.which(name)
         if on_path:
