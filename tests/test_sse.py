@@ -9,6 +9,7 @@ import re
 from httpx_sse._decoders import SSEDecoder as Reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 from agent_fleet._sse import SSEDecoder
 
@@ -47,7 +48,7 @@ _block = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     blocks=st.lists(_block, max_size=6),
     newline=st.sampled_from(["\n", "\r\n", "\r"]),

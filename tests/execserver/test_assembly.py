@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 from agent_fleet.execserver._assembly import Assembler, Chunk, ReadReason, ReadSnapshot, Stream
 
@@ -295,7 +296,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Model, list[int], list[bool]]:
     return model, delivered, heal
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_any_delivery_pattern_is_byte_exact_or_truncated(
     scenario: tuple[Model, list[int], list[bool]],
@@ -314,7 +315,7 @@ def test_any_delivery_pattern_is_byte_exact_or_truncated(
     assert_sound(asm, model, out)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(outputs, st.integers(0, 10), st.booleans())
 def test_in_order_delivery_never_reads(
     outs: list[tuple[Stream, bytes]], exit_after: int, denied: bool

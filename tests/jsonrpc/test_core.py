@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 from agent_fleet.jsonrpc import (
     ErrorResponse,
@@ -359,7 +360,7 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     specs=st.lists(message_specs, max_size=8),
     cuts=st.lists(st.integers(min_value=0), max_size=12),
@@ -382,7 +383,7 @@ def test_roundtrip_any_chunking(
     assert dict(core.pending) == {}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     data=st.binary(max_size=300)
     | st.lists(
@@ -439,7 +440,7 @@ def _pair_with_pending() -> tuple[JsonRpcCore, JsonRpcCore]:
     return fast, slow
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(line=objects.map(lambda o: json.dumps(o).encode()) | odd_lines)
 def test_fast_decode_matches_json_module(line: bytes) -> None:
     fast, slow = _pair_with_pending()

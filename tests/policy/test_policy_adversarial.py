@@ -8,6 +8,7 @@ import shlex
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 import agent_fleet.policy.rules._rules as rules_module
 from agent_fleet.contract import PermissionConfig
@@ -187,7 +188,7 @@ def _wrap(template: str, command: str) -> str:
     )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     core=st.sampled_from(CORES),
     layers=st.lists(st.sampled_from(WRAPPERS), min_size=1, max_size=3),
@@ -226,7 +227,7 @@ def test_wrappers_of_everyday_commands_pass(template: str) -> None:
 # No user pattern overrides a built-in rule.
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     case=st.sampled_from(CASES),
     patterns=st.lists(
@@ -279,7 +280,7 @@ def test_an_internal_error_declines_as_policy_error(monkeypatch: pytest.MonkeyPa
     assert "KeyError" in (decision.reason or "")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=200) | st.lists(st.text(max_size=20), max_size=5))
 def test_evaluate_never_raises(command: str | list[str]) -> None:
     decision = ApprovalPolicy().evaluate(ApprovalRequest(kind="command", command=command, cwd=WORKSPACE))

@@ -224,10 +224,10 @@ CALLER = 60
 def test_verdicts_are_the_same_at_any_caller_stack_depth() -> None:
     limit = sys.getrecursionlimit()
     here = len(_frames())
-    for depth in (0, (limit - here) // 2, limit - here - 3 * CALLER, limit - here - CALLER):
+    shallow_verdicts = [evaluate_command(command, cwd=WORKSPACE) for command in CASES]
+    for depth in ((limit - here) // 2, limit - here - 3 * CALLER, limit - here - CALLER):
         changed = []
-        for command in CASES:
-            shallow = evaluate_command(command, cwd=WORKSPACE)
+        for command, shallow in zip(CASES, shallow_verdicts, strict=True):
             deep = _at_depth(depth, lambda c=command: evaluate_command(c, cwd=WORKSPACE))
             if (deep.action, deep.rule) != (shallow.action, shallow.rule):
                 changed.append(f"{command[:80]!r}: {shallow.rule} -> {deep.rule} at {depth} frames")

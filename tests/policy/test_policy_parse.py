@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 import agent_fleet.policy as policy
 from agent_fleet.policy import UnparsableCommand, evaluate_command, parse_command, parse_script
@@ -175,7 +176,7 @@ def test_pathological_input_fails_closed(command: str) -> None:
 _PIECES = [*"rm -f/~$(){}|&;<>'\"`\\\n*?[]=#!:.0abcsudo", "rm -rf /", "sh -c ", "<<EOF\n", "\nEOF\n"]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(text=st.lists(st.sampled_from(_PIECES), max_size=30).map("".join))
 def test_any_text_gets_a_decision(text: str) -> None:
     decision = evaluate_command(text)
@@ -183,7 +184,7 @@ def test_any_text_gets_a_decision(text: str) -> None:
     assert decision.action == "allow_for_session" or decision.rule in policy.RULES
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(argv=st.lists(st.text(max_size=12), max_size=5))
 def test_any_argv_gets_a_decision(argv: list[str]) -> None:
     assert evaluate_command(argv).action in ("allow_for_session", "decline")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 from agent_fleet.policy import evaluate_command
 
@@ -29,7 +30,7 @@ WRAPPERS: dict[str, Callable[[str], str]] = {
 }
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     case=st.sampled_from(POOL),
     wrappers=st.lists(st.sampled_from(sorted(WRAPPERS)), min_size=1, max_size=3),
@@ -42,7 +43,7 @@ def test_wrapped_dangerous_stays_declined(case: tuple[str, str], wrappers: list[
     assert (decision.action, decision.rule) == ("decline", rule), (command, decision.reason)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(wrappers=st.lists(st.sampled_from(["bash -lc", "sh -c", "subshell", "pipe out"]), max_size=3))
 def test_wrapped_harmless_stays_accepted(wrappers: list[str]) -> None:
     command = "git status"

@@ -9,13 +9,14 @@ from datetime import UTC, datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 from agent_fleet._redact import Redactor
 from agent_fleet.events import Result, TextDelta, ToolUse
 from agent_fleet.serve._records import DeltaBuffer, RecordEncoder
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(at=st.floats(min_value=0, max_value=4e9, allow_nan=False), text=st.text(max_size=40))
 def test_a_delta_record_is_the_plain_encoding(at: float, text: str) -> None:
     encoder = RecordEncoder(Redactor())

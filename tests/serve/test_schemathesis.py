@@ -5,9 +5,10 @@ token. Hermetic: sessions run on a provider double (``fakes.py``), no agent bina
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
+
+from tests.depth import FUZZ_SECONDS
 
 from agent_fleet.serve import Daemon, ServeConfig
 
@@ -15,9 +16,7 @@ from .conftest import TOKEN
 from .fakes import fake_providers
 
 MAX_EXAMPLES = 25  # per operation and phase: about a minute on two loaded cores
-#: Seconds for the whole run: a short pass by default, so the unit run stays under a minute; a deeper one
-#: where AGENT_FLEET_FUZZ_SECONDS says so (``.ci/run``: 60).
-MAX_TIME = int(os.environ.get("AGENT_FLEET_FUZZ_SECONDS") or 12)
+MAX_TIME = FUZZ_SECONDS  # the whole run: a minute in a deep run (CI), a short pass by default
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
 

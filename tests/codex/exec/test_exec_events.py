@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 from agent_fleet.codex._exec_events import ExecEventParser, StderrRefusals, classify_failure, sandbox_refusal
 from agent_fleet.events import (
@@ -451,7 +452,7 @@ _event = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.binary(max_size=64), max_size=12), st.integers(min_value=1, max_value=64))
 def test_arbitrary_bytes_never_raise(chunks: list[bytes], limit: int) -> None:
     parser = ExecEventParser(max_line_bytes=limit)
@@ -463,7 +464,7 @@ def test_arbitrary_bytes_never_raise(chunks: list[bytes], limit: int) -> None:
     assert isinstance(parser.finish(0, ""), Result | Error)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(_event, max_size=6))
 def test_arbitrary_event_shapes_never_raise(objs: list[dict[str, Any]]) -> None:
     parser = ExecEventParser(structured=True)
@@ -474,7 +475,7 @@ def test_arbitrary_event_shapes_never_raise(objs: list[dict[str, Any]]) -> None:
     assert isinstance(parser.finish(1, "stderr"), Result | Error)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=80))
 def test_arbitrary_lines_never_raise(line: str) -> None:
     ExecEventParser().feed_line(line)

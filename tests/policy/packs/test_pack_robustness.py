@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.depth import examples
 
 from agent_fleet.policy import evaluate_command
 from agent_fleet.policy.packs import _packs
@@ -25,7 +26,7 @@ WORDS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(program=st.sampled_from(PROGRAMS), words=st.lists(WORDS, max_size=8))
 def test_never_raises_on_argv(program: str, words: list[str]) -> None:
     decision = evaluate_command([program, *words], cwd="/nonexistent-ws/p")
