@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import importlib.util
+import itertools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.mark.expression import Expression
 
 from agent_fleet._codex_binary import find_codex
 from agent_fleet.errors import ProviderUnavailable
@@ -63,6 +67,36 @@ def _program(args: Any) -> str:
     if os.sep not in path:
         path = shutil.which(path) or path
     return os.path.realpath(path)
+
+
+def _selects_no_e2e_test(markexpr: str) -> bool:
+    """Whether ``-m markexpr`` deselects every test marked ``e2e``, whatever other marks it carries: false
+    for each true/false assignment of the other names the expression mentions, with ``e2e`` true."""
+    if not markexpr.strip():
+        return False
+    try:
+        expression = Expression.compile(markexpr)
+    except Exception:
+        return False  # pytest reports a bad expression itself
+    others = sorted(set(re.findall(r"[\w.+-]+", markexpr)) - {"e2e", "and", "or", "not"})[:10]
+    for values in itertools.product((False, True), repeat=len(others)):
+        marks = {"e2e": True, **dict(zip(others, values, strict=True))}
+        if expression.evaluate(functools.partial(_marked, marks)):
+            return False
+    return True
+
+
+def _marked(marks: dict[str, bool], name: str, /, **_: object) -> bool:
+    return marks.get(name, False)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto`` (addopts): two for a run with e2e tests, which drive real agent binaries
+    (CPU-bound, some timed); three when ``-m`` leaves every e2e test out (``-m "not e2e"``), where tests
+    wait on children, sockets and daemons' shutdowns more than they compute and a third worker fills
+    those waits on a two-core machine. ``-n N`` on the command line overrides both."""
+    markexpr = str(config.getoption("markexpr", "") or "")
+    return 3 if _selects_no_e2e_test(markexpr) else 2
 
 
 @pytest.fixture(autouse=True, scope="session")
