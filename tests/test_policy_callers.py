@@ -9,6 +9,7 @@ loop for as long as the request takes; the few that remain live in functions the
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import agent_fleet
@@ -24,23 +25,34 @@ APART = {
 }
 
 
+@functools.cache
+def _trees() -> list[tuple[str, ast.Module]]:
+    """Every module of the package, parsed once for the tests of this file."""
+    return [
+        (path.relative_to(SRC).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(SRC.rglob("*.py"))
+    ]
+
+
 def _sync_calls() -> set[tuple[str, str]]:
+    """(module, function) for every function holding a synchronous judgement, directly or in a function
+    nested in it."""
     found: set[tuple[str, str]] = set()
-    for path in sorted(SRC.rglob("*.py")):
-        relative = path.relative_to(SRC).as_posix()
-        if relative.startswith("policy/"):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for function in ast.walk(tree):
-            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
-                continue
-            for node in ast.walk(function):
-                if not isinstance(node, ast.Call):
-                    continue
-                func = node.func
-                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if name in SYNC:
-                    found.add((relative, function.name))
+
+    def visit(node: ast.AST, relative: str, holders: tuple[str, ...]) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            holders = (*holders, node.name)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in SYNC:
+                found.update((relative, holder) for holder in holders)
+        for child in ast.iter_child_nodes(node):
+            visit(child, relative, holders)
+
+    for relative, tree in _trees():
+        if not relative.startswith("policy/"):
+            visit(tree, relative, ())
     return found
 
 
@@ -53,8 +65,8 @@ def test_the_functions_holding_them_are_handed_to_judge_apart() -> None:
     for module, entry in {(m, e) for (m, _), e in APART.items()}:
         callers = [
             node
-            for path in SRC.rglob("*.py")
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            for _, tree in _trees()
+            for node in ast.walk(tree)
             if isinstance(node, ast.Call)
             and getattr(node.func, "id", None) == "judge_apart"
             and any(isinstance(a, ast.Name) and a.id == entry for a in node.args)
