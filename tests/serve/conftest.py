@@ -59,6 +59,7 @@ def client(daemon: Daemon, token: str | None = TOKEN) -> httpx.AsyncClient:
         headers=headers,
         timeout=httpx.Timeout(60.0),
         limits=httpx.Limits(max_connections=None),
+        verify=False,  # plain http on loopback: no CA bundle to load (~35 ms a client)
     )
 
 
