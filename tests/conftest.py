@@ -1,9 +1,12 @@
 """Fixtures for the whole suite: one ``workspace``, and the guard that keeps unit tests unit tests.
 
-A test that starts a real agent binary (the codex binary, ``codex exec-server``, the Claude Code CLI)
-must carry the ``e2e`` marker, so ``pytest -m "not e2e"`` runs none of them. The autouse guard below
-records every process a test without the marker starts and fails the test if one of them is a real
-agent binary (a fake codex script in a temporary directory is not).
+A test that runs a real program end to end carries the ``e2e`` marker, so ``pytest -m "not e2e"`` (the
+unit run, under a minute) runs none of them: a real agent binary (the codex binary, ``codex
+exec-server``, the Claude Code CLI), the agent-fleet CLI in a process of its own that a test signals or
+completes with, a browser or a real terminal, bash replaying the policy's corpora, the documentation
+build, the API fuzzer. Unit tests run in process (a git repository or a fake codex script as a fixture
+is fine). The autouse guard below records every process a test without the marker starts and fails the
+test if one of them is a real agent binary (a fake codex script in a temporary directory is not).
 """
 
 from __future__ import annotations
@@ -97,6 +100,38 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     those waits on a two-core machine. ``-n N`` on the command line overrides both."""
     markexpr = str(config.getoption("markexpr", "") or "")
     return 3 if _selects_no_e2e_test(markexpr) else 2
+
+
+#: Test files that take longest (8-60 s of wall time each, measured; CI's fuzzing a minute): handed out
+#: first, so that under ``--dist loadfile`` no worker starts one while the others are finishing (xdist's
+#: own order puts one-test files last). Order only: an entry gone stale costs nothing.
+_LONGEST_FIRST = (
+    "tests/serve/test_schemathesis.py",
+    "tests/policy/test_policy_limits.py",
+    "tests/cli/test_exits.py",
+    "tests/serve/test_security.py",
+    "tests/test_docs.py",
+    "tests/policy/test_policy_adversarial.py",
+    "tests/policy/test_policy_redteam_bash.py",
+    "tests/codex/test_approvals_loop.py",
+    "tests/codex/test_appserver_fake.py",
+    "tests/serve/test_dashboard_units.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files in ``_LONGEST_FIRST`` first, then as xdist's default order (most tests first), which
+    ``--no-loadscope-reorder`` (addopts) leaves to this; a file's own tests keep their order."""
+    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.nodeid.split("::")[0]] = counts.get(item.nodeid.split("::")[0], 0) + 1
+
+    def key(item: pytest.Item) -> tuple[int, int]:
+        name = item.nodeid.split("::")[0]
+        return rank.get(name, len(rank)), -counts[name]
+
+    items.sort(key=key)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -50,6 +50,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.e2e  # builds the site with mkdocs
 def test_site_builds_strict(site: Path) -> None:
     assert (site / "index.html").is_file()
     assert (site / "getting-started.html").is_file()
@@ -65,6 +66,7 @@ def test_every_public_module_has_a_reference_page() -> None:
         assert f"reference/{page.name}" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), page
 
 
+@pytest.mark.e2e  # builds the site with mkdocs
 def test_reference_lists_every_name_in_all(site: Path) -> None:
     missing = []
     for module in public_modules():

@@ -71,6 +71,7 @@ def _complete(words: str, cword: int, shell: str = "bash") -> str:
     ).stdout
 
 
+@pytest.mark.e2e  # the agent-fleet CLI completes in a process of its own
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_shell_completion_as_documented(shell: str) -> None:
     env = {**os.environ, "_AGENT_FLEET_COMPLETE": f"{shell}_source"}
@@ -81,6 +82,7 @@ def test_shell_completion_as_documented(shell: str) -> None:
     assert f"_AGENT_FLEET_COMPLETE={shell}_source agent-fleet" in str(agent_fleet.cli.__doc__)
 
 
+@pytest.mark.e2e  # the agent-fleet CLI completes in a process of its own
 def test_completion_completes_commands_and_choices() -> None:
     assert "plain,batch" in _complete("agent-fleet ba", 1).splitlines()
     sandboxes = _complete("agent-fleet run x -s ", 4).splitlines()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # each test runs the CLI's exit path in a process of its own and signals it
+
 # A run that ignores cancellation entirely: only the forced exit can end it.
 _STUBBORN = """
 import asyncio, os, signal, sys

@@ -115,6 +115,7 @@ def test_enough_cases_are_replayable() -> None:
     assert len(_cases()) >= 150
 
 
+@pytest.mark.e2e  # real bash replays the corpus (see the module docstring)
 def test_policy_sees_the_argv_bash_runs(sandbox: Path) -> None:
     home, work = str(sandbox / "home"), str(sandbox / "work")
     _WORK[:] = [work]

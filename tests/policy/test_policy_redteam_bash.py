@@ -92,6 +92,7 @@ def test_enough_entries_are_replayed() -> None:
     assert len([c for c in EVERYDAY if _replayable(c)]) >= 150
 
 
+@pytest.mark.e2e  # real bash replays the corpus (see the module docstring)
 def test_dangerous_entries_run_what_the_policy_sees(sandbox: Path) -> None:
     home, work = str(sandbox / "home"), str(sandbox / "work")
     missed: list[str] = []
@@ -116,6 +117,7 @@ def test_dangerous_entries_run_what_the_policy_sees(sandbox: Path) -> None:
     assert judged >= 200
 
 
+@pytest.mark.e2e  # real bash replays the corpus (see the module docstring)
 def test_everyday_entries_run_only_harmless_commands(sandbox: Path) -> None:
     home, work = str(sandbox / "home"), str(sandbox / "work")
     missed: list[str] = []

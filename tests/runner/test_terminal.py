@@ -7,7 +7,11 @@ terminal tests timed out after their program had printed its last line and exite
 
 from __future__ import annotations
 
+import pytest
+
 from .terminal import Terminal, terminal
+
+pytestmark = pytest.mark.e2e  # programs in a real terminal (tmux)
 
 __all__ = ["terminal"]  # the fixture
 

@@ -8,12 +8,15 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
 from tests.depth import FUZZ_SECONDS
 
 from agent_fleet.serve import Daemon, ServeConfig
 
 from .conftest import TOKEN
 from .fakes import fake_providers
+
+pytestmark = pytest.mark.e2e  # schemathesis's CLI fuzzes a live daemon
 
 MAX_EXAMPLES = 25  # per operation and phase: about a minute on two loaded cores
 MAX_TIME = FUZZ_SECONDS  # the whole run: a minute in a deep run (CI), a short pass by default
