@@ -93,13 +93,24 @@ def _marked(marks: dict[str, bool], name: str, /, **_: object) -> bool:
     return marks.get(name, False)
 
 
+def _markexpr(config: pytest.Config) -> str:
+    return str(config.getoption("markexpr", "") or "")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A run that selects no e2e test does not import the e2e-only modules (``*_e2e.py``, whose tests are
+    all marked e2e: checked whenever they are collected): about a second less start-up per worker."""
+    if collection_path.name.endswith("_e2e.py") and _selects_no_e2e_test(_markexpr(config)):
+        return True
+    return None
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """Workers for ``-n auto`` (addopts): two for a run with e2e tests, which drive real agent binaries
     (CPU-bound, some timed); three when ``-m`` leaves every e2e test out (``-m "not e2e"``), where tests
     wait on children, sockets and daemons' shutdowns more than they compute and a third worker fills
     those waits on a two-core machine. ``-n N`` on the command line overrides both."""
-    markexpr = str(config.getoption("markexpr", "") or "")
-    return 3 if _selects_no_e2e_test(markexpr) else 2
+    return 3 if _selects_no_e2e_test(_markexpr(config)) else 2
 
 
 #: Test files that take longest (8-60 s of wall time each, measured; CI's fuzzing a minute): handed out
@@ -107,6 +118,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 #: own order puts one-test files last). Order only: an entry gone stale costs nothing.
 _LONGEST_FIRST = (
     "tests/serve/test_schemathesis.py",
+    "tests/policy/test_policy_stall.py",
     "tests/policy/test_policy_limits.py",
     "tests/cli/test_exits.py",
     "tests/serve/test_security.py",
@@ -121,7 +133,15 @@ _LONGEST_FIRST = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files in ``_LONGEST_FIRST`` first, then as xdist's default order (most tests first), which
-    ``--no-loadscope-reorder`` (addopts) leaves to this; a file's own tests keep their order."""
+    ``--no-loadscope-reorder`` (addopts) leaves to this; a file's own tests keep their order. And every
+    test of an ``*_e2e.py`` file is marked e2e (``pytest_ignore_collect`` relies on it)."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if item.path.name.endswith("_e2e.py") and item.get_closest_marker("e2e") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"mark these tests e2e (they are in *_e2e.py files): {', '.join(unmarked)}")
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
     counts: dict[str, int] = {}
     for item in items:

@@ -1,5 +1,6 @@
-"""The judge's own safety (issue 30, items 7-10): bounded work before the parse, an event loop that never
-waits long on a judgement, a cheap cold start, and verdicts that no caller's stack depth can change."""
+"""The judge's own safety (issue 30, items 7, 9 and 10): bounded work before the parse, a cheap cold start,
+and verdicts that no caller's stack depth can change. Item 8, an event loop that never waits long on a
+judgement, is ``test_policy_stall.py``."""
 
 from __future__ import annotations
 
@@ -12,15 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.loop_stall import best_of, held, shown
 
-from agent_fleet.policy import ApprovalPolicy, ApprovalRequest, Decision, evaluate_command
+from agent_fleet.policy import ApprovalPolicy, Decision, evaluate_command
 from agent_fleet.policy.bash import _shell
 from agent_fleet.policy.bash._code import analyse_code
 from agent_fleet.policy.packs._packs import PackSet, builtin_packs
 
 from . import adversarial, blindspots, redteam
-from .robustness import PIPELINE, WORKSPACE, requests
+from .robustness import PIPELINE, WORKSPACE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,62 +85,6 @@ def test_large_python_is_read_in_pieces_with_the_same_findings() -> None:
     assert any(inner.argv[:2] == ("rm", "-rf") and inner.argv[2] == "~" for inner in found)
     assert evaluate_command(["python3", "-c", code], cwd=WORKSPACE).rule == "rm-root"
     assert evaluate_command(["python3", "-c", functions * 2], cwd=WORKSPACE).action == "allow_for_session"
-
-
-# --------------------------------------------------------------------------------------------------
-# 8. The loop's stall, measured on the loop.
-
-
-ROBUSTNESS = list(requests())
-
-
-@pytest.mark.parametrize(("name", "request_"), ROBUSTNESS, ids=[name for name, _ in ROBUSTNESS])
-async def test_the_loop_never_stalls_over_50_ms_and_the_child_decides_as_this_process_does(
-    name: str, request_: ApprovalRequest
-) -> None:
-    """A stall the judge causes happens on every try, and keeps this process busy; one the machine's
-    load causes does neither (``tests/loop_stall.py``). What the child judges off the loop gets the
-    verdict this process gives it (small commands are judged here anyway)."""
-    policy = ApprovalPolicy()
-    policy.evaluate(ApprovalRequest(kind="command", command="ls | cat", cwd=WORKSPACE))
-
-    async def judged() -> Decision:
-        return await policy.evaluate_async(request_)
-
-    decision, stalls = await best_of(judged)
-    assert decision.action in ("allow_for_session", "allow_once", "decline"), decision
-    assert held(stalls), (name, shown(stalls))
-    if request_.kind != "command" or len(request_.command or "") >= 40_000:
-        here = policy.evaluate(request_)
-        assert (decision.action, decision.rule) == (here.action, here.rule), name
-
-
-def test_a_child_that_dies_declines_what_it_was_judging() -> None:
-    from agent_fleet.policy.engine._child import ChildJudge
-
-    judge = ChildJudge()
-    judge.warm()
-    deadline = time.monotonic() + 60
-    while judge._process is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    process = judge._process
-    assert process is not None
-    request = dict(ROBUSTNESS)["read: 10,000 paths"]
-    future = judge.submit(None, request)
-    process.kill()
-    decision = future.result(timeout=60)
-    assert (decision.action, decision.rule) == ("decline", "too-large")
-    again = judge.submit(None, ApprovalRequest(kind="command", command="rm -rf ~", cwd=WORKSPACE))
-    assert again.result(timeout=60).rule == "rm-root"  # a new child
-
-
-def test_a_child_that_cannot_start_declines(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_fleet.policy.engine import _child
-
-    monkeypatch.setattr(_child.sys, "executable", "/nonexistent/python")
-    judge = _child.ChildJudge()
-    decision = judge.submit(None, ApprovalRequest(kind="command", command="ls", cwd=WORKSPACE)).result(60)
-    assert (decision.action, decision.rule) == ("decline", "policy-error")
 
 
 # --------------------------------------------------------------------------------------------------
