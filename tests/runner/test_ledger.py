@@ -329,3 +329,35 @@ def test_a_forced_record_says_which_worktrees_are_on_disk_as_it_leaves(tmp_path:
     assert tasks["c"]["worktree"] == {"path": str(kept), "kept": True}
     (ray,) = json.loads((out / "ray" / "summary.json").read_text())["tasks"]
     assert ray["worktree"] == {"path": str(elsewhere), "kept": True}  # as recorded: it may be on the node
+
+
+def test_a_reader_beside_a_starting_batch_sees_no_ledger_or_a_whole_one(tmp_path: Path) -> None:
+    """The ledger appears whole: a reader opening it while a batch is creating it (a ``report`` run, a
+    dashboard) finds no batch yet or every task, never a file without its tables."""
+    out = tmp_path / "out"
+    out.mkdir()
+    entries = [(f"t{n}", n + 1, {"id": f"t{n}", "prompt": "p"}) for n in range(60_000)]
+    created = threading.Event()
+    seen: list[str] = []
+
+    def create() -> None:
+        Ledger.create(out, entries).close()
+        created.set()
+
+    writer = threading.Thread(target=create)
+    writer.start()
+    while not created.is_set():
+        try:
+            reader = Ledger.open(out, lock=False)
+        except UsageError as exc:
+            assert "holds no batch" in str(exc), exc
+            seen.append("none")
+            continue
+        try:
+            seen.append(f"{sum(reader.counts().values())} tasks")
+        finally:
+            reader.close()
+    writer.join()
+    assert "none" in seen  # the reader did look while the batch was being created
+    assert set(seen) <= {"none", "60000 tasks"}, sorted(set(seen))
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # nothing left of the building

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 A batch's record must survive anything (a crash, ``kill -9``, a second Ctrl-C), so the ledger is the
 source of truth and ``summary.json`` is a view derived from it (``runner._ledger_views.write_records``),
-never the only copy.
+never the only copy. ``create`` builds the file whole under a name of its own and then puts it in
+place, so a reader beside a starting batch finds no ledger or all of it.
 Each transition is one short SQLite transaction (WAL journal, ``synchronous=NORMAL``: a commit is in the
 OS before the call returns, so a killed process loses nothing; a power cut may lose the last commits,
 never the file's consistency). Every transition also appends a row to ``history``.
@@ -43,7 +44,6 @@ providers' processes. Readers that must work while the batch runs (the forced-ex
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import json
 import os
@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agent_fleet.errors import UsageError
+from agent_fleet.runner._batch_lock import lock_batch
 from agent_fleet.runner._sqlite import transaction as _transaction
 from agent_fleet.runner._sqlite import writes as _writes
 from agent_fleet.runner.transcript import Redactor
@@ -161,30 +162,42 @@ def holds_batch(out: Path) -> bool:
     return (out / LEDGER_FILE).exists() or (out / SUMMARY_FILE).exists()
 
 
-def _lock(out: Path) -> io.FileIO:
-    """An exclusive lock on ``out``'s batch (see the module docstring): the open file holding it (a file
-    object, so a ledger dropped without ``close`` still lets go when it is collected). Raises
-    ``UsageError`` naming the process that holds it."""
-    path = out / LOCK_FILE
+def _build(
+    path: Path, entries: Sequence[tuple[str, int, Mapping[str, Any]]], meta: Mapping[str, Any] | None
+) -> None:
+    """A whole new ledger at ``path``, in the rollback journal: the finished file is all of it (no WAL)."""
+    db, now = sqlite3.connect(path, timeout=10.0, isolation_level=None), time.time()
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # not inheritable (PEP 446)
-    except OSError as exc:
-        raise UsageError(f"cannot lock the batch in {str(out)!r}: {exc.strerror or exc}") from exc
+        db.executescript(_SCHEMA)  # (executescript commits on its own)
+        with _transaction(db):
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [
+                    ("schema", json.dumps(_SCHEMA_VERSION)),
+                    ("created_at", json.dumps(now)),
+                    *((k, json.dumps(v)) for k, v in (meta or {}).items()),
+                ],
+            )
+            db.executemany(
+                "INSERT INTO tasks (id, position, line, spec, state, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    (task_id, position, line, json.dumps(obj, ensure_ascii=False), "queued", now)
+                    for position, (task_id, line, obj) in enumerate(entries)
+                ),
+            )
+    finally:
+        db.close()
+
+
+def _publish(built: Path, path: Path) -> None:
+    """Put the ledger ``built`` at ``path``, never over an existing one (two racing batches)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        os.close(fd)
-        who = f"pid {holder}" if holder.isdigit() else "another process"
-        raise UsageError(
-            f"--out {str(out)!r} is in use by another batch ({who}): wait for it to end or stop it"
-        ) from None
-    except OSError as exc:
-        os.close(fd)
-        raise UsageError(f"cannot lock the batch in {str(out)!r}: {exc.strerror or exc}") from exc
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return io.FileIO(fd, "r+", closefd=True)
+        os.link(built, path)
+    except FileExistsError as exc:
+        raise UsageError(f"--out {str(path.parent)!r} already holds a batch") from exc
+    except OSError:  # a file system without hard links: the batch's lock keeps other batches out
+        os.replace(built, path)
+    built.unlink(missing_ok=True)
 
 
 class Ledger:
@@ -222,38 +235,26 @@ class Ledger:
                 f"--out {str(out)!r} already holds a batch; continue it with `agent-fleet batch --resume "
                 f"{out}` (add `--rerun failed` to run its failed tasks again), or choose another --out"
             )
-        held = _lock(out)
+        held = lock_batch(out / LOCK_FILE)
         path = out / LEDGER_FILE
+        # Built whole under a name of its own, then put in place: a reader beside a starting batch (a
+        # `report` run, a dashboard) finds no ledger or all of it, never a file without its tables.
+        building = out / f".{LEDGER_FILE}.{os.getpid()}.new"
         try:
+            for stale in out.glob(f".{LEDGER_FILE}.*.new"):  # left by a batch killed while starting
+                stale.unlink(missing_ok=True)
             try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)  # two racing batches
-            except FileExistsError as exc:
-                raise UsageError(f"--out {str(out)!r} already holds a batch") from exc
+                fd = os.open(building, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             except OSError as exc:
                 raise UsageError(f"cannot create the batch ledger {str(path)!r}: {exc.strerror}") from exc
+            os.close(fd)
+            _build(building, entries, meta)
+            _publish(building, path)
         except BaseException:
+            building.unlink(missing_ok=True)
             held.close()
             raise
-        os.close(fd)
         db = _connect(path)
-        now = time.time()
-        db.executescript(_SCHEMA)  # (executescript commits on its own)
-        with _transaction(db):
-            db.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?)",
-                [
-                    ("schema", json.dumps(_SCHEMA_VERSION)),
-                    ("created_at", json.dumps(now)),
-                    *((k, json.dumps(v)) for k, v in (meta or {}).items()),
-                ],
-            )
-            db.executemany(
-                "INSERT INTO tasks (id, position, line, spec, state, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    (task_id, position, line, json.dumps(obj, ensure_ascii=False), "queued", now)
-                    for position, (task_id, line, obj) in enumerate(entries)
-                ),
-            )
         return cls(out, db, held)
 
     @classmethod
@@ -264,7 +265,7 @@ class Ledger:
         path = out / LEDGER_FILE
         if not path.is_file():
             raise UsageError(f"{str(out)!r} holds no batch to resume (no {LEDGER_FILE} in it)")
-        held = _lock(out) if lock else None
+        held = lock_batch(out / LOCK_FILE) if lock else None
         try:
             try:
                 db = _connect(path)
