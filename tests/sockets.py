@@ -127,7 +127,8 @@ def _agents_own_udp(item: Listener | Connection) -> bool:
         isinstance(item, Listener)
         and item.proto.startswith("udp")
         and item.port >= 32768
-        and _under_codex(item.pid)
+        # the program as sampled first: the process may be gone by now (a lookup is short-lived)
+        and (item.program.rsplit("/", 1)[-1] == "codex" or _under_codex(item.pid))
     )
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
 import sys
 import time
 
-from .sockets import LoopbackWatch, descendants, listening
+from .sockets import Listener, LoopbackWatch, _agents_own_udp, descendants, listening
 
 
 def test_it_finds_a_socket_bound_to_every_interface_and_one_on_loopback() -> None:
@@ -55,3 +56,12 @@ def test_the_watch_reports_a_child_that_listens_or_connects_beyond_loopback() ->
     assert (child.pid, "0.0.0.0", wide) in watch.off_loopback and len(watch.off_loopback) == 2
     assert (child.pid, "127.0.0.1", near) in watch.seen
     assert all(key[0] == child.pid for key in watch.off_loopback), watch.off_loopback
+
+
+def test_a_resolver_socket_of_codex_is_its_own_even_once_the_process_is_gone() -> None:
+    gone = 2**22 + 7  # above pid_max's default: no such process
+    own = Listener(pid=gone, program="/venv/bin/codex", proto="udp", host="0.0.0.0", port=43244)
+    assert _agents_own_udp(own)
+    assert not _agents_own_udp(dataclasses.replace(own, program="/usr/bin/python3"))
+    assert not _agents_own_udp(dataclasses.replace(own, port=5353))  # a fixed port is a service
+    assert not _agents_own_udp(dataclasses.replace(own, proto="tcp"))
