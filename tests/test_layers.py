@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -16,6 +17,7 @@ METHOD = re.compile(r"^[a-z][A-Za-z]*(/[a-z][A-Za-z]*)+$")  # thread/start, item
 WIRE_PACKAGES = ("codex", "execserver", "jsonrpc")
 
 
+@functools.cache
 def _namespaces() -> frozenset[str]:
     """The first segments of every method-shaped string the wire packages name (thread, turn, item, ...),
     so a method-shaped string of another protocol (an OTLP ``http/protobuf``) is not taken for one."""
@@ -30,9 +32,6 @@ def _namespaces() -> frozenset[str]:
                 ):
                     found.add(node.value.split("/", 1)[0])
     return frozenset(found)
-
-
-NAMESPACES = _namespaces()
 
 
 def _violations(path: Path) -> list[str]:
@@ -53,7 +52,7 @@ def _violations(path: Path) -> list[str]:
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
             and METHOD.match(node.value)
-            and node.value.split("/", 1)[0] in NAMESPACES
+            and node.value.split("/", 1)[0] in _namespaces()
         ):
             found.append(f"{path.name}:{node.lineno}: names the JSON-RPC method {node.value!r}")
     return found

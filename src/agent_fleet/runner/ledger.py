@@ -165,7 +165,8 @@ def holds_batch(out: Path) -> bool:
 def _build(
     path: Path, entries: Sequence[tuple[str, int, Mapping[str, Any]]], meta: Mapping[str, Any] | None
 ) -> None:
-    """A whole new ledger at ``path``, in the rollback journal: the finished file is all of it (no WAL)."""
+    """A whole new ledger at ``path``, left in WAL mode with its WAL folded in and gone: the finished file
+    is all of it, and no reader must change its journal mode (a lock that would hold up the batch)."""
     db, now = sqlite3.connect(path, timeout=10.0, isolation_level=None), time.time()
     try:
         db.executescript(_SCHEMA)  # (executescript commits on its own)
@@ -185,6 +186,7 @@ def _build(
                     for position, (task_id, line, obj) in enumerate(entries)
                 ),
             )
+        db.execute("PRAGMA journal_mode=WAL")
     finally:
         db.close()
 
