@@ -3,8 +3,8 @@
 Large commands of every shape up to the size cap (pipelines, lists, substitutions, inline scripts,
 here-documents, loops ...), the pipeline whose parse is quadratic (30,000 stages ending in ``rm -rf ~``),
 deep nesting, and the other request kinds at sizes no agent sends (10,000 paths). No request may hold
-the event loop more than 50 ms or cost more than 256 MB (``test_policy_limits.py``,
-``bench/policy_eval.py``).
+the event loop more than 50 ms or cost more than 256 MB (``test_policy_stall.py``,
+``test_policy_limits.py``, ``bench/policy_eval.py``).
 """
 
 from __future__ import annotations
