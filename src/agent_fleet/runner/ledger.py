@@ -54,8 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from agent_fleet._pidlock import hold_lock
 from agent_fleet.errors import UsageError
-from agent_fleet.runner._batch_lock import lock_batch
 from agent_fleet.runner._sqlite import transaction as _transaction
 from agent_fleet.runner._sqlite import writes as _writes
 from agent_fleet.runner.transcript import Redactor
@@ -162,6 +162,22 @@ def holds_batch(out: Path) -> bool:
     return (out / LEDGER_FILE).exists() or (out / SUMMARY_FILE).exists()
 
 
+def _lock(out: Path) -> io.FileIO:
+    """An exclusive lock on ``out``'s batch (see the module docstring): the open file holding it (a file
+    object, so a ledger dropped without ``close`` still lets go when it is collected). Raises
+    ``UsageError`` naming the process that holds it."""
+
+    def failed(exc: OSError) -> UsageError:
+        return UsageError(f"cannot lock the batch in {str(out)!r}: {exc.strerror or exc}")
+
+    def busy(who: str) -> UsageError:
+        return UsageError(
+            f"--out {str(out)!r} is in use by another batch ({who}): wait for it to end or stop it"
+        )
+
+    return hold_lock(out / LOCK_FILE, busy=busy, failed=failed)
+
+
 def _build(
     path: Path, entries: Sequence[tuple[str, int, Mapping[str, Any]]], meta: Mapping[str, Any] | None
 ) -> None:
@@ -237,7 +253,7 @@ class Ledger:
                 f"--out {str(out)!r} already holds a batch; continue it with `agent-fleet batch --resume "
                 f"{out}` (add `--rerun failed` to run its failed tasks again), or choose another --out"
             )
-        held = lock_batch(out / LOCK_FILE)
+        held = _lock(out)
         path = out / LEDGER_FILE
         # Built whole under a name of its own, then put in place: a reader beside a starting batch (a
         # `report` run, a dashboard) finds no ledger or all of it, never a file without its tables.
@@ -267,7 +283,7 @@ class Ledger:
         path = out / LEDGER_FILE
         if not path.is_file():
             raise UsageError(f"{str(out)!r} holds no batch to resume (no {LEDGER_FILE} in it)")
-        held = lock_batch(out / LOCK_FILE) if lock else None
+        held = _lock(out) if lock else None
         try:
             try:
                 db = _connect(path)

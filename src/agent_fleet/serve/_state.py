@@ -14,13 +14,13 @@ the runner with the process's umask) once that code is done with it.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import os
 import stat
 from pathlib import Path
 from typing import Final
 
+from agent_fleet._pidlock import hold_lock
 from agent_fleet.errors import UsageError
 
 LOCK_FILE: Final = "serve.lock"
@@ -74,22 +74,13 @@ def open_state_dir(state: Path) -> tuple[io.FileIO, list[str]]:
             )
         if not os.access(state, os.W_OK | os.X_OK):
             raise PermissionError(13, f"{state} is not writable")
-        fd = os.open(state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)  # not inheritable (PEP 446)
     except OSError as exc:
         raise _usage(state, exc) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        os.close(fd)
-        who = f"pid {holder}" if holder.isdigit() else "another process"
-        raise UsageError(
+
+    def busy(who: str) -> UsageError:
+        return UsageError(
             f"the state directory {str(state)!r} is in use by another agent-fleet serve ({who}): "
             "stop it, or give another --state-dir"
-        ) from None
-    except OSError as exc:
-        os.close(fd)
-        raise _usage(state, exc) from exc
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return io.FileIO(fd, "r+", closefd=True), warnings
+        )
+
+    return hold_lock(state / LOCK_FILE, busy=busy, failed=lambda exc: _usage(state, exc)), warnings
