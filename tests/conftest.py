@@ -11,6 +11,7 @@ test if one of them is a real agent binary (a fake codex script in a temporary d
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import functools
@@ -72,6 +73,7 @@ def _program(args: Any) -> str:
     return os.path.realpath(path)
 
 
+@functools.cache  # asked for every path collected
 def _selects_no_e2e_test(markexpr: str) -> bool:
     """Whether ``-m markexpr`` deselects every test marked ``e2e``, whatever other marks it carries: false
     for each true/false assignment of the other names the expression mentions, with ``e2e`` true."""
@@ -143,9 +145,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if unmarked:
         raise pytest.UsageError(f"mark these tests e2e (they are in *_e2e.py files): {', '.join(unmarked)}")
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-    counts: dict[str, int] = {}
-    for item in items:
-        counts[item.nodeid.split("::")[0]] = counts.get(item.nodeid.split("::")[0], 0) + 1
+    counts = collections.Counter(item.nodeid.split("::")[0] for item in items)
 
     def key(item: pytest.Item) -> tuple[int, int]:
         name = item.nodeid.split("::")[0]
